@@ -1,0 +1,51 @@
+"""loopwright: a Python runtime for AI agents — one transparent loop, typed events, gated tools.
+
+    agent = Agent(model="scripted:demo.yaml", tools=[lookup_order], rules="rules.yaml")
+    async for event in Session(agent).run("Where is my order?"):
+        ...
+"""
+
+from .agent import Agent, RetryPolicy
+from .approvals import DEFER, Approval, ApprovalRequest
+from .errors import ConfigError, LoopwrightError, SessionBusy, ToolError, UnknownModel
+from .events import Event
+from .hooks import Block, Hooks, Stop
+from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from .models import Model, get_model
+from .permissions import Rules
+from .session import Run, RunResult, Session, run, run_sync
+from .tools import Tool, ToolContext, ToolReturn, tool
+
+__all__ = [
+    "DEFER",
+    "Agent",
+    "Approval",
+    "ApprovalRequest",
+    "AssistantMessage",
+    "Block",
+    "ConfigError",
+    "Event",
+    "Hooks",
+    "LoopwrightError",
+    "Message",
+    "Model",
+    "RetryPolicy",
+    "Rules",
+    "Run",
+    "RunResult",
+    "Session",
+    "SessionBusy",
+    "Stop",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "ToolResultMessage",
+    "ToolReturn",
+    "UnknownModel",
+    "UserMessage",
+    "get_model",
+    "run",
+    "run_sync",
+    "tool",
+]

@@ -1,0 +1,85 @@
+"""An agent is a value: persona, model, tools, rules and limits. It does nothing by itself;
+`Session.run` (or `loopwright.run`) drives it through the loop. Change one with
+`dataclasses.replace`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from .errors import ConfigError
+from .hooks import Hooks
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .models import Model
+    from .permissions import Gate
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How model requests are retried on retryable failures (SPEC §3.8)."""
+
+    attempts: int = 2
+    """Retries after the first try."""
+    backoff: float = 0.25
+    """Linear backoff: the n-th retry waits n × backoff seconds (or what `retry-after` says)."""
+    max_delay: float = 30.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Agent:
+    """Everything that defines an agent. Keyword-only; every field but `model` has a default."""
+
+    model: str | Model
+    """A `"provider:model"` string or a `Model` instance."""
+    name: str = "agent"
+    """Also the `agent` segment of the permission scope."""
+    instructions: str = ""
+    """The system prompt (the persona)."""
+    description: str = ""
+    """When this agent is a subagent: the tool description its parent's model reads."""
+    tools: Sequence[Tool] = ()
+    rules: Gate | str | Path | None = None
+    """A gate, or the path of a rules YAML file (re-read when it changes). None allows every
+    tool: an agent built in Python trusts the tools it was given."""
+    max_turns: int = 25
+    """Model requests allowed per run; then the run stops with `max_turns`."""
+    on_deny: Literal["stop", "continue"] = "stop"
+    """`stop`: a denial skips the batch's other calls and ends the run. `continue`: the model is
+    told about the denial and the run goes on."""
+    hooks: Hooks = field(default_factory=Hooks)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    context_budget: int = 100_000
+    """Tokens of context the agent may use (budget checks nudge at 70 %, flag at 92 %)."""
+    max_output_tokens: int | None = None
+    tool_concurrency: int = 16
+    tool_timeout: float | None = 120.0
+    """Default seconds before an async or blocking tool call is cancelled."""
+    max_tool_output: int = 50_000
+    """Default characters of tool output beyond which the result is an error."""
+    steering: Literal["one", "all"] = "one"
+    """Deliver queued steering messages one per step boundary, or all at once."""
+    follow_up: Literal["one", "all"] = "one"
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ConfigError(f"agent {self.name!r}: max_turns must be at least 1")
+        tools = tuple(self.tools)
+        names = [t.name for t in tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(f"agent {self.name!r}: duplicate tool names {duplicates}")
+        object.__setattr__(self, "tools", tools)
+
+    def gate(self) -> Gate:
+        """The permission gate this agent's calls go through."""
+        from .permissions import AllowAll, RulesFile
+
+        if self.rules is None:
+            return AllowAll()
+        if isinstance(self.rules, (str, Path)):
+            return RulesFile(self.rules)
+        return self.rules

@@ -1,0 +1,26 @@
+"""The context budget: how full the model's context is before each request (SPEC §6).
+
+`usedTokens` is the input the provider last reported plus an estimate (four characters a token)
+for what was appended since, so the check costs the same at step 5 and step 500.
+"""
+
+from __future__ import annotations
+
+from .events import BudgetCheck, Nudge
+from .messages import History
+
+NUDGE_RATIO = 0.7
+HARD_RATIO = 0.92
+NUDGE_TEXT = "The conversation is approaching its context budget. Wrap up the current step concisely."
+
+
+def check_budget(history: History, budget_tokens: int) -> BudgetCheck:
+    used = history.used_tokens()
+    ratio = round(used / budget_tokens, 4) if budget_tokens > 0 else 1.0
+    if ratio >= HARD_RATIO:
+        return BudgetCheck(action="over_hard_limit", used_tokens=used, budget_tokens=budget_tokens,
+                           ratio=ratio)
+    if ratio >= NUDGE_RATIO:
+        return BudgetCheck(action="nudge", used_tokens=used, budget_tokens=budget_tokens,
+                           ratio=ratio, nudge=Nudge(role="system", content=NUDGE_TEXT))
+    return BudgetCheck(action="ok", used_tokens=used, budget_tokens=budget_tokens, ratio=ratio)

@@ -1,0 +1,38 @@
+"""The exceptions loopwright raises: only for programmer and configuration errors.
+
+    LoopwrightError
+     ├── ConfigError      bad agent, tool, rules or model configuration (names file and line)
+     ├── ToolError        raise inside a tool to hand the model a clean error message
+     ├── SessionBusy      a second run was started on a session that is running
+     └── UnknownModel     a `provider:model` string names no registered provider
+
+Everything a model can act on (unknown tools, bad arguments, failing tools, denials) is data:
+a tool result with `is_error` set, never an exception.
+"""
+
+from __future__ import annotations
+
+
+class LoopwrightError(Exception):
+    """Base of every loopwright exception."""
+
+
+class ConfigError(LoopwrightError):
+    """Invalid configuration; `source` names the file (and line) when there is one."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(f"{source}: {message}" if source else message)
+        self.source = source
+
+
+class ToolError(LoopwrightError):
+    """Raised by a tool: the message becomes an error result the model reads, without a
+    traceback or the exception's class name."""
+
+
+class SessionBusy(LoopwrightError):
+    """The session already has a run in progress (one run at a time per session)."""
+
+
+class UnknownModel(ConfigError):
+    """No provider is registered for the model string."""

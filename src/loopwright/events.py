@@ -1,0 +1,496 @@
+"""Every event a run can emit: typed values with a literal `type`, one class per type.
+
+The seventeen loopengine v1 types keep their exact names and fields; everything else is additive
+and travels in its own type (never as a new field of a v1 type). The legal order of one run:
+
+    session input:received? steering:injected*
+      ( step:started budget:check (compaction:started prompt:compaction? compaction:finished)?
+        (text:delta | thinking:delta | tool:delta | model:retry)* message:completed
+        assistant:text?
+        ( approval:pending? actauth:decision
+          (tool:started tool:update* toollane:result? tool:output tool:result
+           | tool:output tool:result)? )*
+        loop:skipped* step:finished steering:injected* )*
+    <terminal> done
+
+where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
+loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. Per tool call:
+`approval:pending` (only if asked) → `actauth:decision` → `tool:started` (only if it runs) →
+`tool:update`* → `tool:output` → `tool:result`. Calls of one batch may interleave while they run.
+`loopwright.testing.check_events` enforces this grammar.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+from ._values import value
+from .messages import AssistantMessage, Usage, UserMessage
+
+DecisionKind: TypeAlias = Literal["allow", "ask", "deny"]
+RunStopReason: TypeAlias = Literal[
+    "completed", "max_turns", "denied", "paused", "aborted", "error", "terminated"
+]
+
+
+@value
+class Scope:
+    """The scope a permission decision is made in (SPEC §5.2)."""
+
+    tenant: str
+    environment: str
+    agent: str
+
+
+@value
+class Nudge:
+    """A note asking the model to wrap up, added to one request's context."""
+
+    role: str
+    content: str
+
+
+# ---- loopengine v1: engine events -----------------------------------------------------------
+
+
+@value
+class BudgetCheck:
+    """Context-budget check, once before every model request."""
+
+    action: Literal["ok", "nudge", "over_hard_limit"]
+    used_tokens: int
+    budget_tokens: int
+    ratio: float
+    nudge: Nudge | None = None
+    type: Literal["budget:check"] = "budget:check"
+
+
+@value
+class PromptCompaction:
+    """The prompt was compacted after the provider rejected it as too long (message counts)."""
+
+    from_: int
+    to: int
+    type: Literal["prompt:compaction"] = "prompt:compaction"
+
+
+@value
+class AssistantText:
+    """The model's text alongside a tool-using reply (its preamble)."""
+
+    text: str
+    type: Literal["assistant:text"] = "assistant:text"
+
+
+@value
+class ActauthDecision:
+    """The gate's verdict on one tool call, in the order the model emitted the calls."""
+
+    tool: str
+    decision: DecisionKind
+    reason: str
+    type: Literal["actauth:decision"] = "actauth:decision"
+
+
+@value
+class ToolStarted:
+    """An allowed call is about to run; its intent is committed before it runs."""
+
+    id: str
+    tool: str
+    args: dict[str, Any]
+    detail_text: str
+    type: Literal["tool:started"] = "tool:started"
+
+
+@value
+class ToolResult:
+    """A call's resolution: `Approved.`, `Error.`, `Denied.` or `Skipped.`."""
+
+    id: str
+    tool: str
+    status_text: str
+    args: dict[str, Any] | None = None
+    detail_text: str | None = None
+    type: Literal["tool:result"] = "tool:result"
+
+
+@value
+class ToollaneResult:
+    """The raw outcome of a call that ran (`summary` is what the model reads)."""
+
+    name: str
+    summary: str
+    type: Literal["toollane:result"] = "toollane:result"
+
+
+@value
+class SkillLoaded:
+    skill: str
+    type: Literal["skill:loaded"] = "skill:loaded"
+
+
+@value
+class LoopSkipped:
+    """An approved call did not run because a sibling was denied."""
+
+    name: str
+    denied_tools: list[str]
+    type: Literal["loop:skipped"] = "loop:skipped"
+
+
+@value
+class LoopMaxTurns:
+    """Terminal: the step limit was reached without a final answer."""
+
+    max_turns: int
+    type: Literal["loop:max_turns"] = "loop:max_turns"
+
+
+@value
+class LoopDenied:
+    """Terminal: a call was denied and the agent stops on denial."""
+
+    denied_tools: list[str]
+    type: Literal["loop:denied"] = "loop:denied"
+
+
+@value
+class LoopDone:
+    """Terminal: a genuine finish, a reply with no tool calls."""
+
+    text: str
+    type: Literal["loop:done"] = "loop:done"
+
+
+# ---- loopengine v1: adapter events ----------------------------------------------------------
+
+
+@value
+class Session:
+    """First event of every run: the session it belongs to."""
+
+    session_id: str
+    type: Literal["session"] = "session"
+
+
+@value
+class ApprovalPending:
+    """A call needs a human decision; resolve it by its unguessable `id`."""
+
+    id: str
+    tool: str
+    args: dict[str, Any]
+    scope: Scope
+    reason: str
+    requested_at: str
+    type: Literal["approval:pending"] = "approval:pending"
+
+
+@value
+class QuestionPending:
+    """The agent asked the person a question; answer it by `id`."""
+
+    id: str
+    question: str
+    agent: str
+    requested_at: str
+    options: list[str] | None = None
+    session_id: str | None = None
+    type: Literal["question:pending"] = "question:pending"
+
+
+@value
+class Done:
+    """Always the last event of a run."""
+
+    text: str
+    stop_reason: RunStopReason
+    type: Literal["done"] = "done"
+
+
+@value
+class Error:
+    """v1 clients' view of a failed run (the profile=v1 projection of `loop:error`)."""
+
+    error: str
+    type: Literal["error"] = "error"
+
+
+# ---- additive ---------------------------------------------------------------------------------
+
+
+@value
+class InputReceived:
+    """The run's input, durable before the first step."""
+
+    message: UserMessage
+    type: Literal["input:received"] = "input:received"
+
+
+@value
+class SteeringInjected:
+    """A steering or follow-up message entered the conversation at a step boundary."""
+
+    message: UserMessage
+    mode: Literal["steer", "follow_up"]
+    type: Literal["steering:injected"] = "steering:injected"
+
+
+@value
+class StepStarted:
+    """A step (one model request and its tool calls) begins; `step` counts from 1 per run."""
+
+    step: int
+    type: Literal["step:started"] = "step:started"
+
+
+@value
+class StepFinished:
+    step: int
+    usage: Usage | None = None
+    type: Literal["step:finished"] = "step:finished"
+
+
+@value
+class TextDelta:
+    delta: str
+    type: Literal["text:delta"] = "text:delta"
+
+
+@value
+class ThinkingDelta:
+    delta: str
+    type: Literal["thinking:delta"] = "thinking:delta"
+
+
+@value
+class ToolDelta:
+    """A fragment of a tool call's JSON arguments as they stream."""
+
+    id: str
+    tool: str
+    delta: str
+    type: Literal["tool:delta"] = "tool:delta"
+
+
+@value
+class MessageCompleted:
+    """The complete assistant reply with its usage; the history is rebuilt from these."""
+
+    message: AssistantMessage
+    type: Literal["message:completed"] = "message:completed"
+
+
+@value
+class ModelRetry:
+    """A model request failed retryably and is sent again after `delay` seconds."""
+
+    attempt: int
+    error: str
+    delay: float
+    type: Literal["model:retry"] = "model:retry"
+
+
+@value
+class CompactionStarted:
+    reason: Literal["context", "steps", "manual", "prompt_too_long"]
+    type: Literal["compaction:started"] = "compaction:started"
+
+
+@value
+class CompactionFinished:
+    from_: int
+    to: int
+    mode: Literal["summarize", "discard"]
+    type: Literal["compaction:finished"] = "compaction:finished"
+
+
+@value
+class ToolUpdate:
+    """Progress reported by a running tool."""
+
+    id: str
+    tool: str
+    message: str
+    progress: float | None = None
+    type: Literal["tool:update"] = "tool:update"
+
+
+@value
+class ToolOutput:
+    """The content the model reads for one call; every decided call gets exactly one."""
+
+    id: str
+    tool: str
+    content: str
+    is_error: bool = False
+    type: Literal["tool:output"] = "tool:output"
+
+
+@value
+class ToolInterrupted:
+    """A call was cut off (cancel or crash); its output says `[interrupted: …]`."""
+
+    id: str
+    tool: str
+    type: Literal["tool:interrupted"] = "tool:interrupted"
+
+
+@value
+class ApprovalResolved:
+    """A human decided a pending approval."""
+
+    id: str
+    tool: str
+    decision: Literal["approve", "deny"]
+    by: str
+    resolved_at: str
+    args: dict[str, Any] | None = None
+    """Edited arguments, when the approver replaced them."""
+    reason: str | None = None
+    type: Literal["approval:resolved"] = "approval:resolved"
+
+
+@value
+class QuestionResolved:
+    id: str
+    answer: str
+    by: str
+    resolved_at: str
+    type: Literal["question:resolved"] = "question:resolved"
+
+
+@value
+class LoopPaused:
+    """Terminal: waiting on pending items that no live human can answer now."""
+
+    pending_ids: list[str]
+    type: Literal["loop:paused"] = "loop:paused"
+
+
+@value
+class LoopAborted:
+    """Terminal: the run was cancelled."""
+
+    reason: str
+    carry_over: str | None = None
+    type: Literal["loop:aborted"] = "loop:aborted"
+
+
+@value
+class LoopError:
+    """Terminal: the run failed (model failure past the retry bound, a raising hook...)."""
+
+    error: str
+    type: Literal["loop:error"] = "loop:error"
+
+
+@value
+class LoopTerminated:
+    """Terminal: a tool's `terminate` hint or a continuation policy stopped the run."""
+
+    reason: str
+    type: Literal["loop:terminated"] = "loop:terminated"
+
+
+@value
+class Origin:
+    """Where a forwarded subagent event came from."""
+
+    agent: str
+    session_id: str
+    call_id: str
+
+
+@value
+class SubagentEvent:
+    """An event of a subagent's run, forwarded to its parent's stream."""
+
+    origin: Origin
+    event: Event
+    type: Literal["subagent:event"] = "subagent:event"
+
+
+V1Event: TypeAlias = (
+    BudgetCheck
+    | PromptCompaction
+    | AssistantText
+    | ActauthDecision
+    | ToolStarted
+    | ToolResult
+    | ToollaneResult
+    | SkillLoaded
+    | LoopSkipped
+    | LoopMaxTurns
+    | LoopDenied
+    | LoopDone
+    | Session
+    | ApprovalPending
+    | QuestionPending
+    | Done
+    | Error
+)
+
+Terminal: TypeAlias = (
+    LoopDone | LoopMaxTurns | LoopDenied | LoopPaused | LoopAborted | LoopError | LoopTerminated
+)
+
+Event: TypeAlias = (
+    V1Event
+    | InputReceived
+    | SteeringInjected
+    | StepStarted
+    | StepFinished
+    | TextDelta
+    | ThinkingDelta
+    | ToolDelta
+    | MessageCompleted
+    | ModelRetry
+    | CompactionStarted
+    | CompactionFinished
+    | ToolUpdate
+    | ToolOutput
+    | ToolInterrupted
+    | ApprovalResolved
+    | QuestionResolved
+    | LoopPaused
+    | LoopAborted
+    | LoopError
+    | LoopTerminated
+    | SubagentEvent
+)
+
+TERMINAL_TYPES = frozenset(
+    {
+        "loop:done",
+        "loop:max_turns",
+        "loop:denied",
+        "loop:paused",
+        "loop:aborted",
+        "loop:error",
+        "loop:terminated",
+    }
+)
+
+V1_TYPES = frozenset(
+    {
+        "budget:check",
+        "prompt:compaction",
+        "assistant:text",
+        "actauth:decision",
+        "tool:started",
+        "tool:result",
+        "toollane:result",
+        "skill:loaded",
+        "loop:skipped",
+        "loop:max_turns",
+        "loop:denied",
+        "loop:done",
+        "session",
+        "approval:pending",
+        "question:pending",
+        "done",
+        "error",
+    }
+)

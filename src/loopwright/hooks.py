@@ -1,0 +1,76 @@
+"""Hooks: named points where user code observes or changes a run (SPEC §3.3).
+
+Each hook is an optional sync or async callable on `Hooks`. Its mode is fixed: *observe* hooks
+return nothing; *transform* hooks return a replacement or None to keep the value; *veto* hooks
+return `Block`/`Stop` (or a message to go on). A hook that raises ends the run with `loop:error`;
+every tool call of the current reply still gets a result.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .messages import AssistantMessage, ToolCall
+
+if TYPE_CHECKING:
+    from .events import RunStopReason
+    from .models import ModelRequest
+    from .tools import Outcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    """Who and where: passed to every hook."""
+
+    session_id: str
+    tenant: str
+    environment: str
+    agent: str
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Veto: refuse the input or the tool call, with a reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Veto: end the run (`loop:terminated`) with a reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hooks:
+    """Optional callables, each sync or async. Unset hooks cost nothing."""
+
+    on_run_start: Callable[[RunInfo], Any] | None = None
+    """Observe: a run begins."""
+    on_run_end: Callable[[RunInfo, RunStopReason], Any] | None = None
+    """Observe: a run ended with this stop reason (also after errors)."""
+    on_prompt: Callable[[RunInfo, str], Block | str | None] | None = None
+    """Veto/transform: `Block` refuses the input; a string is added as context after it."""
+    before_request: Callable[[RunInfo, ModelRequest], ModelRequest | None] | None = None
+    """Transform: replace the request (system prompt, messages, tools)."""
+    after_reply: Callable[[RunInfo, AssistantMessage], Any] | None = None
+    """Observe: the complete reply."""
+    before_tool: Callable[[RunInfo, ToolCall], Block | dict[str, Any] | None] | None = None
+    """Veto/transform, before the gate: `Block` makes an error result; a dict replaces args."""
+    after_tool: Callable[[RunInfo, ToolCall, Outcome], Outcome | None] | None = None
+    """Transform: replace a call's outcome (e.g. redact it, or mark it `terminate`)."""
+    continuation: Callable[[RunInfo, AssistantMessage], Stop | None] | None = None
+    """Veto: after a batch ran, `Stop` ends the run."""
+    on_stop: Callable[[RunInfo, str], str | None] | None = None
+    """Stop policy: the run is about to finish with this text; return a message to go on."""
+
+
+async def call_hook(hook: Callable[..., Any], *args: Any) -> Any:
+    result = hook(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result

@@ -1,0 +1,473 @@
+"""The loop: call the model, act on what it asks for, repeat (SPEC §3).
+
+`run_loop` is one async generator of events. Policy lives in named collaborators: the gate
+(`permissions`), the approver (`approvals`), the scheduler (`tools.run_tools`), retries
+(`stream_reply`), the budget (`budget`) and the hooks. The generator is suspended at every
+`yield`, so a consumer that persists an event (the store) has done so before the loop goes on:
+`tool:started` is the intent, committed before the tool runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from . import events as ev
+from .agent import Agent, RetryPolicy
+from .approvals import DEFER, Approval, ApprovalRequest, Approver
+from .budget import check_budget
+from .hooks import Block, RunInfo, Stop, call_hook
+from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
+from .models import Model, ModelFailure, ModelRequest, ToolSpec
+from .permissions import Gate
+from .tools import Outcome, Scheduled, ToolContext, run_tools
+
+INTERRUPTED = "[interrupted: tool call did not complete]"
+MAX_INVALID_EDITS = 5
+
+
+@dataclass(slots=True)
+class Control:
+    """Signals from outside a run: steering and follow-up queues, and cancellation."""
+
+    steering: deque[str] = field(default_factory=deque)
+    follow_ups: deque[str] = field(default_factory=deque)
+    cancelled: bool = False
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """A paused batch: results so far and the calls waiting on pending items."""
+
+    calls: list[ToolCall]
+    results: dict[str, ToolResultMessage]
+    outstanding: dict[str, ToolCall]
+    """Pending id → the call waiting on it."""
+
+
+async def run_loop(
+    agent: Agent,
+    model: Model,
+    gate: Gate,
+    history: History,
+    info: RunInfo,
+    control: Control,
+    *,
+    input: str | None,
+    approver: Approver | None = None,
+) -> AsyncIterator[ev.Event]:
+    """Run one input through the loop, yielding every event.
+
+    1. `session`; the input (after any carry-over note) joins the history; steering is injected.
+    2. Each step: stop at `max_turns`; `budget:check`; stream the reply (retrying within bounds).
+    3. No tool calls: finish (unless follow-ups are queued or the stop hook goes on).
+    4. Decide every call in model order; run the allowed ones concurrently; append results in
+       call order. A denial skips the rest and stops (or is told to the model); a call with no
+       live approver pauses the run once its siblings have run.
+    5. Exactly one terminal loop event, then `done`.
+    """
+    run = _Run(agent, model, gate, history, info, control, approver)
+    yield ev.Session(session_id=info.session_id)
+    try:
+        if agent.hooks.on_run_start:
+            await call_hook(agent.hooks.on_run_start, info)
+        async for event in run.start(input):
+            yield event
+        while run.terminal is None:
+            if control.cancelled:
+                raise asyncio.CancelledError
+            if run.step >= agent.max_turns:
+                run.stop(ev.LoopMaxTurns(max_turns=agent.max_turns), f"Stopped after "
+                         f"{agent.max_turns} turns without a final answer.", "max_turns")
+                break
+            async for event in run.step_once():
+                yield event
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        for event in run.interrupt():
+            yield event
+        control.steering.clear()
+        control.follow_ups.clear()
+        run.stop(ev.LoopAborted(reason="cancelled", carry_over=history.carry_over),
+                 "Cancelled.", "aborted")
+    except Exception as exc:
+        for event in run.interrupt():
+            yield event
+        run.stop(ev.LoopError(error=_describe(exc)), f"Error: {_describe(exc)}", "error")
+    if agent.hooks.on_run_end:
+        try:
+            await call_hook(agent.hooks.on_run_end, info, run.stop_reason)
+        except Exception as exc:
+            run.stop(ev.LoopError(error=_describe(exc)), f"Error: {_describe(exc)}", "error")
+    assert run.terminal is not None
+    yield run.terminal
+    yield ev.Done(text=run.text, stop_reason=run.stop_reason)
+
+
+@dataclass(slots=True)
+class _Run:
+    agent: Agent
+    model: Model
+    gate: Gate
+    history: History
+    info: RunInfo
+    control: Control
+    approver: Approver | None
+    tools: dict[str, Any] = field(default_factory=dict)
+    specs: tuple[ToolSpec, ...] = ()
+    scope: ev.Scope | None = None
+    step: int = 0
+    partial: list[str] = field(default_factory=list)
+    open_calls: list[ToolCall] = field(default_factory=list)
+    results: dict[str, ToolResultMessage] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    terminal: ev.Terminal | None = None
+    text: str = ""
+    stop_reason: ev.RunStopReason = "completed"
+
+    def __post_init__(self) -> None:
+        self.tools = {t.name: t for t in self.agent.tools}
+        self.specs = tuple(
+            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+            for t in self.agent.tools
+        )
+        self.scope = ev.Scope(
+            tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
+        )
+
+    def stop(self, terminal: ev.Terminal, text: str, reason: ev.RunStopReason) -> None:
+        self.terminal, self.text, self.stop_reason = terminal, text, reason
+
+    # ---- start and steering -------------------------------------------------------------
+
+    async def start(self, text: str | None) -> AsyncIterator[ev.Event]:
+        hooks, history = self.agent.hooks, self.history
+        if history.carry_over:
+            note = UserMessage(content="[Your previous reply was interrupted. What you had "
+                               f"written so far:]\n{history.carry_over}")
+            history.carry_over = None
+            history.append(note)
+            yield ev.InputReceived(message=note)
+        if text is not None:
+            extra = await call_hook(hooks.on_prompt, self.info, text) if hooks.on_prompt else None
+            if isinstance(extra, Block):
+                self.stop(ev.LoopTerminated(reason=f"input blocked: {extra.reason}"),
+                          extra.reason, "terminated")
+                return
+            message = UserMessage(content=f"{text}\n\n{extra}" if extra else text)
+            history.append(message)
+            yield ev.InputReceived(message=message)
+        for event in self.inject(self.control.steering, self.agent.steering, "steer"):
+            yield event
+
+    def inject(self, queue: deque[str], mode: str, kind: Any) -> list[ev.Event]:
+        count = len(queue) if mode == "all" else min(1, len(queue))
+        injected: list[ev.Event] = []
+        for _ in range(count):
+            message = UserMessage(content=queue.popleft())
+            self.history.append(message)
+            injected.append(ev.SteeringInjected(message=message, mode=kind))
+        return injected
+
+    # ---- one step -------------------------------------------------------------------------
+
+    async def step_once(self) -> AsyncIterator[ev.Event]:
+        agent, history = self.agent, self.history
+        self.step += 1
+        yield ev.StepStarted(step=self.step)
+        check = check_budget(history, agent.context_budget)
+        yield check
+        request = ModelRequest(
+            system=agent.instructions,
+            messages=history.messages,
+            tools=self.specs,
+            notes=(check.nudge.content,) if check.nudge else (),
+            max_output_tokens=agent.max_output_tokens,
+        )
+        if agent.hooks.before_request:
+            request = await call_hook(agent.hooks.before_request, self.info, request) or request
+        reply: AssistantMessage | None = None
+        async for item in stream_reply(self.model, request, agent.retry, self.partial):
+            if isinstance(item, ModelFailure):
+                raise _ModelFailed(item.error)
+            if isinstance(item, ev.MessageCompleted):
+                reply = item.message
+            yield item
+        assert reply is not None
+        self.partial.clear()
+        history.append(reply)
+        history.note_usage(reply.usage)
+        if agent.hooks.after_reply:
+            await call_hook(agent.hooks.after_reply, self.info, reply)
+        calls = reply.tool_calls
+        if not calls:
+            for event in self.finish(reply):
+                yield event
+            yield ev.StepFinished(step=self.step, usage=reply.usage)
+            return
+        if reply.text:
+            yield ev.AssistantText(text=reply.text)
+        self.open_calls = calls
+        async for event in self.act(reply, calls):
+            yield event
+        yield ev.StepFinished(step=self.step, usage=reply.usage)
+        if self.terminal is None and agent.hooks.continuation:
+            verdict = await call_hook(agent.hooks.continuation, self.info, reply)
+            if isinstance(verdict, Stop):
+                self.stop(ev.LoopTerminated(reason=verdict.reason), verdict.reason, "terminated")
+        if self.terminal is None:
+            for event in self.inject(self.control.steering, agent.steering, "steer"):
+                yield event
+
+    def finish(self, reply: AssistantMessage) -> list[ev.Event]:
+        """The model answered without tools: stop, unless there is more to say to it."""
+        queued = self.inject(self.control.steering, self.agent.steering, "steer")
+        queued += self.inject(self.control.follow_ups, self.agent.follow_up, "follow_up")
+        if not queued:
+            self.stop(ev.LoopDone(text=reply.text), reply.text, "completed")
+        return queued
+
+    async def act(self, reply: AssistantMessage, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
+        if reply.stop_reason == "max_tokens":
+            for call in calls:
+                for event in self.result(call, "Not run: the reply was cut off by the output "
+                                         "limit, so this call may be incomplete.", "Error."):
+                    yield event
+            self.close_batch()
+            return
+        scheduled: list[Scheduled] = []
+        denied: list[str] = []
+        deferred: dict[str, ToolCall] = {}
+        for call in calls:
+            async for event in self.decide(call, scheduled, denied, deferred):
+                yield event
+        if denied and self.agent.on_deny == "stop":
+            for item in [*scheduled, *(_placeholder(c) for c in deferred.values())]:
+                yield ev.LoopSkipped(name=item.call.name, denied_tools=denied)
+                for event in self.result(
+                    item.call, f"Skipped: a sibling tool call in this turn ({', '.join(denied)}) "
+                    "was denied.", "Skipped.", args=item.args, detail=item.reason):
+                    yield event
+            self.close_batch()
+            self.stop(ev.LoopDenied(denied_tools=denied),
+                      f"Stopped: denied {', '.join(denied)}. Send another message to continue.",
+                      "denied")
+            return
+        agent = self.agent
+        async for event in run_tools(
+            scheduled, self.tool_context, self.outcomes, concurrency=agent.tool_concurrency,
+            timeout=agent.tool_timeout, max_output=agent.max_tool_output, after=self.after_tool,
+        ):
+            if isinstance(event, ev.ToolOutput):
+                self.results[event.id] = ToolResultMessage(
+                    call_id=event.id, tool=event.tool, content=event.content,
+                    is_error=event.is_error)
+            yield event
+        if deferred:
+            self.history.checkpoint = Checkpoint(calls, dict(self.results), deferred)
+            self.results.clear()
+            self.open_calls = []
+            self.stop(ev.LoopPaused(pending_ids=list(deferred)), "Paused: waiting for "
+                      f"approval of {', '.join(c.name for c in deferred.values())}.", "paused")
+            return
+        ran = [self.outcomes[item.call.id] for item in scheduled]
+        self.close_batch()
+        if ran and len(ran) == len(calls) and all(o.terminate for o in ran):
+            self.stop(ev.LoopTerminated(reason="a tool asked to end the run"),
+                      ran[-1].content, "terminated")
+
+    async def decide(
+        self, call: ToolCall, scheduled: list[Scheduled], denied: list[str],
+        deferred: dict[str, ToolCall],
+    ) -> AsyncIterator[ev.Event]:
+        """Decide one call: unknown tools and bad arguments become error results here."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self.tools) or "none"
+            for event in self.result(call, f"Unknown tool '{call.name}'. Available tools: "
+                                     f"{known}.", "Error."):
+                yield event
+            return
+        args = call.args
+        if self.agent.hooks.before_tool:
+            verdict = await call_hook(self.agent.hooks.before_tool, self.info, call)
+            if isinstance(verdict, Block):
+                for event in self.result(call, f"Blocked: {verdict.reason}", "Error."):
+                    yield event
+                return
+            args = verdict if isinstance(verdict, dict) else args
+        try:
+            kwargs = tool.validate(args)
+        except ValueError as exc:
+            for event in self.result(call, f"Invalid arguments for tool '{call.name}': {exc}",
+                                     "Error.", args=args):
+                yield event
+            return
+        decision = self.gate.decide(call.name, args, self.scope)  # type: ignore[arg-type]
+        reason = decision.reason
+        if decision.kind == "allow":
+            yield ev.ActauthDecision(tool=call.name, decision="allow", reason=reason)
+            scheduled.append(Scheduled(call=call, tool=tool, args=args, kwargs=kwargs,
+                                       reason=reason))
+            return
+        if decision.kind == "deny":
+            yield ev.ActauthDecision(tool=call.name, decision="deny", reason=reason)
+            for event in self.deny(call, reason, denied, args):
+                yield event
+            return
+        pending_id, requested_at = "apr_" + secrets.token_urlsafe(18), _now()
+        yield ev.ApprovalPending(id=pending_id, tool=call.name, args=args, scope=self.scope,  # type: ignore[arg-type]
+                                 reason=reason, requested_at=requested_at)
+        request = ApprovalRequest(id=pending_id, call=call, args=args, parameters=tool.parameters,
+                                  scope=self.scope, reason=reason, requested_at=requested_at)  # type: ignore[arg-type]
+        answer = await self.ask(request)
+        if answer is DEFER:
+            yield ev.ActauthDecision(tool=call.name, decision="ask", reason=reason)
+            deferred[pending_id] = call
+            return
+        assert isinstance(answer, Approval)
+        final_args = answer.args if answer.args is not None else args
+        yield ev.ApprovalResolved(
+            id=pending_id, tool=call.name, decision="approve" if answer.approved else "deny",
+            by=answer.by, resolved_at=_now(), args=answer.args, reason=answer.reason)
+        if not answer.approved:
+            human = f"{reason} — human denied" + (f": {answer.reason}" if answer.reason else "")
+            yield ev.ActauthDecision(tool=call.name, decision="deny", reason=human)
+            for event in self.deny(call, human, denied, final_args, by_user=True):
+                yield event
+            return
+        human = f"{reason} — human approved"
+        yield ev.ActauthDecision(tool=call.name, decision="allow", reason=human)
+        scheduled.append(Scheduled(call=call, tool=tool, args=final_args,
+                                   kwargs=tool.validate(final_args), reason=human))
+
+    async def ask(self, request: ApprovalRequest) -> Approval | object:
+        """Ask the live approver until it gives a valid answer (or defer without one)."""
+        if self.approver is None:
+            return DEFER
+        tool = self.tools[request.call.name]
+        for _ in range(MAX_INVALID_EDITS):
+            answer = await call_hook(self.approver, request)
+            if not (isinstance(answer, Approval) and answer.approved and answer.args is not None):
+                return answer
+            try:
+                tool.validate(answer.args)
+                return answer
+            except ValueError as exc:
+                request = _with_error(request, f"edited arguments are invalid: {exc}")
+        return Approval.deny(f"{MAX_INVALID_EDITS} invalid edits in a row", by="loopwright")
+
+    def deny(self, call: ToolCall, reason: str, denied: list[str], args: dict[str, Any],
+             *, by_user: bool = False) -> list[ev.Event]:
+        denied.append(call.name)
+        who = "by user" if by_user else "by policy"
+        return self.result(call, f"Tool call denied {who}. Reason: {reason}", "Denied.",
+                           args=args, detail=reason)
+
+    def result(self, call: ToolCall, content: str, status: str, *,
+               args: dict[str, Any] | None = None, detail: str | None = None) -> list[ev.Event]:
+        """Record a result for a call that did not run, and the events that announce it."""
+        is_error = status != "Approved."
+        self.results[call.id] = ToolResultMessage(call_id=call.id, tool=call.name,
+                                                  content=content, is_error=is_error)
+        return [ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
+                ev.ToolResult(id=call.id, tool=call.name, status_text=status,
+                              args=args, detail_text=detail)]
+
+    def close_batch(self) -> None:
+        """Append the batch's results to the history in call order."""
+        for call in self.open_calls:
+            self.history.append(self.results.pop(call.id))
+        self.open_calls = []
+        self.outcomes.clear()
+
+    def interrupt(self) -> list[ev.Event]:
+        """Cancel or failure: keep the history valid for every provider (SPEC §3.9)."""
+        events: list[ev.Event] = []
+        if self.partial:
+            self.history.carry_over = "".join(self.partial)
+            self.partial.clear()
+        for call in self.open_calls:
+            if call.id not in self.results:
+                events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
+                events += self.result(call, INTERRUPTED, "Error.")
+        self.close_batch()
+        return events
+
+    # ---- collaborators' adapters ------------------------------------------------------------
+
+    def tool_context(self, item: Scheduled, progress: Any) -> ToolContext:
+        return ToolContext(session_id=self.info.session_id, tenant=self.info.tenant,
+                           agent=self.info.agent, call_id=item.call.id, _progress=progress)
+
+    async def after_tool(self, item: Scheduled, outcome: Outcome) -> Outcome:
+        hook = self.agent.hooks.after_tool
+        if hook is None:
+            return outcome
+        return await call_hook(hook, self.info, item.call, outcome) or outcome
+
+
+async def stream_reply(
+    model: Model, request: ModelRequest, policy: RetryPolicy, partial: list[str]
+) -> AsyncIterator[Any]:
+    """Stream one reply, retrying retryable failures within the policy's bounds (SPEC §3.8).
+
+    Text already streamed before a failure rides into the retry as a note, so nothing shown is
+    lost. Ends with the `MessageCompleted` or, past the bound, the last `ModelFailure`.
+    """
+    for attempt in range(policy.attempts + 1):
+        failure: ModelFailure | None = None
+        async for item in model.stream(request):
+            if type(item) is ev.TextDelta:
+                partial.append(item.delta)
+            elif isinstance(item, ModelFailure):
+                failure = item
+                break
+            yield item
+        if failure is None:
+            return
+        if not failure.retryable or attempt == policy.attempts:
+            yield failure
+            return
+        delay = min(policy.max_delay, failure.retry_after or policy.backoff * (attempt + 1))
+        yield ev.ModelRetry(attempt=attempt + 1, error=failure.error, delay=delay)
+        await asyncio.sleep(delay)
+        if partial:
+            note = f"[Your previous attempt was cut off after: {''.join(partial)}]"
+            request = ModelRequest(system=request.system, messages=request.messages,
+                                   tools=request.tools, notes=(*request.notes, note),
+                                   max_output_tokens=request.max_output_tokens)
+
+
+class _ModelFailed(Exception):
+    def __str__(self) -> str:
+        return f"model request failed: {self.args[0]}"
+
+
+def _placeholder(call: ToolCall) -> Scheduled:
+    from .tools import Tool
+
+    return Scheduled(call=call, tool=Tool.__new__(Tool), args=call.args, kwargs={}, reason="")
+
+
+def _with_error(request: ApprovalRequest, error: str) -> ApprovalRequest:
+    from dataclasses import replace
+
+    return replace(request, error=error)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, _ModelFailed):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,149 @@
+"""The durable conversation: pure message values.
+
+A history is a list of `UserMessage`, `AssistantMessage` and `ToolResultMessage`. Values carry no
+identity (sequence numbers, session ids and timestamps belong to the store). Every tool call in an
+assistant message is answered by exactly one `ToolResultMessage`, in call order, before the next
+user or assistant message; the loop and recovery keep that invariant for every provider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from ._values import value
+
+StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "error", "aborted"]
+"""Why a model reply ended, normalised across providers."""
+
+
+@value
+class Text:
+    """Plain text the model (or the user) wrote."""
+
+    text: str
+    type: Literal["text"] = "text"
+
+
+@value
+class Thinking:
+    """Reasoning the model exposed; `signature` round-trips provider verification data."""
+
+    text: str
+    signature: str | None = None
+    type: Literal["thinking"] = "thinking"
+
+
+@value
+class ToolCall:
+    """One request by the model to call one tool."""
+
+    id: str
+    """Provider-assigned call id; tool results refer to it."""
+    name: str
+    """The tool's name as the model spelled it (it may not exist)."""
+    args: dict[str, Any]
+    """Arguments as parsed from the model's JSON; not yet validated."""
+    type: Literal["tool_call"] = "tool_call"
+
+
+Part: TypeAlias = Text | Thinking | ToolCall
+
+
+@value
+class Usage:
+    """Token accounting for one model request."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float | None = None
+    """Cost in US dollars when the model's prices are known."""
+
+
+@value
+class UserMessage:
+    """Input from the person (or a steering/follow-up message, or a carry-over note)."""
+
+    content: str
+    role: Literal["user"] = "user"
+
+
+@value
+class AssistantMessage:
+    """One complete model reply."""
+
+    parts: tuple[Part, ...] = ()
+    stop_reason: StopReason = "end_turn"
+    usage: Usage | None = None
+    model: str | None = None
+    """The `provider:model` string that produced the reply."""
+    role: Literal["assistant"] = "assistant"
+
+    @property
+    def text(self) -> str:
+        """All text parts joined (thinking excluded)."""
+        return "".join(p.text for p in self.parts if isinstance(p, Text))
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+
+@value
+class ToolResultMessage:
+    """The answer to one tool call, as the model will read it."""
+
+    call_id: str
+    tool: str
+    content: str
+    is_error: bool = False
+    role: Literal["tool"] = "tool"
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+
+
+@dataclass(slots=True)
+class History:
+    """A session's conversation as the model sees it, plus what a paused or interrupted run left.
+
+    `messages` only grows during a run (compaction replaces it atomically between steps).
+    Sizes are tracked as messages are appended, so token estimates cost the same at any length.
+    """
+
+    messages: list[Message] = field(default_factory=list)
+    carry_over: str | None = None
+    """A note for the next run about a reply that was cut off (SPEC §3.9)."""
+    checkpoint: Any = None
+    """The paused batch waiting on pending items (`loopwright.loop.Checkpoint`), if any."""
+    chars: int = 0
+    reported_tokens: int | None = None
+    """Context size the provider last reported (input + output tokens of the last request)."""
+    chars_at_report: int = 0
+
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+        self.chars += message_chars(message)
+
+    def note_usage(self, usage: Usage | None) -> None:
+        if usage is not None and usage.input_tokens:
+            self.reported_tokens = usage.input_tokens + usage.output_tokens
+            self.chars_at_report = self.chars
+
+    def used_tokens(self) -> int:
+        """Tokens the next request will carry: the last report plus an estimate of the rest."""
+        if self.reported_tokens is None:
+            return self.chars // 4
+        return self.reported_tokens + (self.chars - self.chars_at_report) // 4
+
+
+def message_chars(message: Message) -> int:
+    """Rough size of a message for token estimates (about four characters a token)."""
+    if isinstance(message, AssistantMessage):
+        n = 0
+        for p in message.parts:
+            n += len(p.text) if not isinstance(p, ToolCall) else 16 + len(p.name) + len(str(p.args))
+        return n + 12
+    return len(message.content) + 12

@@ -1,0 +1,97 @@
+"""The model seam: one protocol, a request in and a stream of our own events out.
+
+A provider turns a `ModelRequest` into text, thinking and tool-argument deltas and ends with
+exactly one `MessageCompleted` (the whole reply with its usage) or one `ModelFailure`. Providers
+must not raise for API failures: a failure is the last item of the stream, and says whether a
+retry may help. Models are chosen by a `"provider:model"` string through `get_model`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from ..errors import UnknownModel
+from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
+from ..messages import Message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """What the model is told about one tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequest:
+    """One request to a model. `messages` is the live history: read it, never mutate it."""
+
+    system: str
+    messages: Sequence[Message]
+    tools: tuple[ToolSpec, ...] = ()
+    notes: tuple[str, ...] = ()
+    """Transient notes for this request only (a budget nudge, output carried into a retry);
+    providers send them after the history, as user text."""
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFailure:
+    """The last item of a failed stream."""
+
+    error: str
+    retryable: bool = False
+    """Timeouts, rate limits, 5xx, cut or malformed streams: a retry may help."""
+    retry_after: float | None = None
+    """Seconds the server asked us to wait."""
+    prompt_too_long: bool = False
+
+
+StreamItem: TypeAlias = TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | ModelFailure
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A language model behind a provider. Implementations must not raise for API failures."""
+
+    @property
+    def name(self) -> str:
+        """The `provider:model` string."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
+        ...
+
+
+ModelFactory: TypeAlias = Callable[[str], Model]
+_PROVIDERS: dict[str, ModelFactory] = {}
+
+
+def register_provider(name: str, factory: ModelFactory) -> None:
+    """Make `"name:<model>"` strings resolve through `factory(<model>)`."""
+    _PROVIDERS[name] = factory
+
+
+def get_model(spec: str | Model) -> Model:
+    """Resolve a `"provider:model"` string (or pass a `Model` through)."""
+    if not isinstance(spec, str):
+        return spec
+    provider, sep, model = spec.partition(":")
+    if not _PROVIDERS:
+        _register_builtins()
+    factory = _PROVIDERS.get(provider)
+    if not sep or factory is None:
+        known = ", ".join(sorted(_PROVIDERS))
+        raise UnknownModel(f"unknown model {spec!r}: use 'provider:model' with one of: {known}")
+    return factory(model)
+
+
+def _register_builtins() -> None:
+    from .scripted import ScriptedModel
+
+    register_provider("scripted", ScriptedModel.from_file)

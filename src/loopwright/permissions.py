@@ -1,0 +1,446 @@
+"""The permission gate: every tool call is allowed, asked about or denied before it runs (SPEC §5).
+
+Rules are tried most specific scope first, then in file order; the first whose scope, tool glob
+and condition hold decides, and `default_decision` covers the rest. The gate fails closed: when a
+condition cannot be evaluated on the arguments, the default decides at once. A rules file:
+
+    default_decision: ask                  # allow | ask | deny (default ask)
+    rules:
+      - name: small-refunds                # unique; the reason "matched rule 'small-refunds'"
+        tool: issue_*                      # exact name or fnmatch glob
+        scope: acme/production             # optional tenant/environment globs (or a mapping)
+        when: {field: amount, op: lte, value: 50}   # or all: [..], any: [..], not: {..}
+        decision: allow                    # ops: eq ne gt gte lt lte in contains matches exists
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Literal, NoReturn, Protocol, TypeAlias, cast
+
+import yaml
+
+from .errors import ConfigError
+from .events import DecisionKind, Scope
+
+Op: TypeAlias = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "matches", "exists"]
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
+}
+_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "matches", "exists")
+_MISSING = object()
+_KINDS: dict[type, str] = {str: "a string", list: "a list", dict: "an object", type(None): "null"}
+_WANTED = {
+    "in": "a single value",
+    "contains": "a list, or a string and a string value",
+    "matches": "a string",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the gate says about one tool call, and why."""
+
+    kind: DecisionKind
+    """Run it (`allow`), ask a human first (`ask`), or refuse (`deny`)."""
+    reason: str
+    """For people and logs: `matched rule '<name>'`, or why the default decision applied."""
+
+
+class Gate(Protocol):
+    """Decides each tool call before it runs."""
+
+    def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
+        """The decision for one call of `tool` with `args` in `scope`.
+
+        Called synchronously once per tool call, on the loop's hot path: implementations must be
+        cheap, must not block on I/O, and must not raise for any arguments (fail closed instead).
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A parsed `when`: a test of one argument, or "all", "any" or "not" of `children`."""
+
+    op: Op | Literal["all", "any", "not"]
+    """The test's operator, or the combinator joining `children`."""
+    field: str = ""
+    """Tests: a dot-path into the arguments (`meta.priority`; `items.0.sku` indexes a list)."""
+    value: Any = None
+    """Tests: the operand; a list for `in`, a regex for `matches`, a bool for `exists`."""
+    children: tuple[Condition, ...] = ()
+    """Combinators: the joined conditions (exactly one for "not")."""
+    _path: tuple[str, ...] = dataclasses.field(init=False, repr=False, compare=False)
+    _pattern: re.Pattern[str] | None = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_path", tuple(self.field.split(".")))
+        pattern = re.compile(self.value) if self.op == "matches" else None
+        object.__setattr__(self, "_pattern", pattern)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """Calls of `tool` in a matching tenant and environment, when `when` holds, get `decision`."""
+
+    name: str
+    """Unique within its file; the reason of every decision it makes."""
+    tool: str
+    """The tool's exact name or an fnmatch-style glob (`db_*`)."""
+    decision: DecisionKind
+    """The decision when the rule applies."""
+    tenant: str = "*"
+    """Glob over the scope's tenant; a literal adds 2 to the specificity."""
+    environment: str = "*"
+    """Glob over the scope's environment; a literal adds 1 to the specificity."""
+    when: Condition | None = None
+    """The condition on the arguments, if any."""
+
+    @property
+    def specificity(self) -> int:
+        """How literal the rule's scope is (0 to 3); more specific rules are tried first."""
+        return 2 * _is_literal(self.tenant) + _is_literal(self.environment)
+
+    def covers(self, tool: str, scope: Scope) -> bool:
+        """Whether the tool and scope globs match, the condition aside."""
+        return (
+            _glob(self.tool, tool)
+            and _glob(self.tenant, scope.tenant)
+            and _glob(self.environment, scope.environment)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """A rule set; `rules` is kept sorted by descending specificity, then given order."""
+
+    rules: tuple[Rule, ...] = ()
+    """The rules in the order they are tried."""
+    default_decision: DecisionKind = "ask"
+    """The decision when no rule applies or the arguments cannot be evaluated."""
+    source: str | None = None
+    """The file the rules came from, if any."""
+
+    def __post_init__(self) -> None:
+        ordered = sorted(self.rules, key=lambda rule: -rule.specificity)  # stable
+        object.__setattr__(self, "rules", tuple(ordered))
+
+    @classmethod
+    def from_yaml(cls, text: str, *, source: str | None = None) -> Rules:
+        """Parse a rules file; a mistake raises ConfigError naming `source` and the line."""
+        label = source or "<rules>"
+        try:
+            loader = yaml.SafeLoader(text)
+            return _Parser(loader, label).document(loader.get_single_node(), source)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+            where = f"{label}:{mark.line + 1}" if mark else label
+            problem = getattr(error, "problem", None) or str(error)
+            raise ConfigError(f"invalid YAML: {problem}", source=where) from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Rules:
+        """Read and parse a rules file."""
+        source = os.fspath(path)
+        try:
+            with open(source, encoding="utf-8") as file:
+                text = file.read()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"cannot read rules file: {error}", source=source) from None
+        return cls.from_yaml(text, source=source)
+
+    def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
+        """The first covering rule whose condition holds decides; one that cannot be evaluated
+        hands the call to the default decision without trying later rules."""
+        default = f"default decision '{self.default_decision}'"
+        for rule in self.rules:
+            if not rule.covers(tool, scope):
+                continue
+            outcome = True if rule.when is None else _evaluate(rule.when, args)
+            if isinstance(outcome, _Unknown):
+                why = f"arguments could not be evaluated for rule '{rule.name}': {outcome.why}"
+                return Decision(self.default_decision, f"{why}; {default}")
+            if outcome:
+                return Decision(rule.decision, f"matched rule '{rule.name}'")
+        return Decision(self.default_decision, f"no rule matched: {default}")
+
+
+class RulesFile:
+    """A rules file, re-read whenever its mtime, size or inode changes: no restart needed.
+
+    A version that fails to load leaves the last good rules in force and is reported in
+    `last_error` until the file loads again. Replace the file atomically (write, then rename)
+    so that a half-written version is never read.
+    """
+
+    path: str
+    """The rules file."""
+    rules: Rules
+    """The rules in force: the last version of the file that loaded."""
+    last_error: ConfigError | None
+    """Why the file's current version is not in force, or None when it is."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._stamp = _stamp(self.path)
+        self.rules = Rules.load(self.path)
+        self.last_error = None
+
+    def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
+        """Reload the file if it changed, then decide with the rules in force."""
+        stamp = _stamp(self.path)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self.rules, self.last_error = Rules.load(self.path), None
+            except ConfigError as error:
+                self.last_error = error
+        return self.rules.decide(tool, args, scope)
+
+
+class AllowAll:
+    """The gate of an agent without rules: every call is allowed."""
+
+    def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
+        """Allow."""
+        return Decision("allow", "no rules: allowed")
+
+
+# ---- evaluation: True, False, or _Unknown (why the arguments could not be evaluated) ----------
+
+
+@dataclass(frozen=True, slots=True)
+class _Unknown:
+    why: str
+
+
+def _evaluate(condition: Condition, args: Any) -> bool | _Unknown:
+    if condition.op == "not":
+        outcome = _evaluate(condition.children[0], args)
+        return outcome if isinstance(outcome, _Unknown) else not outcome
+    if condition.op in ("all", "any"):
+        # Three-valued: a child that settles the result (False for all, True for any) wins over
+        # one that cannot be evaluated, since no value of that one could change the result.
+        settles = condition.op == "any"
+        unknown: _Unknown | None = None
+        for child in condition.children:
+            outcome = _evaluate(child, args)
+            if outcome is settles:
+                return settles
+            if isinstance(outcome, _Unknown):
+                unknown = unknown or outcome
+        return unknown or not settles
+    return _test(condition, _lookup(condition, args))
+
+
+def _lookup(condition: Condition, args: Any) -> Any:
+    """The argument at the condition's path, `_MISSING`, or _Unknown for a broken path."""
+    if not isinstance(args, dict):
+        return _Unknown(f"arguments are {_kind(args)}, not an object")
+    current: Any = args
+    for segment in condition._path:
+        if isinstance(current, dict):
+            if segment not in current:
+                return _MISSING
+            current = current[segment]
+        elif isinstance(current, list) and segment.isascii() and segment.isdigit():
+            if int(segment) >= len(current):
+                return _MISSING
+            current = current[int(segment)]
+        else:
+            return _Unknown(f"'{condition.field}' goes through {_kind(current)}")
+    return current
+
+
+def _test(condition: Condition, actual: Any) -> bool | _Unknown:
+    op, expected, name = condition.op, condition.value, condition.field
+    if isinstance(actual, _Unknown):
+        return actual
+    if op == "exists":
+        return (actual is not _MISSING) is (expected is not False)
+    if actual is _MISSING:
+        return _Unknown(f"'{name}' is missing")
+    if op in ("eq", "ne"):
+        return _equal(actual, expected) is (op == "eq")
+    if op == "in" and not isinstance(actual, dict | list):
+        return any(_equal(actual, item) for item in expected)
+    if op == "contains" and isinstance(actual, list):
+        return any(_equal(item, expected) for item in actual)
+    if op == "contains" and isinstance(actual, str) and isinstance(expected, str):
+        return expected in actual
+    if op == "matches" and isinstance(actual, str) and condition._pattern:
+        return condition._pattern.search(actual) is not None
+    if op in _ORDER and _kind(actual) == _kind(expected):
+        return _ORDER[op](actual, expected)
+    wanted = _WANTED.get(op) or _kind(expected)
+    return _Unknown(f"'{name}' is {_kind(actual)}; op '{op}' needs {wanted}")
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality: a bool is never a number, and lists and objects compare item by item."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_equal, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[key], b[key]) for key in a)
+    return _kind(a) == _kind(b) and bool(a == b)
+
+
+def _kind(value: Any) -> str:
+    """The JSON name of a value's type, as reasons show it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return _KINDS.get(type(value)) or f"a {type(value).__name__}"
+
+
+def _glob(pattern: str, text: str) -> bool:
+    return pattern == "*" or pattern == text or fnmatchcase(text, pattern)
+
+
+def _is_literal(pattern: str) -> bool:
+    return not any(char in pattern for char in "*?[")
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+# ---- parsing: from YAML nodes, which know their line numbers ---------------------------------
+
+_SCOPE_KEYS = ("tenant", "environment")
+_OPERAND_KINDS: dict[str, tuple[str, ...]] = {
+    "exists": ("a boolean",),
+    "in": ("a list",),
+    "matches": ("a string",),
+}
+_OPERAND_KINDS |= dict.fromkeys(_ORDER, ("a number", "a string"))
+
+
+class _Parser:
+    def __init__(self, loader: yaml.SafeLoader, label: str) -> None:
+        self.loader, self.label = loader, label
+
+    def document(self, root: yaml.Node | None, source: str | None) -> Rules:
+        if root is None or self.value(root) is None:
+            return Rules(source=source)
+        top = self.mapping(root, "the rules file", {"default_decision", "rules"})
+        default = self.decision(top["default_decision"]) if "default_decision" in top else "ask"
+        node = top.get("rules")
+        items = [] if node is None or self.value(node) is None else self.sequence(node, "rules", 0)
+        names: set[str] = set()
+        return Rules(tuple(self.rule(item, names) for item in items), default, source)
+
+    def rule(self, node: yaml.Node, names: set[str]) -> Rule:
+        keys = self.mapping(node, "a rule", {"name", "tool", "decision", "scope", "when"})
+        for required in ("name", "tool", "decision"):
+            if required not in keys:
+                self.fail(node, f"a rule needs '{required}'")
+        name = self.string(keys["name"], "name")
+        if name in names:
+            self.fail(keys["name"], f"duplicate rule name '{name}'")
+        names.add(name)
+        tenant, environment = self.scope(keys["scope"]) if "scope" in keys else ("*", "*")
+        when = self.condition(keys["when"]) if "when" in keys else None
+        tool, decision = self.string(keys["tool"], "tool"), self.decision(keys["decision"])
+        return Rule(name, tool, decision, tenant, environment, when)
+
+    def scope(self, node: yaml.Node) -> tuple[str, str]:
+        if isinstance(node, yaml.MappingNode):
+            keys = self.mapping(node, "a scope", set(_SCOPE_KEYS))
+            tenant, env = (self.string(keys[k], k) if k in keys else "*" for k in _SCOPE_KEYS)
+            return tenant, env
+        parts = self.string(node, "scope").split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            self.fail(node, "scope must be 'tenant/environment' or {tenant: .., environment: ..}")
+        return parts[0], parts[1]
+
+    def condition(self, node: yaml.Node) -> Condition:
+        keys = self.mapping(node, "a condition", {"field", "op", "value", "all", "any", "not"})
+        op = next(iter(keys)) if len(keys) == 1 else None
+        if op == "not":
+            return Condition("not", children=(self.condition(keys["not"]),))
+        if op in ("all", "any"):
+            children = (self.condition(item) for item in self.sequence(keys[op], op, 1))
+            return Condition(cast(Literal["all", "any"], op), children=tuple(children))
+        if not {"field", "op"} <= keys.keys() or keys.keys() & {"all", "any", "not"}:
+            self.fail(node, "a condition is exactly one of {field, op, value}, all, any or not")
+        return self.test(node, keys)
+
+    def test(self, node: yaml.Node, keys: dict[str, yaml.Node]) -> Condition:
+        field = self.string(keys["field"], "field")
+        if not all(field.split(".")):
+            self.fail(keys["field"], f"field '{field}' has an empty path segment")
+        op = self.value(keys["op"])
+        if op not in _OPS:
+            self.fail(keys["op"], f"unknown op {op!r}; expected one of {', '.join(_OPS)}")
+        if "value" not in keys and op != "exists":
+            self.fail(node, f"op '{op}' needs a value")
+        value_node = keys.get("value", node)
+        value = self.value(value_node) if "value" in keys else True
+        kinds = _OPERAND_KINDS.get(op, ())
+        if not _is_json(value) or (kinds and _kind(value) not in kinds):
+            wanted = " or ".join(kinds or ("a JSON value",))
+            self.fail(value_node, f"op '{op}' needs {wanted} as its value, not {_kind(value)}")
+        try:
+            return Condition(op, field, value)
+        except re.error as error:
+            self.fail(value_node, f"invalid pattern {value!r}: {error}")
+
+    def mapping(self, node: yaml.Node, what: str, allowed: set[str]) -> dict[str, yaml.Node]:
+        if not isinstance(node, yaml.MappingNode):
+            self.fail(node, f"{what} must be a mapping")
+        keys: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            key = self.value(key_node)
+            if not isinstance(key, str) or key not in allowed:
+                self.fail(key_node, f"unknown key {key!r} in {what}")
+            if key in keys:
+                self.fail(key_node, f"duplicate key '{key}' in {what}")
+            keys[key] = value_node
+        return keys
+
+    def sequence(self, node: yaml.Node, what: str, least: int) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode) or len(node.value) < least:
+            self.fail(node, f"'{what}' must be a {'non-empty ' * least}list")
+        return cast(list[yaml.Node], node.value)
+
+    def string(self, node: yaml.Node, what: str) -> str:
+        value = self.value(node)
+        if not isinstance(value, str) or not value:
+            self.fail(node, f"'{what}' must be a non-empty string")
+        return value
+
+    def decision(self, node: yaml.Node) -> DecisionKind:
+        value = self.value(node)
+        if value not in ("allow", "ask", "deny"):
+            self.fail(node, f"decision must be allow, ask or deny, not {value!r}")
+        return cast(DecisionKind, value)
+
+    def value(self, node: yaml.Node) -> Any:
+        return self.loader.construct_document(node)
+
+    def fail(self, node: yaml.Node, message: str) -> NoReturn:
+        raise ConfigError(message, source=f"{self.label}:{node.start_mark.line + 1}")
+
+
+def _is_json(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(map(_is_json, value))
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _is_json(item) for key, item in value.items())
+    return value is None or isinstance(value, bool | int | float | str)

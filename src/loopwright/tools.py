@@ -1,0 +1,391 @@
+"""Tools: plain functions the model may call, and the scheduler that runs a batch of them.
+
+`@tool` turns a type-hinted function into a `Tool` whose JSON Schema and argument validation come
+from pydantic. Whatever goes wrong inside a call (bad arguments, an exception, a timeout, an
+oversized output) becomes an error result the model reads; `run_tools` never raises for a tool.
+Allowed calls run concurrently (bounded); one sequential tool makes the whole batch sequential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints, overload
+
+from .errors import ConfigError, ToolError
+from .events import Event, ToollaneResult, ToolOutput, ToolResult, ToolStarted, ToolUpdate
+from .messages import ToolCall
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolContext:
+    """What a running tool may know about its run. Declare a parameter annotated `ToolContext`
+    to receive it; it is not part of the schema the model sees."""
+
+    session_id: str
+    tenant: str
+    agent: str
+    call_id: str
+    deadline: float | None = None
+    """`time.monotonic()` value after which the call is cancelled, if it has a timeout."""
+    _progress: Callable[[str, float | None], None] | None = None
+
+    def progress(self, message: str, fraction: float | None = None) -> None:
+        """Report progress; it streams as a `tool:update` event."""
+        if self._progress is not None:
+            self._progress(message, fraction)
+
+    def time_left(self) -> float | None:
+        """Seconds until the deadline (None without a timeout)."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolReturn:
+    """A tool's result with hints: return it instead of a plain value when you need them."""
+
+    content: Any
+    terminate: bool = False
+    """Stop the run after this batch when every result of the batch says so."""
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What one call produced, as the model will read it."""
+
+    content: str
+    is_error: bool = False
+    terminate: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A callable the model may use. Build one with `@tool`."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON Schema of the arguments object."""
+    fn: Callable[..., Any]
+    validate: Callable[[dict[str, Any]], dict[str, Any]]
+    """Checks and coerces arguments; raises `ValueError` with readable details."""
+    context_param: str | None = None
+    sequential: bool = False
+    """Calls to this tool run alone, and make their whole batch run one call at a time."""
+    idempotent: bool = False
+    """Safe to re-run automatically after a crash interrupted it."""
+    timeout: float | None = None
+    """Seconds before the call is cancelled (None: the agent's default)."""
+    max_output: int | None = None
+    """Characters of output beyond which the result is an error (None: the agent's default)."""
+    blocking: bool = False
+    """A sync function that blocks (I/O): run it in a worker thread instead of on the loop."""
+    is_async: bool = field(default=False)
+
+    async def call(self, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
+        """Run the function with validated arguments (no timeout or error handling here)."""
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        if self.is_async:
+            return await self.fn(**kwargs)
+        if self.blocking:
+            return await asyncio.to_thread(self.fn, **kwargs)
+        return self.fn(**kwargs)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    sequential: bool = False,
+    idempotent: bool = False,
+    timeout: float | None = None,
+    max_output: int | None = None,
+    blocking: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    sequential: bool = False,
+    idempotent: bool = False,
+    timeout: float | None = None,
+    max_output: int | None = None,
+    blocking: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a tool from a sync or async function: name from the function, description and
+    parameter descriptions from its docstring (`Args:` section), schema from its type hints.
+
+    Sync functions run on the event loop; pass `blocking=True` for ones that wait on I/O.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        return _build(
+            f,
+            name=name,
+            description=description,
+            sequential=sequential,
+            idempotent=idempotent,
+            timeout=timeout,
+            max_output=max_output,
+            blocking=blocking,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def _build(f: Callable[..., Any], *, name: str | None, description: str | None, **flags: Any) -> Tool:
+    from pydantic import ConfigDict, Field, ValidationError, create_model
+
+    tool_name = name or f.__name__
+    if not _NAME.match(tool_name):
+        raise ConfigError(f"invalid tool name {tool_name!r} (letters, digits, _ and -, ≤ 64)")
+    summary, param_docs = _parse_docstring(inspect.getdoc(f) or "")
+    hints = get_type_hints(f)
+    fields: dict[str, Any] = {}
+    context_param = None
+    for pname, param in inspect.signature(f).parameters.items():
+        annotation = hints.get(pname, Any)
+        if annotation is ToolContext:
+            context_param = pname
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ConfigError(f"tool {tool_name!r}: *args/**kwargs parameters are not supported")
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
+    model = create_model(  # type: ignore[call-overload]
+        f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    names = tuple(fields)
+
+    def validate(args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            parsed = model.model_validate(args)
+        except ValidationError as exc:
+            details = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            raise ValueError(details) from None
+        return {n: getattr(parsed, n) for n in names}
+
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return Tool(
+        name=tool_name,
+        description=description or summary or tool_name,
+        parameters=schema,
+        fn=f,
+        validate=validate,
+        context_param=context_param,
+        is_async=inspect.iscoroutinefunction(f),
+        **flags,
+    )
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its summary and `Args:` descriptions."""
+    summary, params, current = [], {}, None
+    section = "summary"
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped in {"Args:", "Arguments:", "Parameters:"}:
+            section = "args"
+        elif stripped.endswith(":") and stripped[:-1] in {"Returns", "Raises", "Yields", "Example"}:
+            section = "other"
+        elif section == "summary":
+            summary.append(stripped)
+        elif section == "args" and stripped:
+            head, sep, text = stripped.partition(":")
+            pname = head.split("(")[0].strip()
+            if sep and pname.isidentifier() and line.startswith(" " * 4) and not line.startswith(" " * 8):
+                current = pname
+                params[current] = text.strip()
+            elif current:
+                params[current] += " " + stripped
+    return " ".join(" ".join(summary).split()), params
+
+
+# ---- running calls ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scheduled:
+    """An allowed call ready to run."""
+
+    call: ToolCall
+    tool: Tool
+    args: dict[str, Any]
+    """The arguments as JSON (after any approved edit), for events."""
+    kwargs: dict[str, Any]
+    """The validated arguments the function receives."""
+    reason: str
+    """The decision's reason (shown as `detailText`)."""
+
+
+def to_content(value: Any) -> str:
+    """A tool's return value as the text the model reads."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    from pydantic_core import to_json
+
+    try:
+        return to_json(value).decode()
+    except Exception:  # not serialisable as JSON: fall back to its text
+        return json.dumps(str(value))
+
+
+async def execute(
+    item: Scheduled,
+    ctx: ToolContext,
+    *,
+    timeout: float | None,
+    max_output: int,
+) -> Outcome:
+    """Run one call; every failure becomes an error `Outcome`."""
+    name = item.tool.name
+    limit = item.tool.timeout if item.tool.timeout is not None else timeout
+    try:
+        if limit is None or not (item.tool.is_async or item.tool.blocking):
+            value = await item.tool.call(dict(item.kwargs), ctx)
+        else:
+            ctx.deadline = time.monotonic() + limit
+            async with asyncio.timeout(limit):
+                value = await item.tool.call(dict(item.kwargs), ctx)
+    except TimeoutError:
+        return Outcome(content=f"Tool '{name}' timed out after {limit:g}s.", is_error=True)
+    except ToolError as exc:
+        return Outcome(content=str(exc), is_error=True)
+    except Exception as exc:
+        return Outcome(content=f"Tool '{name}' failed: {_describe(exc)}", is_error=True)
+    terminate = is_error = False
+    if isinstance(value, ToolReturn):
+        terminate, is_error, value = value.terminate, value.is_error, value.content
+    content = to_content(value)
+    cap = item.tool.max_output if item.tool.max_output is not None else max_output
+    if len(content) > cap:
+        return Outcome(
+            content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
+            f"The first {cap} characters:\n{content[:cap]}",
+            is_error=True,
+        )
+    return Outcome(content=content, is_error=is_error, terminate=terminate)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, Event, Event]:
+    """The three events that close a call that ran: raw outcome, model-visible output, status."""
+    call = item.call
+    return (
+        ToollaneResult(name=call.name, summary=outcome.content),
+        ToolOutput(id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error),
+        ToolResult(
+            id=call.id,
+            tool=call.name,
+            args=item.args,
+            detail_text=item.reason,
+            status_text="Error." if outcome.is_error else "Approved.",
+        ),
+    )
+
+
+async def run_tools(
+    batch: list[Scheduled],
+    make_context: Callable[[Scheduled, Callable[[str, float | None], None]], ToolContext],
+    outcomes: dict[str, Outcome],
+    *,
+    concurrency: int,
+    timeout: float | None,
+    max_output: int,
+    after: Callable[[Scheduled, Outcome], Awaitable[Outcome]] | None = None,
+) -> AsyncIterator[Event]:
+    """Run allowed calls and stream their events; fill `outcomes` by call id as they finish.
+
+    Calls run concurrently (at most `concurrency` at once) unless any is sequential, in which case
+    they run one at a time in call order. `tool:started` is yielded before a call runs, so a
+    consumer that persists it has recorded the intent first. Each call's events stay in order
+    (`tool:started`, `tool:update`*, `toollane:result`, `tool:output`, `tool:result`); calls of a
+    concurrent group may interleave. On cancellation unfinished calls are cancelled and left
+    without an outcome.
+    """
+    sequential = any(item.tool.sequential for item in batch)
+    for group in ([item] for item in batch) if sequential else [batch]:
+        for item in group:
+            yield ToolStarted(
+                id=item.call.id, tool=item.call.name, args=item.args, detail_text=item.reason
+            )
+        run = _Group(make_context, outcomes, concurrency, timeout, max_output, after)
+        async for event in run.events(group):
+            yield event
+
+
+@dataclass(slots=True)
+class _Group:
+    make_context: Callable[[Scheduled, Callable[[str, float | None], None]], ToolContext]
+    outcomes: dict[str, Outcome]
+    concurrency: int
+    timeout: float | None
+    max_output: int
+    after: Callable[[Scheduled, Outcome], Awaitable[Outcome]] | None
+
+    async def _finish(self, item: Scheduled, progress: Callable[..., None]) -> Outcome:
+        ctx = self.make_context(item, progress)
+        outcome = await execute(item, ctx, timeout=self.timeout, max_output=self.max_output)
+        if self.after is not None:
+            outcome = await self.after(item, outcome)
+        return outcome
+
+    async def events(self, group: list[Scheduled]) -> AsyncIterator[Event]:
+        if len(group) == 1 and not (group[0].tool.is_async or group[0].tool.blocking):
+            # One inline sync call: nothing can interleave, so skip the task machinery.
+            item, updates = group[0], list[Event]()
+            outcome = await self._finish(item, lambda m, f=None: updates.append(_update(item, m, f)))
+            self.outcomes[item.call.id] = outcome
+            for event in (*updates, *result_events(item, outcome)):
+                yield event
+            return
+        queue: asyncio.Queue[Event | tuple[Scheduled, Outcome]] = asyncio.Queue()
+        limit = asyncio.Semaphore(max(1, self.concurrency))
+
+        async def worker(item: Scheduled) -> None:
+            async with limit:
+                progress = lambda m, f=None: queue.put_nowait(_update(item, m, f))  # noqa: E731
+                queue.put_nowait((item, await self._finish(item, progress)))
+
+        async with asyncio.TaskGroup() as tasks:
+            for item in group:
+                tasks.create_task(worker(item))
+            for _ in range(len(group)):
+                got = await queue.get()
+                while not isinstance(got, tuple):
+                    yield got
+                    got = await queue.get()
+                done, outcome = got
+                self.outcomes[done.call.id] = outcome
+                for event in result_events(done, outcome):
+                    yield event
+
+
+def _update(item: Scheduled, message: str, fraction: float | None) -> ToolUpdate:
+    return ToolUpdate(id=item.call.id, tool=item.call.name, message=message, progress=fraction)

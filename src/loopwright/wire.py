@@ -1,0 +1,133 @@
+"""JSON in and out, at the edges only: events and messages on the wire, and the v1 profile.
+
+One alias rule (snake_case in Python, camelCase on the wire) and one pydantic adapter per type,
+built lazily, so importing the core costs nothing here. Optional fields that are unset are left
+out of the JSON (never `null`), which keeps v1 objects valid under `additionalProperties: false`.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+
+from . import events as ev
+from .messages import Message
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+Profile: TypeAlias = Literal["full", "v1"]
+V1_STOP_REASONS = frozenset({"max_turns", "denied"})
+
+
+@cache
+def _adapter(cls: Any) -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(cls)
+
+
+@cache
+def _event_adapter() -> TypeAdapter[Any]:
+    from pydantic import Field, TypeAdapter
+
+    return TypeAdapter(Annotated[ev.Event, Field(discriminator="type")])
+
+
+@cache
+def _messages_adapter() -> TypeAdapter[Any]:
+    from pydantic import Field, TypeAdapter
+
+    return TypeAdapter(list[Annotated[Message, Field(discriminator="role")]])
+
+
+def to_dict(event: ev.Event, profile: Profile = "full") -> dict[str, Any] | None:
+    """The JSON object for one event, or None when `profile` leaves it out."""
+    if profile == "v1":
+        return _to_v1(event)
+    data: dict[str, Any] = _adapter(type(event)).dump_python(
+        event, mode="json", by_alias=True, exclude_none=True
+    )
+    return data
+
+
+def dumps(event: ev.Event, profile: Profile = "full") -> str | None:
+    """One compact JSON line for an event, or None when `profile` leaves it out."""
+    data = to_dict(event, profile)
+    return None if data is None else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def loads(data: str | bytes | dict[str, Any]) -> ev.Event:
+    """Parse one event from JSON (or an already-decoded object); raises on unknown shapes."""
+    adapter = _event_adapter()
+    if isinstance(data, dict):
+        return adapter.validate_python(data)  # type: ignore[no-any-return]
+    return adapter.validate_json(data)  # type: ignore[no-any-return]
+
+
+def messages_to_json(messages: list[Message]) -> str:
+    return _messages_adapter().dump_json(messages, by_alias=True, exclude_none=True).decode()
+
+
+def messages_from_json(data: str | bytes) -> list[Message]:
+    return _messages_adapter().validate_json(data)  # type: ignore[no-any-return]
+
+
+def _to_v1(event: ev.Event) -> dict[str, Any] | None:
+    """The loopengine v1 projection: v1 types as they are, `loop:error` as v1 `error`, the rest
+    dropped. v1 `done.stopReason` only knows `max_turns` and `denied`."""
+    if isinstance(event, ev.LoopError):
+        return {"type": "error", "error": event.error}
+    if event.type not in ev.V1_TYPES:
+        return None
+    data = to_dict(event)
+    assert data is not None
+    if isinstance(event, ev.Done) and event.stop_reason not in V1_STOP_REASONS:
+        del data["stopReason"]
+    return data
+
+
+def event_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the whole event vocabulary, generated from the classes."""
+    schema = _event_adapter().json_schema(by_alias=True, mode="serialization")
+    for definition in schema.get("$defs", {}).values():
+        _tighten(definition)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://loopwright.dev/protocol/loop-event.schema.json",
+        "title": "LoopwrightEvent",
+        "description": "Every event loopwright emits (the loopengine v1 vocabulary plus additive "
+        "types). Generated from loopwright.events by `python -m loopwright.wire`; see PROTOCOL.md.",
+        **{k: v for k, v in schema.items() if k not in {"title", "description"}},
+    }
+
+
+def _tighten(definition: dict[str, Any]) -> None:
+    """Make the generated schema say what the wire does: literal tags are required, unset
+    optionals are absent rather than null, and no defaults or titles clutter it."""
+    properties: dict[str, Any] = definition.get("properties", {})
+    required: list[str] = definition.setdefault("required", [])
+    for name, prop in properties.items():
+        prop.pop("title", None)
+        prop.pop("default", None)
+        options = prop.get("anyOf")
+        if options and {"type": "null"} in options:
+            rest = [o for o in options if o != {"type": "null"}]
+            prop.pop("anyOf")
+            prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+            if name in required:
+                required.remove(name)
+        if "const" in prop and name not in required:
+            required.append(name)
+    if not required:
+        definition.pop("required")
+
+
+def main() -> None:
+    """Print the generated schema (the committed `protocol/loop-event.schema.json`)."""
+    print(json.dumps(event_schema(), indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
