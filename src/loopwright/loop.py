@@ -208,7 +208,7 @@ class _Run:
             await call_hook(agent.hooks.after_reply, self.info, reply)
         calls = reply.tool_calls
         if not calls:
-            for event in self.finish(reply):
+            for event in await self.finish(reply):
                 yield event
             yield ev.StepFinished(step=self.step, usage=reply.usage)
             return
@@ -226,10 +226,15 @@ class _Run:
             for event in self.inject(self.control.steering, agent.steering, "steer"):
                 yield event
 
-    def finish(self, reply: AssistantMessage) -> list[ev.Event]:
+    async def finish(self, reply: AssistantMessage) -> list[ev.Event]:
         """The model answered without tools: stop, unless there is more to say to it."""
         queued = self.inject(self.control.steering, self.agent.steering, "steer")
         queued += self.inject(self.control.follow_ups, self.agent.follow_up, "follow_up")
+        if not queued and self.agent.hooks.on_stop:
+            more = await call_hook(self.agent.hooks.on_stop, self.info, reply.text)
+            if more:
+                self.control.follow_ups.appendleft(more)
+                queued = self.inject(self.control.follow_ups, "one", "follow_up")
         if not queued:
             self.stop(ev.LoopDone(text=reply.text), reply.text, "completed")
         return queued
@@ -464,6 +469,8 @@ def _with_error(request: ApprovalRequest, error: str) -> ApprovalRequest:
 
 
 def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
     if isinstance(exc, _ModelFailed):
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

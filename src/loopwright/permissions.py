@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Literal, NoReturn, Protocol, TypeAlias, cast
+from typing import Any, Literal, NoReturn, Protocol, TypeAlias, cast, get_args
 
 import yaml
 
@@ -30,20 +30,7 @@ from .errors import ConfigError
 from .events import DecisionKind, Scope
 
 Op: TypeAlias = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "matches", "exists"]
-_ORDER: dict[str, Callable[[Any, Any], bool]] = {
-    "gt": operator.gt,
-    "gte": operator.ge,
-    "lt": operator.lt,
-    "lte": operator.le,
-}
-_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "matches", "exists")
-_MISSING = object()
-_KINDS: dict[type, str] = {str: "a string", list: "a list", dict: "an object", type(None): "null"}
-_WANTED = {
-    "in": "a single value",
-    "contains": "a list, or a string and a string value",
-    "matches": "a string",
-}
+_OPS = get_args(Op)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,11 +129,13 @@ class Rules:
         try:
             loader = yaml.SafeLoader(text)
             return _Parser(loader, label).document(loader.get_single_node(), source)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        except yaml.reader.ReaderError as error:
+            line = text.count("\n", 0, error.position) + 1
+            raise ConfigError(f"invalid YAML: {error.reason}", source=f"{label}:{line}") from None
+        except yaml.MarkedYAMLError as error:
+            mark = error.problem_mark or error.context_mark
             where = f"{label}:{mark.line + 1}" if mark else label
-            problem = getattr(error, "problem", None) or str(error)
-            raise ConfigError(f"invalid YAML: {problem}", source=where) from None
+            raise ConfigError(f"invalid YAML: {error.problem}", source=where) from None
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Rules:
@@ -217,6 +206,21 @@ class AllowAll:
 
 
 # ---- evaluation: True, False, or _Unknown (why the arguments could not be evaluated) ----------
+
+
+_MISSING = object()
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
+}
+_KINDS: dict[type, str] = {str: "a string", list: "a list", dict: "an object", type(None): "null"}
+_WANTED = {
+    "in": "a single value",
+    "contains": "a list, or a string and a string value",
+    "matches": "a string",
+}
 
 
 @dataclass(frozen=True, slots=True)

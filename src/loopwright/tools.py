@@ -154,7 +154,7 @@ def _build(f: Callable[..., Any], *, name: str | None, description: str | None, 
     if not _NAME.match(tool_name):
         raise ConfigError(f"invalid tool name {tool_name!r} (letters, digits, _ and -, ≤ 64)")
     summary, param_docs = _parse_docstring(inspect.getdoc(f) or "")
-    hints = get_type_hints(f)
+    hints = get_type_hints(f, localns={"ToolContext": ToolContext, **_closure(f)})
     fields: dict[str, Any] = {}
     context_param = None
     for pname, param in inspect.signature(f).parameters.items():
@@ -196,6 +196,19 @@ def _build(f: Callable[..., Any], *, name: str | None, description: str | None, 
         is_async=inspect.iscoroutinefunction(f),
         **flags,
     )
+
+
+def _closure(f: Callable[..., Any]) -> dict[str, Any]:
+    """Names a nested function closes over, so its string annotations can be resolved."""
+    cells = getattr(f, "__closure__", None) or ()
+    names = getattr(getattr(f, "__code__", None), "co_freevars", ())
+    out = {}
+    for name, cell in zip(names, cells, strict=False):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:
+            continue
+    return out
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:

@@ -1,0 +1,301 @@
+"""loopwright's benchmark: framework overhead with an instant fake model, against the floor
+(plain asyncio) and any installed peer, on the shared scenarios of /work/shared/bench/peers.
+
+usage: python bench/run.py [-n 5] [--scenarios long_loop,...] [--adapters floor,loopwright,...]
+                           [--json out.json] [--timeout 300]
+
+Every (adapter, scenario) run is a fresh process (bench/_run_one.py, which hands over to the
+shared run_one.py), N rounds interleaved so machine drift spreads over every adapter. One
+uncounted warm-up per adapter comes first. Medians go to stdout and bench/RESULTS.md (rewritten
+each time); --json writes every run. Not a test: it exits 0 even when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+RUN_ONE = BENCH / "_run_one.py"
+PEERS = Path(os.environ.get("LOOPWRIGHT_PEERS_DIR")
+             or BENCH.parent / ".." / "shared" / "bench" / "peers").resolve()
+
+SCENARIOS = ["long_loop", "wide_batch", "many_sessions", "streaming"]
+FLATNESS = "flatness"  # loopwright only: A's last 50 steps vs steps 2..51, in-process stamps
+
+# adapter name -> (module under adapters/, import name that must be available, distribution)
+ADAPTERS = {
+    "floor": ("floor", None, None),
+    "loopwright": ("loopwright_adapter", "loopwright", "loopwright"),
+    "pydantic_ai": ("pydantic_ai", "pydantic_ai", "pydantic-ai-slim"),
+    "openai_agents": ("openai_agents", "agents", "openai-agents"),
+    "langgraph": ("langgraph", "langgraph", "langgraph"),
+    "smolagents": ("smolagents", "smolagents", "smolagents"),
+}
+ALWAYS = ["floor", "loopwright"]
+
+# Targets for loopwright (A and C relative to the floor measured in the same session).
+TARGET_A_X = 3.0      # A µs/step ≤ 3 × floor
+TARGET_B_S = 0.06     # B wall s
+TARGET_C_X = 3.0      # C wall s ≤ 3 × floor
+TARGET_D_US = 3.0     # D µs/delta
+TARGET_FLAT = 1.3     # A: last 50 steps ≤ 1.3 × steps 2..51
+
+
+def available(name: str) -> bool:
+    module, probe, _ = ADAPTERS[name]
+    if name == "loopwright":
+        return (BENCH / "adapters" / f"{module}.py").exists()
+    if not (PEERS / "adapters" / f"{module}.py").exists():
+        return False
+    return probe is None or importlib.util.find_spec(probe) is not None
+
+
+def run_once(adapter: str, scenario: str, timeout: float) -> dict:
+    module = ADAPTERS[adapter][0]
+    argv = [sys.executable, str(RUN_ONE)]
+    argv += ["--flatness"] if scenario == FLATNESS else [module, scenario]
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=BENCH)
+    except subprocess.TimeoutExpired:
+        return {"adapter": adapter, "scenario": scenario, "ok": False, "error": "timeout"}
+    at = p.stdout.rfind('{"adapter"')
+    try:
+        rec = json.loads(p.stdout[at:].splitlines()[0]) if at >= 0 else {"ok": False}
+    except json.JSONDecodeError:
+        rec = {"ok": False}
+    rec.update(adapter=adapter, scenario=scenario, rc=p.returncode,
+               process_wall_s=time.perf_counter() - t0)
+    if p.returncode != 0 or not rec.get("ok"):
+        rec["ok"] = False
+        rec["stderr_tail"] = p.stderr[-2000:]
+    return rec
+
+
+# ---- reporting ------------------------------------------------------------------------------
+
+
+def machine_line() -> str:
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, Linux {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def git_rev() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(BENCH), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(BENCH), "status", "--porcelain", "--", "../src"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + (" (src modified)" if dirty else "") if out.returncode == 0 else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def med(runs: list[dict], key: str, scale: float = 1.0) -> float | None:
+    vals = [r[key] * scale for r in runs if r.get("ok") and r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def spread(runs: list[dict], key: str = "seconds") -> float | None:
+    vals = [r[key] for r in runs if r.get("ok") and r.get(key) is not None]
+    return max(vals) / min(vals) if len(vals) > 1 and min(vals) > 0 else None
+
+
+def fmt(v: float | None, digits: int = 0, suffix: str = "") -> str:
+    return "–" if v is None else f"{v:,.{digits}f}{suffix}"
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def verdict(value: float | None, limit: float) -> str:
+    return "–" if value is None else ("pass" if value <= limit else "**FAIL**")
+
+
+def render(results: list[dict], meta: dict) -> str:
+    by: dict[tuple[str, str], list[dict]] = {}
+    for r in results:
+        by.setdefault((r["adapter"], r["scenario"]), []).append(r)
+    g = lambda a, s: by.get((a, s), [])  # noqa: E731
+    adapters = [a for a in meta["adapters"]]
+    versions = {r["adapter"]: r.get("version") for r in results if r.get("version")}
+    fl = {s: med(g("floor", s), "us_per_unit" if s in ("long_loop", "streaming") else "seconds")
+          for s in SCENARIOS}
+
+    lines = [
+        "# loopwright benchmark: framework overhead with an instant fake model",
+        "",
+        f"Date: {meta['date']}  ",
+        f"Machine: {meta['machine']}  ",
+        f"Versions: {meta['versions']}  ",
+        f"Command: `{meta['command']}`; {meta['runs']} runs per cell, each a fresh process, "
+        "interleaved; cells are medians. Scenarios and tools: the shared peer harness "
+        f"(`{meta['peers_dir']}`). See bench/README.md.",
+        "",
+        "| adapter | version | A long loop µs/step | A ×floor | B wide batch s (ideal 0.05) "
+        "| C 200 sessions s | C ×floor | D streaming µs/delta | D ×floor | A peak RSS MB | import s |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for a in adapters:
+        A = med(g(a, "long_loop"), "us_per_unit")
+        B = med(g(a, "wide_batch"), "seconds")
+        C = med(g(a, "many_sessions"), "seconds")
+        D = med(g(a, "streaming"), "us_per_unit")
+        allruns = [r for s in SCENARIOS for r in g(a, s)]
+        lines.append("| " + " | ".join([
+            a, str(versions.get(a, "?")),
+            fmt(A, 1), fmt(ratio(A, fl["long_loop"]), 2),
+            fmt(B, 3),
+            fmt(C, 4), fmt(ratio(C, fl["many_sessions"]), 2),
+            fmt(D, 2), fmt(ratio(D, fl["streaming"]), 2),
+            fmt(med(g(a, "long_loop"), "rss_peak_kb", 1 / 1024), 1),
+            fmt(med(allruns, "import_s"), 2),
+        ]) + " |")
+
+    lw = lambda s, k: med(g("loopwright", s), k)  # noqa: E731
+    A, B = lw("long_loop", "us_per_unit"), lw("wide_batch", "seconds")
+    C, D = lw("many_sessions", "seconds"), lw("streaming", "us_per_unit")
+    flat = lw(FLATNESS, "ratio")
+    first, last = lw(FLATNESS, "first_us"), lw(FLATNESS, "last_us")
+    rows = [
+        ("A long loop", f"{fmt(A, 1)} µs/step = {fmt(ratio(A, fl['long_loop']), 2)} × floor",
+         f"≤ {TARGET_A_X:g} × floor ({fmt(fl['long_loop'] and fl['long_loop'] * TARGET_A_X, 1)} µs)",
+         verdict(ratio(A, fl["long_loop"]), TARGET_A_X)),
+        ("A flatness (last 50 / steps 2–51)",
+         f"{fmt(flat, 2)} ({fmt(last, 1)} vs {fmt(first, 1)} µs/step)", f"≤ {TARGET_FLAT:g}",
+         verdict(flat, TARGET_FLAT)),
+        ("B wide batch", f"{fmt(B, 3)} s", f"≤ {TARGET_B_S:g} s", verdict(B, TARGET_B_S)),
+        ("C 200 sessions", f"{fmt(C, 4)} s = {fmt(ratio(C, fl['many_sessions']), 2)} × floor",
+         f"≤ {TARGET_C_X:g} × floor ({fmt(fl['many_sessions'] and fl['many_sessions'] * TARGET_C_X, 4)} s)",
+         verdict(ratio(C, fl["many_sessions"]), TARGET_C_X)),
+        ("D streaming", f"{fmt(D, 2)} µs/delta", f"≤ {TARGET_D_US:g} µs/delta",
+         verdict(D, TARGET_D_US)),
+    ]
+    lines += ["", "## loopwright targets", "",
+              "| target | measured (median) | limit | result |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows if "loopwright" in adapters]
+    if "loopwright" not in adapters:
+        lines.append("| (loopwright not run) | – | – | – |")
+
+    lines += ["", "Spread of the timed figure across runs (max/min):", "",
+              "| adapter | A | B | C | D | flatness |", "|---|--:|--:|--:|--:|--:|"]
+    for a in adapters:
+        cells = [fmt(spread(g(a, s)), 2) for s in SCENARIOS]
+        cells.append(fmt(spread(g(a, FLATNESS), "ratio"), 2) if a == "loopwright" else "")
+        lines.append("| " + " | ".join([a, *cells]) + " |")
+    bad = [r for r in results if not r.get("ok")]
+    lines += ["", f"Failed or unchecked runs: {len(bad)}" + (
+        " (" + ", ".join(sorted({f"{r['adapter']}/{r['scenario']}" for r in bad})) + ")"
+        if bad else "")]
+    if meta.get("skipped"):
+        lines.append(f"Peers not installed (skipped): {', '.join(meta['skipped'])}. "
+                     "See bench/README.md to add them.")
+    return "\n".join(lines) + "\n"
+
+
+def versions_line(adapters: list[str]) -> str:
+    out = []
+    for name in adapters:
+        dist = ADAPTERS[name][2]
+        if dist:
+            try:
+                out.append(f"{dist} {version(dist)}")
+            except PackageNotFoundError:
+                pass
+    for dist in ["pydantic", "pydantic-core"]:
+        try:
+            out.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(out) + f"; loopwright git {git_rev()}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=5, help="runs per cell (default 5)")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS + [FLATNESS]),
+                    help=f"comma list of {', '.join(SCENARIOS + [FLATNESS])}")
+    ap.add_argument("--adapters", default=None,
+                    help="comma list (default: floor, loopwright and every installed peer)")
+    ap.add_argument("--json", metavar="OUT", help="also write every run to this JSON file")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per process")
+    args = ap.parse_args()
+
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    unknown = [s for s in scenarios if s not in SCENARIOS + [FLATNESS]]
+    if unknown:
+        ap.error(f"unknown scenarios {unknown}")
+    wanted = args.adapters.split(",") if args.adapters else list(ADAPTERS)
+    unknown = [a for a in wanted if a not in ADAPTERS]
+    if unknown:
+        ap.error(f"unknown adapters {unknown} (known: {', '.join(ADAPTERS)})")
+    adapters, skipped = [], []
+    for a in wanted:
+        (adapters if available(a) else skipped).append(a)
+    if skipped:
+        print(f"note: not installed, skipped: {', '.join(skipped)} "
+              f"(pip install -r {PEERS / 'requirements.txt'})", flush=True)
+
+    def cells(a: str) -> list[str]:
+        return [s for s in scenarios if s != FLATNESS or a == "loopwright"]
+
+    for a in adapters:  # one uncounted warm-up per adapter (file cache, bytecode)
+        run_once(a, "streaming", args.timeout)
+    results = []
+    for i in range(args.n):
+        for s in scenarios:
+            for a in adapters:
+                if s not in cells(a):
+                    continue
+                r = run_once(a, s, args.timeout)
+                r["round"] = i
+                results.append(r)
+                fig = (f"ratio={r['ratio']:.3f}" if s == FLATNESS and r.get("ok")
+                       else f"t={r.get('seconds', float('nan')):.4f}s")
+                print(f"[{i + 1}/{args.n}] {a:14s} {s:14s} ok={r.get('ok')} {fig}", flush=True)
+                if not r.get("ok"):
+                    print("    " + (r.get("stderr_tail") or r.get("error") or "").strip()
+                          .replace("\n", "\n    ")[-800:], flush=True)
+
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "machine": machine_line(),
+        "versions": versions_line(adapters),
+        "runs": args.n,
+        "adapters": adapters,
+        "skipped": skipped,
+        "peers_dir": str(PEERS),
+        "command": "python bench/run.py " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
+    }
+    md = render(results, meta)
+    print("\n" + md, end="")
+    (BENCH / "RESULTS.md").write_text(md)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "runs": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Steering, follow-up, cancellation with carry-over, hooks, and one run per session."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from conftest import call, drive, run_agent, scripted
+
+from loopwright import Agent, Block, Hooks, SessionBusy, Session, Stop, tool
+from loopwright.messages import ToolResultMessage, UserMessage
+from loopwright.testing import types
+from loopwright.tools import Outcome
+
+gate = asyncio.Event()
+
+
+@tool
+async def wait_for_gate() -> str:
+    """Waits until the test opens the gate."""
+    await asyncio.wait_for(gate.wait(), 2)
+    return "opened"
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo."""
+    return text
+
+
+def users(model, index):
+    return [m.content for m in model.requests[index].messages if isinstance(m, UserMessage)]
+
+
+async def test_steering_arrives_after_the_running_batch():
+    gate.clear()
+    model = scripted({"tool_calls": [call("wait_for_gate")]}, "noted")
+    session = Session(Agent(model=model, tools=[wait_for_gate]))
+    run = session.run("start")
+    events = []
+    async for event in run:
+        events.append(event)
+        if event.type == "tool:started":
+            session.steer("also check B")
+            session.steer("and C")
+            gate.set()
+    from conftest import verify
+    verify(events)
+    names = types(events)
+    assert names[names.index("tool:result") + 1:names.index("tool:result") + 3] == [
+        "step:finished", "steering:injected"]
+    assert users(model, 1) == ["start", "also check B"]  # one at a time by default
+    assert users(model, 2) == ["start", "also check B", "and C"]  # delivered before stopping
+
+
+async def test_steering_all_mode_delivers_everything_at_once():
+    model = scripted("first", "second")
+    session = Session(Agent(model=model, steering="all"))
+    session.steer("one")
+    session.steer("two")
+    await drive(session.run("hi"))
+    assert users(model, 0) == ["hi", "one", "two"]
+
+
+async def test_follow_up_waits_until_the_run_would_stop():
+    model = scripted({"tool_calls": [call("echo", text="x")]}, "first answer", "second answer",
+                     "third answer")
+    session = Session(Agent(model=model, tools=[echo]))
+    session.follow_up("more please")
+    session.follow_up("and more")
+    result = await drive(session.run("hi"))
+    assert users(model, 1) == ["hi"]
+    assert users(model, 2) == ["hi", "more please"]
+    assert users(model, 3) == ["hi", "more please", "and more"]
+    assert result.text == "third answer"
+    injected = [(e.mode, e.message.content) for e in result.events if e.type == "steering:injected"]
+    assert injected == [("follow_up", "more please"), ("follow_up", "and more")]
+
+
+async def test_follow_up_all_mode():
+    model = scripted("a", "b")
+    session = Session(Agent(model=model, follow_up="all"))
+    session.follow_up("x")
+    session.follow_up("y")
+    result = await drive(session.run("hi"))
+    assert users(model, 1) == ["hi", "x", "y"] and result.text == "b"
+
+
+async def test_cancel_during_a_tool_interrupts_it_and_keeps_history_valid():
+    gate.clear()
+    model = scripted({"tool_calls": [call("wait_for_gate", "g"), call("echo", "e", text="hi")]},
+                     "after")
+    session = Session(Agent(model=model, tools=[wait_for_gate, echo]))
+    run = session.run("go")
+    events = []
+    async for event in run:
+        events.append(event)
+        if event.type == "tool:output" and event.id == "e":
+            session.steer("dropped on cancel")
+            session.cancel()
+    from conftest import verify
+    verify(events)
+    assert types(events)[-5:] == ["tool:interrupted", "tool:output", "tool:result",
+                                  "loop:aborted", "done"]
+    results = [m for m in session.messages if isinstance(m, ToolResultMessage)]
+    assert [(m.call_id, m.content) for m in results] == [
+        ("g", "[interrupted: tool call did not complete]"), ("e", "hi")]
+    result = await drive(session.run("again"))
+    assert result.text == "after"
+    assert users(model, 1) == ["go", "again"]
+
+
+async def test_cancel_while_streaming_carries_the_partial_reply_over():
+    model = scripted({"text": "A long answer that streams slowly", "chunk": 4, "delay": 0.01},
+                     "fresh answer")
+    session = Session(Agent(model=model))
+    events = []
+    async for event in session.run("tell me"):
+        events.append(event)
+        if event.type == "text:delta" and len(events) > 6:
+            session.cancel()
+    from conftest import verify
+    verify(events)
+    aborted = events[-2]
+    assert aborted.type == "loop:aborted"
+    streamed = "".join(e.delta for e in events if e.type == "text:delta")
+    assert aborted.carry_over == streamed and streamed
+    assert events[-1].stop_reason == "aborted"
+    await drive(session.run("again"))
+    assert users(model, 1) == [
+        "tell me",
+        f"[Your previous reply was interrupted. What you had written so far:]\n{streamed}",
+        "again",
+    ]
+
+
+async def test_leaving_the_iterator_early_cancels_the_run():
+    model = scripted({"text": "slow", "chunk": 1, "delay": 0.05})
+    session = Session(Agent(model=model))
+    async with session.run("hi") as run:
+        async for event in run:
+            if event.type == "text:delta":
+                break
+    assert not session.busy
+    assert run._done is not None and run._done.stop_reason == "aborted"
+
+
+async def test_a_second_run_on_a_busy_session_fails_fast():
+    model = scripted({"text": "slow", "delay": 0.05}, "x")
+    session = Session(Agent(model=model))
+    run = session.run("hi")
+    await run.__anext__()
+    with pytest.raises(SessionBusy):
+        session.run("again")
+    await run.result()
+
+
+async def test_hooks_observe_and_transform():
+    log = []
+
+    def before_tool(info, c):
+        return Block("not today") if c.id == "blocked" else {"text": c.args["text"].upper()}
+
+    hooks = Hooks(
+        on_run_start=lambda info: log.append(("start", info.session_id)),
+        on_run_end=lambda info, reason: log.append(("end", reason)),
+        on_prompt=lambda info, text: "(context: VIP customer)",
+        before_request=lambda info, req: None,
+        after_reply=lambda info, reply: log.append(("reply", reply.text)),
+        before_tool=before_tool,
+        after_tool=lambda info, c, out: Outcome(content=out.content + "!"),
+    )
+    model = scripted({"tool_calls": [call("echo", "ok", text="hi"), call("echo", "blocked",
+                                                                          text="no")]}, "fin")
+    session = Session(Agent(model=model, tools=[echo], hooks=hooks), session_id="s")
+    await drive(session.run("hello"))
+    assert users(model, 0) == ["hello\n\n(context: VIP customer)"]
+    assert [(m.call_id, m.content, m.is_error) for m in model.requests[1].messages
+            if isinstance(m, ToolResultMessage)] == [
+        ("ok", "HI!", False), ("blocked", "Blocked: not today", True)]
+    assert log == [("start", "s"), ("reply", ""), ("reply", "fin"), ("end", "completed")]
+
+
+async def test_prompt_hook_can_block_the_input():
+    model = scripted("never")
+    hooks = Hooks(on_prompt=lambda info, text: Block("no secrets"))
+    result = await run_agent(Agent(model=model, hooks=hooks), "my password is hunter2")
+    assert types(result.events) == ["session", "loop:terminated", "done"]
+    assert model.requests == []
+
+
+async def test_before_request_can_replace_the_request():
+    from dataclasses import replace
+
+    model = scripted("ok")
+    hooks = Hooks(before_request=lambda info, req: replace(req, system="You are terse."))
+    await run_agent(Agent(model=model, instructions="You are chatty.", hooks=hooks))
+    assert model.requests[0].system == "You are terse."
+
+
+async def test_continuation_hook_can_stop_and_stop_policy_can_go_on():
+    model = scripted({"tool_calls": [call("echo", text="x")]}, "unused")
+    hooks = Hooks(continuation=lambda info, reply: Stop("enough"))
+    result = await run_agent(Agent(model=model, tools=[echo], hooks=hooks))
+    assert (result.stop_reason, result.text) == ("terminated", "enough")
+
+    model2 = scripted("draft", "final")
+    replies = iter(["please double-check", None])
+    hooks2 = Hooks(on_stop=lambda info, text: next(replies))
+    result2 = await run_agent(Agent(model=model2, hooks=hooks2))
+    assert result2.text == "final"
+    assert users(model2, 1) == ["go", "please double-check"]
+
+
+async def test_a_raising_hook_ends_the_run_with_error_and_every_call_gets_a_result():
+    def explode(info, c, out):
+        raise RuntimeError("hook bug")
+
+    model = scripted({"tool_calls": [call("echo", "a", text="1"), call("echo", "b", text="2")]})
+    session = Session(Agent(model=model, tools=[echo], hooks=Hooks(after_tool=explode)))
+    result = await drive(session.run("go"))
+    assert result.stop_reason == "error"
+    assert "hook bug" in result.events[-2].error
+    ids = [m.call_id for m in session.messages if isinstance(m, ToolResultMessage)]
+    assert ids == ["a", "b"]
+
+
+async def test_a_raising_before_tool_hook_mid_batch_leaves_no_call_without_result():
+    def explode(info, c):
+        if c.id == "b":
+            raise RuntimeError("nope")
+
+    model = scripted({"tool_calls": [call("echo", "a", text="1"), call("echo", "b", text="2")]})
+    session = Session(Agent(model=model, tools=[echo], hooks=Hooks(before_tool=explode)))
+    result = await drive(session.run("go"))
+    assert result.events[-2].error == "RuntimeError: nope"
+    contents = [(m.call_id, m.content) for m in session.messages
+                if isinstance(m, ToolResultMessage)]
+    assert contents == [("a", "[interrupted: tool call did not complete]"),
+                        ("b", "[interrupted: tool call did not complete]")]
+
+
+def test_run_sync_for_scripts():
+    from loopwright import run_sync
+
+    result = run_sync(Agent(model=scripted("hi there")), "hello")
+    assert (result.text, result.stop_reason) == ("hi there", "completed")
