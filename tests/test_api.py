@@ -16,11 +16,37 @@ SRC = Path(loopwright.__file__).parent
 def test_public_exports():
     assert loopwright.__all__ == sorted(loopwright.__all__, key=lambda n: (not n.isupper(), n))
     assert set(loopwright.__all__) == {
-        "DEFER", "Agent", "Approval", "ApprovalRequest", "AssistantMessage", "Block",
-        "ConfigError", "Event", "Hooks", "LoopwrightError", "Message", "Model", "RetryPolicy",
-        "Rules", "Run", "RunResult", "Session", "SessionBusy", "Stop", "Tool", "ToolCall",
-        "ToolContext", "ToolError", "ToolResultMessage", "ToolReturn", "UnknownModel",
-        "UserMessage", "get_model", "run", "run_sync", "tool",
+        "DEFER",
+        "Agent",
+        "Approval",
+        "ApprovalRequest",
+        "AssistantMessage",
+        "Block",
+        "ConfigError",
+        "Event",
+        "Hooks",
+        "LoopwrightError",
+        "Message",
+        "Model",
+        "RetryPolicy",
+        "Rules",
+        "Run",
+        "RunResult",
+        "Session",
+        "SessionBusy",
+        "Stop",
+        "Tool",
+        "ToolCall",
+        "ToolContext",
+        "ToolError",
+        "ToolResultMessage",
+        "ToolReturn",
+        "UnknownModel",
+        "UserMessage",
+        "get_model",
+        "run",
+        "run_sync",
+        "tool",
     }
     for name in loopwright.__all__:
         assert getattr(loopwright, name) is not None
@@ -30,7 +56,10 @@ def test_import_has_no_side_effects(tmp_path):
     before = set(os.listdir(tmp_path))
     out = subprocess.run(
         [sys.executable, "-c", "import loopwright, loopwright.testing, loopwright.wire"],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "HOME": str(tmp_path)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path)},
         check=True,
     )
     assert (out.stdout, out.stderr) == ("", "")
@@ -38,25 +67,52 @@ def test_import_has_no_side_effects(tmp_path):
 
 
 def test_core_imports_nothing_from_outer_layers():
-    core = ["loop", "events", "messages", "tools", "permissions", "approvals", "hooks", "agent",
-            "session", "budget", "wire", "errors"]
+    core = [
+        "loop",
+        "events",
+        "messages",
+        "tools",
+        "permissions",
+        "approvals",
+        "hooks",
+        "agent",
+        "session",
+        "budget",
+        "wire",
+        "errors",
+    ]
     import ast
 
     for name in core:
         tree = ast.parse((SRC / f"{name}.py").read_text())
-        imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                     for a in node.names}
+        imported = {
+            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        }
+        imported |= {
+            a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names
+        }
         for module in imported:
             parts = module.split(".")
             assert not {"cli", "server", "store"} & set(parts), (name, module)
 
 
 def test_module_size_budget():
-    sizes = {p.relative_to(SRC).as_posix(): len(p.read_text().splitlines())
-             for p in SRC.rglob("*.py")}
+    sizes = {
+        p.relative_to(SRC).as_posix(): len(p.read_text().splitlines()) for p in SRC.rglob("*.py")
+    }
     too_big = {name: n for name, n in sizes.items() if n > 500}
     assert not too_big, f"split these modules: {too_big}"
-    core = sum(sizes[f"{n}.py"] for n in ("loop", "events", "messages", "tools", "permissions",
-                                          "approvals", "hooks", "budget"))
+    core = sum(
+        sizes[f"{n}.py"]
+        for n in (
+            "loop",
+            "events",
+            "messages",
+            "tools",
+            "permissions",
+            "approvals",
+            "hooks",
+            "budget",
+        )
+    )
     assert core <= 2300, core

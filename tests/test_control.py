@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import call, drive, run_agent, scripted
 
-from loopwright import Agent, Block, Hooks, SessionBusy, Session, Stop, tool
+from conftest import call, drive, run_agent, scripted
+from loopwright import Agent, Block, Hooks, Session, SessionBusy, Stop, tool
 from loopwright.messages import ToolResultMessage, UserMessage
 from loopwright.testing import types
 from loopwright.tools import Outcome
@@ -45,10 +45,13 @@ async def test_steering_arrives_after_the_running_batch():
             session.steer("and C")
             gate.set()
     from conftest import verify
+
     verify(events)
     names = types(events)
-    assert names[names.index("tool:result") + 1:names.index("tool:result") + 3] == [
-        "step:finished", "steering:injected"]
+    assert names[names.index("tool:result") + 1 : names.index("tool:result") + 3] == [
+        "step:finished",
+        "steering:injected",
+    ]
     assert users(model, 1) == ["start", "also check B"]  # one at a time by default
     assert users(model, 2) == ["start", "also check B", "and C"]  # delivered before stopping
 
@@ -63,8 +66,9 @@ async def test_steering_all_mode_delivers_everything_at_once():
 
 
 async def test_follow_up_waits_until_the_run_would_stop():
-    model = scripted({"tool_calls": [call("echo", text="x")]}, "first answer", "second answer",
-                     "third answer")
+    model = scripted(
+        {"tool_calls": [call("echo", text="x")]}, "first answer", "second answer", "third answer"
+    )
     session = Session(Agent(model=model, tools=[echo]))
     session.follow_up("more please")
     session.follow_up("and more")
@@ -88,8 +92,9 @@ async def test_follow_up_all_mode():
 
 async def test_cancel_during_a_tool_interrupts_it_and_keeps_history_valid():
     gate.clear()
-    model = scripted({"tool_calls": [call("wait_for_gate", "g"), call("echo", "e", text="hi")]},
-                     "after")
+    model = scripted(
+        {"tool_calls": [call("wait_for_gate", "g"), call("echo", "e", text="hi")]}, "after"
+    )
     session = Session(Agent(model=model, tools=[wait_for_gate, echo]))
     run = session.run("go")
     events = []
@@ -99,20 +104,29 @@ async def test_cancel_during_a_tool_interrupts_it_and_keeps_history_valid():
             session.steer("dropped on cancel")
             session.cancel()
     from conftest import verify
+
     verify(events)
-    assert types(events)[-5:] == ["tool:interrupted", "tool:output", "tool:result",
-                                  "loop:aborted", "done"]
+    assert types(events)[-5:] == [
+        "tool:interrupted",
+        "tool:output",
+        "tool:result",
+        "loop:aborted",
+        "done",
+    ]
     results = [m for m in session.messages if isinstance(m, ToolResultMessage)]
     assert [(m.call_id, m.content) for m in results] == [
-        ("g", "[interrupted: tool call did not complete]"), ("e", "hi")]
+        ("g", "[interrupted: tool call did not complete]"),
+        ("e", "hi"),
+    ]
     result = await drive(session.run("again"))
     assert result.text == "after"
     assert users(model, 1) == ["go", "again"]
 
 
 async def test_cancel_while_streaming_carries_the_partial_reply_over():
-    model = scripted({"text": "A long answer that streams slowly", "chunk": 4, "delay": 0.01},
-                     "fresh answer")
+    model = scripted(
+        {"text": "A long answer that streams slowly", "chunk": 4, "delay": 0.01}, "fresh answer"
+    )
     session = Session(Agent(model=model))
     events = []
     async for event in session.run("tell me"):
@@ -120,6 +134,7 @@ async def test_cancel_while_streaming_carries_the_partial_reply_over():
         if event.type == "text:delta" and len(events) > 6:
             session.cancel()
     from conftest import verify
+
     verify(events)
     aborted = events[-2]
     assert aborted.type == "loop:aborted"
@@ -170,14 +185,17 @@ async def test_hooks_observe_and_transform():
         before_tool=before_tool,
         after_tool=lambda info, c, out: Outcome(content=out.content + "!"),
     )
-    model = scripted({"tool_calls": [call("echo", "ok", text="hi"), call("echo", "blocked",
-                                                                          text="no")]}, "fin")
+    model = scripted(
+        {"tool_calls": [call("echo", "ok", text="hi"), call("echo", "blocked", text="no")]}, "fin"
+    )
     session = Session(Agent(model=model, tools=[echo], hooks=hooks), session_id="s")
     await drive(session.run("hello"))
     assert users(model, 0) == ["hello\n\n(context: VIP customer)"]
-    assert [(m.call_id, m.content, m.is_error) for m in model.requests[1].messages
-            if isinstance(m, ToolResultMessage)] == [
-        ("ok", "HI!", False), ("blocked", "Blocked: not today", True)]
+    assert [
+        (m.call_id, m.content, m.is_error)
+        for m in model.requests[1].messages
+        if isinstance(m, ToolResultMessage)
+    ] == [("ok", "HI!", False), ("blocked", "Blocked: not today", True)]
     assert log == [("start", "s"), ("reply", ""), ("reply", "fin"), ("end", "completed")]
 
 
@@ -234,10 +252,13 @@ async def test_a_raising_before_tool_hook_mid_batch_leaves_no_call_without_resul
     session = Session(Agent(model=model, tools=[echo], hooks=Hooks(before_tool=explode)))
     result = await drive(session.run("go"))
     assert result.events[-2].error == "RuntimeError: nope"
-    contents = [(m.call_id, m.content) for m in session.messages
-                if isinstance(m, ToolResultMessage)]
-    assert contents == [("a", "[interrupted: tool call did not complete]"),
-                        ("b", "[interrupted: tool call did not complete]")]
+    contents = [
+        (m.call_id, m.content) for m in session.messages if isinstance(m, ToolResultMessage)
+    ]
+    assert contents == [
+        ("a", "[interrupted: tool call did not complete]"),
+        ("b", "[interrupted: tool call did not complete]"),
+    ]
 
 
 def test_run_sync_for_scripts():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from conftest import call, run_agent, scripted
-
 from loopwright import Agent, Approval, ApprovalRequest, Rules, tool
 from loopwright.approvals import approve_all, deny_all
 from loopwright.messages import ToolResultMessage
@@ -47,7 +46,7 @@ def agent(model, **kw):
 def after_reply(result):
     """Event types after the first complete reply."""
     names = types(result.events)
-    return names[names.index("message:completed") + 1:]
+    return names[names.index("message:completed") + 1 :]
 
 
 def first(result, kind):
@@ -62,13 +61,25 @@ async def test_deny_skips_approved_siblings_and_stops():
     model = scripted({"tool_calls": [call("lookup", "a", order="1"), call("wipe", "b")]}, "unused")
     result = await run_agent(agent(model))
     assert after_reply(result) == [
-        "actauth:decision", "actauth:decision", "tool:output", "tool:result",
-        "loop:skipped", "tool:output", "tool:result", "step:finished", "loop:denied", "done",
+        "actauth:decision",
+        "actauth:decision",
+        "tool:output",
+        "tool:result",
+        "loop:skipped",
+        "tool:output",
+        "tool:result",
+        "step:finished",
+        "loop:denied",
+        "done",
     ]
-    assert decisions(result) == [("lookup", "allow", "matched rule 'lookups-free'"),
-                                 ("wipe", "deny", "no rule matched: default decision 'deny'")]
-    assert [e.status_text for e in result.events if e.type == "tool:result"] == ["Denied.",
-                                                                                  "Skipped."]
+    assert decisions(result) == [
+        ("lookup", "allow", "matched rule 'lookups-free'"),
+        ("wipe", "deny", "no rule matched: default decision 'deny'"),
+    ]
+    assert [e.status_text for e in result.events if e.type == "tool:result"] == [
+        "Denied.",
+        "Skipped.",
+    ]
     assert ran == []
     assert result.stop_reason == "denied"
     assert result.events[-2].denied_tools == ["wipe"]
@@ -96,13 +107,22 @@ async def test_live_approval_approves():
 
     result = await run_agent(agent(model), approver=approver)
     assert after_reply(result)[:4] == [
-        "approval:pending", "approval:resolved", "actauth:decision", "tool:started"]
+        "approval:pending",
+        "approval:resolved",
+        "actauth:decision",
+        "tool:started",
+    ]
     pending = first(result, "approval:pending")
     assert pending.id == seen[0].id and pending.id.startswith("apr_") and len(pending.id) > 20
     assert (pending.reason, pending.scope.agent, pending.scope.tenant) == (
-        "matched rule 'refunds-asked'", "agent", "default")
+        "matched rule 'refunds-asked'",
+        "agent",
+        "default",
+    )
     assert first(result, "approval:resolved").by == "ana"
-    assert decisions(result) == [("refund", "allow", "matched rule 'refunds-asked' — human approved")]
+    assert decisions(result) == [
+        ("refund", "allow", "matched rule 'refunds-asked' — human approved")
+    ]
     assert ran == ["refund 7 5"]
 
 
@@ -110,15 +130,23 @@ async def test_live_approval_denies():
     model = scripted({"tool_calls": [call("refund", order="7", amount=5)]})
     result = await run_agent(agent(model), approver=deny_all)
     assert after_reply(result) == [
-        "approval:pending", "approval:resolved", "actauth:decision", "tool:output", "tool:result",
-        "step:finished", "loop:denied", "done"]
+        "approval:pending",
+        "approval:resolved",
+        "actauth:decision",
+        "tool:output",
+        "tool:result",
+        "step:finished",
+        "loop:denied",
+        "done",
+    ]
     assert ran == []
 
 
 async def test_approve_with_edited_arguments():
     model = scripted({"tool_calls": [call("refund", order="7", amount=500)]}, "done")
     result = await run_agent(
-        agent(model), approver=lambda r: Approval.approve(args={"order": "7", "amount": 50}))
+        agent(model), approver=lambda r: Approval.approve(args={"order": "7", "amount": 50})
+    )
     assert ran == ["refund 7 50"]
     started = next(e for e in result.events if e.type == "tool:started")
     assert started.args == {"order": "7", "amount": 50}
@@ -128,8 +156,10 @@ async def test_approve_with_edited_arguments():
 
 async def test_invalid_edit_is_refused_and_the_call_stays_pending():
     model = scripted({"tool_calls": [call("refund", order="7", amount=500)]}, "done")
-    answers = [Approval.approve(args={"order": "7", "amount": "lots"}),
-               Approval.approve(args={"order": "7", "amount": 1})]
+    answers = [
+        Approval.approve(args={"order": "7", "amount": "lots"}),
+        Approval.approve(args={"order": "7", "amount": 1}),
+    ]
     requests: list[ApprovalRequest] = []
 
     async def approver(request: ApprovalRequest) -> Approval:
@@ -138,20 +168,33 @@ async def test_invalid_edit_is_refused_and_the_call_stays_pending():
 
     result = await run_agent(agent(model), approver=approver)
     assert [r.error for r in requests] == [
-        None, "edited arguments are invalid: amount: Input should be a valid number, unable to "
-        "parse string as a number"]
+        None,
+        "edited arguments are invalid: amount: Input should be a valid number, unable to "
+        "parse string as a number",
+    ]
     assert requests[0].id == requests[1].id
     assert ran == ["refund 7 1"]
     assert types(result.events).count("approval:pending") == 1
 
 
 async def test_no_live_approver_pauses_after_allowed_siblings_run():
-    model = scripted({"tool_calls": [call("refund", "r", order="7", amount=5),
-                                     call("lookup", "l", order="7")]}, "unused")
+    model = scripted(
+        {"tool_calls": [call("refund", "r", order="7", amount=5), call("lookup", "l", order="7")]},
+        "unused",
+    )
     result = await run_agent(agent(model))
     assert after_reply(result) == [
-        "approval:pending", "actauth:decision", "actauth:decision", "tool:started",
-        "toollane:result", "tool:output", "tool:result", "step:finished", "loop:paused", "done"]
+        "approval:pending",
+        "actauth:decision",
+        "actauth:decision",
+        "tool:started",
+        "toollane:result",
+        "tool:output",
+        "tool:result",
+        "step:finished",
+        "loop:paused",
+        "done",
+    ]
     assert decisions(result)[0] == ("refund", "ask", "matched rule 'refunds-asked'")
     pending_id = first(result, "approval:pending").id
     assert result.pending_ids == [pending_id]
@@ -160,8 +203,15 @@ async def test_no_live_approver_pauses_after_allowed_siblings_run():
 
 
 async def test_decisions_follow_model_order_and_ask_even_after_a_denial():
-    model = scripted({"tool_calls": [call("wipe", "w"), call("refund", "r", order="1", amount=1),
-                                     call("lookup", "l", order="1")]})
+    model = scripted(
+        {
+            "tool_calls": [
+                call("wipe", "w"),
+                call("refund", "r", order="1", amount=1),
+                call("lookup", "l", order="1"),
+            ]
+        }
+    )
     asked: list[str] = []
 
     def approver(request: ApprovalRequest) -> Approval:
@@ -170,7 +220,10 @@ async def test_decisions_follow_model_order_and_ask_even_after_a_denial():
 
     result = await run_agent(agent(model), approver=approver)
     assert [d[:2] for d in decisions(result)] == [
-        ("wipe", "deny"), ("refund", "allow"), ("lookup", "allow")]
+        ("wipe", "deny"),
+        ("refund", "allow"),
+        ("lookup", "allow"),
+    ]
     assert asked == ["refund"]
     assert [e.name for e in result.events if e.type == "loop:skipped"] == ["refund", "lookup"]
     assert ran == []

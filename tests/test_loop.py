@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from conftest import call, run_agent, scripted
-
 from loopwright import Agent, Session, ToolError, ToolReturn, tool
 from loopwright.messages import ToolResultMessage
 from loopwright.testing import types
@@ -31,8 +30,15 @@ async def test_text_reply_finishes():
     model = scripted("Hello!")
     result = await run_agent(Agent(model=model))
     assert types(result.events) == [
-        "session", "input:received", "step:started", "budget:check", "text:delta",
-        "message:completed", "step:finished", "loop:done", "done",
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "text:delta",
+        "message:completed",
+        "step:finished",
+        "loop:done",
+        "done",
     ]
     assert (result.text, result.stop_reason) == ("Hello!", "completed")
     model.assert_exhausted()
@@ -42,12 +48,25 @@ async def test_one_tool_then_answer():
     model = scripted({"tool_calls": [call("add", a=1, b=2)]}, "3")
     result = await run_agent(Agent(model=model, tools=[add]))
     assert types(result.events) == [
-        "session", "input:received",
-        "step:started", "budget:check", "tool:delta", "message:completed",
-        "actauth:decision", "tool:started", "toollane:result", "tool:output", "tool:result",
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "tool:delta",
+        "message:completed",
+        "actauth:decision",
+        "tool:started",
+        "toollane:result",
+        "tool:output",
+        "tool:result",
         "step:finished",
-        "step:started", "budget:check", "text:delta", "message:completed", "step:finished",
-        "loop:done", "done",
+        "step:started",
+        "budget:check",
+        "text:delta",
+        "message:completed",
+        "step:finished",
+        "loop:done",
+        "done",
     ]
     assert results_seen(model, 1) == [ToolResultMessage(call_id="add_1", tool="add", content="3")]
 
@@ -104,8 +123,13 @@ async def test_a_sequential_tool_makes_the_batch_sequential():
         return "x"
 
     model = scripted(
-        {"tool_calls": [call("step", "1", label="a"), call("exclusive", "2"),
-                        call("step", "3", label="b")]},
+        {
+            "tool_calls": [
+                call("step", "1", label="a"),
+                call("exclusive", "2"),
+                call("step", "3", label="b"),
+            ]
+        },
         "ok",
     )
     result = await run_agent(Agent(model=model, tools=[step, exclusive]))
@@ -118,9 +142,14 @@ async def test_unknown_tool_is_an_error_result():
     model = scripted({"tool_calls": [call("nope")]}, "sorry")
     result = await run_agent(Agent(model=model, tools=[add]))
     assert "actauth:decision" not in types(result.events)
-    assert results_seen(model, 1) == [ToolResultMessage(
-        call_id="nope_1", tool="nope", content="Unknown tool 'nope'. Available tools: add.",
-        is_error=True)]
+    assert results_seen(model, 1) == [
+        ToolResultMessage(
+            call_id="nope_1",
+            tool="nope",
+            content="Unknown tool 'nope'. Available tools: add.",
+            is_error=True,
+        )
+    ]
     assert result.stop_reason == "completed"
 
 
@@ -189,8 +218,10 @@ async def test_oversized_output_is_an_error_result():
     await run_agent(Agent(model=model, tools=[big]))
     [seen] = results_seen(model, 1)
     assert seen.is_error
-    assert seen.content == ("Tool 'big' returned 25 characters, over its limit of 10. "
-                            "The first 10 characters:\nxxxxxxxxxx")
+    assert seen.content == (
+        "Tool 'big' returned 25 characters, over its limit of 10. "
+        "The first 10 characters:\nxxxxxxxxxx"
+    )
 
 
 async def test_reply_cut_by_output_limit_never_runs_its_tools():
@@ -249,11 +280,17 @@ async def run_agent_session(session: Session):
 
 
 async def test_retryable_model_failure_is_retried():
-    model = scripted({"fail": {"error": "rate limited", "retryable": True, "retry_after": 0.01}},
-                     "fine")
+    model = scripted(
+        {"fail": {"error": "rate limited", "retryable": True, "retry_after": 0.01}}, "fine"
+    )
     result = await run_agent(Agent(model=model))
     assert types(result.events)[3:8] == [
-        "budget:check", "model:retry", "text:delta", "message:completed", "step:finished"]
+        "budget:check",
+        "model:retry",
+        "text:delta",
+        "message:completed",
+        "step:finished",
+    ]
     retry = result.events[4]
     assert (retry.attempt, retry.error, retry.delay) == (1, "rate limited", 0.01)
     assert result.text == "fine"
@@ -270,8 +307,17 @@ async def test_retries_are_bounded_then_the_run_errors():
 
 
 async def test_partial_output_rides_into_the_retry():
-    model = scripted({"fail": {"error": "cut", "retryable": True, "retry_after": 0.001,
-                               "after_text": "Half an ans"}}, "Half an answer.")
+    model = scripted(
+        {
+            "fail": {
+                "error": "cut",
+                "retryable": True,
+                "retry_after": 0.001,
+                "after_text": "Half an ans",
+            }
+        },
+        "Half an answer.",
+    )
     await run_agent(Agent(model=model))
     assert model.requests[1].notes == ("[Your previous attempt was cut off after: Half an ans]",)
 
@@ -280,7 +326,10 @@ async def test_non_retryable_failure_ends_with_error():
     model = scripted({"fail": "bad request"})
     result = await run_agent(Agent(model=model))
     assert len(model.requests) == 1
-    assert (result.stop_reason, result.text) == ("error", "Error: model request failed: bad request")
+    assert (result.stop_reason, result.text) == (
+        "error",
+        "Error: model request failed: bad request",
+    )
 
 
 async def test_budget_nudge_goes_into_the_request_only():

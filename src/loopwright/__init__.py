@@ -1,8 +1,8 @@
 """loopwright: a Python runtime for AI agents — one transparent loop, typed events, gated tools.
 
-    agent = Agent(model="scripted:demo.yaml", tools=[lookup_order], rules="rules.yaml")
-    async for event in Session(agent).run("Where is my order?"):
-        ...
+agent = Agent(model="scripted:demo.yaml", tools=[lookup_order], rules="rules.yaml")
+async for event in Session(agent).run("Where is my order?"):
+    ...
 """
 
 from .agent import Agent, RetryPolicy

@@ -8,8 +8,10 @@ siblings have run (SPEC §5.4); the store turns that pause into durable state.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias
 
 from .events import Scope
@@ -71,3 +73,37 @@ def approve_all(request: ApprovalRequest) -> Approval:
 def deny_all(request: ApprovalRequest) -> Approval:
     """An approver that says no to everything."""
     return Approval.deny("denied by deny_all", by="deny_all")
+
+
+MAX_INVALID_EDITS = 5
+
+
+async def ask_human(
+    approver: Approver | None,
+    request: ApprovalRequest,
+    validate: Callable[[dict[str, Any]], object],
+) -> Approval | _Defer:
+    """Ask the live approver until it answers validly; DEFER when there is no approver.
+
+    An approval with edited arguments that fail `validate` is refused: the approver is asked
+    again with `request.error` saying why (the call stays pending).
+    """
+    if approver is None:
+        return DEFER
+    for _ in range(MAX_INVALID_EDITS):
+        answer = approver(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if not (isinstance(answer, Approval) and answer.approved and answer.args is not None):
+            return answer  # type: ignore[return-value]
+        try:
+            validate(answer.args)
+            return answer
+        except ValueError as exc:
+            request = replace(request, error=f"edited arguments are invalid: {exc}")
+    return Approval.deny(f"{MAX_INVALID_EDITS} invalid edits in a row", by="loopwright")
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with milliseconds (`2026-11-30T14:46:55.123Z`)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -11,16 +11,24 @@ from .messages import History
 
 NUDGE_RATIO = 0.7
 HARD_RATIO = 0.92
-NUDGE_TEXT = "The conversation is approaching its context budget. Wrap up the current step concisely."
+NUDGE_TEXT = (
+    "The conversation is approaching its context budget. Wrap up the current step concisely."
+)
 
 
 def check_budget(history: History, budget_tokens: int) -> BudgetCheck:
     used = history.used_tokens()
     ratio = round(used / budget_tokens, 4) if budget_tokens > 0 else 1.0
     if ratio >= HARD_RATIO:
-        return BudgetCheck(action="over_hard_limit", used_tokens=used, budget_tokens=budget_tokens,
-                           ratio=ratio)
+        return BudgetCheck(
+            action="over_hard_limit", used_tokens=used, budget_tokens=budget_tokens, ratio=ratio
+        )
     if ratio >= NUDGE_RATIO:
-        return BudgetCheck(action="nudge", used_tokens=used, budget_tokens=budget_tokens,
-                           ratio=ratio, nudge=Nudge(role="system", content=NUDGE_TEXT))
+        return BudgetCheck(
+            action="nudge",
+            used_tokens=used,
+            budget_tokens=budget_tokens,
+            ratio=ratio,
+            nudge=Nudge(role="system", content=NUDGE_TEXT),
+        )
     return BudgetCheck(action="ok", used_tokens=used, budget_tokens=budget_tokens, ratio=ratio)

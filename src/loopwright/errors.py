@@ -36,3 +36,12 @@ class SessionBusy(LoopwrightError):
 
 class UnknownModel(ConfigError):
     """No provider is registered for the model string."""
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message` for an exception (the first leaf of an exception group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if type(exc).__name__ == "ModelFailed":
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

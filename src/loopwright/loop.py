@@ -14,21 +14,21 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from . import events as ev
-from .agent import Agent, RetryPolicy
-from .approvals import DEFER, Approval, ApprovalRequest, Approver
+from .agent import Agent
+from .approvals import DEFER, Approval, ApprovalRequest, Approver, ask_human, now_iso
 from .budget import check_budget
+from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec
 from .permissions import Gate
+from .retry import ModelFailed, stream_reply
 from .tools import Outcome, Scheduled, ToolContext, run_tools
 
 INTERRUPTED = "[interrupted: tool call did not complete]"
-MAX_INVALID_EDITS = 5
 
 
 @dataclass(slots=True)
@@ -82,8 +82,11 @@ async def run_loop(
             if control.cancelled:
                 raise asyncio.CancelledError
             if run.step >= agent.max_turns:
-                run.stop(ev.LoopMaxTurns(max_turns=agent.max_turns), f"Stopped after "
-                         f"{agent.max_turns} turns without a final answer.", "max_turns")
+                run.stop(
+                    ev.LoopMaxTurns(max_turns=agent.max_turns),
+                    f"Stopped after {agent.max_turns} turns without a final answer.",
+                    "max_turns",
+                )
                 break
             async for event in run.step_once():
                 yield event
@@ -95,17 +98,20 @@ async def run_loop(
             yield event
         control.steering.clear()
         control.follow_ups.clear()
-        run.stop(ev.LoopAborted(reason="cancelled", carry_over=history.carry_over),
-                 "Cancelled.", "aborted")
+        run.stop(
+            ev.LoopAborted(reason="cancelled", carry_over=history.carry_over),
+            "Cancelled.",
+            "aborted",
+        )
     except Exception as exc:
         for event in run.interrupt():
             yield event
-        run.stop(ev.LoopError(error=_describe(exc)), f"Error: {_describe(exc)}", "error")
+        run.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
     if agent.hooks.on_run_end:
         try:
             await call_hook(agent.hooks.on_run_end, info, run.stop_reason)
         except Exception as exc:
-            run.stop(ev.LoopError(error=_describe(exc)), f"Error: {_describe(exc)}", "error")
+            run.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
     assert run.terminal is not None
     yield run.terminal
     yield ev.Done(text=run.text, stop_reason=run.stop_reason)
@@ -122,7 +128,7 @@ class _Run:
     approver: Approver | None
     tools: dict[str, Any] = field(default_factory=dict)
     specs: tuple[ToolSpec, ...] = ()
-    scope: ev.Scope | None = None
+    scope: ev.Scope = field(init=False)
     step: int = 0
     partial: list[str] = field(default_factory=list)
     open_calls: list[ToolCall] = field(default_factory=list)
@@ -150,16 +156,21 @@ class _Run:
     async def start(self, text: str | None) -> AsyncIterator[ev.Event]:
         hooks, history = self.agent.hooks, self.history
         if history.carry_over:
-            note = UserMessage(content="[Your previous reply was interrupted. What you had "
-                               f"written so far:]\n{history.carry_over}")
+            note = UserMessage(
+                content="[Your previous reply was interrupted. What you had "
+                f"written so far:]\n{history.carry_over}"
+            )
             history.carry_over = None
             history.append(note)
             yield ev.InputReceived(message=note)
         if text is not None:
             extra = await call_hook(hooks.on_prompt, self.info, text) if hooks.on_prompt else None
             if isinstance(extra, Block):
-                self.stop(ev.LoopTerminated(reason=f"input blocked: {extra.reason}"),
-                          extra.reason, "terminated")
+                self.stop(
+                    ev.LoopTerminated(reason=f"input blocked: {extra.reason}"),
+                    extra.reason,
+                    "terminated",
+                )
                 return
             message = UserMessage(content=f"{text}\n\n{extra}" if extra else text)
             history.append(message)
@@ -196,7 +207,7 @@ class _Run:
         reply: AssistantMessage | None = None
         async for item in stream_reply(self.model, request, agent.retry, self.partial):
             if isinstance(item, ModelFailure):
-                raise _ModelFailed(item.error)
+                raise ModelFailed(item.error)
             if isinstance(item, ev.MessageCompleted):
                 reply = item.message
             yield item
@@ -242,8 +253,12 @@ class _Run:
     async def act(self, reply: AssistantMessage, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
         if reply.stop_reason == "max_tokens":
             for call in calls:
-                for event in self.result(call, "Not run: the reply was cut off by the output "
-                                         "limit, so this call may be incomplete.", "Error."):
+                for event in self.result(
+                    call,
+                    "Not run: the reply was cut off by the output "
+                    "limit, so this call may be incomplete.",
+                    "Error.",
+                ):
                     yield event
             self.close_batch()
             return
@@ -257,47 +272,71 @@ class _Run:
             for item in [*scheduled, *(_placeholder(c) for c in deferred.values())]:
                 yield ev.LoopSkipped(name=item.call.name, denied_tools=denied)
                 for event in self.result(
-                    item.call, f"Skipped: a sibling tool call in this turn ({', '.join(denied)}) "
-                    "was denied.", "Skipped.", args=item.args, detail=item.reason):
+                    item.call,
+                    f"Skipped: a sibling tool call in this turn ({', '.join(denied)}) was denied.",
+                    "Skipped.",
+                    args=item.args,
+                    detail=item.reason,
+                ):
                     yield event
             self.close_batch()
-            self.stop(ev.LoopDenied(denied_tools=denied),
-                      f"Stopped: denied {', '.join(denied)}. Send another message to continue.",
-                      "denied")
+            self.stop(
+                ev.LoopDenied(denied_tools=denied),
+                f"Stopped: denied {', '.join(denied)}. Send another message to continue.",
+                "denied",
+            )
             return
         agent = self.agent
         async for event in run_tools(
-            scheduled, self.tool_context, self.outcomes, concurrency=agent.tool_concurrency,
-            timeout=agent.tool_timeout, max_output=agent.max_tool_output, after=self.after_tool,
+            scheduled,
+            self.tool_context,
+            self.outcomes,
+            concurrency=agent.tool_concurrency,
+            timeout=agent.tool_timeout,
+            max_output=agent.max_tool_output,
+            after=self.after_tool,
         ):
             if isinstance(event, ev.ToolOutput):
                 self.results[event.id] = ToolResultMessage(
-                    call_id=event.id, tool=event.tool, content=event.content,
-                    is_error=event.is_error)
+                    call_id=event.id,
+                    tool=event.tool,
+                    content=event.content,
+                    is_error=event.is_error,
+                )
             yield event
         if deferred:
             self.history.checkpoint = Checkpoint(calls, dict(self.results), deferred)
             self.results.clear()
             self.open_calls = []
-            self.stop(ev.LoopPaused(pending_ids=list(deferred)), "Paused: waiting for "
-                      f"approval of {', '.join(c.name for c in deferred.values())}.", "paused")
+            self.stop(
+                ev.LoopPaused(pending_ids=list(deferred)),
+                f"Paused: waiting for approval of {', '.join(c.name for c in deferred.values())}.",
+                "paused",
+            )
             return
         ran = [self.outcomes[item.call.id] for item in scheduled]
         self.close_batch()
         if ran and len(ran) == len(calls) and all(o.terminate for o in ran):
-            self.stop(ev.LoopTerminated(reason="a tool asked to end the run"),
-                      ran[-1].content, "terminated")
+            self.stop(
+                ev.LoopTerminated(reason="a tool asked to end the run"),
+                ran[-1].content,
+                "terminated",
+            )
 
     async def decide(
-        self, call: ToolCall, scheduled: list[Scheduled], denied: list[str],
+        self,
+        call: ToolCall,
+        scheduled: list[Scheduled],
+        denied: list[str],
         deferred: dict[str, ToolCall],
     ) -> AsyncIterator[ev.Event]:
         """Decide one call: unknown tools and bad arguments become error results here."""
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.tools) or "none"
-            for event in self.result(call, f"Unknown tool '{call.name}'. Available tools: "
-                                     f"{known}.", "Error."):
+            for event in self.result(
+                call, f"Unknown tool '{call.name}'. Available tools: {known}.", "Error."
+            ):
                 yield event
             return
         args = call.args
@@ -311,28 +350,43 @@ class _Run:
         try:
             kwargs = tool.validate(args)
         except ValueError as exc:
-            for event in self.result(call, f"Invalid arguments for tool '{call.name}': {exc}",
-                                     "Error.", args=args):
+            for event in self.result(
+                call, f"Invalid arguments for tool '{call.name}': {exc}", "Error.", args=args
+            ):
                 yield event
             return
-        decision = self.gate.decide(call.name, args, self.scope)  # type: ignore[arg-type]
+        decision = self.gate.decide(call.name, args, self.scope)
         reason = decision.reason
         if decision.kind == "allow":
             yield ev.ActauthDecision(tool=call.name, decision="allow", reason=reason)
-            scheduled.append(Scheduled(call=call, tool=tool, args=args, kwargs=kwargs,
-                                       reason=reason))
+            scheduled.append(
+                Scheduled(call=call, tool=tool, args=args, kwargs=kwargs, reason=reason)
+            )
             return
         if decision.kind == "deny":
             yield ev.ActauthDecision(tool=call.name, decision="deny", reason=reason)
             for event in self.deny(call, reason, denied, args):
                 yield event
             return
-        pending_id, requested_at = "apr_" + secrets.token_urlsafe(18), _now()
-        yield ev.ApprovalPending(id=pending_id, tool=call.name, args=args, scope=self.scope,  # type: ignore[arg-type]
-                                 reason=reason, requested_at=requested_at)
-        request = ApprovalRequest(id=pending_id, call=call, args=args, parameters=tool.parameters,
-                                  scope=self.scope, reason=reason, requested_at=requested_at)  # type: ignore[arg-type]
-        answer = await self.ask(request)
+        pending_id, requested_at = "apr_" + secrets.token_urlsafe(18), now_iso()
+        yield ev.ApprovalPending(
+            id=pending_id,
+            tool=call.name,
+            args=args,
+            scope=self.scope,
+            reason=reason,
+            requested_at=requested_at,
+        )
+        request = ApprovalRequest(
+            id=pending_id,
+            call=call,
+            args=args,
+            parameters=tool.parameters,
+            scope=self.scope,
+            reason=reason,
+            requested_at=requested_at,
+        )
+        answer = await ask_human(self.approver, request, tool.validate)
         if answer is DEFER:
             yield ev.ActauthDecision(tool=call.name, decision="ask", reason=reason)
             deferred[pending_id] = call
@@ -340,8 +394,14 @@ class _Run:
         assert isinstance(answer, Approval)
         final_args = answer.args if answer.args is not None else args
         yield ev.ApprovalResolved(
-            id=pending_id, tool=call.name, decision="approve" if answer.approved else "deny",
-            by=answer.by, resolved_at=_now(), args=answer.args, reason=answer.reason)
+            id=pending_id,
+            tool=call.name,
+            decision="approve" if answer.approved else "deny",
+            by=answer.by,
+            resolved_at=now_iso(),
+            args=answer.args,
+            reason=answer.reason,
+        )
         if not answer.approved:
             human = f"{reason} — human denied" + (f": {answer.reason}" if answer.reason else "")
             yield ev.ActauthDecision(tool=call.name, decision="deny", reason=human)
@@ -350,41 +410,51 @@ class _Run:
             return
         human = f"{reason} — human approved"
         yield ev.ActauthDecision(tool=call.name, decision="allow", reason=human)
-        scheduled.append(Scheduled(call=call, tool=tool, args=final_args,
-                                   kwargs=tool.validate(final_args), reason=human))
+        scheduled.append(
+            Scheduled(
+                call=call,
+                tool=tool,
+                args=final_args,
+                kwargs=tool.validate(final_args),
+                reason=human,
+            )
+        )
 
-    async def ask(self, request: ApprovalRequest) -> Approval | object:
-        """Ask the live approver until it gives a valid answer (or defer without one)."""
-        if self.approver is None:
-            return DEFER
-        tool = self.tools[request.call.name]
-        for _ in range(MAX_INVALID_EDITS):
-            answer = await call_hook(self.approver, request)
-            if not (isinstance(answer, Approval) and answer.approved and answer.args is not None):
-                return answer
-            try:
-                tool.validate(answer.args)
-                return answer
-            except ValueError as exc:
-                request = _with_error(request, f"edited arguments are invalid: {exc}")
-        return Approval.deny(f"{MAX_INVALID_EDITS} invalid edits in a row", by="loopwright")
-
-    def deny(self, call: ToolCall, reason: str, denied: list[str], args: dict[str, Any],
-             *, by_user: bool = False) -> list[ev.Event]:
+    def deny(
+        self,
+        call: ToolCall,
+        reason: str,
+        denied: list[str],
+        args: dict[str, Any],
+        *,
+        by_user: bool = False,
+    ) -> list[ev.Event]:
         denied.append(call.name)
         who = "by user" if by_user else "by policy"
-        return self.result(call, f"Tool call denied {who}. Reason: {reason}", "Denied.",
-                           args=args, detail=reason)
+        return self.result(
+            call, f"Tool call denied {who}. Reason: {reason}", "Denied.", args=args, detail=reason
+        )
 
-    def result(self, call: ToolCall, content: str, status: str, *,
-               args: dict[str, Any] | None = None, detail: str | None = None) -> list[ev.Event]:
+    def result(
+        self,
+        call: ToolCall,
+        content: str,
+        status: str,
+        *,
+        args: dict[str, Any] | None = None,
+        detail: str | None = None,
+    ) -> list[ev.Event]:
         """Record a result for a call that did not run, and the events that announce it."""
         is_error = status != "Approved."
-        self.results[call.id] = ToolResultMessage(call_id=call.id, tool=call.name,
-                                                  content=content, is_error=is_error)
-        return [ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
-                ev.ToolResult(id=call.id, tool=call.name, status_text=status,
-                              args=args, detail_text=detail)]
+        self.results[call.id] = ToolResultMessage(
+            call_id=call.id, tool=call.name, content=content, is_error=is_error
+        )
+        return [
+            ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
+            ev.ToolResult(
+                id=call.id, tool=call.name, status_text=status, args=args, detail_text=detail
+            ),
+        ]
 
     def close_batch(self) -> None:
         """Append the batch's results to the history in call order."""
@@ -409,8 +479,13 @@ class _Run:
     # ---- collaborators' adapters ------------------------------------------------------------
 
     def tool_context(self, item: Scheduled, progress: Any) -> ToolContext:
-        return ToolContext(session_id=self.info.session_id, tenant=self.info.tenant,
-                           agent=self.info.agent, call_id=item.call.id, _progress=progress)
+        return ToolContext(
+            session_id=self.info.session_id,
+            tenant=self.info.tenant,
+            agent=self.info.agent,
+            call_id=item.call.id,
+            _progress=progress,
+        )
 
     async def after_tool(self, item: Scheduled, outcome: Outcome) -> Outcome:
         hook = self.agent.hooks.after_tool
@@ -419,62 +494,7 @@ class _Run:
         return await call_hook(hook, self.info, item.call, outcome) or outcome
 
 
-async def stream_reply(
-    model: Model, request: ModelRequest, policy: RetryPolicy, partial: list[str]
-) -> AsyncIterator[Any]:
-    """Stream one reply, retrying retryable failures within the policy's bounds (SPEC §3.8).
-
-    Text already streamed before a failure rides into the retry as a note, so nothing shown is
-    lost. Ends with the `MessageCompleted` or, past the bound, the last `ModelFailure`.
-    """
-    for attempt in range(policy.attempts + 1):
-        failure: ModelFailure | None = None
-        async for item in model.stream(request):
-            if type(item) is ev.TextDelta:
-                partial.append(item.delta)
-            elif isinstance(item, ModelFailure):
-                failure = item
-                break
-            yield item
-        if failure is None:
-            return
-        if not failure.retryable or attempt == policy.attempts:
-            yield failure
-            return
-        delay = min(policy.max_delay, failure.retry_after or policy.backoff * (attempt + 1))
-        yield ev.ModelRetry(attempt=attempt + 1, error=failure.error, delay=delay)
-        await asyncio.sleep(delay)
-        if partial:
-            note = f"[Your previous attempt was cut off after: {''.join(partial)}]"
-            request = ModelRequest(system=request.system, messages=request.messages,
-                                   tools=request.tools, notes=(*request.notes, note),
-                                   max_output_tokens=request.max_output_tokens)
-
-
-class _ModelFailed(Exception):
-    def __str__(self) -> str:
-        return f"model request failed: {self.args[0]}"
-
-
 def _placeholder(call: ToolCall) -> Scheduled:
     from .tools import Tool
 
     return Scheduled(call=call, tool=Tool.__new__(Tool), args=call.args, kwargs={}, reason="")
-
-
-def _with_error(request: ApprovalRequest, error: str) -> ApprovalRequest:
-    from dataclasses import replace
-
-    return replace(request, error=error)
-
-
-def _describe(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, _ModelFailed):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -90,11 +90,23 @@ class Session:
         if self.busy:
             raise SessionBusy(f"session {self.id} is already running")
         model = get_model(self.agent.model)
-        info = RunInfo(session_id=self.id, tenant=self.tenant, environment=self.environment,
-                       agent=self.agent.name)
+        info = RunInfo(
+            session_id=self.id,
+            tenant=self.tenant,
+            environment=self.environment,
+            agent=self.agent.name,
+        )
         self._control.cancelled = False
-        events = run_loop(self.agent, model, self._gate, self.history, info, self._control,
-                          input=input, approver=approver)
+        events = run_loop(
+            self.agent,
+            model,
+            self._gate,
+            self.history,
+            info,
+            self._control,
+            input=input,
+            approver=approver,
+        )
         self._run = Run(events, self._control, self.id, self.journal)
         return self._run
 
@@ -179,8 +191,12 @@ class Run:
         async for _ in self:
             pass
         assert self._done is not None
-        return RunResult(text=self._done.text, stop_reason=self._done.stop_reason,
-                         events=list(self._seen), session_id=self.session_id)
+        return RunResult(
+            text=self._done.text,
+            stop_reason=self._done.stop_reason,
+            events=list(self._seen),
+            session_id=self.session_id,
+        )
 
     async def _drive(self) -> None:
         """Pump the loop's events through the journal into the queue."""
@@ -215,20 +231,23 @@ def _uncancel() -> None:
         task.uncancel()
 
 
-async def run(agent: Agent, input: str, *, approver: Approver | None = None,
-              **session: Any) -> RunResult:
+async def run(
+    agent: Agent, input: str, *, approver: Approver | None = None, **session: Any
+) -> RunResult:
     """Run `input` through `agent` in a new session and return how it ended."""
     return await Session(agent, **session).run(input, approver=approver).result()
 
 
-def run_sync(agent: Agent, input: str, *, approver: Approver | None = None,
-             **session: Any) -> RunResult:
+def run_sync(
+    agent: Agent, input: str, *, approver: Approver | None = None, **session: Any
+) -> RunResult:
     """`run` for scripts without an event loop."""
     return asyncio.run(run(agent, input, approver=approver, **session))
 
 
-async def collect(events: AsyncIterator[ev.Event],
-                  on_event: Callable[[ev.Event], Any] | None = None) -> list[ev.Event]:
+async def collect(
+    events: AsyncIterator[ev.Event], on_event: Callable[[ev.Event], Any] | None = None
+) -> list[ev.Event]:
     """Every event of a stream, in order (calling `on_event` for each as it arrives)."""
     out = []
     async for event in events:

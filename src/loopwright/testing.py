@@ -47,22 +47,35 @@ class _Checker:
             self.fail(len(events) - 1, events[-1], "a run's stream must end with done")
         terminals = [i for i, e in enumerate(events) if e.type in ev.TERMINAL_TYPES]
         if len(terminals) != 1 or terminals[0] != len(events) - 2:
-            raise AssertionError(f"exactly one terminal loop event must precede done; got "
-                                 f"{[events[i].type for i in terminals]}")
+            raise AssertionError(
+                f"exactly one terminal loop event must precede done; got "
+                f"{[events[i].type for i in terminals]}"
+            )
         for i, event in enumerate(events[1:-1], start=1):
             self.step(i, event)
         if self.started - self.resulted:
-            raise AssertionError(f"calls started without a result: {sorted(self.started - self.resulted)}")
+            raise AssertionError(
+                f"calls started without a result: {sorted(self.started - self.resulted)}"
+            )
         if self.asking is not None:
             raise AssertionError(f"approval {self.asking} was never decided")
         done = events[-1]
         assert isinstance(done, ev.Done)
-        expected = {"loop:done": "completed", "loop:max_turns": "max_turns",
-                    "loop:denied": "denied", "loop:paused": "paused", "loop:aborted": "aborted",
-                    "loop:error": "error", "loop:terminated": "terminated"}[events[-2].type]
+        expected = {
+            "loop:done": "completed",
+            "loop:max_turns": "max_turns",
+            "loop:denied": "denied",
+            "loop:paused": "paused",
+            "loop:aborted": "aborted",
+            "loop:error": "error",
+            "loop:terminated": "terminated",
+        }[events[-2].type]
         if done.stop_reason != expected:
-            self.fail(len(events) - 1, done, f"stop reason {done.stop_reason!r} after "
-                      f"{events[-2].type} (expected {expected!r})")
+            self.fail(
+                len(events) - 1,
+                done,
+                f"stop reason {done.stop_reason!r} after {events[-2].type} (expected {expected!r})",
+            )
 
     def step(self, i: int, e: ev.Event) -> None:
         if e.type in {"session", "done"}:

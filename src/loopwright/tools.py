@@ -147,7 +147,9 @@ def tool(
     return build(fn) if fn is not None else build
 
 
-def _build(f: Callable[..., Any], *, name: str | None, description: str | None, **flags: Any) -> Tool:
+def _build(
+    f: Callable[..., Any], *, name: str | None, description: str | None, **flags: Any
+) -> Tool:
     from pydantic import ConfigDict, Field, ValidationError, create_model
 
     tool_name = name or f.__name__
@@ -226,7 +228,12 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         elif section == "args" and stripped:
             head, sep, text = stripped.partition(":")
             pname = head.split("(")[0].strip()
-            if sep and pname.isidentifier() and line.startswith(" " * 4) and not line.startswith(" " * 8):
+            if (
+                sep
+                and pname.isidentifier()
+                and line.startswith(" " * 4)
+                and not line.startswith(" " * 8)
+            ):
                 current = pname
                 params[current] = text.strip()
             elif current:
@@ -373,7 +380,9 @@ class _Group:
         if len(group) == 1 and not (group[0].tool.is_async or group[0].tool.blocking):
             # One inline sync call: nothing can interleave, so skip the task machinery.
             item, updates = group[0], list[Event]()
-            outcome = await self._finish(item, lambda m, f=None: updates.append(_update(item, m, f)))
+            outcome = await self._finish(
+                item, lambda m, f=None: updates.append(_update(item, m, f))
+            )
             self.outcomes[item.call.id] = outcome
             for event in (*updates, *result_events(item, outcome)):
                 yield event

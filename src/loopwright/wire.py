@@ -46,9 +46,8 @@ def to_dict(event: ev.Event, profile: Profile = "full") -> dict[str, Any] | None
     """The JSON object for one event, or None when `profile` leaves it out."""
     if profile == "v1":
         return _to_v1(event)
-    data: dict[str, Any] = _adapter(type(event)).dump_python(
-        event, mode="json", by_alias=True, exclude_none=True
-    )
+    adapter = _adapter(type(event))  # type: ignore[arg-type]
+    data: dict[str, Any] = adapter.dump_python(event, mode="json", by_alias=True, exclude_none=True)
     return data
 
 

@@ -57,9 +57,20 @@ class Reply:
         if isinstance(entry, str):
             return cls(text=entry)
         if not isinstance(entry, Mapping):
-            raise ConfigError(f"{where}: expected a mapping or a string, got {type(entry).__name__}")
-        known = {"text", "thinking", "tool_calls", "chunk", "delay", "usage", "stop_reason",
-                 "fail", "stall"}
+            raise ConfigError(
+                f"{where}: expected a mapping or a string, got {type(entry).__name__}"
+            )
+        known = {
+            "text",
+            "thinking",
+            "tool_calls",
+            "chunk",
+            "delay",
+            "usage",
+            "stop_reason",
+            "fail",
+            "stall",
+        }
         unknown = set(entry) - known
         if unknown:
             raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
@@ -159,8 +170,10 @@ class ScriptedModel:
         entries = data.get("replies") if isinstance(data, Mapping) else data
         if not isinstance(entries, list):
             raise ConfigError(f"{name}: a script is a list of replies (or {{replies: [...]}})")
-        return cls([Reply.parse(e, where=f"{name}: replies[{i}]") for i, e in enumerate(entries)],
-                   name=name)
+        return cls(
+            [Reply.parse(e, where=f"{name}: replies[{i}]") for i, e in enumerate(entries)],
+            name=name,
+        )
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
