@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints, overload
+from typing import Any, get_args, get_type_hints, overload
 
 from .errors import ConfigError, ToolError
 from .events import Event, ToollaneResult, ToolOutput, ToolResult, ToolStarted, ToolUpdate
@@ -161,7 +161,7 @@ def _build(
     context_param = None
     for pname, param in inspect.signature(f).parameters.items():
         annotation = hints.get(pname, Any)
-        if annotation is ToolContext:
+        if annotation is ToolContext or ToolContext in get_args(annotation):
             context_param = pname
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):

@@ -1,0 +1,84 @@
+"""The offline models: script files, streaming, failures, the function model."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_agent
+
+from loopwright import Agent, ConfigError, UnknownModel, get_model
+from loopwright.models import ModelFailure, ModelRequest
+from loopwright.testing import FunctionModel, Reply, ScriptedModel, types
+
+
+def test_script_files_load_from_yaml_and_json(tmp_path):
+    yaml_path = tmp_path / "s.yaml"
+    yaml_path.write_text("replies:\n  - text: hi\n    chunk: 1\n  - fail: {error: x}\n")
+    model = get_model(f"scripted:{yaml_path}")
+    assert isinstance(model, ScriptedModel)
+    assert model.name == f"scripted:{yaml_path}"
+    assert [r.text for r in model.replies] == ["hi", ""]
+    assert model.replies[1].fail == ModelFailure(error="x")
+    json_path = tmp_path / "s.json"
+    json_path.write_text('[{"tool_calls": [{"name": "t", "args": {"a": 1}, "id": "c"}]}, "bye"]')
+    model = ScriptedModel.from_file(json_path)
+    assert model.replies[0].tool_calls[0].args == {"a": 1}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("replies: 3", "a script is a list of replies"),
+    ("- {txt: hi}", "unknown keys ['txt']"),
+    ("- {tool_calls: [{args: {}}]}", "needs at least a 'name'"),
+    ("- [", "invalid script"),
+])
+def test_bad_scripts_are_clear_configuration_errors(tmp_path, content, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        ScriptedModel.from_file(path)
+    assert message in str(info.value) and str(path) in str(info.value)
+
+
+def test_missing_script_and_unknown_provider():
+    with pytest.raises(ConfigError, match="cannot read script"):
+        get_model("scripted:/nonexistent/script.yaml")
+    with pytest.raises(UnknownModel, match="unknown model 'warp:9'"):
+        get_model("warp:9")
+    with pytest.raises(UnknownModel):
+        get_model("no-colon")
+
+
+async def test_text_streams_in_chunks_and_the_requests_are_recorded():
+    model = ScriptedModel.from_script([{"text": "abcdefg", "chunk": 3, "thinking": "hm",
+                                        "usage": {"input_tokens": 7, "output_tokens": 2}}])
+    result = await run_agent(Agent(model=model, instructions="Be brief."), "hi")
+    deltas = [(e.type, e.delta) for e in result.events if e.type.endswith(":delta")]
+    assert deltas == [("thinking:delta", "hm"), ("text:delta", "abc"), ("text:delta", "def"),
+                      ("text:delta", "g")]
+    completed = next(e for e in result.events if e.type == "message:completed")
+    assert completed.message.usage.input_tokens == 7
+    assert [p.type for p in completed.message.parts] == ["thinking", "text"]
+    [request] = model.requests
+    assert request.system == "Be brief." and [m.content for m in request.messages] == ["hi"]
+    model.assert_exhausted()
+
+
+async def test_exhausted_script_ends_the_run_with_an_error():
+    model = ScriptedModel.from_script([])
+    result = await run_agent(Agent(model=model))
+    assert result.events[-2].error == (
+        "model request failed: script exhausted: all 0 replies were used")
+    with pytest.raises(AssertionError):
+        ScriptedModel.from_script(["x"]).assert_exhausted()
+
+
+async def test_function_model_sync_and_async():
+    def reply(request: ModelRequest) -> str:
+        return f"you said {request.messages[-1].content}"
+
+    async def areply(request: ModelRequest) -> Reply:
+        return Reply(text="async", chunk=2)
+
+    result = await run_agent(Agent(model=FunctionModel(reply)), "hi")
+    assert result.text == "you said hi"
+    result = await run_agent(Agent(model=FunctionModel(areply)))
+    assert types(result.events).count("text:delta") == 3
