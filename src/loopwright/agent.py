@@ -55,7 +55,8 @@ class Agent:
     context_budget: int = 100_000
     """Tokens of context the agent may use (budget checks nudge at 70 %, flag at 92 %)."""
     max_output_tokens: int | None = None
-    tool_concurrency: int = 16
+    tool_concurrency: int = 64
+    """Calls of one batch that may run at once."""
     tool_timeout: float | None = 120.0
     """Default seconds before an async or blocking tool call is cancelled."""
     max_tool_output: int = 50_000

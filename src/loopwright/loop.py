@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,8 +17,9 @@ from typing import Any
 
 from . import events as ev
 from .agent import Agent
-from .approvals import DEFER, Approval, ApprovalRequest, Approver, ask_human, now_iso
+from .approvals import Approver
 from .budget import check_budget
+from .decide import Batch, Decider
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
@@ -96,6 +96,7 @@ async def run_loop(
             task.uncancel()
         for event in run.interrupt():
             yield event
+        control.cancelled = False
         control.steering.clear()
         control.follow_ups.clear()
         run.stop(
@@ -129,6 +130,7 @@ class _Run:
     tools: dict[str, Any] = field(default_factory=dict)
     specs: tuple[ToolSpec, ...] = ()
     scope: ev.Scope = field(init=False)
+    decider: Decider = field(init=False)
     step: int = 0
     partial: list[str] = field(default_factory=list)
     open_calls: list[ToolCall] = field(default_factory=list)
@@ -147,6 +149,7 @@ class _Run:
         self.scope = ev.Scope(
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
+        self.decider = Decider(self.tools, self.gate, self.scope, self.approver, self.result)
 
     def stop(self, terminal: ev.Terminal, text: str, reason: ev.RunStopReason) -> None:
         self.terminal, self.text, self.stop_reason = terminal, text, reason
@@ -252,51 +255,40 @@ class _Run:
 
     async def act(self, reply: AssistantMessage, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
         if reply.stop_reason == "max_tokens":
+            cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
             for call in calls:
-                for event in self.result(
-                    call,
-                    "Not run: the reply was cut off by the output "
-                    "limit, so this call may be incomplete.",
-                    "Error.",
-                ):
+                for event in self.result(call, cut, "Error."):
                     yield event
             self.close_batch()
             return
-        scheduled: list[Scheduled] = []
-        denied: list[str] = []
-        deferred: dict[str, ToolCall] = {}
+        batch, before_tool = Batch(), self.agent.hooks.before_tool
         for call in calls:
-            async for event in self.decide(call, scheduled, denied, deferred):
+            verdict = await call_hook(before_tool, self.info, call) if before_tool else None
+            events, pending = self.decider.check(call, verdict, batch)
+            for event in events:
                 yield event
-        if denied and self.agent.on_deny == "stop":
-            for item in [*scheduled, *(_placeholder(c) for c in deferred.values())]:
-                yield ev.LoopSkipped(name=item.call.name, denied_tools=denied)
-                for event in self.result(
-                    item.call,
-                    f"Skipped: a sibling tool call in this turn ({', '.join(denied)}) was denied.",
-                    "Skipped.",
-                    args=item.args,
-                    detail=item.reason,
-                ):
+            if pending is not None:
+                async for event in self.decider.ask(pending, batch):
                     yield event
+        if batch.denied and self.agent.on_deny == "stop":
+            for event in self.decider.skip(batch):
+                yield event
             self.close_batch()
-            self.stop(
-                ev.LoopDenied(denied_tools=denied),
-                f"Stopped: denied {', '.join(denied)}. Send another message to continue.",
-                "denied",
-            )
+            denied = ", ".join(batch.denied)
+            text = f"Stopped: denied {denied}. Send another message to continue."
+            self.stop(ev.LoopDenied(denied_tools=batch.denied), text, "denied")
             return
         agent = self.agent
         async for event in run_tools(
-            scheduled,
+            batch.scheduled,
             self.tool_context,
             self.outcomes,
             concurrency=agent.tool_concurrency,
             timeout=agent.tool_timeout,
             max_output=agent.max_tool_output,
-            after=self.after_tool,
+            after=self.after_tool if agent.hooks.after_tool else None,
         ):
-            if isinstance(event, ev.ToolOutput):
+            if type(event) is ev.ToolOutput:
                 self.results[event.id] = ToolResultMessage(
                     call_id=event.id,
                     tool=event.tool,
@@ -304,17 +296,18 @@ class _Run:
                     is_error=event.is_error,
                 )
             yield event
-        if deferred:
-            self.history.checkpoint = Checkpoint(calls, dict(self.results), deferred)
+        if batch.deferred:
+            self.history.checkpoint = Checkpoint(calls, dict(self.results), batch.deferred)
             self.results.clear()
             self.open_calls = []
+            names = ", ".join(c.name for c in batch.deferred.values())
             self.stop(
-                ev.LoopPaused(pending_ids=list(deferred)),
-                f"Paused: waiting for approval of {', '.join(c.name for c in deferred.values())}.",
+                ev.LoopPaused(pending_ids=list(batch.deferred)),
+                f"Paused: waiting for approval of {names}.",
                 "paused",
             )
             return
-        ran = [self.outcomes[item.call.id] for item in scheduled]
+        ran = [self.outcomes[item.call.id] for item in batch.scheduled]
         self.close_batch()
         if ran and len(ran) == len(calls) and all(o.terminate for o in ran):
             self.stop(
@@ -322,118 +315,6 @@ class _Run:
                 ran[-1].content,
                 "terminated",
             )
-
-    async def decide(
-        self,
-        call: ToolCall,
-        scheduled: list[Scheduled],
-        denied: list[str],
-        deferred: dict[str, ToolCall],
-    ) -> AsyncIterator[ev.Event]:
-        """Decide one call: unknown tools and bad arguments become error results here."""
-        tool = self.tools.get(call.name)
-        if tool is None:
-            known = ", ".join(self.tools) or "none"
-            for event in self.result(
-                call, f"Unknown tool '{call.name}'. Available tools: {known}.", "Error."
-            ):
-                yield event
-            return
-        args = call.args
-        if self.agent.hooks.before_tool:
-            verdict = await call_hook(self.agent.hooks.before_tool, self.info, call)
-            if isinstance(verdict, Block):
-                for event in self.result(call, f"Blocked: {verdict.reason}", "Error."):
-                    yield event
-                return
-            args = verdict if isinstance(verdict, dict) else args
-        try:
-            kwargs = tool.validate(args)
-        except ValueError as exc:
-            for event in self.result(
-                call, f"Invalid arguments for tool '{call.name}': {exc}", "Error.", args=args
-            ):
-                yield event
-            return
-        decision = self.gate.decide(call.name, args, self.scope)
-        reason = decision.reason
-        if decision.kind == "allow":
-            yield ev.ActauthDecision(tool=call.name, decision="allow", reason=reason)
-            scheduled.append(
-                Scheduled(call=call, tool=tool, args=args, kwargs=kwargs, reason=reason)
-            )
-            return
-        if decision.kind == "deny":
-            yield ev.ActauthDecision(tool=call.name, decision="deny", reason=reason)
-            for event in self.deny(call, reason, denied, args):
-                yield event
-            return
-        pending_id, requested_at = "apr_" + secrets.token_urlsafe(18), now_iso()
-        yield ev.ApprovalPending(
-            id=pending_id,
-            tool=call.name,
-            args=args,
-            scope=self.scope,
-            reason=reason,
-            requested_at=requested_at,
-        )
-        request = ApprovalRequest(
-            id=pending_id,
-            call=call,
-            args=args,
-            parameters=tool.parameters,
-            scope=self.scope,
-            reason=reason,
-            requested_at=requested_at,
-        )
-        answer = await ask_human(self.approver, request, tool.validate)
-        if answer is DEFER:
-            yield ev.ActauthDecision(tool=call.name, decision="ask", reason=reason)
-            deferred[pending_id] = call
-            return
-        assert isinstance(answer, Approval)
-        final_args = answer.args if answer.args is not None else args
-        yield ev.ApprovalResolved(
-            id=pending_id,
-            tool=call.name,
-            decision="approve" if answer.approved else "deny",
-            by=answer.by,
-            resolved_at=now_iso(),
-            args=answer.args,
-            reason=answer.reason,
-        )
-        if not answer.approved:
-            human = f"{reason} — human denied" + (f": {answer.reason}" if answer.reason else "")
-            yield ev.ActauthDecision(tool=call.name, decision="deny", reason=human)
-            for event in self.deny(call, human, denied, final_args, by_user=True):
-                yield event
-            return
-        human = f"{reason} — human approved"
-        yield ev.ActauthDecision(tool=call.name, decision="allow", reason=human)
-        scheduled.append(
-            Scheduled(
-                call=call,
-                tool=tool,
-                args=final_args,
-                kwargs=tool.validate(final_args),
-                reason=human,
-            )
-        )
-
-    def deny(
-        self,
-        call: ToolCall,
-        reason: str,
-        denied: list[str],
-        args: dict[str, Any],
-        *,
-        by_user: bool = False,
-    ) -> list[ev.Event]:
-        denied.append(call.name)
-        who = "by user" if by_user else "by policy"
-        return self.result(
-            call, f"Tool call denied {who}. Reason: {reason}", "Denied.", args=args, detail=reason
-        )
 
     def result(
         self,
@@ -492,9 +373,3 @@ class _Run:
         if hook is None:
             return outcome
         return await call_hook(hook, self.info, item.call, outcome) or outcome
-
-
-def _placeholder(call: ToolCall) -> Scheduled:
-    from .tools import Tool
-
-    return Scheduled(call=call, tool=Tool.__new__(Tool), args=call.args, kwargs={}, reason="")

@@ -2,8 +2,8 @@
 
 A `Session` is one conversation with one agent; it holds the history and runs one input at a
 time. `session.run(text)` returns a `Run`: an async iterator of events that executes the loop in
-its own task, so `steer`, `follow_up` and `cancel` work from anywhere while you iterate.
-Closing the iterator early cancels the run. A `Journal` (the store seam) sees every event before
+the caller's task; `steer`, `follow_up` and `cancel` work from anywhere while it runs.
+Leaving an `async with` block early cancels the run. A `Journal` (the store seam) sees every event before
 the loop goes on; `loopwright.store` implements it durably.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -97,7 +97,7 @@ class Session:
             agent=self.agent.name,
         )
         self._control.cancelled = False
-        events = run_loop(
+        events: AsyncGenerator[ev.Event, None] = run_loop(  # type: ignore[assignment]
             self.agent,
             model,
             self._gate,
@@ -124,22 +124,23 @@ class Session:
             self._run.cancel()
 
 
-_END = object()
-
-
 @dataclass(eq=False)
 class Run:
-    """A run in progress: an async iterator of its events (use `async with` or iterate it to
-    the end; leaving early cancels it)."""
+    """A run in progress: an async iterator of its events, pulled by the caller's task.
 
-    _events: AsyncIterator[ev.Event]
+    Use it as `async with session.run(...) as run: async for event in run: ...` or drain it
+    with `await run.result()`. Leaving an `async with` early cancels the run, which still ends
+    with `loop:aborted` and `done`. `cancel()` may be called from any task.
+    """
+
+    _events: AsyncGenerator[ev.Event, None]
     _control: Control
     session_id: str
     _journal: Journal | None = None
-    _queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
-    _task: asyncio.Task[None] | None = None
     _seen: list[ev.Event] = field(default_factory=list)
     finished: bool = False
+    _task: asyncio.Task[Any] | None = None
+    _inside: bool = False
     _terminal: bool = False
     _done: ev.Done | None = None
 
@@ -147,44 +148,59 @@ class Run:
         return self
 
     async def __anext__(self) -> ev.Event:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._drive())
-        queue = self._queue
-        item = queue.get_nowait() if queue.qsize() else await queue.get()
-        if item is _END:
-            self.finished = True
-            await self._task
+        if self.finished:
             raise StopAsyncIteration
-        return item  # type: ignore[no-any-return]
+        self._task = asyncio.current_task()
+        self._inside = True
+        if self._control.cancelled:
+            # Deliver a cancel requested while the caller held an event: at the loop's next
+            # suspension, never in the caller's own code.
+            asyncio.get_running_loop().call_soon(self._fire)
+        try:
+            event = await anext(self._events)
+        except StopAsyncIteration:
+            self.finished = True
+            raise
+        finally:
+            self._inside = False
+        if self._journal is not None:
+            try:
+                await self._journal.append(self.session_id, event)
+            except asyncio.CancelledError:  # cancelled between two events: deliver it next
+                _uncancel()
+        if event.type in ev.TERMINAL_TYPES:
+            self._terminal = True
+        elif type(event) is ev.Done:
+            self._done = event
+        self._seen.append(event)
+        return event
+
+    def cancel(self) -> None:
+        """Abort the run: the in-flight model request and tools are cancelled."""
+        if self._terminal or self.finished:
+            return
+        self._control.cancelled = True
+        self._fire()
+
+    def _fire(self) -> None:
+        if self._control.cancelled and self._inside and self._task is not None:
+            self._task.cancel()  # lands at the loop's current await, which handles it
 
     async def aclose(self) -> None:
-        """Stop listening; a run that has not finished is cancelled first."""
+        """Stop listening: an unfinished run is cancelled and drained to its `done`."""
         if self._task is None:
             self.finished = True
-            await self._events.aclose()  # type: ignore[attr-defined]
+            await self._events.aclose()
             return
-        if not self._task.done():
-            self.cancel()
-            try:
-                await asyncio.shield(self._task)
-            except asyncio.CancelledError:
-                self._task.cancel()
-                raise
-        self.finished = True
+        self.cancel()
+        async for _ in self:
+            pass
 
     async def __aenter__(self) -> Run:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    def cancel(self) -> None:
-        """Abort the run; it still ends with `loop:aborted` and `done`."""
-        if self._terminal or self.finished:
-            return
-        self._control.cancelled = True
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
 
     async def result(self) -> RunResult:
         """Drain the run and return how it ended."""
@@ -197,32 +213,6 @@ class Run:
             events=list(self._seen),
             session_id=self.session_id,
         )
-
-    async def _drive(self) -> None:
-        """Pump the loop's events through the journal into the queue."""
-        events, journal, queue, seen = self._events, self._journal, self._queue, self._seen
-        pending: BaseException | None = None
-        try:
-            while True:
-                try:
-                    event = await (events.athrow(pending) if pending else anext(events))  # type: ignore[attr-defined]
-                except StopAsyncIteration:
-                    break
-                pending = None
-                if journal is not None:
-                    try:
-                        await journal.append(self.session_id, event)
-                    except asyncio.CancelledError as exc:  # cancelled between loop steps
-                        _uncancel()
-                        pending = exc
-                if event.type in ev.TERMINAL_TYPES:
-                    self._terminal = True
-                elif type(event) is ev.Done:
-                    self._done = event
-                seen.append(event)
-                queue.put_nowait(event)
-        finally:
-            queue.put_nowait(_END)
 
 
 def _uncancel() -> None:

@@ -356,6 +356,11 @@ async def run_tools(
                 id=item.call.id, tool=item.call.name, args=item.args, detail_text=item.reason
             )
         run = _Group(make_context, outcomes, concurrency, timeout, max_output, after)
+        if len(group) == 1 and not (group[0].tool.is_async or group[0].tool.blocking):
+            # One inline sync call: nothing can interleave, so skip the task machinery.
+            for event in await run.inline(group[0]):
+                yield event
+            continue
         async for event in run.events(group):
             yield event
 
@@ -376,17 +381,13 @@ class _Group:
             outcome = await self.after(item, outcome)
         return outcome
 
+    async def inline(self, item: Scheduled) -> list[Event]:
+        updates: list[Event] = []
+        outcome = await self._finish(item, lambda m, f=None: updates.append(_update(item, m, f)))
+        self.outcomes[item.call.id] = outcome
+        return [*updates, *result_events(item, outcome)]
+
     async def events(self, group: list[Scheduled]) -> AsyncIterator[Event]:
-        if len(group) == 1 and not (group[0].tool.is_async or group[0].tool.blocking):
-            # One inline sync call: nothing can interleave, so skip the task machinery.
-            item, updates = group[0], list[Event]()
-            outcome = await self._finish(
-                item, lambda m, f=None: updates.append(_update(item, m, f))
-            )
-            self.outcomes[item.call.id] = outcome
-            for event in (*updates, *result_events(item, outcome)):
-                yield event
-            return
         queue: asyncio.Queue[Event | tuple[Scheduled, Outcome]] = asyncio.Queue()
         limit = asyncio.Semaphore(max(1, self.concurrency))
 

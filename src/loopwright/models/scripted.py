@@ -118,10 +118,12 @@ class Reply:
                 yield delta
             yield self.fail
             return
-        async for item in self._chunks(self.thinking, ThinkingDelta):
-            yield item
-        async for item in self._chunks(self.text, TextDelta):
-            yield item
+        if self.thinking:
+            async for item in self._chunks(self.thinking, ThinkingDelta):
+                yield item
+        if self.text:
+            async for item in self._chunks(self.text, TextDelta):
+                yield item
         for call in self.tool_calls:
             encoded = json.dumps(call.args)
             for i in range(0, len(encoded), self.chunk):

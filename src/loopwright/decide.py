@@ -1,0 +1,155 @@
+"""Deciding a batch: each call of a reply, in the order the model emitted them, goes through
+the tool lookup, the `before_tool` hook's verdict, argument validation, the gate and — for `ask`
+— a human (SPEC §3 step 5). Unknown tools, blocked calls and invalid arguments get their error
+result here, without a decision; denials get theirs after their decision."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import events as ev
+from .approvals import DEFER, Approval, ApprovalRequest, Approver, ask_human, now_iso
+from .hooks import Block
+from .messages import ToolCall
+from .permissions import Gate
+from .tools import Scheduled, Tool
+
+Record = Callable[..., list[ev.Event]]
+"""`record(call, content, status, args=, detail=)`: store a result that did not come from
+running the tool, and return the events announcing it."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """What deciding a reply's calls produced."""
+
+    scheduled: list[Scheduled] = field(default_factory=list)
+    denied: list[str] = field(default_factory=list)
+    """Names of denied tools, in model order."""
+    deferred: dict[str, ToolCall] = field(default_factory=dict)
+    """Pending id → a call nobody could approve live."""
+
+
+@dataclass(slots=True)
+class Pending:
+    """A call the gate said `ask` about, announced and waiting for a human."""
+
+    request: ApprovalRequest
+    tool: Tool
+
+
+@dataclass(slots=True)
+class Decider:
+    tools: dict[str, Tool]
+    gate: Gate
+    scope: ev.Scope
+    approver: Approver | None
+    record: Record
+
+    def check(
+        self, call: ToolCall, verdict: object, batch: Batch
+    ) -> tuple[list[ev.Event], Pending | None]:
+        """Everything short of a human: the events so far, and the pending ask if any."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self.tools) or "none"
+            text = f"Unknown tool '{call.name}'. Available tools: {known}."
+            return self.record(call, text, "Error."), None
+        if isinstance(verdict, Block):
+            return self.record(call, f"Blocked: {verdict.reason}", "Error."), None
+        args = verdict if isinstance(verdict, dict) else call.args
+        try:
+            kwargs = tool.validate(args)
+        except ValueError as exc:
+            text = f"Invalid arguments for tool '{call.name}': {exc}"
+            return self.record(call, text, "Error.", args=args), None
+        decision = self.gate.decide(call.name, args, self.scope)
+        reason = decision.reason
+        if decision.kind == "allow":
+            batch.scheduled.append(
+                Scheduled(call=call, tool=tool, args=args, kwargs=kwargs, reason=reason)
+            )
+            return [ev.ActauthDecision(tool=call.name, decision="allow", reason=reason)], None
+        if decision.kind == "deny":
+            first = ev.ActauthDecision(tool=call.name, decision="deny", reason=reason)
+            return [first, *self.deny(call, reason, batch, args)], None
+        request = ApprovalRequest(
+            id="apr_" + secrets.token_urlsafe(18),
+            call=call,
+            args=args,
+            parameters=tool.parameters,
+            scope=self.scope,
+            reason=reason,
+            requested_at=now_iso(),
+        )
+        announce = ev.ApprovalPending(
+            id=request.id,
+            tool=call.name,
+            args=args,
+            scope=self.scope,
+            reason=reason,
+            requested_at=request.requested_at,
+        )
+        return [announce], Pending(request=request, tool=tool)
+
+    async def ask(self, pending: Pending, batch: Batch) -> AsyncIterator[ev.Event]:
+        """Wait for the live approver (or defer), then decide the call."""
+        request, tool, call = pending.request, pending.tool, pending.request.call
+        answer = await ask_human(self.approver, request, tool.validate)
+        if answer is DEFER:
+            yield ev.ActauthDecision(tool=call.name, decision="ask", reason=request.reason)
+            batch.deferred[request.id] = call
+            return
+        assert isinstance(answer, Approval)
+        args = answer.args if answer.args is not None else request.args
+        yield ev.ApprovalResolved(
+            id=request.id,
+            tool=call.name,
+            decision="approve" if answer.approved else "deny",
+            by=answer.by,
+            resolved_at=now_iso(),
+            args=answer.args,
+            reason=answer.reason,
+        )
+        if not answer.approved:
+            why = f"{request.reason} — human denied" + (
+                f": {answer.reason}" if answer.reason else ""
+            )
+            yield ev.ActauthDecision(tool=call.name, decision="deny", reason=why)
+            for event in self.deny(call, why, batch, args, by_user=True):
+                yield event
+            return
+        why = f"{request.reason} — human approved"
+        yield ev.ActauthDecision(tool=call.name, decision="allow", reason=why)
+        batch.scheduled.append(
+            Scheduled(call=call, tool=tool, args=args, kwargs=tool.validate(args), reason=why)
+        )
+
+    def deny(
+        self,
+        call: ToolCall,
+        reason: str,
+        batch: Batch,
+        args: dict[str, Any],
+        *,
+        by_user: bool = False,
+    ) -> list[ev.Event]:
+        batch.denied.append(call.name)
+        who = "by user" if by_user else "by policy"
+        text = f"Tool call denied {who}. Reason: {reason}"
+        return self.record(call, text, "Denied.", args=args, detail=reason)
+
+    def skip(self, batch: Batch) -> list[ev.Event]:
+        """A denial stops the batch: every allowed or deferred call is skipped, unrun."""
+        events: list[ev.Event] = []
+        text = f"Skipped: a sibling tool call in this turn ({', '.join(batch.denied)}) was denied."
+        skipped: list[tuple[ToolCall, dict[str, Any], str | None]]
+        skipped = [(s.call, s.args, s.reason) for s in batch.scheduled]
+        skipped += [(c, c.args, None) for c in batch.deferred.values()]
+        for call, args, reason in skipped:
+            events.append(ev.LoopSkipped(name=call.name, denied_tools=batch.denied))
+            events += self.record(call, text, "Skipped.", args=args, detail=reason)
+        return events
