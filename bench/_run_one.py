@@ -31,9 +31,7 @@ PEERS = Path(os.environ.get("LOOPWRIGHT_PEERS_DIR")
 
 def run_flatness(steps: int) -> int:
     sys.path.insert(0, str(BENCH / "adapters"))
-    from loopwright_adapter import flatness, step_profile
-
-    import common
+    from loopwright_adapter import common, flatness, step_profile  # it puts common on the path
 
     text, stamps = asyncio.run(step_profile(steps)())
     ok = text == common.FINAL and common.CALLS["ping"] == steps and len(stamps) == steps + 2

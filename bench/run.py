@@ -13,6 +13,7 @@ each time); --json writes every run. Not a test: it exits 0 even when a target i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -220,23 +221,19 @@ def versions_line(adapters: list[str]) -> str:
     for name in adapters:
         dist = ADAPTERS[name][2]
         if dist:
-            try:
+            with contextlib.suppress(PackageNotFoundError):
                 out.append(f"{dist} {version(dist)}")
-            except PackageNotFoundError:
-                pass
     for dist in ["pydantic", "pydantic-core"]:
-        try:
+        with contextlib.suppress(PackageNotFoundError):
             out.append(f"{dist} {version(dist)}")
-        except PackageNotFoundError:
-            pass
     return ", ".join(out) + f"; loopwright git {git_rev()}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=5, help="runs per cell (default 5)")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS + [FLATNESS]),
-                    help=f"comma list of {', '.join(SCENARIOS + [FLATNESS])}")
+    ap.add_argument("--scenarios", default=",".join([*SCENARIOS, FLATNESS]),
+                    help=f"comma list of {', '.join([*SCENARIOS, FLATNESS])}")
     ap.add_argument("--adapters", default=None,
                     help="comma list (default: floor, loopwright and every installed peer)")
     ap.add_argument("--json", metavar="OUT", help="also write every run to this JSON file")
@@ -244,7 +241,7 @@ def main() -> None:
     args = ap.parse_args()
 
     scenarios = [s for s in args.scenarios.split(",") if s]
-    unknown = [s for s in scenarios if s not in SCENARIOS + [FLATNESS]]
+    unknown = [s for s in scenarios if s not in [*SCENARIOS, FLATNESS]]
     if unknown:
         ap.error(f"unknown scenarios {unknown}")
     wanted = args.adapters.split(",") if args.adapters else list(ADAPTERS)

@@ -14,7 +14,7 @@ from .hooks import Hooks
 from .tools import Tool
 
 if TYPE_CHECKING:
-    from .models import Model
+    from .models import Model, ToolSpec
     from .permissions import Gate
 
 
@@ -64,6 +64,8 @@ class Agent:
     steering: Literal["one", "all"] = "one"
     """Deliver queued steering messages one per step boundary, or all at once."""
     follow_up: Literal["one", "all"] = "one"
+    _specs: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
+    _by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -74,6 +76,16 @@ class Agent:
         if duplicates:
             raise ConfigError(f"agent {self.name!r}: duplicate tool names {duplicates}")
         object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "_specs", tuple(t.spec for t in tools))
+        object.__setattr__(self, "_by_name", {t.name: t for t in tools})
+
+    @property
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """What the model is told about the tools (computed once)."""
+        return self._specs
+
+    def find_tool(self, name: str) -> Tool | None:
+        return self._by_name.get(name)
 
     def gate(self) -> Gate:
         """The permission gate this agent's calls go through."""

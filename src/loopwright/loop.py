@@ -141,11 +141,8 @@ class _Run:
     stop_reason: ev.RunStopReason = "completed"
 
     def __post_init__(self) -> None:
-        self.tools = {t.name: t for t in self.agent.tools}
-        self.specs = tuple(
-            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-            for t in self.agent.tools
-        )
+        self.tools = self.agent._by_name
+        self.specs = self.agent.tool_specs
         self.scope = ev.Scope(
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )

@@ -197,12 +197,15 @@ class RulesFile:
         return self.rules.decide(tool, args, scope)
 
 
+_ALLOWED = Decision("allow", "no rules: allowed")
+
+
 class AllowAll:
     """The gate of an agent without rules: every call is allowed."""
 
     def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
         """Allow."""
-        return Decision("allow", "no rules: allowed")
+        return _ALLOWED
 
 
 # ---- evaluation: True, False, or _Unknown (why the arguments could not be evaluated) ----------

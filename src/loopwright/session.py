@@ -150,19 +150,20 @@ class Run:
     async def __anext__(self) -> ev.Event:
         if self.finished:
             raise StopAsyncIteration
-        self._task = asyncio.current_task()
+        if self._task is None:
+            self._task = asyncio.current_task()
         self._inside = True
         if self._control.cancelled:
             # Deliver a cancel requested while the caller held an event: at the loop's next
             # suspension, never in the caller's own code.
             asyncio.get_running_loop().call_soon(self._fire)
         try:
-            event = await anext(self._events)
-        except StopAsyncIteration:
+            event = await self._events.__anext__()
+        except BaseException:
+            self._inside = False
             self.finished = True
             raise
-        finally:
-            self._inside = False
+        self._inside = False
         if self._journal is not None:
             try:
                 await self._journal.append(self.session_id, event)

@@ -20,6 +20,7 @@ from typing import Any, get_args, get_type_hints, overload
 from .errors import ConfigError, ToolError
 from .events import Event, ToollaneResult, ToolOutput, ToolResult, ToolStarted, ToolUpdate
 from .messages import ToolCall
+from .models import ToolSpec
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 
@@ -89,6 +90,11 @@ class Tool:
     blocking: bool = False
     """A sync function that blocks (I/O): run it in a worker thread instead of on the loop."""
     is_async: bool = field(default=False)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the model is told about this tool."""
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
     async def call(self, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
         """Run the function with validated arguments (no timeout or error handling here)."""

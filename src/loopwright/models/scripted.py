@@ -229,10 +229,18 @@ class FunctionModel:
     fn: ReplyFunction
     name: str = "function:inline"
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         reply = self.fn(request)
-        if not isinstance(reply, (Reply, str)):
-            reply = await reply
+        if isinstance(reply, str):
+            reply = Reply(text=reply)
+        if isinstance(reply, Reply):
+            return reply.stream(request, self.name)
+        return self._later(reply, request)
+
+    async def _later(
+        self, pending: Awaitable[Reply | str], request: ModelRequest
+    ) -> AsyncIterator[StreamItem]:
+        reply = await pending
         if isinstance(reply, str):
             reply = Reply(text=reply)
         async for item in reply.stream(request, self.name):
