@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from conftest import call, run_agent, scripted
-from loopwright import Agent, Approval, ApprovalRequest, Rules, tool
+import pytest
+
+from loopwright import Agent, Approval, ApprovalRequest, Rules, SessionBusy, tool
+from loopwright.errors import UnknownPending
 from loopwright.approvals import approve_all, deny_all
 from loopwright.messages import ToolResultMessage
 from loopwright.testing import types
@@ -247,3 +250,98 @@ async def test_rules_file_is_read_from_a_path(tmp_path):
     model = scripted({"tool_calls": [call("wipe")]})
     result = await run_agent(Agent(model=model, tools=[wipe], rules=path))
     assert decisions(result) == [("wipe", "deny", "matched rule 'no-wipes'")]
+
+
+async def paused_session(*calls_, **kw):
+    from conftest import drive
+
+    from loopwright import Session
+
+    model = scripted({"tool_calls": list(calls_)}, "all done")
+    session = Session(agent(model, **kw))
+    result = await drive(session.run("go"))
+    assert result.stop_reason == "paused"
+    return session, model, result
+
+
+async def test_a_paused_batch_resumes_with_results_in_call_order():
+    from conftest import drive
+
+    session, model, _ = await paused_session(
+        call("refund", "r1", order="1", amount=5),
+        call("lookup", "l", order="1"),
+        call("refund", "r2", order="2", amount=7),
+    )
+    first, second = session.pending
+    assert (first.call.id, second.call.id) == ("r1", "r2")
+    assert session.resolve(first.id, Approval.approve(by="ana")).outstanding == 1
+    with pytest.raises(SessionBusy, match="still has 1 open items"):
+        session.resume()
+    edit = session.resolve(second.id, Approval.approve(args={"order": "2", "amount": "x"}))
+    assert (edit.status, edit.outstanding) == ("invalid", 1)
+    assert edit.error.startswith("edited arguments are invalid: amount")
+    assert (
+        session.resolve(second.id, Approval.approve(args={"order": "2", "amount": 3})).status
+        == "resolved"
+    )
+    assert session.resolve(second.id, Approval.deny()).status == "already_resolved"
+    result = await drive(session.resume())
+    assert types(result.events)[:9] == [
+        "session",
+        "approval:resolved",
+        "actauth:decision",
+        "approval:resolved",
+        "actauth:decision",
+        "tool:started",
+        "tool:started",
+        "toollane:result",
+        "tool:output",
+    ]
+    assert ran == ["lookup 1", "refund 1 5", "refund 2 3"]
+    assert [m.call_id for m in model.requests[1].messages if isinstance(m, ToolResultMessage)] == [
+        "r1",
+        "l",
+        "r2",
+    ]
+    assert result.text == "all done" and session.pending == []
+
+
+async def test_denying_a_pending_item_closes_the_batch():
+    from conftest import drive
+
+    session, model, _ = await paused_session(
+        call("refund", "r1", order="1", amount=5), call("refund", "r2", order="2", amount=7)
+    )
+    first, second = session.pending
+    assert session.resolve(first.id, Approval.deny("too much", by="bo")).outstanding == 0
+    assert session.resolve(second.id, Approval.approve()).status == "already_resolved"
+    result = await drive(session.resume())
+    assert after_resume(result) == [
+        "approval:resolved",
+        "actauth:decision",
+        "tool:output",
+        "tool:result",
+        "loop:skipped",
+        "tool:output",
+        "tool:result",
+        "loop:denied",
+        "done",
+    ]
+    assert ran == []
+    contents = [m.content for m in session.messages if isinstance(m, ToolResultMessage)]
+    assert contents == [
+        "Tool call denied by user. Reason: matched rule 'refunds-asked' — human denied: too much",
+        "Skipped: a sibling tool call in this turn (refund) was denied.",
+    ]
+
+
+def after_resume(result):
+    return types(result.events)[1:]
+
+
+async def test_a_new_message_is_refused_while_items_are_pending():
+    session, _, _ = await paused_session(call("refund", "r1", order="1", amount=5))
+    with pytest.raises(SessionBusy, match="paused on pending items"):
+        session.run("hello?")
+    with pytest.raises(UnknownPending):
+        session.resolve("apr_guess", Approval.approve())

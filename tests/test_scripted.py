@@ -24,12 +24,15 @@ def test_script_files_load_from_yaml_and_json(tmp_path):
     assert model.replies[0].tool_calls[0].args == {"a": 1}
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("replies: 3", "a script is a list of replies"),
-    ("- {txt: hi}", "unknown keys ['txt']"),
-    ("- {tool_calls: [{args: {}}]}", "needs at least a 'name'"),
-    ("- [", "invalid script"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("replies: 3", "a script is a list of replies"),
+        ("- {txt: hi}", "unknown keys ['txt']"),
+        ("- {tool_calls: [{args: {}}]}", "needs at least a 'name'"),
+        ("- [", "invalid script"),
+    ],
+)
 def test_bad_scripts_are_clear_configuration_errors(tmp_path, content, message):
     path = tmp_path / "bad.yaml"
     path.write_text(content)
@@ -48,12 +51,24 @@ def test_missing_script_and_unknown_provider():
 
 
 async def test_text_streams_in_chunks_and_the_requests_are_recorded():
-    model = ScriptedModel.from_script([{"text": "abcdefg", "chunk": 3, "thinking": "hm",
-                                        "usage": {"input_tokens": 7, "output_tokens": 2}}])
+    model = ScriptedModel.from_script(
+        [
+            {
+                "text": "abcdefg",
+                "chunk": 3,
+                "thinking": "hm",
+                "usage": {"input_tokens": 7, "output_tokens": 2},
+            }
+        ]
+    )
     result = await run_agent(Agent(model=model, instructions="Be brief."), "hi")
     deltas = [(e.type, e.delta) for e in result.events if e.type.endswith(":delta")]
-    assert deltas == [("thinking:delta", "hm"), ("text:delta", "abc"), ("text:delta", "def"),
-                      ("text:delta", "g")]
+    assert deltas == [
+        ("thinking:delta", "hm"),
+        ("text:delta", "abc"),
+        ("text:delta", "def"),
+        ("text:delta", "g"),
+    ]
     completed = next(e for e in result.events if e.type == "message:completed")
     assert completed.message.usage.input_tokens == 7
     assert [p.type for p in completed.message.parts] == ["thinking", "text"]
@@ -66,7 +81,8 @@ async def test_exhausted_script_ends_the_run_with_an_error():
     model = ScriptedModel.from_script([])
     result = await run_agent(Agent(model=model))
     assert result.events[-2].error == (
-        "model request failed: script exhausted: all 0 replies were used")
+        "model request failed: script exhausted: all 0 replies were used"
+    )
     with pytest.raises(AssertionError):
         ScriptedModel.from_script(["x"]).assert_exhausted()
 

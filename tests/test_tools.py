@@ -19,8 +19,12 @@ class Address(BaseModel):
 
 
 @tool
-def ship(order_id: str, speed: Literal["normal", "express"] = "normal",
-         to: Address | None = None, ctx: ToolContext | None = None) -> str:
+def ship(
+    order_id: str,
+    speed: Literal["normal", "express"] = "normal",
+    to: Address | None = None,
+    ctx: ToolContext | None = None,
+) -> str:
     """Ship an order.
 
     Longer explanation that the model also reads.
@@ -42,10 +46,15 @@ def test_schema_and_description_come_from_signature_and_docstring():
     params = ship.parameters
     assert params["required"] == ["order_id"]
     assert params["properties"]["order_id"] == {
-        "type": "string", "description": "The order to ship, continued on a second line."}
+        "type": "string",
+        "description": "The order to ship, continued on a second line.",
+    }
     assert params["properties"]["speed"] == {
-        "enum": ["normal", "express"], "type": "string", "default": "normal",
-        "description": "How fast."}
+        "enum": ["normal", "express"],
+        "type": "string",
+        "default": "normal",
+        "description": "How fast.",
+    }
     assert "ctx" not in params["properties"]
     assert params["additionalProperties"] is False
     assert "Address" in params["$defs"]
@@ -56,18 +65,33 @@ def test_validation_coerces_and_reports():
     with pytest.raises(ValueError) as info:
         ship.validate({"order_id": 3, "speed": "warp"})
     assert str(info.value) == (
-        "order_id: Input should be a valid string; speed: Input should be 'normal' or 'express'")
+        "order_id: Input should be a valid string; speed: Input should be 'normal' or 'express'"
+    )
 
 
 def test_flags_and_overrides():
-    @tool(name="fetch-page", description="Fetch.", sequential=True, idempotent=True, timeout=3,
-          max_output=10, blocking=True)
+    @tool(
+        name="fetch-page",
+        description="Fetch.",
+        sequential=True,
+        idempotent=True,
+        timeout=3,
+        max_output=10,
+        blocking=True,
+    )
     def fetch(url: str) -> str:
         return url
 
-    assert (fetch.name, fetch.description, fetch.sequential, fetch.idempotent, fetch.timeout,
-            fetch.max_output, fetch.blocking, fetch.is_async) == (
-        "fetch-page", "Fetch.", True, True, 3, 10, True, False)
+    assert (
+        fetch.name,
+        fetch.description,
+        fetch.sequential,
+        fetch.idempotent,
+        fetch.timeout,
+        fetch.max_output,
+        fetch.blocking,
+        fetch.is_async,
+    ) == ("fetch-page", "Fetch.", True, True, 3, 10, True, False)
 
 
 async def test_blocking_tools_run_in_a_worker_thread():
@@ -96,8 +120,9 @@ async def test_async_tools_get_a_deadline_in_their_context():
         await asyncio.sleep(0)
         return f"{ctx.time_left():.0f}"
 
-    item = Scheduled(call=ToolCall(id="1", name="timed", args={}), tool=timed, args={},
-                     kwargs={}, reason="r")
+    item = Scheduled(
+        call=ToolCall(id="1", name="timed", args={}), tool=timed, args={}, kwargs={}, reason="r"
+    )
     ctx = ToolContext(session_id="s", tenant="t", agent="a", call_id="1")
     outcome = await execute(item, ctx, timeout=None, max_output=100)
     assert outcome.content == "5"
@@ -107,6 +132,7 @@ def test_bad_tool_definitions_are_configuration_errors():
     with pytest.raises(ConfigError, match="invalid tool name 'two words'"):
         tool(name="two words")(lambda: None)
     with pytest.raises(ConfigError, match=r"\*args/\*\*kwargs"):
+
         @tool
         def spread(*items: str) -> str:
             return ""

@@ -8,12 +8,12 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from . import events as ev
 from .approvals import DEFER, Approval, ApprovalRequest, Approver, ask_human, now_iso
 from .hooks import Block
-from .messages import ToolCall
+from .messages import ToolCall, ToolResultMessage
 from .permissions import Gate
 from .tools import Scheduled, Tool
 
@@ -29,7 +29,7 @@ class Batch:
     scheduled: list[Scheduled] = field(default_factory=list)
     denied: list[str] = field(default_factory=list)
     """Names of denied tools, in model order."""
-    deferred: dict[str, ToolCall] = field(default_factory=dict)
+    deferred: dict[str, Pending] = field(default_factory=dict)
     """Pending id → a call nobody could approve live."""
 
 
@@ -39,6 +39,56 @@ class Pending:
 
     request: ApprovalRequest
     tool: Tool
+    approval: Approval | None = None
+    """The human's answer, once resolved."""
+    resolved_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What resolving a pending item did."""
+
+    status: Literal["resolved", "already_resolved", "invalid"]
+    outstanding: int
+    """Items of the paused batch still waiting for a human."""
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """A paused batch: the reply's calls, the results so far, and the pending items.
+
+    A denial closes it at once: every item still open is skipped. The run resumes when no item
+    is open. Resolving an item twice, or after the checkpoint closed, changes nothing.
+    """
+
+    calls: list[ToolCall]
+    results: dict[str, ToolResultMessage]
+    pending: dict[str, Pending]
+    closed: bool = False
+
+    @property
+    def outstanding(self) -> int:
+        if self.closed:
+            return 0
+        return sum(1 for item in self.pending.values() if item.approval is None)
+
+    def resolve(self, pending_id: str, approval: Approval) -> Resolution:
+        """Record a human's answer (edited arguments are validated first)."""
+        item = self.pending[pending_id]
+        if self.closed or item.approval is not None:
+            return Resolution("already_resolved", self.outstanding)
+        if approval.approved and approval.args is not None:
+            try:
+                item.tool.validate(approval.args)
+            except ValueError as exc:
+                return Resolution(
+                    "invalid", self.outstanding, f"edited arguments are invalid: {exc}"
+                )
+        item.approval, item.resolved_at = approval, now_iso()
+        if not approval.approved:
+            self.closed = True
+        return Resolution("resolved", self.outstanding)
 
 
 @dataclass(slots=True)
@@ -101,32 +151,42 @@ class Decider:
         answer = await ask_human(self.approver, request, tool.validate)
         if answer is DEFER:
             yield ev.ActauthDecision(tool=call.name, decision="ask", reason=request.reason)
-            batch.deferred[request.id] = call
+            batch.deferred[request.id] = pending
             return
         assert isinstance(answer, Approval)
+        for event in self.decide_human(pending, answer, now_iso(), batch):
+            yield event
+
+    def decide_human(
+        self, pending: Pending, answer: Approval, resolved_at: str, batch: Batch
+    ) -> list[ev.Event]:
+        """A human's answer to a pending call (live, or when a paused batch resumes)."""
+        events: list[ev.Event] = []
+        request, tool, call = pending.request, pending.tool, pending.request.call
         args = answer.args if answer.args is not None else request.args
-        yield ev.ApprovalResolved(
-            id=request.id,
-            tool=call.name,
-            decision="approve" if answer.approved else "deny",
-            by=answer.by,
-            resolved_at=now_iso(),
-            args=answer.args,
-            reason=answer.reason,
+        events.append(
+            ev.ApprovalResolved(
+                id=request.id,
+                tool=call.name,
+                decision="approve" if answer.approved else "deny",
+                by=answer.by,
+                resolved_at=resolved_at,
+                args=answer.args,
+                reason=answer.reason,
+            )
         )
         if not answer.approved:
             why = f"{request.reason} — human denied" + (
                 f": {answer.reason}" if answer.reason else ""
             )
-            yield ev.ActauthDecision(tool=call.name, decision="deny", reason=why)
-            for event in self.deny(call, why, batch, args, by_user=True):
-                yield event
-            return
+            events.append(ev.ActauthDecision(tool=call.name, decision="deny", reason=why))
+            return events + self.deny(call, why, batch, args, by_user=True)
         why = f"{request.reason} — human approved"
-        yield ev.ActauthDecision(tool=call.name, decision="allow", reason=why)
+        events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=why))
         batch.scheduled.append(
             Scheduled(call=call, tool=tool, args=args, kwargs=tool.validate(args), reason=why)
         )
+        return events
 
     def deny(
         self,
@@ -148,7 +208,7 @@ class Decider:
         text = f"Skipped: a sibling tool call in this turn ({', '.join(batch.denied)}) was denied."
         skipped: list[tuple[ToolCall, dict[str, Any], str | None]]
         skipped = [(s.call, s.args, s.reason) for s in batch.scheduled]
-        skipped += [(c, c.args, None) for c in batch.deferred.values()]
+        skipped += [(p.request.call, p.request.args, None) for p in batch.deferred.values()]
         for call, args, reason in skipped:
             events.append(ev.LoopSkipped(name=call.name, denied_tools=batch.denied))
             events += self.record(call, text, "Skipped.", args=args, detail=reason)

@@ -3,7 +3,8 @@
     LoopwrightError
      ├── ConfigError      bad agent, tool, rules or model configuration (names file and line)
      ├── ToolError        raise inside a tool to hand the model a clean error message
-     ├── SessionBusy      a second run was started on a session that is running
+     ├── SessionBusy      a second run was started on a session that is running (or paused)
+     ├── UnknownPending   no pending item has this id (in this session)
      └── UnknownModel     a `provider:model` string names no registered provider
 
 Everything a model can act on (unknown tools, bad arguments, failing tools, denials) is data:
@@ -32,6 +33,10 @@ class ToolError(LoopwrightError):
 
 class SessionBusy(LoopwrightError):
     """The session already has a run in progress (one run at a time per session)."""
+
+
+class UnknownPending(LoopwrightError):
+    """No open or resolved pending item has this id."""
 
 
 class UnknownModel(ConfigError):

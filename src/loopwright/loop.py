@@ -19,7 +19,7 @@ from . import events as ev
 from .agent import Agent
 from .approvals import Approver
 from .budget import check_budget
-from .decide import Batch, Decider
+from .decide import Batch, Checkpoint, Decider
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
@@ -38,16 +38,6 @@ class Control:
     steering: deque[str] = field(default_factory=deque)
     follow_ups: deque[str] = field(default_factory=deque)
     cancelled: bool = False
-
-
-@dataclass(slots=True)
-class Checkpoint:
-    """A paused batch: results so far and the calls waiting on pending items."""
-
-    calls: list[ToolCall]
-    results: dict[str, ToolResultMessage]
-    outstanding: dict[str, ToolCall]
-    """Pending id → the call waiting on it."""
 
 
 async def run_loop(
@@ -163,6 +153,9 @@ class _Run:
             history.carry_over = None
             history.append(note)
             yield ev.InputReceived(message=note)
+        if text is None and history.checkpoint is not None:
+            async for event in self.resume(history.checkpoint):
+                yield event
         if text is not None:
             extra = await call_hook(hooks.on_prompt, self.info, text) if hooks.on_prompt else None
             if isinstance(extra, Block):
@@ -267,6 +260,33 @@ class _Run:
             if pending is not None:
                 async for event in self.decider.ask(pending, batch):
                     yield event
+        async for event in self.execute(batch, calls):
+            yield event
+
+    async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
+        """Finish a paused batch with the humans' answers, then let the run go on."""
+        self.history.checkpoint = None
+        self.open_calls, batch = checkpoint.calls, Batch()
+        self.results.update(checkpoint.results)
+        closed = Batch()
+        for pending in checkpoint.pending.values():
+            if pending.approval is None:  # closed by a sibling's denial
+                closed.deferred[pending.request.id] = pending
+                continue
+            assert pending.resolved_at is not None
+            for event in self.decider.decide_human(
+                pending, pending.approval, pending.resolved_at, batch
+            ):
+                yield event
+        if closed.deferred:
+            closed.denied = batch.denied
+            for event in self.decider.skip(closed):
+                yield event
+        async for event in self.execute(batch, checkpoint.calls):
+            yield event
+
+    async def execute(self, batch: Batch, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
+        """Run what the decisions allowed; stop on a denial or pause on pending items."""
         if batch.denied and self.agent.on_deny == "stop":
             for event in self.decider.skip(batch):
                 yield event
@@ -297,7 +317,7 @@ class _Run:
             self.history.checkpoint = Checkpoint(calls, dict(self.results), batch.deferred)
             self.results.clear()
             self.open_calls = []
-            names = ", ".join(c.name for c in batch.deferred.values())
+            names = ", ".join(p.request.call.name for p in batch.deferred.values())
             self.stop(
                 ev.LoopPaused(pending_ids=list(batch.deferred)),
                 f"Paused: waiting for approval of {names}.",

@@ -9,9 +9,12 @@ user or assistant message; the loop and recovery keep that invariant for every p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ._values import value
+
+if TYPE_CHECKING:
+    from .decide import Checkpoint
 
 StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "error", "aborted"]
 """Why a model reply ended, normalised across providers."""
@@ -116,8 +119,8 @@ class History:
     messages: list[Message] = field(default_factory=list)
     carry_over: str | None = None
     """A note for the next run about a reply that was cut off (SPEC §3.9)."""
-    checkpoint: Any = None
-    """The paused batch waiting on pending items (`loopwright.loop.Checkpoint`), if any."""
+    checkpoint: Checkpoint | None = None
+    """The paused batch waiting on pending items, if any."""
     chars: int = 0
     reported_tokens: int | None = None
     """Context size the provider last reported (input + output tokens of the last request)."""

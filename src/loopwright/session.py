@@ -18,8 +18,9 @@ from typing import Any, Protocol
 
 from . import events as ev
 from .agent import Agent
-from .approvals import Approver
-from .errors import SessionBusy
+from .approvals import Approval, ApprovalRequest, Approver
+from .decide import Resolution
+from .errors import SessionBusy, UnknownPending
 from .hooks import RunInfo
 from .loop import Control, run_loop
 from .messages import History, Message
@@ -89,6 +90,14 @@ class Session:
         """
         if self.busy:
             raise SessionBusy(f"session {self.id} is already running")
+        checkpoint = self.history.checkpoint
+        if input is not None and checkpoint is not None:
+            ids = ", ".join(p.request.id for p in checkpoint.pending.values() if p.approval is None)
+            raise SessionBusy(
+                f"session {self.id} is paused on pending items ({ids}): resolve them, then resume()"
+            )
+        if input is None and checkpoint is not None and checkpoint.outstanding:
+            raise SessionBusy(f"session {self.id} still has {checkpoint.outstanding} open items")
         model = get_model(self.agent.model)
         info = RunInfo(
             session_id=self.id,
@@ -109,6 +118,29 @@ class Session:
         )
         self._run = Run(events, self._control, self.id, self.journal)
         return self._run
+
+    @property
+    def pending(self) -> list[ApprovalRequest]:
+        """The open pending items of the paused batch, in call order."""
+        checkpoint = self.history.checkpoint
+        if checkpoint is None or checkpoint.closed:
+            return []
+        return [p.request for p in checkpoint.pending.values() if p.approval is None]
+
+    def resolve(self, pending_id: str, approval: Approval) -> Resolution:
+        """Answer a pending item. Invalid edited arguments are refused (the item stays open);
+        a denial closes the batch (its other items are skipped); answering twice is a no-op.
+        When nothing is outstanding, `resume()` finishes the batch and continues the run."""
+        checkpoint = self.history.checkpoint
+        if checkpoint is None or pending_id not in checkpoint.pending:
+            raise UnknownPending(f"no pending item {pending_id!r} in session {self.id}")
+        return checkpoint.resolve(pending_id, approval)
+
+    def resume(self, *, approver: Approver | None = None) -> Run:
+        """Continue a paused run once all its pending items are resolved."""
+        if self.history.checkpoint is None:
+            raise SessionBusy(f"session {self.id} has no paused run to resume")
+        return self.run(None, approver=approver)
 
     def steer(self, message: str) -> None:
         """Deliver `message` at the next step boundary of the running run (or the next run)."""
