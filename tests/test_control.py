@@ -266,3 +266,36 @@ def test_run_sync_for_scripts():
 
     result = run_sync(Agent(model=scripted("hi there")), "hello")
     assert (result.text, result.stop_reason) == ("hi there", "completed")
+
+
+async def test_cancel_while_a_human_is_deciding_closes_the_approval():
+    from loopwright import Approval, Rules
+
+    never = asyncio.Event()
+
+    async def slow_human(request):
+        await never.wait()
+        return Approval.approve()
+
+    rules = Rules.from_yaml("rules: [{name: ask-echo, tool: echo, decision: ask}]")
+    model = scripted({"tool_calls": [call("echo", "e", text="x")]})
+    session = Session(Agent(model=model, tools=[echo], rules=rules))
+    run = session.run("go", approver=slow_human)
+    events = []
+    async for event in run:
+        events.append(event)
+        if event.type == "approval:pending":
+            asyncio.get_running_loop().call_later(0.01, session.cancel)
+    from conftest import verify
+
+    verify(events)
+    assert types(events)[-7:] == [
+        "approval:pending",
+        "actauth:decision",
+        "tool:interrupted",
+        "tool:output",
+        "tool:result",
+        "loop:aborted",
+        "done",
+    ]
+    assert events[-6].reason == "matched rule 'ask-echo' — run ended before a decision"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from conftest import call, run_agent, scripted
 import pytest
 
+from conftest import call, run_agent, scripted
 from loopwright import Agent, Approval, ApprovalRequest, Rules, SessionBusy, tool
-from loopwright.errors import UnknownPending
 from loopwright.approvals import approve_all, deny_all
+from loopwright.errors import UnknownPending
 from loopwright.messages import ToolResultMessage
 from loopwright.testing import types
 
@@ -254,7 +254,6 @@ async def test_rules_file_is_read_from_a_path(tmp_path):
 
 async def paused_session(*calls_, **kw):
     from conftest import drive
-
     from loopwright import Session
 
     model = scripted({"tool_calls": list(calls_)}, "all done")
@@ -309,7 +308,7 @@ async def test_a_paused_batch_resumes_with_results_in_call_order():
 async def test_denying_a_pending_item_closes_the_batch():
     from conftest import drive
 
-    session, model, _ = await paused_session(
+    session, _model, _ = await paused_session(
         call("refund", "r1", order="1", amount=5), call("refund", "r2", order="2", amount=7)
     )
     first, second = session.pending

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run_agent
 
+from conftest import run_agent
 from loopwright import Agent, ConfigError, UnknownModel, get_model
 from loopwright.models import ModelFailure, ModelRequest
 from loopwright.testing import FunctionModel, Reply, ScriptedModel, types

@@ -98,6 +98,8 @@ class Decider:
     scope: ev.Scope
     approver: Approver | None
     record: Record
+    asking: Pending | None = None
+    """The call whose approval is being awaited right now, if any."""
 
     def check(
         self, call: ToolCall, verdict: object, batch: Batch
@@ -148,7 +150,9 @@ class Decider:
     async def ask(self, pending: Pending, batch: Batch) -> AsyncIterator[ev.Event]:
         """Wait for the live approver (or defer), then decide the call."""
         request, tool, call = pending.request, pending.tool, pending.request.call
+        self.asking = pending
         answer = await ask_human(self.approver, request, tool.validate)
+        self.asking = None
         if answer is DEFER:
             yield ev.ActauthDecision(tool=call.name, decision="ask", reason=request.reason)
             batch.deferred[request.id] = pending
@@ -213,3 +217,11 @@ class Decider:
             events.append(ev.LoopSkipped(name=call.name, denied_tools=batch.denied))
             events += self.record(call, text, "Skipped.", args=args, detail=reason)
         return events
+
+    def abandon(self) -> list[ev.Event]:
+        """The run ends while a human is being asked: close the announced approval."""
+        if self.asking is None:
+            return []
+        request, self.asking = self.asking.request, None
+        why = f"{request.reason} — run ended before a decision"
+        return [ev.ActauthDecision(tool=request.call.name, decision="deny", reason=why)]

@@ -363,7 +363,7 @@ class _Run:
 
     def interrupt(self) -> list[ev.Event]:
         """Cancel or failure: keep the history valid for every provider (SPEC §3.9)."""
-        events: list[ev.Event] = []
+        events: list[ev.Event] = self.decider.abandon()
         if self.partial:
             self.history.carry_over = "".join(self.partial)
             self.partial.clear()

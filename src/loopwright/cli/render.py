@@ -1,0 +1,351 @@
+"""How a run looks from the terminal: the answer on stdout, progress on stderr, or JSON lines.
+
+`Human` keeps stdout for the answer alone: on a terminal the model's text streams there as it
+arrives; through a pipe stdout receives exactly the final answer, so `answer=$(loopwright run …)`
+works. Everything else (tool calls, results, decisions, retries, errors) goes to stderr.
+`JsonLines` writes one wire object per line and nothing else. `TerminalApprover` answers `ask`
+decisions at a prompt on stderr, after the renderer has caught up with the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from typing import Any, TextIO, assert_never
+
+from .. import events as ev
+from .. import wire
+from ..approvals import Approval, ApprovalRequest
+from ..messages import Thinking
+
+
+class Console:
+    """The two streams a run is shown on, shared by the renderer and the approval prompt.
+
+    It ends a streamed answer line before any progress line, and lets the prompt wait until the
+    renderer has shown the approval it is about (the loop asks before the stream catches up).
+    """
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out, self.err = out, err
+        self.style = Style.for_stream(err)
+        self.line_open = False
+        """Streamed answer text on `out` is waiting for its newline."""
+        self._shown: dict[str, asyncio.Event] = {}
+
+    def write_answer(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        if text:
+            self.line_open = not text.endswith("\n")
+
+    def end_line(self) -> None:
+        if self.line_open:
+            self.write_answer("\n")
+
+    def note(self, text: str) -> None:
+        """One progress line on stderr."""
+        self.prompt(text + "\n")
+
+    def prompt(self, text: str) -> None:
+        """Text on stderr, on a line of its own."""
+        self.end_line()
+        self.err.write(text)
+        self.err.flush()
+
+    def shown(self, pending_id: str) -> None:
+        """The renderer has shown approval `pending_id`."""
+        self._flag(pending_id).set()
+
+    async def wait_shown(self, pending_id: str) -> None:
+        await self._flag(pending_id).wait()
+
+    def _flag(self, pending_id: str) -> asyncio.Event:
+        return self._shown.setdefault(pending_id, asyncio.Event())
+
+
+class Style:
+    """ANSI colours, or nothing when the stream is not a terminal (or NO_COLOR is set)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    @classmethod
+    def for_stream(cls, stream: TextIO) -> Style:
+        return cls(stream.isatty() and not os.environ.get("NO_COLOR"))
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def yellow(self, text: str) -> str:
+        return self._wrap("33", text)
+
+    def cyan(self, text: str) -> str:
+        return self._wrap("36", text)
+
+
+def one_line(text: str, width: int) -> str:
+    """`text` squeezed onto one line of at most `width` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
+
+
+def as_json(args: dict[str, Any]) -> str:
+    return json.dumps(args, ensure_ascii=False)
+
+
+class JsonLines:
+    """`--json`: one wire object per line on `out`, flushed as it goes (SPEC §4, CLI transport)."""
+
+    def __init__(self, console: Console, profile: wire.Profile) -> None:
+        self.console, self.profile = console, profile
+
+    def show(self, event: ev.Event) -> None:
+        line = wire.dumps(event, self.profile)
+        if line is not None:
+            self.console.out.write(line + "\n")
+            self.console.out.flush()
+        if isinstance(event, ev.ApprovalPending):
+            self.console.shown(event.id)
+
+
+class Human:
+    """Human output: streamed answer on `out`, one progress line per happening on `err`."""
+
+    def __init__(self, console: Console, *, live_approver: bool) -> None:
+        self.console = console
+        self.note = console.note
+        self.style = console.style
+        self.live = console.out.isatty()
+        """Stream text deltas to stdout as they arrive (it is a terminal)."""
+        self.live_approver = live_approver
+        """A person answers approvals at the prompt, which shows them itself."""
+        self.width = shutil.get_terminal_size((100, 24)).columns if console.err.isatty() else 120
+        self.streamed = ""
+        """Text streamed to stdout during the current reply."""
+        self.outputs: dict[str, ev.ToolOutput] = {}
+        """Outputs waiting for their call's status (denials and skips have their own line)."""
+        self.interrupted: set[str] = set()
+
+    def show(self, event: ev.Event) -> None:
+        s = self.style
+        match event:
+            case ev.TextDelta(delta=delta):
+                if self.live:
+                    self.console.write_answer(delta)
+                    self.streamed += delta
+            case ev.ThinkingDelta():
+                pass  # the complete thought is in message:completed; deltas would interleave
+            case ev.StepStarted() | ev.ModelRetry() as started:
+                self.streamed = ""
+                if isinstance(started, ev.ModelRetry):
+                    self.note(
+                        s.yellow(
+                            f"↻ model request failed ({started.error}); retrying in "
+                            f"{started.delay:g}s (attempt {started.attempt})"
+                        )
+                    )
+            case ev.MessageCompleted(message=message):
+                thought = " ".join(p.text for p in message.parts if isinstance(p, Thinking))
+                if thought:
+                    self.note(s.dim(f"  thinking: {one_line(thought, self.width - 12)}"))
+            case ev.AssistantText(text=text):
+                if not self.live:
+                    self.note(s.dim(text))
+            case ev.ActauthDecision(tool=tool, decision=decision, reason=reason):
+                if decision == "allow":
+                    self.note(s.dim(f"✓ {tool} allowed · {reason}"))
+                elif decision == "deny":
+                    self.note(s.red(f"✗ {tool} denied · {reason}"))
+            case ev.ApprovalPending(id=pending_id, tool=tool, args=args, reason=reason):
+                if not self.live_approver:
+                    self.note(s.yellow(f"? {tool} needs approval · {reason}"))
+                    self.note(f"  {as_json(args)}  {s.dim('(pending ' + pending_id + ')')}")
+                self.console.shown(pending_id)
+            case ev.ApprovalResolved(tool=tool, decision=decision, by=by, args=args):
+                if self.live_approver and args is None:
+                    return  # the person just answered at the prompt
+                edited = f" with {as_json(args)}" if args is not None else ""
+                verb = "approved" if decision == "approve" else "denied"
+                self.note(s.dim(f"  {tool} {verb} by {by}{edited}"))
+            case ev.ToolStarted(tool=tool, args=args):
+                self.note(s.cyan(f"→ {tool} {one_line(as_json(args), self.width - len(tool) - 3)}"))
+            case ev.ToolUpdate(tool=tool, message=message, progress=progress):
+                pct = f" ({progress:.0%})" if progress is not None else ""
+                self.note(s.dim(f"  … {tool}: {message}{pct}"))
+            case ev.ToolOutput():
+                self.outputs[event.id] = event
+            case ev.ToolResult(id=call_id, tool=tool, status_text=status):
+                output = self.outputs.pop(call_id, None)
+                shown = status in ("Denied.", "Skipped.") or call_id in self.interrupted
+                if output is not None and not shown:
+                    line = one_line(output.content, self.width - len(tool) - 3)
+                    self.note(s.red(f"← {tool} {line}") if output.is_error else f"← {tool} {line}")
+            case ev.ToolInterrupted(id=call_id, tool=tool):
+                self.interrupted.add(call_id)
+                self.note(s.yellow(f"✗ {tool} interrupted"))
+            case ev.LoopSkipped(name=name, denied_tools=denied):
+                self.note(s.dim(f"– {name} skipped (denied: {', '.join(denied)})"))
+            case ev.BudgetCheck(action=action, ratio=ratio):
+                if action != "ok":
+                    self.note(s.yellow(f"! context at {ratio:.0%} of the budget ({action})"))
+            case ev.CompactionStarted(reason=reason):
+                self.note(s.dim(f"… compacting the context ({reason})"))
+            case ev.CompactionFinished(from_=before, to=after):
+                self.note(s.dim(f"  compacted {before} → {after} messages"))
+            case ev.PromptCompaction(from_=before, to=after):
+                self.note(s.dim(f"  prompt too long: compacted {before} → {after} messages"))
+            case ev.SteeringInjected(message=message, mode=mode):
+                self.note(s.dim(f"» {mode.replace('_', '-')}: {one_line(message.content, 80)}"))
+            case ev.SkillLoaded(skill=skill):
+                self.note(s.dim(f"· loaded skill {skill}"))
+            case ev.QuestionPending(question=question):
+                self.note(s.yellow(f"? the agent asks: {question}"))
+            case ev.QuestionResolved(answer=answer):
+                self.note(s.dim(f"  answered: {answer}"))
+            case ev.SubagentEvent(origin=origin, event=inner):
+                if isinstance(inner, ev.ToolStarted):
+                    self.note(s.cyan(f"  {origin.agent} → {inner.tool} {as_json(inner.args)}"))
+            case ev.LoopError(error=error):
+                self.note(s.red(f"✗ run failed: {error}"))
+            case ev.LoopMaxTurns(max_turns=turns):
+                self.note(
+                    s.yellow(f"! stopped after {turns} model requests without a final answer")
+                )
+            case ev.LoopDenied(denied_tools=denied):
+                self.note(s.red(f"✗ stopped: {', '.join(denied)} denied"))
+            case ev.LoopAborted():
+                self.note(s.yellow("✗ cancelled"))
+            case ev.LoopPaused(pending_ids=ids):
+                self.note(s.yellow(f"‖ paused: waiting for approval ({', '.join(ids)})"))
+            case ev.Done(text=text, stop_reason=reason):
+                self.finish(text, reason)
+            case (
+                ev.Session()
+                | ev.InputReceived()
+                | ev.StepFinished()
+                | ev.ToolDelta()
+                | ev.ToollaneResult()
+                | ev.LoopDone()
+                | ev.LoopTerminated()
+                | ev.Error()
+            ):
+                pass
+            case _:
+                assert_never(event)
+
+    def finish(self, text: str, reason: ev.RunStopReason) -> None:
+        """The answer: end the streamed line, or write the answer when it was not streamed."""
+        answered = reason in ("completed", "terminated") and text
+        if answered and not (self.live and self.streamed.strip() == text.strip()):
+            self.console.end_line()
+            self.console.write_answer(text + "\n")
+        self.console.end_line()
+
+
+async def read_line(stream: TextIO) -> str | None:
+    """One line typed on `stream` (None at end of input), without blocking the event loop.
+
+    A cancelled read leaves no thread behind waiting on the terminal (`asyncio.to_thread`
+    would), so Ctrl-C at the prompt ends the process at once.
+    """
+    loop = asyncio.get_running_loop()
+    fd = stream.fileno()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    try:
+        loop.add_reader(fd, wake)
+    except (NotImplementedError, ValueError):  # no readers on this loop: use a thread
+        line = await asyncio.to_thread(stream.readline)
+        return line or None
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+    data = os.read(fd, 65536)
+    return data.decode(errors="replace") if data else None
+
+
+class TerminalApprover:
+    """Asks the person at the terminal to approve, deny or edit each `ask`ed tool call."""
+
+    def __init__(self, stdin: TextIO, console: Console) -> None:
+        self.stdin, self.console = stdin, console
+        self.style = console.style
+
+    async def __call__(self, request: ApprovalRequest) -> Approval:
+        await self.console.wait_shown(request.id)
+        s, say = self.style, self.console.note
+        if request.error:
+            say(s.red(f"  ✗ {request.error}"))
+        else:
+            say(s.yellow(f"? {request.call.name} needs your approval") + f" · {request.reason}")
+            say(f"  arguments: {as_json(request.args)}")
+        while True:
+            answer = await self.ask(s.bold("  [a]pprove / [d]eny / [e]dit arguments? "))
+            if answer is None:
+                say("")
+                return Approval.deny("no answer (end of input)")
+            choice = answer.strip().lower()
+            if choice in ("a", "approve", "y", "yes"):
+                return Approval.approve()
+            if choice in ("d", "deny", "n", "no"):
+                return Approval.deny()
+            if choice in ("e", "edit"):
+                edited = await self.edit(request)
+                if edited is not None:
+                    return Approval.approve(args=edited)
+            elif choice:
+                say("  please answer a, d or e")
+
+    async def edit(self, request: ApprovalRequest) -> dict[str, Any] | None:
+        """The arguments changed by a JSON object typed on one line, or None to go back.
+
+        The object is a merge patch (RFC 7396, top level): its keys replace those arguments and
+        `null` removes one. The loop validates the result against the tool's schema and asks
+        again, with the reason, when it fails.
+        """
+        s, say = self.style, self.console.note
+        say(s.dim(f"  current: {as_json(request.args)}"))
+        example = as_json(dict(list(request.args.items())[:1])) if request.args else '{"key": 1}'
+        while True:
+            line = await self.ask(f"  changes as one JSON object, e.g. {example} (empty: back): ")
+            if line is None or not line.strip():
+                return None
+            try:
+                patch = json.loads(line.strip())
+            except json.JSONDecodeError as exc:
+                say(s.red(f"  ✗ not valid JSON: {exc.msg} (column {exc.colno})"))
+                continue
+            if isinstance(patch, dict):
+                merged = {**request.args, **patch}
+                return {key: value for key, value in merged.items() if value is not None}
+            say(s.red("  ✗ the changes must be a JSON object: {...}"))
+
+    async def ask(self, prompt: str) -> str | None:
+        self.console.prompt(prompt)
+        return await read_line(self.stdin)
+
+
+def running_in_terminal() -> bool:
+    """Whether a person can answer prompts: stdin is a terminal."""
+    return sys.stdin is not None and sys.stdin.isatty()
