@@ -66,6 +66,7 @@ class Agent:
     follow_up: Literal["one", "all"] = "one"
     _specs: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
     _by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _gate: Gate = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -78,6 +79,7 @@ class Agent:
         object.__setattr__(self, "tools", tools)
         object.__setattr__(self, "_specs", tuple(t.spec for t in tools))
         object.__setattr__(self, "_by_name", {t.name: t for t in tools})
+        object.__setattr__(self, "_gate", _make_gate(self.rules))
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:
@@ -88,11 +90,16 @@ class Agent:
         return self._by_name.get(name)
 
     def gate(self) -> Gate:
-        """The permission gate this agent's calls go through."""
-        from .permissions import AllowAll, RulesFile
+        """The permission gate this agent's calls go through (a rules file is loaded when the
+        agent is built, and re-read when it changes)."""
+        return self._gate
 
-        if self.rules is None:
-            return AllowAll()
-        if isinstance(self.rules, (str, Path)):
-            return RulesFile(self.rules)
-        return self.rules
+
+def _make_gate(rules: Gate | str | Path | None) -> Gate:
+    from .permissions import AllowAll, RulesFile
+
+    if rules is None:
+        return AllowAll()
+    if isinstance(rules, (str, Path)):
+        return RulesFile(rules)
+    return rules

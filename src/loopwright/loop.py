@@ -26,7 +26,7 @@ from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, Us
 from .models import Model, ModelFailure, ModelRequest, ToolSpec
 from .permissions import Gate
 from .retry import ModelFailed, stream_reply
-from .tools import Outcome, Scheduled, ToolContext, run_tools
+from .tools import Outcome, Scheduled, ToolContext, ToolRunner
 
 INTERRUPTED = "[interrupted: tool call did not complete]"
 
@@ -62,24 +62,56 @@ async def run_loop(
     5. Exactly one terminal loop event, then `done`.
     """
     run = _Run(agent, model, gate, history, info, control, approver)
+    hooks = agent.hooks
     yield ev.Session(session_id=info.session_id)
     try:
-        if agent.hooks.on_run_start:
-            await call_hook(agent.hooks.on_run_start, info)
-        async for event in run.start(input):
+        if hooks.on_run_start:
+            await call_hook(hooks.on_run_start, info)
+        if input is None and history.checkpoint is not None:
+            async for event in run.resume(history.checkpoint):
+                yield event
+        for event in await run.start(input):
             yield event
         while run.terminal is None:
             if control.cancelled:
                 raise asyncio.CancelledError
             if run.step >= agent.max_turns:
-                run.stop(
-                    ev.LoopMaxTurns(max_turns=agent.max_turns),
-                    f"Stopped after {agent.max_turns} turns without a final answer.",
-                    "max_turns",
-                )
+                text = f"Stopped after {agent.max_turns} turns without a final answer."
+                run.stop(ev.LoopMaxTurns(max_turns=agent.max_turns), text, "max_turns")
                 break
-            async for event in run.step_once():
-                yield event
+            # -- request
+            run.step += 1
+            yield ev.StepStarted(step=run.step)
+            check = check_budget(history, agent.context_budget)
+            yield check
+            request = await run.request(check)
+            # -- stream
+            reply: AssistantMessage | None = None
+            async for item in stream_reply(model, request, agent.retry, run.partial):
+                if isinstance(item, ModelFailure):
+                    raise ModelFailed(item.error)
+                if isinstance(item, ev.MessageCompleted):
+                    reply = item.message
+                yield item
+            assert reply is not None
+            calls = await run.accept(reply)
+            # -- finish, or decide and execute
+            if not calls:
+                for event in await run.finish(reply):
+                    yield event
+            else:
+                if reply.text:
+                    yield ev.AssistantText(text=reply.text)
+                batch = Batch()
+                async for event in run.decide(reply, calls, batch):
+                    yield event
+                async for event in run.execute(batch, calls):
+                    yield event
+            yield ev.StepFinished(step=run.step, usage=reply.usage)
+            # -- continue
+            if calls and run.terminal is None:
+                for event in await run.proceed(reply):
+                    yield event
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None:
@@ -121,6 +153,7 @@ class _Run:
     specs: tuple[ToolSpec, ...] = ()
     scope: ev.Scope = field(init=False)
     decider: Decider = field(init=False)
+    runner: ToolRunner = field(init=False)
     step: int = 0
     partial: list[str] = field(default_factory=list)
     open_calls: list[ToolCall] = field(default_factory=list)
@@ -137,14 +170,25 @@ class _Run:
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
         self.decider = Decider(self.tools, self.gate, self.scope, self.approver, self.result)
+        agent = self.agent
+        self.runner = ToolRunner(
+            self.tool_context,
+            self.outcomes,
+            agent.tool_concurrency,
+            agent.tool_timeout,
+            agent.max_tool_output,
+            self.after_tool if agent.hooks.after_tool else None,
+        )
 
     def stop(self, terminal: ev.Terminal, text: str, reason: ev.RunStopReason) -> None:
         self.terminal, self.text, self.stop_reason = terminal, text, reason
 
     # ---- start and steering -------------------------------------------------------------
 
-    async def start(self, text: str | None) -> AsyncIterator[ev.Event]:
+    async def start(self, text: str | None) -> list[ev.Event]:
+        """The carry-over note, the input (unless the prompt hook blocks it), steering."""
         hooks, history = self.agent.hooks, self.history
+        events: list[ev.Event] = []
         if history.carry_over:
             note = UserMessage(
                 content="[Your previous reply was interrupted. What you had "
@@ -152,24 +196,17 @@ class _Run:
             )
             history.carry_over = None
             history.append(note)
-            yield ev.InputReceived(message=note)
-        if text is None and history.checkpoint is not None:
-            async for event in self.resume(history.checkpoint):
-                yield event
+            events.append(ev.InputReceived(message=note))
         if text is not None:
             extra = await call_hook(hooks.on_prompt, self.info, text) if hooks.on_prompt else None
             if isinstance(extra, Block):
-                self.stop(
-                    ev.LoopTerminated(reason=f"input blocked: {extra.reason}"),
-                    extra.reason,
-                    "terminated",
-                )
-                return
+                reason = f"input blocked: {extra.reason}"
+                self.stop(ev.LoopTerminated(reason=reason), extra.reason, "terminated")
+                return events
             message = UserMessage(content=f"{text}\n\n{extra}" if extra else text)
             history.append(message)
-            yield ev.InputReceived(message=message)
-        for event in self.inject(self.control.steering, self.agent.steering, "steer"):
-            yield event
+            events.append(ev.InputReceived(message=message))
+        return events + self.inject(self.control.steering, self.agent.steering, "steer")
 
     def inject(self, queue: deque[str], mode: str, kind: Any) -> list[ev.Event]:
         count = len(queue) if mode == "all" else min(1, len(queue))
@@ -182,53 +219,37 @@ class _Run:
 
     # ---- one step -------------------------------------------------------------------------
 
-    async def step_once(self) -> AsyncIterator[ev.Event]:
-        agent, history = self.agent, self.history
-        self.step += 1
-        yield ev.StepStarted(step=self.step)
-        check = check_budget(history, agent.context_budget)
-        yield check
+    async def request(self, check: ev.BudgetCheck) -> ModelRequest:
+        agent = self.agent
         request = ModelRequest(
             system=agent.instructions,
-            messages=history.messages,
+            messages=self.history.messages,
             tools=self.specs,
             notes=(check.nudge.content,) if check.nudge else (),
             max_output_tokens=agent.max_output_tokens,
         )
         if agent.hooks.before_request:
             request = await call_hook(agent.hooks.before_request, self.info, request) or request
-        reply: AssistantMessage | None = None
-        async for item in stream_reply(self.model, request, agent.retry, self.partial):
-            if isinstance(item, ModelFailure):
-                raise ModelFailed(item.error)
-            if isinstance(item, ev.MessageCompleted):
-                reply = item.message
-            yield item
-        assert reply is not None
+        return request
+
+    async def accept(self, reply: AssistantMessage) -> list[ToolCall]:
+        """The reply is complete: it joins the history; its calls are now open."""
         self.partial.clear()
-        history.append(reply)
-        history.note_usage(reply.usage)
-        if agent.hooks.after_reply:
-            await call_hook(agent.hooks.after_reply, self.info, reply)
-        calls = reply.tool_calls
-        if not calls:
-            for event in await self.finish(reply):
-                yield event
-            yield ev.StepFinished(step=self.step, usage=reply.usage)
-            return
-        if reply.text:
-            yield ev.AssistantText(text=reply.text)
-        self.open_calls = calls
-        async for event in self.act(reply, calls):
-            yield event
-        yield ev.StepFinished(step=self.step, usage=reply.usage)
-        if self.terminal is None and agent.hooks.continuation:
-            verdict = await call_hook(agent.hooks.continuation, self.info, reply)
+        self.history.append(reply)
+        self.history.note_usage(reply.usage)
+        if self.agent.hooks.after_reply:
+            await call_hook(self.agent.hooks.after_reply, self.info, reply)
+        self.open_calls = calls = reply.tool_calls
+        return calls
+
+    async def proceed(self, reply: AssistantMessage) -> list[ev.Event]:
+        """After a batch: the continuation policy may stop; steering is delivered."""
+        if self.agent.hooks.continuation:
+            verdict = await call_hook(self.agent.hooks.continuation, self.info, reply)
             if isinstance(verdict, Stop):
                 self.stop(ev.LoopTerminated(reason=verdict.reason), verdict.reason, "terminated")
-        if self.terminal is None:
-            for event in self.inject(self.control.steering, agent.steering, "steer"):
-                yield event
+                return []
+        return self.inject(self.control.steering, self.agent.steering, "steer")
 
     async def finish(self, reply: AssistantMessage) -> list[ev.Event]:
         """The model answered without tools: stop, unless there is more to say to it."""
@@ -243,15 +264,18 @@ class _Run:
             self.stop(ev.LoopDone(text=reply.text), reply.text, "completed")
         return queued
 
-    async def act(self, reply: AssistantMessage, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
+    async def decide(
+        self, reply: AssistantMessage, calls: list[ToolCall], batch: Batch
+    ) -> AsyncIterator[ev.Event]:
+        """Every call in model order, through the hook, the gate and, for `ask`, a human.
+        A reply cut off by the output limit never runs its calls: each gets an error."""
         if reply.stop_reason == "max_tokens":
             cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
             for call in calls:
                 for event in self.result(call, cut, "Error."):
                     yield event
-            self.close_batch()
             return
-        batch, before_tool = Batch(), self.agent.hooks.before_tool
+        before_tool = self.agent.hooks.before_tool
         for call in calls:
             verdict = await call_hook(before_tool, self.info, call) if before_tool else None
             events, pending = self.decider.check(call, verdict, batch)
@@ -260,8 +284,6 @@ class _Run:
             if pending is not None:
                 async for event in self.decider.ask(pending, batch):
                     yield event
-        async for event in self.execute(batch, calls):
-            yield event
 
     async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
         """Finish a paused batch with the humans' answers, then let the run go on."""
@@ -295,24 +317,16 @@ class _Run:
             text = f"Stopped: denied {denied}. Send another message to continue."
             self.stop(ev.LoopDenied(denied_tools=batch.denied), text, "denied")
             return
-        agent = self.agent
-        async for event in run_tools(
-            batch.scheduled,
-            self.tool_context,
-            self.outcomes,
-            concurrency=agent.tool_concurrency,
-            timeout=agent.tool_timeout,
-            max_output=agent.max_tool_output,
-            after=self.after_tool if agent.hooks.after_tool else None,
-        ):
-            if type(event) is ev.ToolOutput:
-                self.results[event.id] = ToolResultMessage(
-                    call_id=event.id,
-                    tool=event.tool,
-                    content=event.content,
-                    is_error=event.is_error,
-                )
-            yield event
+        runner, scheduled = self.runner, batch.scheduled
+        if runner.can_inline(scheduled):  # the common case, without a task per call
+            yield runner.started(scheduled[0])
+            for event in await runner.inline(scheduled[0]):
+                self.note(event)
+                yield event
+        else:
+            async for event in runner.run(scheduled):
+                self.note(event)
+                yield event
         if batch.deferred:
             self.history.checkpoint = Checkpoint(calls, dict(self.results), batch.deferred)
             self.results.clear()
@@ -353,6 +367,13 @@ class _Run:
                 id=call.id, tool=call.name, status_text=status, args=args, detail_text=detail
             ),
         ]
+
+    def note(self, event: ev.Event) -> None:
+        """Keep what a call that ran produced, for the history."""
+        if type(event) is ev.ToolOutput:
+            self.results[event.id] = ToolResultMessage(
+                call_id=event.id, tool=event.tool, content=event.content, is_error=event.is_error
+            )
 
     def close_batch(self) -> None:
         """Append the batch's results to the history in call order."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+import secrets
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -65,7 +65,7 @@ class Session:
         journal: Journal | None = None,
     ) -> None:
         self.agent = agent
-        self.id = session_id or uuid.uuid4().hex
+        self.id = session_id or secrets.token_hex(16)
         self.tenant = tenant
         self.environment = environment or os.environ.get("LOOPWRIGHT_ENV", "production")
         self.history = history or History()
@@ -156,7 +156,7 @@ class Session:
             self._run.cancel()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Run:
     """A run in progress: an async iterator of its events, pulled by the caller's task.
 
@@ -172,6 +172,7 @@ class Run:
     _seen: list[ev.Event] = field(default_factory=list)
     finished: bool = False
     _task: asyncio.Task[Any] | None = None
+    _pump: AsyncGenerator[ev.Event, None] | None = None
     _inside: bool = False
     _terminal: bool = False
     _done: ev.Done | None = None
@@ -179,34 +180,39 @@ class Run:
     def __aiter__(self) -> Run:
         return self
 
-    async def __anext__(self) -> ev.Event:
-        if self.finished:
-            raise StopAsyncIteration
-        if self._task is None:
-            self._task = asyncio.current_task()
-        self._inside = True
-        if self._control.cancelled:
-            # Deliver a cancel requested while the caller held an event: at the loop's next
-            # suspension, never in the caller's own code.
-            asyncio.get_running_loop().call_soon(self._fire)
-        try:
-            event = await self._events.__anext__()
-        except BaseException:
-            self._inside = False
-            self.finished = True
-            raise
-        self._inside = False
-        if self._journal is not None:
+    def __anext__(self) -> Awaitable[ev.Event]:
+        if self._pump is None:
+            self._pump = self._relay()
+        return self._pump.__anext__()
+
+    async def _relay(self) -> AsyncGenerator[ev.Event, None]:
+        """Pull events from the loop in the caller's task, through the journal."""
+        events, journal, seen = self._events, self._journal, self._seen
+        self._task = asyncio.current_task()
+        while True:
+            self._inside = True
+            if self._control.cancelled:
+                # Deliver a cancel requested while the caller held an event: at the loop's
+                # next suspension, never in the caller's own code.
+                asyncio.get_running_loop().call_soon(self._fire)
             try:
-                await self._journal.append(self.session_id, event)
-            except asyncio.CancelledError:  # cancelled between two events: deliver it next
-                _uncancel()
-        if event.type in ev.TERMINAL_TYPES:
-            self._terminal = True
-        elif type(event) is ev.Done:
-            self._done = event
-        self._seen.append(event)
-        return event
+                event = await events.__anext__()
+            except StopAsyncIteration:
+                self.finished = True
+                return
+            finally:
+                self._inside = False
+            if journal is not None:
+                try:
+                    await journal.append(self.session_id, event)
+                except asyncio.CancelledError:  # cancelled between two events: deliver it next
+                    _uncancel()
+            if event.type in ev.TERMINAL_TYPES:
+                self._terminal = True
+            elif type(event) is ev.Done:
+                self._done = event
+            seen.append(event)
+            yield event
 
     def cancel(self) -> None:
         """Abort the run: the in-flight model request and tools are cancelled."""
@@ -221,7 +227,7 @@ class Run:
 
     async def aclose(self) -> None:
         """Stop listening: an unfinished run is cancelled and drained to its `done`."""
-        if self._task is None:
+        if self._pump is None:
             self.finished = True
             await self._events.aclose()
             return

@@ -2,8 +2,9 @@
 
 `@tool` turns a type-hinted function into a `Tool` whose JSON Schema and argument validation come
 from pydantic. Whatever goes wrong inside a call (bad arguments, an exception, a timeout, an
-oversized output) becomes an error result the model reads; `run_tools` never raises for a tool.
-Allowed calls run concurrently (bounded); one sequential tool makes the whole batch sequential.
+oversized output) becomes an error result the model reads; running a tool never raises.
+Allowed calls run concurrently (bounded); one sequential tool makes the whole batch sequential
+(`ToolRunner`).
 """
 
 from __future__ import annotations
@@ -336,17 +337,9 @@ def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, Event, Even
     )
 
 
-async def run_tools(
-    batch: list[Scheduled],
-    make_context: Callable[[Scheduled, Callable[[str, float | None], None]], ToolContext],
-    outcomes: dict[str, Outcome],
-    *,
-    concurrency: int,
-    timeout: float | None,
-    max_output: int,
-    after: Callable[[Scheduled, Outcome], Awaitable[Outcome]] | None = None,
-) -> AsyncIterator[Event]:
-    """Run allowed calls and stream their events; fill `outcomes` by call id as they finish.
+@dataclass(slots=True)
+class ToolRunner:
+    """Runs allowed calls and streams their events; fills `outcomes` by call id as they finish.
 
     Calls run concurrently (at most `concurrency` at once) unless any is sequential, in which case
     they run one at a time in call order. `tool:started` is yielded before a call runs, so a
@@ -355,30 +348,42 @@ async def run_tools(
     concurrent group may interleave. On cancellation unfinished calls are cancelled and left
     without an outcome.
     """
-    sequential = any(item.tool.sequential for item in batch)
-    for group in ([item] for item in batch) if sequential else [batch]:
-        for item in group:
-            yield ToolStarted(
-                id=item.call.id, tool=item.call.name, args=item.args, detail_text=item.reason
-            )
-        run = _Group(make_context, outcomes, concurrency, timeout, max_output, after)
-        if len(group) == 1 and not (group[0].tool.is_async or group[0].tool.blocking):
-            # One inline sync call: nothing can interleave, so skip the task machinery.
-            for event in await run.inline(group[0]):
-                yield event
-            continue
-        async for event in run.events(group):
-            yield event
 
-
-@dataclass(slots=True)
-class _Group:
     make_context: Callable[[Scheduled, Callable[[str, float | None], None]], ToolContext]
     outcomes: dict[str, Outcome]
     concurrency: int
     timeout: float | None
     max_output: int
-    after: Callable[[Scheduled, Outcome], Awaitable[Outcome]] | None
+    after: Callable[[Scheduled, Outcome], Awaitable[Outcome]] | None = None
+
+    @staticmethod
+    def can_inline(batch: list[Scheduled]) -> bool:
+        """One sync call that does not block: nothing can interleave, no task is needed."""
+        return len(batch) == 1 and not (batch[0].tool.is_async or batch[0].tool.blocking)
+
+    @staticmethod
+    def started(item: Scheduled) -> ToolStarted:
+        call = item.call
+        return ToolStarted(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
+
+    async def inline(self, item: Scheduled) -> list[Event]:
+        """Run one call on the loop (after its `tool:started` went out)."""
+        updates: list[Event] = []
+        outcome = await self._finish(item, lambda m, f=None: updates.append(_update(item, m, f)))
+        self.outcomes[item.call.id] = outcome
+        return [*updates, *result_events(item, outcome)]
+
+    async def run(self, batch: list[Scheduled]) -> AsyncIterator[Event]:
+        sequential = any(item.tool.sequential for item in batch)
+        for group in ([item] for item in batch) if sequential else [batch]:
+            for item in group:
+                yield self.started(item)
+            if self.can_inline(group):
+                for event in await self.inline(group[0]):
+                    yield event
+                continue
+            async for event in self._concurrently(group):
+                yield event
 
     async def _finish(self, item: Scheduled, progress: Callable[..., None]) -> Outcome:
         ctx = self.make_context(item, progress)
@@ -387,13 +392,7 @@ class _Group:
             outcome = await self.after(item, outcome)
         return outcome
 
-    async def inline(self, item: Scheduled) -> list[Event]:
-        updates: list[Event] = []
-        outcome = await self._finish(item, lambda m, f=None: updates.append(_update(item, m, f)))
-        self.outcomes[item.call.id] = outcome
-        return [*updates, *result_events(item, outcome)]
-
-    async def events(self, group: list[Scheduled]) -> AsyncIterator[Event]:
+    async def _concurrently(self, group: list[Scheduled]) -> AsyncIterator[Event]:
         queue: asyncio.Queue[Event | tuple[Scheduled, Outcome]] = asyncio.Queue()
         limit = asyncio.Semaphore(max(1, self.concurrency))
 

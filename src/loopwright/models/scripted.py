@@ -113,17 +113,20 @@ class Reply:
         """Stream this reply the way a provider would."""
         if self.stall:
             await asyncio.sleep(self.stall)
+        streamed: tuple[tuple[type[TextDelta] | type[ThinkingDelta], str], ...] = (
+            ((TextDelta, self.fail_after_text),)
+            if self.fail is not None
+            else ((ThinkingDelta, self.thinking), (TextDelta, self.text))
+        )
+        step, delay = self.chunk, self.delay
+        for kind, text in streamed:
+            for i in range(0, len(text), step):
+                if delay:
+                    await asyncio.sleep(delay)
+                yield kind(delta=text[i : i + step])
         if self.fail is not None:
-            async for delta in self._chunks(self.fail_after_text, TextDelta):
-                yield delta
             yield self.fail
             return
-        if self.thinking:
-            async for item in self._chunks(self.thinking, ThinkingDelta):
-                yield item
-        if self.text:
-            async for item in self._chunks(self.text, TextDelta):
-                yield item
         for call in self.tool_calls:
             encoded = json.dumps(call.args)
             for i in range(0, len(encoded), self.chunk):
@@ -143,15 +146,6 @@ class Reply:
         )
         message = AssistantMessage(parts=tuple(parts), stop_reason=stop, usage=usage, model=model)
         yield MessageCompleted(message=message)
-
-    async def _chunks(
-        self, text: str, kind: type[TextDelta] | type[ThinkingDelta]
-    ) -> AsyncIterator[TextDelta | ThinkingDelta]:
-        step, delay = self.chunk, self.delay
-        for i in range(0, len(text), step):
-            if delay:
-                await asyncio.sleep(delay)
-            yield kind(delta=text[i : i + step])
 
 
 @dataclass(slots=True)
