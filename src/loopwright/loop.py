@@ -1,7 +1,7 @@
 """The loop: call the model, act on what it asks for, repeat (SPEC §3).
 
 `run_loop` is one async generator of events. Policy lives in named collaborators: the gate
-(`permissions`), the approver (`approvals`), the scheduler (`tools.run_tools`), retries
+(`permissions`, `decide`), the approver (`approvals`), the scheduler (`tools.ToolRunner`), retries
 (`stream_reply`), the budget (`budget`) and the hooks. The generator is suspended at every
 `yield`, so a consumer that persists an event (the store) has done so before the loop goes on:
 `tool:started` is the intent, committed before the tool runs.
