@@ -98,3 +98,23 @@ async def test_function_model_sync_and_async():
     assert result.text == "you said hi"
     result = await run_agent(Agent(model=FunctionModel(areply)))
     assert types(result.events).count("text:delta") == 3
+
+
+def test_providers_register_by_name_and_through_entry_points(tmp_path, monkeypatch):
+    from loopwright.models import register_provider
+
+    register_provider("echo", lambda name: FunctionModel(lambda r: name, name=f"echo:{name}"))
+    assert get_model("echo:hello").name == "echo:hello"
+
+    dist = tmp_path / "fake_provider-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-provider\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[loopwright.providers]\nfake = fake_provider_mod:make\n"
+    )
+    (tmp_path / "fake_provider_mod.py").write_text(
+        "from loopwright.testing import FunctionModel\n"
+        "def make(name):\n    return FunctionModel(lambda r: 'hi', name='fake:' + name)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert get_model("fake:m1").name == "fake:m1"

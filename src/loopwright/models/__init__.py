@@ -84,6 +84,8 @@ def get_model(spec: str | Model) -> Model:
     provider, sep, model = spec.partition(":")
     if not _PROVIDERS:
         _register_builtins()
+    if provider not in _PROVIDERS:
+        _register_plugins()
     factory = _PROVIDERS.get(provider)
     if not sep or factory is None:
         known = ", ".join(sorted(_PROVIDERS))
@@ -95,3 +97,12 @@ def _register_builtins() -> None:
     from .scripted import ScriptedModel
 
     register_provider("scripted", ScriptedModel.from_file)
+
+
+def _register_plugins() -> None:
+    """Providers from installed packages: entry points in the `loopwright.providers` group,
+    each naming a factory `(model: str) -> Model`."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group="loopwright.providers"):
+        _PROVIDERS.setdefault(entry.name, entry.load())
