@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,7 @@ async def run_loop(
     *,
     input: str | None,
     approver: Approver | None = None,
-) -> AsyncIterator[ev.Event]:
+) -> AsyncGenerator[ev.Event, None]:
     """Run one input through the loop, yielding every event.
 
     1. `session`; the input (after any carry-over note) joins the history; steering is injected.

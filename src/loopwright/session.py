@@ -89,7 +89,10 @@ class Session:
         run pauses. Raises `SessionBusy` while another run of this session is in progress.
         """
         if self.busy:
-            raise SessionBusy(f"session {self.id} is already running")
+            raise SessionBusy(
+                f"session {self.id} is already running (a run left unfinished stays running: "
+                "iterate it to the end, use `async with session.run(...)`, or `await run.aclose()`)"
+            )
         checkpoint = self.history.checkpoint
         if input is not None and checkpoint is not None:
             ids = ", ".join(p.request.id for p in checkpoint.pending.values() if p.approval is None)
@@ -106,7 +109,7 @@ class Session:
             agent=self.agent.name,
         )
         self._control.cancelled = False
-        events: AsyncGenerator[ev.Event, None] = run_loop(  # type: ignore[assignment]
+        events = run_loop(
             self.agent,
             model,
             self._gate,
