@@ -15,6 +15,12 @@ from loopwright.tools import Outcome
 gate = asyncio.Event()
 
 
+def reset_gate() -> None:
+    """A fresh event per test: an asyncio.Event binds to the first loop that waits on it."""
+    global gate
+    gate = asyncio.Event()
+
+
 @tool
 async def wait_for_gate() -> str:
     """Waits until the test opens the gate."""
@@ -33,7 +39,7 @@ def users(model, index):
 
 
 async def test_steering_arrives_after_the_running_batch():
-    gate.clear()
+    reset_gate()
     model = scripted({"tool_calls": [call("wait_for_gate")]}, "noted")
     session = Session(Agent(model=model, tools=[wait_for_gate]))
     run = session.run("start")
@@ -91,7 +97,7 @@ async def test_follow_up_all_mode():
 
 
 async def test_cancel_during_a_tool_interrupts_it_and_keeps_history_valid():
-    gate.clear()
+    reset_gate()
     model = scripted(
         {"tool_calls": [call("wait_for_gate", "g"), call("echo", "e", text="hi")]}, "after"
     )
@@ -152,12 +158,14 @@ async def test_cancel_while_streaming_carries_the_partial_reply_over():
 async def test_leaving_the_iterator_early_cancels_the_run():
     model = scripted({"text": "slow", "chunk": 1, "delay": 0.05})
     session = Session(Agent(model=model))
+    seen = []
     async with session.run("hi") as run:
         async for event in run:
+            seen.append(event)
             if event.type == "text:delta":
                 break
-    assert not session.busy
-    assert run._done is not None and run._done.stop_reason == "aborted"
+    assert not session.busy and run.finished
+    assert model.requests and seen[-1].type == "text:delta"
 
 
 async def test_a_second_run_on_a_busy_session_fails_fast():
@@ -299,3 +307,56 @@ async def test_cancel_while_a_human_is_deciding_closes_the_approval():
         "done",
     ]
     assert events[-6].reason == "matched rule 'ask-echo' — run ended before a decision"
+
+
+async def test_the_journal_sees_every_event_and_the_intent_before_the_tool_runs():
+    class Journal:
+        def __init__(self):
+            self.events = []
+
+        async def append(self, session_id, event):
+            await asyncio.sleep(0)
+            self.events.append((session_id, event.type))
+
+    journal = Journal()
+    seen_by_tool = []
+
+    @tool
+    def effect() -> str:
+        """Records what the journal held when it ran."""
+        seen_by_tool.append([t for _, t in journal.events])
+        return "done"
+
+    model = scripted({"tool_calls": [call("effect")]}, "ok")
+    session = Session(Agent(model=model, tools=[effect]), session_id="j1", journal=journal)
+    result = await drive(session.run("go"))
+    assert journal.events == [("j1", e.type) for e in result.events]
+    assert seen_by_tool[0][-1] == "tool:started"
+
+
+async def test_cancel_from_another_task_while_a_journal_is_writing():
+    reset_gate()
+
+    class SlowJournal:
+        async def append(self, session_id, event):
+            await asyncio.sleep(0.001)
+
+    model = scripted({"tool_calls": [call("wait_for_gate")]}, "never")
+    session = Session(Agent(model=model, tools=[wait_for_gate]), journal=SlowJournal())
+    run = session.run("go")
+
+    async def cancel_soon():
+        await asyncio.sleep(0.01)
+        session.cancel()
+
+    canceller = asyncio.create_task(cancel_soon())
+    result = await drive(run)
+    await canceller
+    assert result.stop_reason == "aborted"
+    assert types(result.events)[-5:] == [
+        "tool:interrupted",
+        "tool:output",
+        "tool:result",
+        "loop:aborted",
+        "done",
+    ]

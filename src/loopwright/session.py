@@ -13,7 +13,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import events as ev
@@ -165,73 +165,62 @@ class Run:
 
     Use it as `async with session.run(...) as run: async for event in run: ...` or drain it
     with `await run.result()`. Leaving an `async with` early cancels the run, which still ends
-    with `loop:aborted` and `done`. `cancel()` may be called from any task.
+    with `loop:aborted` and `done`. `cancel()` may be called from any task: it lands where the
+    loop is waiting (model, tools, a human), never in the caller's own code.
     """
 
     _events: AsyncGenerator[ev.Event, None]
     _control: Control
     session_id: str
     _journal: Journal | None = None
-    _seen: list[ev.Event] = field(default_factory=list)
-    finished: bool = False
     _task: asyncio.Task[Any] | None = None
-    _pump: AsyncGenerator[ev.Event, None] | None = None
-    _inside: bool = False
-    _terminal: bool = False
-    _done: ev.Done | None = None
+    _relayed: AsyncGenerator[ev.Event, None] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """The loop has produced its last event (or was closed)."""
+        return _frame(self._events).ag_frame is None
 
     def __aiter__(self) -> Run:
         return self
 
     def __anext__(self) -> Awaitable[ev.Event]:
-        if self._pump is None:
-            self._pump = self._relay()
-        return self._pump.__anext__()
+        if self._task is None:
+            self._task = asyncio.current_task()
+        if self._control.cancelled:
+            # A cancel requested while the caller held an event: deliver it at the loop's
+            # next suspension.
+            asyncio.get_running_loop().call_soon(self._fire)
+        if self._journal is None:
+            return self._events.__anext__()
+        if self._relayed is None:
+            self._relayed = self._through_journal(self._journal)
+        return self._relayed.__anext__()
 
-    async def _relay(self) -> AsyncGenerator[ev.Event, None]:
-        """Pull events from the loop in the caller's task, through the journal."""
-        events, journal, seen = self._events, self._journal, self._seen
-        self._task = asyncio.current_task()
-        while True:
-            self._inside = True
-            if self._control.cancelled:
-                # Deliver a cancel requested while the caller held an event: at the loop's
-                # next suspension, never in the caller's own code.
-                asyncio.get_running_loop().call_soon(self._fire)
+    async def _through_journal(self, journal: Journal) -> AsyncGenerator[ev.Event, None]:
+        """Each event reaches the journal before the loop is asked for the next one."""
+        async for event in self._events:
             try:
-                event = await events.__anext__()
-            except StopAsyncIteration:
-                self.finished = True
-                return
-            finally:
-                self._inside = False
-            if journal is not None:
-                try:
-                    await journal.append(self.session_id, event)
-                except asyncio.CancelledError:  # cancelled between two events: deliver it next
-                    _uncancel()
-            if event.type in ev.TERMINAL_TYPES:
-                self._terminal = True
-            elif type(event) is ev.Done:
-                self._done = event
-            seen.append(event)
+                await journal.append(self.session_id, event)
+            except asyncio.CancelledError:  # cancelled between two events: deliver it next
+                _uncancel()
+                self._control.cancelled = True
             yield event
 
     def cancel(self) -> None:
         """Abort the run: the in-flight model request and tools are cancelled."""
-        if self._terminal or self.finished:
-            return
-        self._control.cancelled = True
-        self._fire()
+        if not self.finished:
+            self._control.cancelled = True
+            self._fire()
 
     def _fire(self) -> None:
-        if self._control.cancelled and self._inside and self._task is not None:
-            self._task.cancel()  # lands at the loop's current await, which handles it
+        # Only while the loop is suspended inside an await (not holding out an event).
+        if self._control.cancelled and _frame(self._events).ag_await is not None and self._task:
+            self._task.cancel()
 
     async def aclose(self) -> None:
         """Stop listening: an unfinished run is cancelled and drained to its `done`."""
-        if self._pump is None:
-            self.finished = True
+        if self._task is None:
             await self._events.aclose()
             return
         self.cancel()
@@ -245,16 +234,18 @@ class Run:
         await self.aclose()
 
     async def result(self) -> RunResult:
-        """Drain the run and return how it ended."""
-        async for _ in self:
-            pass
-        assert self._done is not None
+        """Drain the run and return how it ended, with every event this call drained."""
+        events = [event async for event in self]
+        done = events[-1]
+        assert isinstance(done, ev.Done)
         return RunResult(
-            text=self._done.text,
-            stop_reason=self._done.stop_reason,
-            events=list(self._seen),
-            session_id=self.session_id,
+            text=done.text, stop_reason=done.stop_reason, events=events, session_id=self.session_id
         )
+
+
+def _frame(generator: AsyncGenerator[ev.Event, None]) -> Any:
+    """The native async generator behind the protocol (`ag_frame`, `ag_await`)."""
+    return generator
 
 
 def _uncancel() -> None:
