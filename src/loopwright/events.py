@@ -3,20 +3,22 @@
 The seventeen loopengine v1 types keep their exact names and fields; everything else is additive
 and travels in its own type (never as a new field of a v1 type). The legal order of one run:
 
-    session input:received? steering:injected*
-      ( step:started budget:check (compaction:started prompt:compaction? compaction:finished)?
+    session [resumed batch] input:received? steering:injected*
+      ( step:started budget:check
         (text:delta | thinking:delta | tool:delta | model:retry)* message:completed
         assistant:text?
-        ( approval:pending? actauth:decision
-          (tool:started tool:update* toollane:result? tool:output tool:result
-           | tool:output tool:result)? )*
-        loop:skipped* step:finished steering:injected* )*
+        ( (approval:pending approval:resolved?)? actauth:decision )*   one per call, model order
+        ( tool:started tool:update* toollane:result tool:output tool:result )*   calls that run
+        ( loop:skipped? tool:output tool:result )*                   calls that do not run
+        step:finished steering:injected* )*
     <terminal> done
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
 loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. Per tool call:
-`approval:pending` (only if asked) → `actauth:decision` → `tool:started` (only if it runs) →
-`tool:update`* → `tool:output` → `tool:result`. Calls of one batch may interleave while they run.
+`approval:pending` (only if asked) → `approval:resolved` (a live human answered) →
+`actauth:decision` → `tool:started` (only if it runs) → `tool:update`* → `tool:output` →
+`tool:result`. Calls of one batch may interleave while they run. A resumed batch (a paused run
+continued) opens with the humans' `approval:resolved`/`actauth:decision` pairs and the results.
 `loopwright.testing.check_events` enforces this grammar.
 """
 
