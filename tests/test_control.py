@@ -218,10 +218,13 @@ async def test_prompt_hook_can_block_the_input():
 async def test_before_request_can_replace_the_request():
     from dataclasses import replace
 
-    model = scripted("ok")
+    model, other = scripted("ok"), scripted("from the other model")
     hooks = Hooks(before_request=lambda info, req: replace(req, system="You are terse."))
     await run_agent(Agent(model=model, instructions="You are chatty.", hooks=hooks))
     assert model.requests[0].system == "You are terse."
+    switch = Hooks(before_request=lambda info, req: replace(req, model=other))
+    result = await run_agent(Agent(model=scripted(), hooks=switch))
+    assert result.text == "from the other model"
 
 
 async def test_continuation_hook_can_stop_and_stop_policy_can_go_on():

@@ -23,7 +23,7 @@ from .decide import Batch, Checkpoint, Decider
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
-from .models import Model, ModelFailure, ModelRequest, ToolSpec
+from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .permissions import Gate
 from .retry import ModelFailed, stream_reply
 from .tools import Outcome, Scheduled, ToolContext, ToolRunner
@@ -87,7 +87,8 @@ async def run_loop(
             request = await run.request(check)
             # -- stream
             reply: AssistantMessage | None = None
-            async for item in stream_reply(model, request, agent.retry, run.partial):
+            chosen = get_model(request.model) if request.model is not None else model
+            async for item in stream_reply(chosen, request, agent.retry, run.partial):
                 if isinstance(item, ModelFailure):
                     raise ModelFailed(item.error)
                 if isinstance(item, ev.MessageCompleted):

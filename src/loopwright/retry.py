@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from . import events as ev
@@ -39,13 +40,7 @@ async def stream_reply(
         await asyncio.sleep(delay)
         if partial:
             note = f"[Your previous attempt was cut off after: {''.join(partial)}]"
-            request = ModelRequest(
-                system=request.system,
-                messages=request.messages,
-                tools=request.tools,
-                notes=(*request.notes, note),
-                max_output_tokens=request.max_output_tokens,
-            )
+            request = replace(request, notes=(*request.notes, note))
 
 
 class ModelFailed(Exception):

@@ -37,6 +37,8 @@ class ModelRequest:
     """Transient notes for this request only (a budget nudge, output carried into a retry);
     providers send them after the history, as user text."""
     max_output_tokens: int | None = None
+    model: str | Model | None = None
+    """Set by a `before_request` hook to send this one request to another model."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

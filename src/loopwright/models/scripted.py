@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,15 +194,7 @@ class ScriptedModel:
             raise AssertionError(f"{self.unused} scripted replies were never requested")
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        self.requests.append(
-            ModelRequest(
-                system=request.system,
-                messages=tuple(request.messages),
-                tools=request.tools,
-                notes=request.notes,
-                max_output_tokens=request.max_output_tokens,
-            )
-        )
+        self.requests.append(replace(request, messages=tuple(request.messages)))
         if self._next >= len(self.replies):
             return _fail(f"script exhausted: all {len(self.replies)} replies were used")
         reply = self.replies[self._next]
