@@ -25,8 +25,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 # Same rule as loopwright_adapter.peers_dir(), without importing loopwright here: the shared
 # runner times the adapter's import, and the floor must not pay for loopwright's.
-PEERS = Path(os.environ.get("LOOPWRIGHT_PEERS_DIR")
-             or BENCH.parent / ".." / "shared" / "bench" / "peers").resolve()
+PEERS = Path(
+    os.environ.get("LOOPWRIGHT_PEERS_DIR") or BENCH.parent / ".." / "shared" / "bench" / "peers"
+).resolve()
 
 
 def run_flatness(steps: int) -> int:
@@ -38,10 +39,21 @@ def run_flatness(steps: int) -> int:
     ratio = flatness(stamps) if ok else None
     first = (stamps[51] - stamps[1]) / 50 * 1e6 if ok else None
     last = (stamps[steps] - stamps[steps - 50]) / 50 * 1e6 if ok else None
-    print("\n" + json.dumps({
-        "adapter": "loopwright", "scenario": "flatness", "ok": ok, "ratio": ratio,
-        "first_us": first, "last_us": last, "seconds": stamps[-1] - stamps[0], "steps": steps,
-    }))
+    print(
+        "\n"
+        + json.dumps(
+            {
+                "adapter": "loopwright",
+                "scenario": "flatness",
+                "ok": ok,
+                "ratio": ratio,
+                "first_us": first,
+                "last_us": last,
+                "seconds": stamps[-1] - stamps[0],
+                "steps": steps,
+            }
+        )
+    )
     return 0 if ok else 1
 
 

@@ -28,8 +28,9 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 RUN_ONE = BENCH / "_run_one.py"
-PEERS = Path(os.environ.get("LOOPWRIGHT_PEERS_DIR")
-             or BENCH.parent / ".." / "shared" / "bench" / "peers").resolve()
+PEERS = Path(
+    os.environ.get("LOOPWRIGHT_PEERS_DIR") or BENCH.parent / ".." / "shared" / "bench" / "peers"
+).resolve()
 
 SCENARIOS = ["long_loop", "wide_batch", "many_sessions", "streaming"]
 FLATNESS = "flatness"  # loopwright only: A's last 50 steps vs steps 2..51, in-process stamps
@@ -46,11 +47,11 @@ ADAPTERS = {
 ALWAYS = ["floor", "loopwright"]
 
 # Targets for loopwright (A and C relative to the floor measured in the same session).
-TARGET_A_X = 3.0      # A µs/step ≤ 3 × floor
-TARGET_B_S = 0.06     # B wall s
-TARGET_C_X = 3.0      # C wall s ≤ 3 × floor
-TARGET_D_US = 3.0     # D µs/delta
-TARGET_FLAT = 1.3     # A: last 50 steps ≤ 1.3 × steps 2..51
+TARGET_A_X = 3.0  # A µs/step ≤ 3 × floor
+TARGET_B_S = 0.06  # B wall s
+TARGET_C_X = 3.0  # C wall s ≤ 3 × floor
+TARGET_D_US = 3.0  # D µs/delta
+TARGET_FLAT = 1.3  # A: last 50 steps ≤ 1.3 × steps 2..51
 
 
 def available(name: str) -> bool:
@@ -76,8 +77,9 @@ def run_once(adapter: str, scenario: str, timeout: float) -> dict:
         rec = json.loads(p.stdout[at:].splitlines()[0]) if at >= 0 else {"ok": False}
     except json.JSONDecodeError:
         rec = {"ok": False}
-    rec.update(adapter=adapter, scenario=scenario, rc=p.returncode,
-               process_wall_s=time.perf_counter() - t0)
+    rec.update(
+        adapter=adapter, scenario=scenario, rc=p.returncode, process_wall_s=time.perf_counter() - t0
+    )
     if p.returncode != 0 or not rec.get("ok"):
         rec["ok"] = False
         rec["stderr_tail"] = p.stderr[-2000:]
@@ -98,17 +100,31 @@ def machine_line() -> str:
     except OSError:
         pass
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, Linux {platform.release()}, "
-            f"Python {platform.python_version()}")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, Linux {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def git_rev() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(BENCH), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(BENCH), "status", "--porcelain", "--", "../src"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + (" (src modified)" if dirty else "") if out.returncode == 0 else "?"
+        out = subprocess.run(
+            ["git", "-C", str(BENCH), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(BENCH), "status", "--porcelain", "--", "../src"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        return (
+            out.stdout.strip() + (" (src modified)" if dirty else "")
+            if out.returncode == 0
+            else "?"
+        )
     except (OSError, subprocess.SubprocessError):
         return "?"
 
@@ -142,8 +158,10 @@ def render(results: list[dict], meta: dict) -> str:
     g = lambda a, s: by.get((a, s), [])  # noqa: E731
     adapters = [a for a in meta["adapters"]]
     versions = {r["adapter"]: r.get("version") for r in results if r.get("version")}
-    fl = {s: med(g("floor", s), "us_per_unit" if s in ("long_loop", "streaming") else "seconds")
-          for s in SCENARIOS}
+    fl = {
+        s: med(g("floor", s), "us_per_unit" if s in ("long_loop", "streaming") else "seconds")
+        for s in SCENARIOS
+    }
 
     lines = [
         "# loopwright benchmark: framework overhead with an instant fake model",
@@ -165,15 +183,25 @@ def render(results: list[dict], meta: dict) -> str:
         C = med(g(a, "many_sessions"), "seconds")
         D = med(g(a, "streaming"), "us_per_unit")
         allruns = [r for s in SCENARIOS for r in g(a, s)]
-        lines.append("| " + " | ".join([
-            a, str(versions.get(a, "?")),
-            fmt(A, 1), fmt(ratio(A, fl["long_loop"]), 2),
-            fmt(B, 3),
-            fmt(C, 4), fmt(ratio(C, fl["many_sessions"]), 2),
-            fmt(D, 2), fmt(ratio(D, fl["streaming"]), 2),
-            fmt(med(g(a, "long_loop"), "rss_peak_kb", 1 / 1024), 1),
-            fmt(med(allruns, "import_s"), 2),
-        ]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    a,
+                    str(versions.get(a, "?")),
+                    fmt(A, 1),
+                    fmt(ratio(A, fl["long_loop"]), 2),
+                    fmt(B, 3),
+                    fmt(C, 4),
+                    fmt(ratio(C, fl["many_sessions"]), 2),
+                    fmt(D, 2),
+                    fmt(ratio(D, fl["streaming"]), 2),
+                    fmt(med(g(a, "long_loop"), "rss_peak_kb", 1 / 1024), 1),
+                    fmt(med(allruns, "import_s"), 2),
+                ]
+            )
+            + " |"
+        )
 
     lw = lambda s, k: med(g("loopwright", s), k)  # noqa: E731
     A, B = lw("long_loop", "us_per_unit"), lw("wide_batch", "seconds")
@@ -181,38 +209,69 @@ def render(results: list[dict], meta: dict) -> str:
     flat = lw(FLATNESS, "ratio")
     first, last = lw(FLATNESS, "first_us"), lw(FLATNESS, "last_us")
     rows = [
-        ("A long loop", f"{fmt(A, 1)} µs/step = {fmt(ratio(A, fl['long_loop']), 2)} × floor",
-         f"≤ {TARGET_A_X:g} × floor ({fmt(fl['long_loop'] and fl['long_loop'] * TARGET_A_X, 1)} µs)",
-         verdict(ratio(A, fl["long_loop"]), TARGET_A_X)),
-        ("A flatness (last 50 / steps 2–51)",
-         f"{fmt(flat, 2)} ({fmt(last, 1)} vs {fmt(first, 1)} µs/step)", f"≤ {TARGET_FLAT:g}",
-         verdict(flat, TARGET_FLAT)),
+        (
+            "A long loop",
+            f"{fmt(A, 1)} µs/step = {fmt(ratio(A, fl['long_loop']), 2)} × floor",
+            f"≤ {TARGET_A_X:g} × floor ({fmt(fl['long_loop'] and fl['long_loop'] * TARGET_A_X, 1)} µs)",
+            verdict(ratio(A, fl["long_loop"]), TARGET_A_X),
+        ),
+        (
+            "A flatness (last 50 / steps 2–51)",
+            f"{fmt(flat, 2)} ({fmt(last, 1)} vs {fmt(first, 1)} µs/step)",
+            f"≤ {TARGET_FLAT:g}",
+            verdict(flat, TARGET_FLAT),
+        ),
         ("B wide batch", f"{fmt(B, 3)} s", f"≤ {TARGET_B_S:g} s", verdict(B, TARGET_B_S)),
-        ("C 200 sessions", f"{fmt(C, 4)} s = {fmt(ratio(C, fl['many_sessions']), 2)} × floor",
-         f"≤ {TARGET_C_X:g} × floor ({fmt(fl['many_sessions'] and fl['many_sessions'] * TARGET_C_X, 4)} s)",
-         verdict(ratio(C, fl["many_sessions"]), TARGET_C_X)),
-        ("D streaming", f"{fmt(D, 2)} µs/delta", f"≤ {TARGET_D_US:g} µs/delta",
-         verdict(D, TARGET_D_US)),
+        (
+            "C 200 sessions",
+            f"{fmt(C, 4)} s = {fmt(ratio(C, fl['many_sessions']), 2)} × floor",
+            f"≤ {TARGET_C_X:g} × floor ({fmt(fl['many_sessions'] and fl['many_sessions'] * TARGET_C_X, 4)} s)",
+            verdict(ratio(C, fl["many_sessions"]), TARGET_C_X),
+        ),
+        (
+            "D streaming",
+            f"{fmt(D, 2)} µs/delta",
+            f"≤ {TARGET_D_US:g} µs/delta",
+            verdict(D, TARGET_D_US),
+        ),
     ]
-    lines += ["", "## loopwright targets", "",
-              "| target | measured (median) | limit | result |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## loopwright targets",
+        "",
+        "| target | measured (median) | limit | result |",
+        "|---|---|---|---|",
+    ]
     lines += ["| " + " | ".join(r) + " |" for r in rows if "loopwright" in adapters]
     if "loopwright" not in adapters:
         lines.append("| (loopwright not run) | – | – | – |")
 
-    lines += ["", "Spread of the timed figure across runs (max/min):", "",
-              "| adapter | A | B | C | D | flatness |", "|---|--:|--:|--:|--:|--:|"]
+    lines += [
+        "",
+        "Spread of the timed figure across runs (max/min):",
+        "",
+        "| adapter | A | B | C | D | flatness |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
     for a in adapters:
         cells = [fmt(spread(g(a, s)), 2) for s in SCENARIOS]
         cells.append(fmt(spread(g(a, FLATNESS), "ratio"), 2) if a == "loopwright" else "")
         lines.append("| " + " | ".join([a, *cells]) + " |")
     bad = [r for r in results if not r.get("ok")]
-    lines += ["", f"Failed or unchecked runs: {len(bad)}" + (
-        " (" + ", ".join(sorted({f"{r['adapter']}/{r['scenario']}" for r in bad})) + ")"
-        if bad else "")]
+    lines += [
+        "",
+        f"Failed or unchecked runs: {len(bad)}"
+        + (
+            " (" + ", ".join(sorted({f"{r['adapter']}/{r['scenario']}" for r in bad})) + ")"
+            if bad
+            else ""
+        ),
+    ]
     if meta.get("skipped"):
-        lines.append(f"Peers not installed (skipped): {', '.join(meta['skipped'])}. "
-                     "See bench/README.md to add them.")
+        lines.append(
+            f"Peers not installed (skipped): {', '.join(meta['skipped'])}. "
+            "See bench/README.md to add them."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -232,10 +291,16 @@ def versions_line(adapters: list[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=5, help="runs per cell (default 5)")
-    ap.add_argument("--scenarios", default=",".join([*SCENARIOS, FLATNESS]),
-                    help=f"comma list of {', '.join([*SCENARIOS, FLATNESS])}")
-    ap.add_argument("--adapters", default=None,
-                    help="comma list (default: floor, loopwright and every installed peer)")
+    ap.add_argument(
+        "--scenarios",
+        default=",".join([*SCENARIOS, FLATNESS]),
+        help=f"comma list of {', '.join([*SCENARIOS, FLATNESS])}",
+    )
+    ap.add_argument(
+        "--adapters",
+        default=None,
+        help="comma list (default: floor, loopwright and every installed peer)",
+    )
     ap.add_argument("--json", metavar="OUT", help="also write every run to this JSON file")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per process")
     args = ap.parse_args()
@@ -252,8 +317,11 @@ def main() -> None:
     for a in wanted:
         (adapters if available(a) else skipped).append(a)
     if skipped:
-        print(f"note: not installed, skipped: {', '.join(skipped)} "
-              f"(pip install -r {PEERS / 'requirements.txt'})", flush=True)
+        print(
+            f"note: not installed, skipped: {', '.join(skipped)} "
+            f"(pip install -r {PEERS / 'requirements.txt'})",
+            flush=True,
+        )
 
     def cells(a: str) -> list[str]:
         return [s for s in scenarios if s != FLATNESS or a == "loopwright"]
@@ -269,12 +337,20 @@ def main() -> None:
                 r = run_once(a, s, args.timeout)
                 r["round"] = i
                 results.append(r)
-                fig = (f"ratio={r['ratio']:.3f}" if s == FLATNESS and r.get("ok")
-                       else f"t={r.get('seconds', float('nan')):.4f}s")
+                fig = (
+                    f"ratio={r['ratio']:.3f}"
+                    if s == FLATNESS and r.get("ok")
+                    else f"t={r.get('seconds', float('nan')):.4f}s"
+                )
                 print(f"[{i + 1}/{args.n}] {a:14s} {s:14s} ok={r.get('ok')} {fig}", flush=True)
                 if not r.get("ok"):
-                    print("    " + (r.get("stderr_tail") or r.get("error") or "").strip()
-                          .replace("\n", "\n    ")[-800:], flush=True)
+                    print(
+                        "    "
+                        + (r.get("stderr_tail") or r.get("error") or "")
+                        .strip()
+                        .replace("\n", "\n    ")[-800:],
+                        flush=True,
+                    )
 
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),

@@ -300,8 +300,9 @@ async def test_cancel_while_a_human_is_deciding_closes_the_approval():
     from conftest import verify
 
     verify(events)
-    assert types(events)[-7:] == [
+    assert types(events)[-8:] == [
         "approval:pending",
+        "approval:requested",
         "actauth:decision",
         "tool:interrupted",
         "tool:output",
@@ -316,6 +317,12 @@ async def test_the_journal_sees_every_event_and_the_intent_before_the_tool_runs(
     class Journal:
         def __init__(self):
             self.events = []
+
+        async def begin(self, session, input):
+            self.events.append((session.id, "begin"))
+
+        async def end(self, session, stop_reason):
+            self.events.append((session.id, f"end {stop_reason}"))
 
         async def append(self, session_id, event):
             await asyncio.sleep(0)
@@ -333,7 +340,11 @@ async def test_the_journal_sees_every_event_and_the_intent_before_the_tool_runs(
     model = scripted({"tool_calls": [call("effect")]}, "ok")
     session = Session(Agent(model=model, tools=[effect]), session_id="j1", journal=journal)
     result = await drive(session.run("go"))
-    assert journal.events == [("j1", e.type) for e in result.events]
+    assert journal.events == [
+        ("j1", "begin"),
+        *[("j1", e.type) for e in result.events],
+        ("j1", "end completed"),
+    ]
     assert seen_by_tool[0][-1] == "tool:started"
 
 
@@ -341,6 +352,12 @@ async def test_cancel_from_another_task_while_a_journal_is_writing():
     reset_gate()
 
     class SlowJournal:
+        async def begin(self, session, input):
+            pass
+
+        async def end(self, session, stop_reason):
+            pass
+
         async def append(self, session_id, event):
             await asyncio.sleep(0.001)
 

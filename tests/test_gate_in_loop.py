@@ -109,8 +109,9 @@ async def test_live_approval_approves():
         return Approval.approve(by="ana")
 
     result = await run_agent(agent(model), approver=approver)
-    assert after_reply(result)[:4] == [
+    assert after_reply(result)[:5] == [
         "approval:pending",
+        "approval:requested",
         "approval:resolved",
         "actauth:decision",
         "tool:started",
@@ -134,6 +135,7 @@ async def test_live_approval_denies():
     result = await run_agent(agent(model), approver=deny_all)
     assert after_reply(result) == [
         "approval:pending",
+        "approval:requested",
         "approval:resolved",
         "actauth:decision",
         "tool:output",
@@ -188,6 +190,7 @@ async def test_no_live_approver_pauses_after_allowed_siblings_run():
     result = await run_agent(agent(model))
     assert after_reply(result) == [
         "approval:pending",
+        "approval:requested",
         "actauth:decision",
         "actauth:decision",
         "tool:started",
@@ -273,17 +276,16 @@ async def test_a_paused_batch_resumes_with_results_in_call_order():
     )
     first, second = session.pending
     assert (first.call.id, second.call.id) == ("r1", "r2")
-    assert session.resolve(first.id, Approval.approve(by="ana")).outstanding == 1
+    assert (await session.resolve(first.id, Approval.approve(by="ana"))).outstanding == 1
     with pytest.raises(SessionBusy, match="still has 1 open items"):
         session.resume()
-    edit = session.resolve(second.id, Approval.approve(args={"order": "2", "amount": "x"}))
+    edit = await session.resolve(second.id, Approval.approve(args={"order": "2", "amount": "x"}))
     assert (edit.status, edit.outstanding) == ("invalid", 1)
     assert edit.error.startswith("edited arguments are invalid: amount")
     assert (
-        session.resolve(second.id, Approval.approve(args={"order": "2", "amount": 3})).status
-        == "resolved"
-    )
-    assert session.resolve(second.id, Approval.deny()).status == "already_resolved"
+        await session.resolve(second.id, Approval.approve(args={"order": "2", "amount": 3}))
+    ).status == "resolved"
+    assert (await session.resolve(second.id, Approval.deny())).status == "already_resolved"
     result = await drive(session.resume())
     assert types(result.events)[:9] == [
         "session",
@@ -312,8 +314,8 @@ async def test_denying_a_pending_item_closes_the_batch():
         call("refund", "r1", order="1", amount=5), call("refund", "r2", order="2", amount=7)
     )
     first, second = session.pending
-    assert session.resolve(first.id, Approval.deny("too much", by="bo")).outstanding == 0
-    assert session.resolve(second.id, Approval.approve()).status == "already_resolved"
+    assert (await session.resolve(first.id, Approval.deny("too much", by="bo"))).outstanding == 0
+    assert (await session.resolve(second.id, Approval.approve())).status == "already_resolved"
     result = await drive(session.resume())
     assert after_resume(result) == [
         "approval:resolved",
@@ -343,4 +345,4 @@ async def test_a_new_message_is_refused_while_items_are_pending():
     with pytest.raises(SessionBusy, match="paused on pending items"):
         session.run("hello?")
     with pytest.raises(UnknownPending):
-        session.resolve("apr_guess", Approval.approve())
+        await session.resolve("apr_guess", Approval.approve())

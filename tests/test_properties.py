@@ -126,7 +126,7 @@ def test_any_script_keeps_the_grammar_and_a_valid_history(batches, answers, on_d
         result = await drive(session.run("go", approver=approver))
         if result.stop_reason == "paused":
             for request in session.pending:
-                session.resolve(request.id, Approval.approve())
+                await session.resolve(request.id, Approval.approve())
             result = await drive(session.resume(approver=approver))
         assert result.stop_reason in {"completed", "denied", "max_turns", "paused"}
         messages = session.messages

@@ -127,10 +127,7 @@ def step_profile(steps):
     timestamps[k-1] is when `step:started` k was emitted and the last entry is when `done` was.
 
     The stamps are taken in a `Journal` (the session's store seam), which the run awaits for
-    every event before the loop goes on, i.e. on the producer side. Stamping in the consumer
-    would measure nothing: `Run` pumps events into an unbounded queue from its own task, and
-    with an instant model and an inline tool nothing suspends, so the whole run is queued
-    before the consumer sees its first event.
+    every event before the loop goes on, i.e. where the loop runs.
     """
     agent = ping_agent(steps)
     clock = time.perf_counter
@@ -138,6 +135,12 @@ def step_profile(steps):
     class Stamps:
         def __init__(self):
             self.stamps = []
+
+        async def begin(self, session, input):
+            pass
+
+        async def end(self, session, stop_reason):
+            pass
 
         async def append(self, session_id, event):
             t = type(event)

@@ -145,7 +145,8 @@ class Decider:
             reason=reason,
             requested_at=request.requested_at,
         )
-        return [announce], Pending(request=request, tool=tool)
+        requested = ev.ApprovalRequested(id=request.id, call_id=call.id)
+        return [announce, requested], Pending(request=request, tool=tool)
 
     async def ask(self, pending: Pending, batch: Batch) -> AsyncIterator[ev.Event]:
         """Wait for the live approver (or defer), then decide the call."""
@@ -225,3 +226,13 @@ class Decider:
         request, self.asking = self.asking.request, None
         why = f"{request.reason} — run ended before a decision"
         return [ev.ActauthDecision(tool=request.call.name, decision="deny", reason=why)]
+
+
+@dataclass(slots=True)
+class Recovery:
+    """The batch of a run that died mid-way: what it had finished and what it had started."""
+
+    calls: list[ToolCall]
+    results: dict[str, ToolResultMessage]
+    started: set[str]
+    """Calls whose intent was committed (`tool:started`): they may have had effects."""

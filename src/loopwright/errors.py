@@ -4,7 +4,8 @@
      ├── ConfigError      bad agent, tool, rules or model configuration (names file and line)
      ├── ToolError        raise inside a tool to hand the model a clean error message
      ├── SessionBusy      a second run was started on a session that is running (or paused)
-     ├── UnknownPending   no pending item has this id (in this session)
+     ├── UnknownPending   no pending item has this id (for this tenant)
+     ├── UnknownSession   no session has this id (for this tenant)
      └── UnknownModel     a `provider:model` string names no registered provider
 
 Everything a model can act on (unknown tools, bad arguments, failing tools, denials) is data:
@@ -37,6 +38,10 @@ class SessionBusy(LoopwrightError):
 
 class UnknownPending(LoopwrightError):
     """No open or resolved pending item has this id."""
+
+
+class UnknownSession(LoopwrightError):
+    """No session has this id for this tenant (a foreign id is unknown too)."""
 
 
 class UnknownModel(ConfigError):

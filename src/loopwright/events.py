@@ -15,7 +15,8 @@ and travels in its own type (never as a new field of a v1 type). The legal order
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
 loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. Per tool call:
-`approval:pending` (only if asked) → `approval:resolved` (a live human answered) →
+`approval:pending` `approval:requested` (only if asked) → `approval:resolved` (a live human
+answered) →
 `actauth:decision` → `tool:started` (only if it runs) → `tool:update`* → `tool:output` →
 `tool:result`. Calls of one batch may interleave while they run. A resumed batch (a paused run
 continued) opens with the humans' `approval:resolved`/`actauth:decision` pairs and the results.
@@ -24,7 +25,7 @@ continued) opens with the humans' `approval:resolved`/`actauth:decision` pairs a
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 from ._values import value
 from .messages import AssistantMessage, Usage, UserMessage
@@ -285,6 +286,15 @@ class MessageCompleted:
 
 
 @value
+class MessagePartial:
+    """Stored only (never streamed): the text of a reply still streaming, committed now and then
+    so a crash mid-reply leaves carry-over for the next run."""
+
+    text: str
+    type: Literal["message:partial"] = "message:partial"
+
+
+@value
 class ModelRetry:
     """A model request failed retryably and is sent again after `delay` seconds."""
 
@@ -337,6 +347,15 @@ class ToolInterrupted:
     id: str
     tool: str
     type: Literal["tool:interrupted"] = "tool:interrupted"
+
+
+@value
+class ApprovalRequested:
+    """Which tool call an `approval:pending` (just before it) is about."""
+
+    id: str
+    call_id: str
+    type: Literal["approval:requested"] = "approval:requested"
 
 
 @value
@@ -397,6 +416,19 @@ class LoopTerminated:
 
 
 @value
+class RunInterrupted:
+    """The previous run of this session died (crash, kill, power loss) before it finished.
+
+    Calls it had started get `[interrupted: …]` results, except idempotent ones, which run again.
+    """
+
+    interrupted_calls: list[str]
+    rerun_calls: list[str]
+    carry_over: str | None = None
+    type: Literal["run:interrupted"] = "run:interrupted"
+
+
+@value
 class Origin:
     """Where a forwarded subagent event came from."""
 
@@ -448,51 +480,28 @@ Event: TypeAlias = (
     | ThinkingDelta
     | ToolDelta
     | MessageCompleted
+    | MessagePartial
     | ModelRetry
     | CompactionStarted
     | CompactionFinished
     | ToolUpdate
     | ToolOutput
     | ToolInterrupted
+    | ApprovalRequested
     | ApprovalResolved
     | QuestionResolved
     | LoopPaused
     | LoopAborted
     | LoopError
     | LoopTerminated
+    | RunInterrupted
     | SubagentEvent
 )
 
-TERMINAL_TYPES = frozenset(
-    {
-        "loop:done",
-        "loop:max_turns",
-        "loop:denied",
-        "loop:paused",
-        "loop:aborted",
-        "loop:error",
-        "loop:terminated",
-    }
-)
 
-V1_TYPES = frozenset(
-    {
-        "budget:check",
-        "prompt:compaction",
-        "assistant:text",
-        "actauth:decision",
-        "tool:started",
-        "tool:result",
-        "toollane:result",
-        "skill:loaded",
-        "loop:skipped",
-        "loop:max_turns",
-        "loop:denied",
-        "loop:done",
-        "session",
-        "approval:pending",
-        "question:pending",
-        "done",
-        "error",
-    }
-)
+def _types(union: Any) -> frozenset[str]:
+    return frozenset(cls.__dataclass_fields__["type"].default for cls in get_args(union))
+
+
+TERMINAL_TYPES = _types(Terminal)
+V1_TYPES = _types(V1Event)

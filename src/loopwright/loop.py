@@ -19,7 +19,7 @@ from . import events as ev
 from .agent import Agent
 from .approvals import Approver
 from .budget import check_budget
-from .decide import Batch, Checkpoint, Decider
+from .decide import Batch, Checkpoint, Decider, Recovery
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
@@ -67,6 +67,9 @@ async def run_loop(
     try:
         if hooks.on_run_start:
             await call_hook(hooks.on_run_start, info)
+        if history.recovery is not None:
+            async for event in run.recover(history.recovery):
+                yield event
         if input is None and history.checkpoint is not None:
             async for event in run.resume(history.checkpoint):
                 yield event
@@ -307,6 +310,50 @@ class _Run:
                 yield event
         async for event in self.execute(batch, checkpoint.calls):
             yield event
+
+    async def recover(self, recovery: Recovery) -> AsyncIterator[ev.Event]:
+        """Close the batch of a run that died: idempotent calls it had started run again,
+        every other call without a result is marked interrupted (SPEC §3.9, P3)."""
+        self.history.recovery = None
+        self.open_calls, batch = recovery.calls, Batch()
+        self.results.update(recovery.results)
+        missing = [c for c in recovery.calls if c.id not in recovery.results]
+        again = [c for c in missing if c.id in recovery.started and self.idempotent(c)]
+        yield ev.RunInterrupted(
+            interrupted_calls=[c.id for c in missing if c not in again],
+            rerun_calls=[c.id for c in again],
+            carry_over=self.history.carry_over,
+        )
+        for call in missing:
+            if call in again:
+                reason = "re-run after an interruption: the tool is idempotent"
+                tool = self.tools[call.name]
+                yield ev.ActauthDecision(tool=call.name, decision="allow", reason=reason)
+                batch.scheduled.append(
+                    Scheduled(
+                        call=call,
+                        tool=tool,
+                        args=call.args,
+                        kwargs=tool.validate(call.args),
+                        reason=reason,
+                    )
+                )
+                continue
+            yield ev.ToolInterrupted(id=call.id, tool=call.name)
+            for event in self.result(call, INTERRUPTED, "Error."):
+                yield event
+        async for event in self.execute(batch, recovery.calls):
+            yield event
+
+    def idempotent(self, call: ToolCall) -> bool:
+        tool = self.tools.get(call.name)
+        if tool is None or not tool.idempotent:
+            return False
+        try:
+            tool.validate(call.args)
+        except ValueError:
+            return False
+        return True
 
     async def execute(self, batch: Batch, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
         """Run what the decisions allowed; stop on a denial or pause on pending items."""

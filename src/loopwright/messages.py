@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from ._values import value
 
 if TYPE_CHECKING:
-    from .decide import Checkpoint
+    from .decide import Checkpoint, Recovery
 
 StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "error", "aborted"]
 """Why a model reply ended, normalised across providers."""
@@ -121,6 +121,8 @@ class History:
     """A note for the next run about a reply that was cut off (SPEC §3.9)."""
     checkpoint: Checkpoint | None = None
     """The paused batch waiting on pending items, if any."""
+    recovery: Recovery | None = None
+    """The unfinished batch of a run that died, found when the session was loaded."""
     chars: int = 0
     reported_tokens: int | None = None
     """Context size the provider last reported (input + output tokens of the last request)."""

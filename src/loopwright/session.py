@@ -30,11 +30,21 @@ from .models import get_model
 class Journal(Protocol):
     """Where a run's events go before the loop continues (the store's seam).
 
-    `append` must make the event durable (or fail) before it returns; the loop is suspended
-    until it does, so an intent is recorded before its tool runs.
+    `begin` claims the session for the run (and may refresh `session.history` in place from the
+    log); `append` must make the event durable (or fail) before it returns — the loop is
+    suspended until it does, so an intent is recorded before its tool runs; `end` releases the
+    claim. `resolve` records a human's answer to a pending item durably.
     """
 
+    async def begin(self, session: Session, input: str | None) -> None: ...
+
     async def append(self, session_id: str, event: ev.Event) -> None: ...
+
+    async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None: ...
+
+    async def resolve(
+        self, session: Session, pending_id: str, approval: Approval
+    ) -> Resolution: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,7 +129,7 @@ class Session:
             input=input,
             approver=approver,
         )
-        self._run = Run(events, self._control, self.id, self.journal)
+        self._run = Run(events, self._control, self.id, self.journal, self, input)
         return self._run
 
     @property
@@ -130,10 +140,12 @@ class Session:
             return []
         return [p.request for p in checkpoint.pending.values() if p.approval is None]
 
-    def resolve(self, pending_id: str, approval: Approval) -> Resolution:
+    async def resolve(self, pending_id: str, approval: Approval) -> Resolution:
         """Answer a pending item. Invalid edited arguments are refused (the item stays open);
         a denial closes the batch (its other items are skipped); answering twice is a no-op.
         When nothing is outstanding, `resume()` finishes the batch and continues the run."""
+        if self.journal is not None:
+            return await self.journal.resolve(self, pending_id, approval)
         checkpoint = self.history.checkpoint
         if checkpoint is None or pending_id not in checkpoint.pending:
             raise UnknownPending(f"no pending item {pending_id!r} in session {self.id}")
@@ -173,6 +185,8 @@ class Run:
     _control: Control
     session_id: str
     _journal: Journal | None = None
+    _session: Session | None = None
+    _input: str | None = None
     _task: asyncio.Task[Any] | None = None
     _relayed: AsyncGenerator[ev.Event, None] | None = None
 
@@ -199,13 +213,21 @@ class Run:
 
     async def _through_journal(self, journal: Journal) -> AsyncGenerator[ev.Event, None]:
         """Each event reaches the journal before the loop is asked for the next one."""
-        async for event in self._events:
-            try:
-                await journal.append(self.session_id, event)
-            except asyncio.CancelledError:  # cancelled between two events: deliver it next
-                _uncancel()
-                self._control.cancelled = True
-            yield event
+        assert self._session is not None
+        await journal.begin(self._session, self._input)
+        stop: ev.RunStopReason | None = None
+        try:
+            async for event in self._events:
+                try:
+                    await journal.append(self.session_id, event)
+                except asyncio.CancelledError:  # cancelled between two events: deliver it next
+                    _uncancel()
+                    self._control.cancelled = True
+                if type(event) is ev.Done:
+                    stop = event.stop_reason
+                yield event
+        finally:
+            await journal.end(self._session, stop)
 
     def cancel(self) -> None:
         """Abort the run: the in-flight model request and tools are cancelled."""

@@ -231,12 +231,21 @@ class Human:
                 self.note(s.red(f"✗ stopped: {', '.join(denied)} denied"))
             case ev.LoopAborted():
                 self.note(s.yellow("✗ cancelled"))
+            case ev.RunInterrupted(interrupted_calls=lost, rerun_calls=again):
+                self.note(
+                    s.yellow(
+                        f"! the previous run stopped before it finished: {len(lost)} call(s) "
+                        f"marked interrupted, {len(again)} idempotent call(s) run again"
+                    )
+                )
             case ev.LoopPaused(pending_ids=ids):
                 self.note(s.yellow(f"‖ paused: waiting for approval ({', '.join(ids)})"))
             case ev.Done(text=text, stop_reason=reason):
                 self.finish(text, reason)
             case (
                 ev.Session()
+                | ev.ApprovalRequested()
+                | ev.MessagePartial()
                 | ev.InputReceived()
                 | ev.StepFinished()
                 | ev.ToolDelta()

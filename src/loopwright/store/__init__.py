@@ -1,0 +1,161 @@
+"""Durable sessions: one append-only event log per session, and the tables that make it fast to
+query (sessions, pending items, usage).
+
+The `Store` protocol is small on purpose: SQLite implements it here, PostgreSQL will be a second
+implementation. A writer appends under a *claim* whose epoch fences it: once another process has
+taken the session over, every append of the old claim fails with `StaleWriter`. Sequence numbers
+are gapless and increase by one per committed event.
+
+    store = open_store()                        # .loopwright/loopwright.db, or $LOOPWRIGHT_HOME
+    session = await open_session(agent, store, session_id="s-1", tenant="acme")
+    async for event in session.run("hello"): ...
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ..errors import LoopwrightError
+from ..events import Event
+
+SessionStatus = Literal["idle", "running", "paused", "interrupted"]
+PendingStatus = Literal["open", "approved", "denied", "answered", "skipped"]
+
+
+class StoreError(LoopwrightError):
+    """The store cannot do what was asked: a corrupt, foreign, locked or full database."""
+
+
+class StaleWriter(StoreError):
+    """This writer's claim on the session was taken over; its appends are refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as the log holds it: its per-session sequence number and when it was committed."""
+
+    seq: int
+    event: Event
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    id: str
+    tenant: str
+    agent: str
+    status: SessionStatus
+    last_seq: int
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRecord:
+    """A pending approval or question, and who decided it, when, and with what."""
+
+    id: str
+    session_id: str
+    tenant: str
+    agent: str
+    kind: Literal["approval", "question"]
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+    reason: str
+    requested_at: str
+    batch_seq: int
+    """Sequence number of the reply whose calls form the batch (the checkpoint)."""
+    status: PendingStatus = "open"
+    decided_by: str | None = None
+    decided_at: str | None = None
+    edited_args: dict[str, Any] | None = None
+    answer: str | None = None
+    note: str | None = None
+    """The approver's reason, when given."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The right to append to one session, fenced by `epoch`."""
+
+    session_id: str
+    epoch: int
+    owner: str
+
+
+class Store(Protocol):
+    """Where sessions live. Implementations must make `append` atomic and durable before it
+    returns, keep `seq` gapless per session, and refuse appends from a superseded claim."""
+
+    def claim(self, session_id: str, tenant: str, agent: str, owner: str) -> tuple[Claim, bool]:
+        """Take the session for one run. Returns the claim and whether the previous run died
+        without finishing (its owner is gone). Raises `SessionBusy` while a live owner runs it,
+        and `UnknownSession`-style errors never: an unknown id creates the session."""
+        ...
+
+    def release(self, claim: Claim, status: SessionStatus) -> None:
+        """End the run: the session becomes `status` unless the claim was superseded."""
+        ...
+
+    def append(self, claim: Claim, events: Sequence[Event]) -> int:
+        """Commit events in order; returns the last sequence number. Raises `StaleWriter`."""
+        ...
+
+    def load(self, session_id: str, tenant: str, *, after: int = 0) -> list[StoredEvent]:
+        """The session's events with `seq > after`; raises `UnknownSession` for a foreign or
+        unknown id."""
+        ...
+
+    def session(self, session_id: str, tenant: str) -> SessionRecord: ...
+
+    def sessions(self, tenant: str, agent: str | None = None) -> list[SessionRecord]: ...
+
+    def pending(
+        self,
+        tenant: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        status: PendingStatus | None = "open",
+    ) -> list[PendingRecord]: ...
+
+    def pending_item(self, pending_id: str, tenant: str) -> PendingRecord:
+        """One pending item of this tenant; `UnknownPending` otherwise."""
+        ...
+
+    def decide(
+        self,
+        pending_id: str,
+        tenant: str,
+        *,
+        status: PendingStatus,
+        by: str,
+        edited_args: dict[str, Any] | None = None,
+        answer: str | None = None,
+        note: str | None = None,
+    ) -> tuple[bool, int]:
+        """Record a decision atomically. A denial skips the batch's other open items. Returns
+        (whether this call changed anything, items of the batch still open)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def data_dir(project: str | Path | None = None) -> Path:
+    """`$LOOPWRIGHT_HOME`, else `<project>/.loopwright` (the current directory by default)."""
+    home = os.environ.get("LOOPWRIGHT_HOME")
+    if home:
+        return Path(home)
+    return Path(project or ".") / ".loopwright"
+
+
+def open_store(path: str | Path | None = None) -> Store:
+    """The SQLite store at `path` (a file), or in the data directory."""
+    from .sqlite import SQLiteStore
+
+    return SQLiteStore(Path(path) if path else data_dir() / "loopwright.db")

@@ -1,0 +1,132 @@
+"""A session's history, rebuilt from its log alone.
+
+Replays the committed events: inputs and steering become user messages, `message:completed`
+replies become assistant messages, `tool:output`s become results appended in call order when
+their batch closes. A paused batch becomes the checkpoint (with the decisions recorded since); the
+unfinished batch of a run that died becomes the recovery the next run completes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from .. import events as ev
+from ..approvals import Approval, ApprovalRequest
+from ..decide import Checkpoint, Pending, Recovery
+from ..messages import History, ToolCall, ToolResultMessage
+from ..tools import Tool
+from . import PendingRecord, StoredEvent
+
+
+class _Batch:
+    def __init__(self, calls: list[ToolCall]) -> None:
+        self.calls = calls
+        self.results: dict[str, ToolResultMessage] = {}
+        self.started: set[str] = set()
+        self.asked: dict[str, ev.ApprovalPending] = {}
+        self.asked_call: dict[str, str] = {}
+
+
+def rebuild(
+    stored: Iterable[StoredEvent],
+    tools: Mapping[str, Tool],
+    decisions: Mapping[str, PendingRecord],
+    *,
+    died: bool,
+) -> History:
+    """The history a run continues from. `decisions` are the session's pending items by id;
+    `died` says the last run's process stopped before it finished."""
+    history = History()
+    batch: _Batch | None = None
+    paused = False
+
+    def close() -> None:
+        nonlocal batch
+        if batch is not None and all(c.id in batch.results for c in batch.calls):
+            for call in batch.calls:
+                history.append(batch.results[call.id])
+            batch = None
+
+    for item in stored:
+        event = item.event
+        match event:
+            case ev.InputReceived(message=message) | ev.SteeringInjected(message=message):
+                close()
+                history.carry_over = None
+                history.append(message)
+            case ev.MessageCompleted(message=message):
+                close()
+                history.carry_over = None
+                history.append(message)
+                history.note_usage(message.usage)
+                batch = _Batch(message.tool_calls) if message.tool_calls else None
+            case ev.ToolStarted(id=call_id) if batch is not None:
+                batch.started.add(call_id)
+            case ev.ToolOutput() if batch is not None:
+                batch.results[event.id] = ToolResultMessage(
+                    call_id=event.id,
+                    tool=event.tool,
+                    content=event.content,
+                    is_error=event.is_error,
+                )
+            case ev.ApprovalPending() if batch is not None:
+                batch.asked[event.id] = event
+            case ev.ApprovalRequested(id=pending_id, call_id=call_id) if batch is not None:
+                batch.asked_call[pending_id] = call_id
+            case ev.StepFinished():
+                close()
+            case ev.LoopAborted(carry_over=carry):
+                history.carry_over = carry
+            case ev.Session():
+                paused = False
+            case ev.LoopPaused():
+                paused = True
+            case _:
+                pass
+    close()
+    if batch is None:
+        return history
+    if paused:
+        history.checkpoint = _checkpoint(batch, tools, decisions)
+    elif died:
+        history.recovery = Recovery(calls=batch.calls, results=batch.results, started=batch.started)
+    return history
+
+
+def _checkpoint(
+    batch: _Batch, tools: Mapping[str, Tool], decisions: Mapping[str, PendingRecord]
+) -> Checkpoint:
+    calls = {c.id: c for c in batch.calls}
+    pending: dict[str, Pending] = {}
+    closed = False
+    for pending_id, announced in batch.asked.items():
+        call = calls[batch.asked_call[pending_id]]
+        if call.id in batch.results:
+            continue  # decided live before the pause
+        tool = tools.get(call.name)
+        if tool is None:
+            raise LookupError(f"tool {call.name!r} of a paused call no longer exists")
+        request = ApprovalRequest(
+            id=pending_id,
+            call=call,
+            args=announced.args,
+            parameters=tool.parameters,
+            scope=announced.scope,
+            reason=announced.reason,
+            requested_at=announced.requested_at,
+        )
+        item = Pending(request=request, tool=tool)
+        record = decisions.get(pending_id)
+        if record is not None and record.status in ("approved", "denied"):
+            item.approval = Approval(
+                approved=record.status == "approved",
+                args=record.edited_args,
+                reason=record.note,
+                by=record.decided_by or "unknown",
+            )
+            item.resolved_at = record.decided_at
+            closed = closed or record.status == "denied"
+        pending[pending_id] = item
+    return Checkpoint(
+        calls=batch.calls, results=dict(batch.results), pending=pending, closed=closed
+    )
