@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 
 from loopwright import Agent, Session
 from loopwright.events import Event
+from loopwright.messages import AssistantMessage, UserMessage
 from loopwright.session import Run, RunResult
 from loopwright.testing import ScriptedModel, check_events
 from loopwright.wire import event_schema, loads, to_dict
@@ -62,3 +63,18 @@ async def run_agent(agent: Agent, text: str = "go", **kwargs: Any) -> RunResult:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def assert_history_valid(messages: list[Any]) -> None:
+    """Every tool call is answered by exactly one result, in call order, right after it."""
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            ids = [c.id for c in message.tool_calls]
+            following = messages[i + 1 : i + 1 + len(ids)]
+            assert [getattr(m, "call_id", None) for m in following] == ids, (ids, following)
+            i += 1 + len(ids)
+            continue
+        assert isinstance(message, (UserMessage, AssistantMessage)), message
+        i += 1

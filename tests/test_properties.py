@@ -8,9 +8,9 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import drive
+from conftest import assert_history_valid, drive
 from loopwright import Agent, Approval, Rules, Session, tool
-from loopwright.messages import AssistantMessage, ToolResultMessage, UserMessage
+from loopwright.messages import ToolResultMessage
 from loopwright.testing import ScriptedModel
 
 RULES = Rules.from_yaml("""
@@ -73,21 +73,6 @@ def script(batches: list[list[tuple[str, dict]]]) -> ScriptedModel:
             else {"text": f"final {b}"}
         )
     return ScriptedModel.from_script([*entries, "the end"])
-
-
-def assert_history_valid(messages) -> None:
-    """Every tool call is answered by exactly one result, in call order, right after it."""
-    i = 0
-    while i < len(messages):
-        message = messages[i]
-        if isinstance(message, AssistantMessage) and message.tool_calls:
-            ids = [c.id for c in message.tool_calls]
-            following = messages[i + 1 : i + 1 + len(ids)]
-            assert [getattr(m, "call_id", None) for m in following] == ids, (ids, following)
-            i += 1 + len(ids)
-            continue
-        assert isinstance(message, (UserMessage, AssistantMessage)), message
-        i += 1
 
 
 @settings(

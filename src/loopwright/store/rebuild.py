@@ -38,7 +38,7 @@ def rebuild(
     `died` says the last run's process stopped before it finished."""
     history = History()
     batch: _Batch | None = None
-    paused = False
+    paused = finished = False
 
     def close() -> None:
         nonlocal batch
@@ -77,19 +77,25 @@ def rebuild(
                 close()
             case ev.LoopAborted(carry_over=carry):
                 history.carry_over = carry
+            case ev.MessagePartial(text=text):
+                history.carry_over = text
             case ev.Session():
-                paused = False
+                paused = finished = False
+            case ev.Done():
+                finished = True
             case ev.LoopPaused():
                 paused = True
             case _:
                 pass
     close()
-    if batch is None:
-        return history
-    if paused:
+    if batch is not None and paused:
         history.checkpoint = _checkpoint(batch, tools, decisions)
-    elif died:
-        history.recovery = Recovery(calls=batch.calls, results=batch.results, started=batch.started)
+    elif died and not finished:
+        history.recovery = Recovery(
+            calls=batch.calls if batch else [],
+            results=batch.results if batch else {},
+            started=batch.started if batch else set(),
+        )
     return history
 
 

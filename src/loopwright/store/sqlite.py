@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -38,7 +37,8 @@ APPLICATION_ID = 0x4C575254  # "LWRT"
 
 
 def _v1(db: sqlite3.Connection) -> None:
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE sessions (
             id TEXT PRIMARY KEY, tenant TEXT NOT NULL, agent TEXT NOT NULL,
@@ -63,14 +63,18 @@ def _v1(db: sqlite3.Connection) -> None:
             output_tokens INTEGER NOT NULL, cache_read_tokens INTEGER NOT NULL,
             cache_write_tokens INTEGER NOT NULL, cost REAL, at TEXT NOT NULL,
             PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
-        """
+        """,
     )
+
+
+def _run_script(db: sqlite3.Connection, script: str) -> None:
+    """Statements one by one, inside the caller's transaction (`executescript` would commit)."""
+    for statement in filter(None, (part.strip() for part in script.split(";"))):
+        db.execute(statement)
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1]
 """Schema version N is reached by applying MIGRATIONS[N-1]; append, never edit."""
-
-_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class SQLiteStore:
@@ -126,21 +130,21 @@ class SQLiteStore:
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"{self.path}: {exc} (another process holds the write lock)") from None
+            hint = " (another process holds the write lock)" if "locked" in str(exc) else ""
+            raise StoreError(f"{self.path}: {exc}{hint}") from None
         try:
             yield db
             db.execute("COMMIT")
         except BaseException as exc:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.DatabaseError):
                 raise StoreError(f"{self.path}: {exc}") from None
             raise
 
     # ---- sessions and claims ------------------------------------------------------------------
 
-    def claim(
-        self, session_id: str, tenant: str, agent: str, owner: str = _OWNER
-    ) -> tuple[Claim, bool]:
+    def claim(self, session_id: str, tenant: str, agent: str, owner: str) -> tuple[Claim, bool]:
         now = _now()
         with self._write() as db:
             row = db.execute(

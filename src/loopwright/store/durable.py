@@ -1,0 +1,241 @@
+"""Durable sessions: the journal that writes a run to the store as it goes, and the Python API
+to open sessions, list and resolve pending items from any process, and export logs.
+
+What is committed when (SPEC §7): token deltas never one by one; every other event is committed,
+grouped so that a commit happens at each point that matters — the input before the first step,
+each complete reply, each approval request before anyone is asked, each tool call's intent before
+it runs and its result right after, and the end of the run. A reply still streaming is committed
+as `message:partial` every `partial_every` seconds, so a crash leaves carry-over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import IO
+
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import Approval
+from ..decide import Resolution
+from ..errors import UnknownSession
+from ..messages import History
+from ..session import Session
+from ..wire import messages_to_json, to_dict
+from . import Claim, SessionStatus, StaleWriter, Store, StoredEvent
+from .rebuild import rebuild
+
+OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+"""This process, as the holder of a claim (`host:pid:nonce`)."""
+
+NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})
+COMMIT_AT = frozenset(
+    {
+        "input:received",
+        "steering:injected",
+        "message:completed",
+        "approval:requested",
+        "tool:started",
+        "tool:result",
+        "run:interrupted",
+        "done",
+        *ev.TERMINAL_TYPES,
+    }
+)
+CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
+"""Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type."""
+
+
+class DurableJournal:
+    """A `Journal` that writes one session's runs to a `Store`."""
+
+    def __init__(self, store: Store, agent: Agent, *, partial_every: float = 0.5) -> None:
+        self.store = store
+        self.agent = agent
+        self.partial_every = partial_every
+        self.claim: Claim | None = None
+        self.loaded_seq = 0
+        self.buffer: list[ev.Event] = []
+        self.partial: list[str] = []
+        self.last_commit = 0.0
+        self.crash = _crash_points(os.environ.get(CRASH_ENV, ""))
+
+    async def begin(self, session: Session, input: str | None) -> None:
+        claim, died = self.store.claim(session.id, session.tenant, self.agent.name, _owner())
+        self.claim = claim
+        record = self.store.session(session.id, session.tenant)
+        if died or record.last_seq != self.loaded_seq:
+            checkpoint_before = session.history.checkpoint is not None
+            _refill(session.history, self.load(session, died=died))
+            if died:
+                for item in self.store.pending(session.tenant, session_id=session.id):
+                    self.store.decide(item.id, session.tenant, status="skipped", by="recovery")
+            if input is None and checkpoint_before and session.history.checkpoint is None:
+                self.store.release(claim, "idle")
+                self.claim = None
+                raise StaleWriter(f"session {session.id}: the paused run was finished elsewhere")
+
+    def load(self, session: Session, *, died: bool = False) -> History:
+        stored = self.store.load(session.id, session.tenant)
+        self.loaded_seq = stored[-1].seq if stored else 0
+        decisions = {
+            p.id: p for p in self.store.pending(session.tenant, session_id=session.id, status=None)
+        }
+        tools = {t.name: t for t in self.agent.tools}
+        return rebuild(stored, tools, decisions, died=died)
+
+    async def append(self, session_id: str, event: ev.Event) -> None:
+        kind = event.type
+        if kind in NOT_STORED:
+            if kind == "text:delta":
+                self.partial.append(event.delta)  # type: ignore[union-attr]
+                if time.monotonic() - self.last_commit >= self.partial_every:
+                    self.commit([*self.buffer, ev.MessagePartial(text="".join(self.partial))])
+            return
+        if kind == "message:completed":
+            self.partial.clear()
+        self.buffer.append(event)
+        if kind in COMMIT_AT:
+            self.commit(self.buffer)
+
+    def commit(self, events: Sequence[ev.Event]) -> None:
+        assert self.claim is not None
+        self.loaded_seq = self.store.append(self.claim, events)
+        self.buffer = []
+        self.last_commit = time.monotonic()
+        if self.crash:
+            _maybe_crash(self.crash, events)
+
+    async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None:
+        claim, self.claim = self.claim, None
+        if claim is None:
+            return
+        if self.buffer:
+            self.claim = claim
+            self.commit(self.buffer)
+            self.claim = None
+        status: SessionStatus = "paused" if stop_reason == "paused" else "idle"
+        if stop_reason is None:
+            status = "interrupted"  # the run stopped without its `done` (an exception)
+        self.store.release(claim, status)
+
+    async def resolve(self, session: Session, pending_id: str, approval: Approval) -> Resolution:
+        return await resolve(self.store, self.agent, pending_id, approval, tenant=session.tenant)
+
+
+async def open_session(
+    agent: Agent,
+    store: Store,
+    session_id: str | None = None,
+    *,
+    tenant: str = "default",
+    environment: str | None = None,
+) -> Session:
+    """A session backed by the store: its history is rebuilt from the log (nothing when new)."""
+    journal = DurableJournal(store, agent)
+    session = Session(
+        agent, session_id=session_id, tenant=tenant, environment=environment, journal=journal
+    )
+    try:
+        record = store.session(session.id, tenant)
+    except UnknownSession:
+        return session
+    _refill(session.history, journal.load(session, died=record.status == "interrupted"))
+    return session
+
+
+async def resolve(
+    store: Store, agent: Agent, pending_id: str, approval: Approval, *, tenant: str = "default"
+) -> Resolution:
+    """Record a human's answer to a pending approval, from any process.
+
+    Edited arguments are validated against the tool first (an invalid edit is refused and the
+    item stays open). A denial closes the batch. A second answer, or one after the batch closed,
+    changes nothing and says so. A foreign tenant's id is unknown (`UnknownPending`).
+    """
+    item = store.pending_item(pending_id, tenant)
+    tool = agent.find_tool(item.tool)
+    if approval.approved and approval.args is not None and tool is not None:
+        try:
+            tool.validate(approval.args)
+        except ValueError as exc:
+            open_ = len(store.pending(tenant, session_id=item.session_id))
+            return Resolution("invalid", open_, f"edited arguments are invalid: {exc}")
+    changed, open_ = store.decide(
+        pending_id,
+        tenant,
+        status="approved" if approval.approved else "denied",
+        by=approval.by,
+        edited_args=approval.args,
+        note=approval.reason,
+    )
+    return Resolution("resolved" if changed else "already_resolved", open_)
+
+
+def export_jsonl(store: Store, session_id: str, out: IO[str], *, tenant: str = "default") -> int:
+    """Write a session's log as JSON lines `{"seq", "at", "event"}`; returns the line count."""
+    stored = store.load(session_id, tenant)
+    for item in stored:
+        line = {"seq": item.seq, "at": item.at, "event": to_dict(item.event)}
+        out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return len(stored)
+
+
+def read_jsonl(lines: Iterator[str] | IO[str]) -> list[StoredEvent]:
+    """Parse an export back into stored events (the inverse of `export_jsonl`)."""
+    from ..wire import loads
+
+    out = []
+    for line in lines:
+        if line.strip():
+            data = json.loads(line)
+            out.append(StoredEvent(data["seq"], loads(data["event"]), data["at"]))
+    return out
+
+
+def export_traces(
+    store: Store, agent: Agent, session_id: str, directory: str | Path, *, tenant: str = "default"
+) -> list[Path]:
+    """One file per model context: the messages the model saw, as a JSON array.
+
+    Compaction (a later issue) starts a new context; until then a session has one.
+    """
+    stored = store.load(session_id, tenant)
+    history = rebuild(stored, {t.name: t for t in agent.tools}, {}, died=False)
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / f"{session_id}.context-1.json"
+    path.write_text(messages_to_json(history.messages))
+    return [path]
+
+
+def _refill(history: History, fresh: History) -> None:
+    """Replace a history's contents in place (the running loop holds the object)."""
+    for f in fields(History):
+        setattr(history, f.name, getattr(fresh, f.name))
+
+
+def _owner() -> str:
+    return OWNER
+
+
+def _crash_points(spec: str) -> dict[str, int]:
+    points = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        kind, _, count = part.partition("#")
+        points[kind] = int(count or 1)
+    return points
+
+
+def _maybe_crash(points: dict[str, int], events: Sequence[ev.Event]) -> None:
+    for event in events:
+        if event.type in points:
+            points[event.type] -= 1
+            if points[event.type] == 0:
+                os._exit(86)

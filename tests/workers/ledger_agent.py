@@ -1,0 +1,107 @@
+"""A worker process for the crash and cross-process tests.
+
+usage: python ledger_agent.py DB SESSION ACTION [ARG...]
+  run MESSAGE            open the session and run MESSAGE (recovering a dead run first)
+  resume                 resume a paused run
+  resolve ID approve|deny [JSON_ARGS]
+Tools write one line per real execution to $LEDGER, so "never ran twice" is counted. With
+$CRASH_IN_TOOL=name the tool kills the process after its side effect (a kill mid-call).
+Prints the stop reason (and pending ids) as one JSON line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+from loopwright import Agent, Approval, Rules, ToolContext, tool
+from loopwright.messages import ToolResultMessage, UserMessage
+from loopwright.models import ModelRequest
+from loopwright.store import open_store
+from loopwright.store.durable import open_session, resolve
+from loopwright.testing import FunctionModel, Reply
+
+
+def _ledger(kind: str, call_id: str) -> None:
+    with open(os.environ["LEDGER"], "a") as f:
+        f.write(f"{kind} {call_id}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if os.environ.get("CRASH_IN_TOOL") == kind:
+        os._exit(87)
+
+
+@tool
+def charge(n: int, ctx: ToolContext) -> str:
+    """Charge a card (a side effect that must never run twice)."""
+    _ledger("charge", ctx.call_id)
+    return f"charged {n}"
+
+
+@tool(idempotent=True)
+async def fetch(n: int, ctx: ToolContext) -> str:
+    """Fetch a record (safe to run again)."""
+    await asyncio.sleep(0)
+    _ledger("fetch", ctx.call_id)
+    return f"fetched {n}"
+
+
+@tool
+def refund(n: int, ctx: ToolContext) -> str:
+    """Refund (asks a human first)."""
+    _ledger("refund", ctx.call_id)
+    return f"refunded {n}"
+
+
+def reply(request: ModelRequest) -> Reply:
+    last = request.messages[-1]
+    if isinstance(last, UserMessage) and last.content.startswith("cycle "):
+        k = last.content.split()[1]
+        calls = [("charge", f"charge-{k}"), ("fetch", f"fetch-{k}")]
+    elif isinstance(last, UserMessage) and last.content.startswith("refund "):
+        k = last.content.split()[1]
+        calls = [("refund", f"refund-{k}-a"), ("fetch", f"fetch-r{k}"), ("refund", f"refund-{k}-b")]
+    else:
+        done = "done" if isinstance(last, ToolResultMessage) else "ok"
+        return Reply(text=done)
+    from loopwright.messages import ToolCall
+
+    return Reply(
+        text="working",
+        tool_calls=tuple(
+            ToolCall(id=call_id, name=name, args={"n": int(k)}) for name, call_id in calls
+        ),
+    )
+
+
+AGENT = Agent(
+    name="ledger",
+    model=FunctionModel(reply),
+    tools=[charge, fetch, refund],
+    rules=Rules.from_yaml(
+        "rules: [{name: refunds-asked, tool: refund, decision: ask}]\ndefault_decision: allow"
+    ),
+)
+
+
+async def main(db: str, session_id: str, action: str, *args: str) -> None:
+    store = open_store(db)
+    if action == "resolve":
+        pending_id, verdict = args[0], args[1]
+        edited = json.loads(args[2]) if len(args) > 2 else None
+        approval = Approval(approved=verdict == "approve", args=edited, by="worker")
+        result = await resolve(store, AGENT, pending_id, approval)
+        print(json.dumps({"status": result.status, "outstanding": result.outstanding}))
+        return
+    session = await open_session(AGENT, store, session_id)
+    run = session.resume() if action == "resume" else session.run(args[0])
+    result = await run.result()
+    print(
+        json.dumps({"stop": result.stop_reason, "text": result.text, "pending": result.pending_ids})
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:]))
