@@ -2,6 +2,7 @@
 
     python bench/_run_one.py MODULE SCENARIO    # delegate to the shared run_one.py
     python bench/_run_one.py --flatness [STEPS] # loopwright only: A's per-step profile
+    python bench/_run_one.py --store [STEPS]    # loopwright only: A with the SQLite store
 
 MODULE is an adapter module name (`floor`, `loopwright_adapter`, `pydantic_ai`, ...). The
 shared `run_one.py` imports `adapters.<MODULE>`; neither the shared `adapters/` nor ours has an
@@ -57,7 +58,38 @@ def run_flatness(steps: int) -> int:
     return 0 if ok else 1
 
 
+def run_store(steps: int) -> int:
+    import time
+
+    sys.path.insert(0, str(BENCH / "adapters"))
+    from loopwright_adapter import common, long_loop_store
+
+    import shutil
+
+    thunk = long_loop_store(steps)
+    t0 = time.perf_counter()
+    text = asyncio.run(thunk())
+    seconds = time.perf_counter() - t0
+    stored = len(thunk.store.load("bench", "default"))
+    thunk.store.close()
+    shutil.rmtree(thunk.directory, ignore_errors=True)
+    ok = text == common.FINAL and common.CALLS["ping"] == steps and stored > steps * 5
+    line = {
+        "adapter": "loopwright",
+        "scenario": "store",
+        "ok": ok,
+        "seconds": seconds,
+        "us_per_unit": seconds / steps * 1e6,
+        "steps": steps,
+        "stored_events": stored,
+    }
+    print("\n" + json.dumps(line))
+    return 0 if ok else 1
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--store"]:
+        sys.exit(run_store(int(sys.argv[2]) if len(sys.argv) > 2 else 500))
     if sys.argv[1:2] == ["--flatness"]:
         steps = int(sys.argv[2]) if len(sys.argv) > 2 else 500  # common.LONG_STEPS
         sys.exit(run_flatness(steps))

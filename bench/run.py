@@ -34,6 +34,9 @@ PEERS = Path(
 
 SCENARIOS = ["long_loop", "wide_batch", "many_sessions", "streaming"]
 FLATNESS = "flatness"  # loopwright only: A's last 50 steps vs steps 2..51, in-process stamps
+STORE = "store"  # loopwright only: A with the SQLite store (target ≤ 300 µs/step)
+TARGET_STORE_US = 300.0
+OWN = (FLATNESS, STORE)
 
 # adapter name -> (module under adapters/, import name that must be available, distribution)
 ADAPTERS = {
@@ -66,7 +69,7 @@ def available(name: str) -> bool:
 def run_once(adapter: str, scenario: str, timeout: float) -> dict:
     module = ADAPTERS[adapter][0]
     argv = [sys.executable, str(RUN_ONE)]
-    argv += ["--flatness"] if scenario == FLATNESS else [module, scenario]
+    argv += [f"--{scenario}"] if scenario in OWN else [module, scenario]
     t0 = time.perf_counter()
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=BENCH)
@@ -207,6 +210,7 @@ def render(results: list[dict], meta: dict) -> str:
     A, B = lw("long_loop", "us_per_unit"), lw("wide_batch", "seconds")
     C, D = lw("many_sessions", "seconds"), lw("streaming", "us_per_unit")
     flat = lw(FLATNESS, "ratio")
+    stored = lw(STORE, "us_per_unit")
     first, last = lw(FLATNESS, "first_us"), lw(FLATNESS, "last_us")
     rows = [
         (
@@ -220,6 +224,12 @@ def render(results: list[dict], meta: dict) -> str:
             f"{fmt(flat, 2)} ({fmt(last, 1)} vs {fmt(first, 1)} µs/step)",
             f"≤ {TARGET_FLAT:g}",
             verdict(flat, TARGET_FLAT),
+        ),
+        (
+            "A with the SQLite store",
+            f"{fmt(stored, 1)} µs/step (in memory: {fmt(A, 1)})",
+            f"≤ {TARGET_STORE_US:g} µs/step",
+            verdict(stored, TARGET_STORE_US),
         ),
         ("B wide batch", f"{fmt(B, 3)} s", f"≤ {TARGET_B_S:g} s", verdict(B, TARGET_B_S)),
         (
@@ -293,8 +303,8 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=5, help="runs per cell (default 5)")
     ap.add_argument(
         "--scenarios",
-        default=",".join([*SCENARIOS, FLATNESS]),
-        help=f"comma list of {', '.join([*SCENARIOS, FLATNESS])}",
+        default=",".join([*SCENARIOS, *OWN]),
+        help=f"comma list of {', '.join([*SCENARIOS, *OWN])}",
     )
     ap.add_argument(
         "--adapters",
@@ -306,7 +316,7 @@ def main() -> None:
     args = ap.parse_args()
 
     scenarios = [s for s in args.scenarios.split(",") if s]
-    unknown = [s for s in scenarios if s not in [*SCENARIOS, FLATNESS]]
+    unknown = [s for s in scenarios if s not in [*SCENARIOS, *OWN]]
     if unknown:
         ap.error(f"unknown scenarios {unknown}")
     wanted = args.adapters.split(",") if args.adapters else list(ADAPTERS)
@@ -324,7 +334,7 @@ def main() -> None:
         )
 
     def cells(a: str) -> list[str]:
-        return [s for s in scenarios if s != FLATNESS or a == "loopwright"]
+        return [s for s in scenarios if s not in OWN or a == "loopwright"]
 
     for a in adapters:  # one uncounted warm-up per adapter (file cache, bytecode)
         run_once(a, "streaming", args.timeout)

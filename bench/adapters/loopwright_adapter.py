@@ -167,3 +167,26 @@ def flatness(stamps, window=50):
     first = stamps[window + 1] - stamps[1]  # steps 2..window+1
     last = stamps[steps] - stamps[steps - window]  # steps steps-window+1..steps
     return last / first
+
+
+def long_loop_store(steps):
+    """Scenario A with the SQLite store: every committed event goes to a real database file
+    (WAL, synchronous=NORMAL) in a fresh temporary directory. The store and the session are
+    made before the clock starts, as the other scenarios build their agents untimed; the
+    thunk's `.store` lets the caller count what was committed afterwards."""
+    import tempfile
+
+    from loopwright.store import open_store
+    from loopwright.store.durable import open_session
+
+    agent = ping_agent(steps)
+    directory = tempfile.mkdtemp(prefix="loopwright-bench-")
+    store = open_store(Path(directory) / "bench.db")
+    session = asyncio.run(open_session(agent, store, "bench"))
+
+    async def run():
+        return (await session.run(PROMPT).result()).text
+
+    run.store = store
+    run.directory = directory
+    return run

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 
 from . import events as ev
 from .messages import Message
@@ -51,8 +51,15 @@ def to_dict(event: ev.Event, profile: Profile = "full") -> dict[str, Any] | None
     return data
 
 
+@overload
+def dumps(event: ev.Event) -> str: ...
+@overload
+def dumps(event: ev.Event, profile: Profile) -> str | None: ...
 def dumps(event: ev.Event, profile: Profile = "full") -> str | None:
     """One compact JSON line for an event, or None when `profile` leaves it out."""
+    if profile == "full":
+        adapter = _adapter(type(event))  # type: ignore[arg-type]
+        return adapter.dump_json(event, by_alias=True, exclude_none=True).decode()
     data = to_dict(event, profile)
     return None if data is None else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 

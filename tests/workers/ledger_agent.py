@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from loopwright import Agent, Approval, Rules, ToolContext, tool
+from loopwright import Agent, Approval, Rules, SessionBusy, ToolContext, tool
 from loopwright.messages import ToolResultMessage, UserMessage
 from loopwright.models import ModelRequest
 from loopwright.store import open_store
@@ -63,6 +63,8 @@ def reply(request: ModelRequest) -> Reply:
     elif isinstance(last, UserMessage) and last.content.startswith("refund "):
         k = last.content.split()[1]
         calls = [("refund", f"refund-{k}-a"), ("fetch", f"fetch-r{k}"), ("refund", f"refund-{k}-b")]
+    elif isinstance(last, UserMessage) and last.content.startswith("slow"):
+        return Reply(text="slowly " * 20, chunk=7, delay=0.02)
     else:
         done = "done" if isinstance(last, ToolResultMessage) else "ok"
         return Reply(text=done)
@@ -96,8 +98,12 @@ async def main(db: str, session_id: str, action: str, *args: str) -> None:
         print(json.dumps({"status": result.status, "outstanding": result.outstanding}))
         return
     session = await open_session(AGENT, store, session_id)
-    run = session.resume() if action == "resume" else session.run(args[0])
-    result = await run.result()
+    try:
+        run = session.resume() if action == "resume" else session.run(args[0])
+        result = await run.result()
+    except SessionBusy as exc:
+        print(json.dumps({"stop": "busy", "error": str(exc)}))
+        return
     print(
         json.dumps({"stop": result.stop_reason, "text": result.text, "pending": result.pending_ids})
     )

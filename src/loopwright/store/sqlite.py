@@ -186,11 +186,16 @@ class SQLiteStore:
     def append(self, claim: Claim, events: Sequence[ev.Event]) -> int:
         now = _now()
         sid = claim.session_id
+        reply_at = 0  # 1-based position of a reply in this batch: its seq is last_seq + reply_at
+        for position, event in enumerate(events, start=1):
+            if type(event) is ev.MessageCompleted:
+                reply_at = position
         with self._write() as db:
             row = db.execute(
-                "UPDATE sessions SET last_seq=last_seq+?, updated_at=? WHERE id=? AND epoch=? "
+                "UPDATE sessions SET last_seq=last_seq+?, updated_at=?, last_reply_seq="
+                "CASE WHEN ? > 0 THEN last_seq+? ELSE last_reply_seq END WHERE id=? AND epoch=? "
                 "RETURNING last_seq, last_reply_seq, tenant, agent",
-                (len(events), now, sid, claim.epoch),
+                (len(events), now, reply_at, reply_at, sid, claim.epoch),
             ).fetchone()
             if row is None:
                 raise StaleWriter(
@@ -198,15 +203,15 @@ class SQLiteStore:
                     "taken over by another run"
                 )
             last, reply_seq, tenant, agent = row
-            seq = last - len(events)
-            rows = []
-            for event in events:
-                seq += 1
-                rows.append((sid, seq, event.type, dumps(event), now))
-                if type(event) is ev.MessageCompleted:
-                    reply_seq = seq
+            first = last - len(events) + 1
+            db.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                [(sid, seq, e.type, dumps(e), now) for seq, e in enumerate(events, start=first)],
+            )
+            for seq, event in enumerate(events, start=first):
+                if isinstance(event, ev.MessageCompleted):
                     self._usage(db, sid, seq, tenant, agent, event.message, now)
-                elif type(event) is ev.ApprovalPending:
+                elif isinstance(event, ev.ApprovalPending):
                     db.execute(
                         "INSERT INTO pending (id, session_id, tenant, agent, kind, call_id, tool, "
                         "args, reason, requested_at, batch_seq, status) VALUES "
@@ -223,9 +228,9 @@ class SQLiteStore:
                             reply_seq,
                         ),
                     )
-                elif type(event) is ev.ApprovalRequested:
+                elif isinstance(event, ev.ApprovalRequested):
                     db.execute("UPDATE pending SET call_id=? WHERE id=?", (event.call_id, event.id))
-                elif type(event) is ev.ApprovalResolved:
+                elif isinstance(event, ev.ApprovalResolved):
                     status = "approved" if event.decision == "approve" else "denied"
                     db.execute(
                         "UPDATE pending SET status=?, decided_by=?, decided_at=?, edited_args=?, "
@@ -239,8 +244,6 @@ class SQLiteStore:
                             event.id,
                         ),
                     )
-            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", rows)
-            db.execute("UPDATE sessions SET last_reply_seq=? WHERE id=?", (reply_seq, sid))
             return int(last)
 
     @staticmethod

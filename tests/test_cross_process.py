@@ -1,0 +1,115 @@
+"""Pending items across processes: a run pauses in one process that then exits, and another
+process decides (approve, approve with an edit, deny with a sibling outstanding) and finishes
+the run. Two processes racing for one session: exactly one proceeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from loopwright import events as ev
+from loopwright.store import open_store
+from test_crash import WORKER, check_log, ledger, work
+
+
+def out(process: subprocess.CompletedProcess[str]) -> dict:
+    assert process.returncode == 0, process.stderr[-2000:]
+    return json.loads(process.stdout)
+
+
+def pending(tmp: Path) -> list:
+    store = open_store(tmp / "db.sqlite")
+    items = store.pending("default", session_id="s")
+    store.close()
+    return items
+
+
+def events_of_last_run(tmp: Path) -> list[ev.Event]:
+    store = open_store(tmp / "db.sqlite")
+    stored = [e.event for e in store.load("s", "default")]
+    store.close()
+    start = max(i for i, e in enumerate(stored) if e.type == "session")
+    return stored[start:]
+
+
+def pause(tmp: Path) -> tuple[str, str]:
+    paused = out(work(tmp, "run", "refund 1"))
+    assert paused["stop"] == "paused" and len(paused["pending"]) == 2
+    assert ledger(tmp) == {"fetch fetch-r1": 1}  # the allowed sibling ran before the pause
+    first, second = pending(tmp)
+    assert (first.call_id, second.call_id) == ("refund-1-a", "refund-1-b")
+    return first.id, second.id
+
+
+def test_approved_in_another_process_the_run_completes(tmp_path):
+    first, second = pause(tmp_path)
+    assert out(work(tmp_path, "resolve", first, "approve")) == {
+        "status": "resolved",
+        "outstanding": 1,
+    }
+    assert out(work(tmp_path, "resolve", second, "approve")) == {
+        "status": "resolved",
+        "outstanding": 0,
+    }
+    assert out(work(tmp_path, "resolve", second, "deny"))["status"] == "already_resolved"
+    done = out(work(tmp_path, "resume"))
+    assert (done["stop"], done["text"]) == ("completed", "done")
+    assert ledger(tmp_path) == {"fetch fetch-r1": 1, "refund refund-1-a": 1, "refund refund-1-b": 1}
+    resumed = [e.type for e in events_of_last_run(tmp_path)]
+    assert resumed[:5] == [
+        "session",
+        "approval:resolved",
+        "actauth:decision",
+        "approval:resolved",
+        "actauth:decision",
+    ]
+    check_log(tmp_path)
+
+
+def test_approved_with_an_edit_in_another_process(tmp_path):
+    first, second = pause(tmp_path)
+    refused = out(work(tmp_path, "resolve", first, "approve", '{"n": "ten"}'))
+    assert refused == {"status": "invalid", "outstanding": 2}
+    out(work(tmp_path, "resolve", first, "approve", '{"n": 10}'))
+    out(work(tmp_path, "resolve", second, "approve"))
+    assert out(work(tmp_path, "resume"))["stop"] == "completed"
+    results = [e for e in events_of_last_run(tmp_path) if e.type == "tool:output"]
+    assert [(e.id, e.content) for e in results] == [
+        ("refund-1-a", "refunded 10"),
+        ("refund-1-b", "refunded 1"),
+    ]
+    check_log(tmp_path)
+
+
+def test_denied_with_a_sibling_outstanding_in_another_process(tmp_path):
+    first, second = pause(tmp_path)
+    assert out(work(tmp_path, "resolve", first, "deny")) == {"status": "resolved", "outstanding": 0}
+    assert out(work(tmp_path, "resolve", second, "approve"))["status"] == "already_resolved"
+    assert out(work(tmp_path, "resume"))["stop"] == "denied"
+    assert ledger(tmp_path) == {"fetch fetch-r1": 1}
+    statuses = [
+        (e.id, e.status_text) for e in events_of_last_run(tmp_path) if e.type == "tool:result"
+    ]
+    assert statuses == [("refund-1-a", "Denied."), ("refund-1-b", "Skipped.")]
+    check_log(tmp_path)
+
+
+def test_two_processes_racing_for_one_session_exactly_one_proceeds(tmp_path):
+    env = {**os.environ, "LEDGER": str(tmp_path / "ledger.txt")}
+    out(work(tmp_path, "run", "warm up"))  # the session and its schema exist
+    racers = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), str(tmp_path / "db.sqlite"), "s", "run", f"slow {i}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outcomes = sorted(json.loads(r.communicate(timeout=60)[0])["stop"] for r in racers)
+    assert outcomes == ["busy", "completed"]
+    check_log(tmp_path)
