@@ -62,9 +62,9 @@ def run_store(steps: int) -> int:
     import time
 
     sys.path.insert(0, str(BENCH / "adapters"))
-    from loopwright_adapter import common, long_loop_store
-
     import shutil
+
+    from loopwright_adapter import common, long_loop_store
 
     thunk = long_loop_store(steps)
     t0 = time.perf_counter()
