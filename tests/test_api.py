@@ -18,6 +18,7 @@ def test_public_exports():
     assert set(loopwright.__all__) == {
         "DEFER",
         "Agent",
+        "Answer",
         "Approval",
         "ApprovalRequest",
         "AssistantMessage",

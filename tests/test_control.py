@@ -302,7 +302,7 @@ async def test_cancel_while_a_human_is_deciding_closes_the_approval():
     verify(events)
     assert types(events)[-8:] == [
         "approval:pending",
-        "approval:requested",
+        "pending:requested",
         "actauth:decision",
         "tool:interrupted",
         "tool:output",

@@ -111,7 +111,7 @@ async def test_live_approval_approves():
     result = await run_agent(agent(model), approver=approver)
     assert after_reply(result)[:5] == [
         "approval:pending",
-        "approval:requested",
+        "pending:requested",
         "approval:resolved",
         "actauth:decision",
         "tool:started",
@@ -135,7 +135,7 @@ async def test_live_approval_denies():
     result = await run_agent(agent(model), approver=deny_all)
     assert after_reply(result) == [
         "approval:pending",
-        "approval:requested",
+        "pending:requested",
         "approval:resolved",
         "actauth:decision",
         "tool:output",
@@ -190,7 +190,7 @@ async def test_no_live_approver_pauses_after_allowed_siblings_run():
     result = await run_agent(agent(model))
     assert after_reply(result) == [
         "approval:pending",
-        "approval:requested",
+        "pending:requested",
         "actauth:decision",
         "actauth:decision",
         "tool:started",
@@ -346,3 +346,74 @@ async def test_a_new_message_is_refused_while_items_are_pending():
         session.run("hello?")
     with pytest.raises(UnknownPending):
         await session.resolve("apr_guess", Approval.approve())
+
+
+async def test_a_question_is_answered_live():
+    from loopwright import Answer
+    from loopwright.approvals import QuestionRequest
+    from loopwright.tools import ask_user
+
+    asked = []
+
+    def person(request):
+        asked.append(request)
+        return Answer(text="medium", by="ana")
+
+    model = scripted(
+        {
+            "tool_calls": [
+                call("ask_user", "q", question="Which size?", options=["small", "medium"])
+            ]
+        },
+        "medium it is",
+    )
+    result = await run_agent(Agent(model=model, tools=[ask_user], rules=RULES), approver=person)
+    assert after_reply(result)[:7] == [
+        "question:pending",
+        "pending:requested",
+        "question:resolved",
+        "actauth:decision",
+        "tool:started",
+        "toollane:result",
+        "tool:output",
+    ]
+    [request] = asked
+    assert isinstance(request, QuestionRequest)
+    assert (request.question, request.options, request.agent) == (
+        "Which size?",
+        ["small", "medium"],
+        "agent",
+    )
+    assert first(result, "question:pending").id == request.id
+    assert [m.content for m in model.requests[1].messages if isinstance(m, ToolResultMessage)] == [
+        "medium"
+    ]
+
+
+async def test_an_unanswered_question_pauses_and_is_answered_later():
+    from conftest import drive
+    from loopwright import Answer, Session
+    from loopwright.tools import ask_user
+
+    model = scripted(
+        {
+            "tool_calls": [
+                call("ask_user", "q", question="Which size?"),
+                call("lookup", "l", order="1"),
+            ]
+        },
+        "thanks",
+    )
+    session = Session(Agent(model=model, tools=[ask_user, lookup], rules=RULES))
+    result = await drive(session.run("go", approver=approve_all))  # approvers don't answer
+    assert result.stop_reason == "paused" and ran == ["lookup 1"]
+    [question] = session.pending
+    wrong = await session.resolve(question.id, Approval.approve())
+    assert (wrong.status, wrong.error) == ("invalid", f"{question.id} is a question")
+    assert (await session.resolve(question.id, Answer(text="large"))).outstanding == 0
+    resumed = await drive(session.resume())
+    assert types(resumed.events)[1:3] == ["question:resolved", "actauth:decision"]
+    assert [m.content for m in session.messages if isinstance(m, ToolResultMessage)] == [
+        "large",
+        "order 1: shipped",
+    ]

@@ -272,3 +272,34 @@ async def test_crash_mid_reply_leaves_carry_over(store):
     recovered = await open_session(a, store, "s")
     assert recovered.history.recovery is not None
     assert recovered.history.carry_over == "".join(claim_owner)
+
+
+async def test_a_question_is_answered_through_the_store(store):
+    from loopwright import Answer
+    from loopwright.tools import ask_user
+
+    a = Agent(
+        name="asker",
+        model=scripted({"tool_calls": [call("ask_user", "q", question="Why?")]}, "understood"),
+        tools=[ask_user],
+    )
+    session = await open_session(a, store, "s", tenant="acme")
+    assert (await drive(session.run("go"))).stop_reason == "paused"
+    [item] = store.pending("acme", agent="asker")
+    assert (item.kind, item.tool, item.call_id, item.reason) == (
+        "question",
+        "ask_user",
+        "q",
+        "Why?",
+    )
+    refused = await resolve(store, a, item.id, Approval.approve(), tenant="acme")
+    assert refused.status == "invalid"
+    assert (
+        await resolve(store, a, item.id, Answer(text="because", by="ana"), tenant="acme")
+    ).status == "resolved"
+    answered = store.pending_item(item.id, "acme")
+    assert (answered.status, answered.answer, answered.decided_by) == ("answered", "because", "ana")
+    later = await open_session(a, store, "s", tenant="acme")
+    resumed = await drive(later.resume())
+    assert resumed.text == "understood"
+    assert later.messages[-2].content == "because"

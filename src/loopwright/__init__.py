@@ -6,7 +6,7 @@ async for event in Session(agent).run("Where is my order?"):
 """
 
 from .agent import Agent, RetryPolicy
-from .approvals import DEFER, Approval, ApprovalRequest
+from .approvals import DEFER, Answer, Approval, ApprovalRequest
 from .errors import ConfigError, LoopwrightError, SessionBusy, ToolError, UnknownModel
 from .events import Event
 from .hooks import Block, Hooks, Stop
@@ -19,6 +19,7 @@ from .tools import Tool, ToolContext, ToolReturn, tool
 __all__ = [
     "DEFER",
     "Agent",
+    "Answer",
     "Approval",
     "ApprovalRequest",
     "AssistantMessage",

@@ -1,9 +1,11 @@
-"""Live approval: how a human answers an `ask` while the run waits.
+"""Live answers: how a human answers an `ask`, or the agent's question, while the run waits.
 
 An `Approver` is any callable taking an `ApprovalRequest` and returning (or awaiting) an
-`Approval` — approve, approve with edited arguments, or deny — or `DEFER` when no human is on
-this connection. A deferred call becomes a pending item and the run pauses after its allowed
-siblings have run (SPEC §5.4); the store turns that pause into durable state.
+`Approval` — approve, approve with edited arguments, or deny — or, for a `QuestionRequest` (the
+`ask_user` tool), an `Answer`; or `DEFER` when no human is on this connection. A deferred call
+becomes a pending item and the run pauses after its allowed siblings have run (SPEC §5.4); the
+store turns that pause into durable state. An approver that does not answer questions (returns
+anything but an `Answer`) defers them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,28 @@ class ApprovalRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class QuestionRequest:
+    """The agent asks the person something (`ask_user`)."""
+
+    id: str
+    call: ToolCall
+    question: str
+    options: list[str] | None
+    """Suggested answers; free text is always accepted."""
+    agent: str
+    session_id: str
+    requested_at: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """A person's answer to a question."""
+
+    text: str
+    by: str = "user"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Approval:
     """A human's answer. `args` replaces the call's arguments when given (validated first)."""
 
@@ -61,17 +85,21 @@ class _Defer:
 DEFER: Final = _Defer()
 """Returned by an approver when no human can answer now: the call becomes a pending item."""
 
-ApproverResult: TypeAlias = "Approval | _Defer"
-Approver: TypeAlias = Callable[[ApprovalRequest], "ApproverResult | Awaitable[ApproverResult]"]
+ApproverResult: TypeAlias = "Approval | Answer | _Defer"
+Request: TypeAlias = ApprovalRequest | QuestionRequest
+Approver: TypeAlias = Callable[[Request], "ApproverResult | Awaitable[ApproverResult]"]
 
 
-def approve_all(request: ApprovalRequest) -> Approval:
-    """An approver that says yes to everything (tests and trusted scripts)."""
-    return Approval.approve(by="approve_all")
+def approve_all(request: Request) -> Approval | _Defer:
+    """An approver that says yes to every approval (tests and trusted scripts); it leaves
+    questions to someone else."""
+    return Approval.approve(by="approve_all") if isinstance(request, ApprovalRequest) else DEFER
 
 
-def deny_all(request: ApprovalRequest) -> Approval:
-    """An approver that says no to everything."""
+def deny_all(request: Request) -> Approval | _Defer:
+    """An approver that says no to every approval."""
+    if isinstance(request, QuestionRequest):
+        return DEFER
     return Approval.deny("denied by deny_all", by="deny_all")
 
 
@@ -80,9 +108,9 @@ MAX_INVALID_EDITS = 5
 
 async def ask_human(
     approver: Approver | None,
-    request: ApprovalRequest,
+    request: Request,
     validate: Callable[[dict[str, Any]], object],
-) -> Approval | _Defer:
+) -> Approval | Answer | _Defer:
     """Ask the live approver until it answers validly; DEFER when there is no approver.
 
     An approval with edited arguments that fail `validate` is refused: the approver is asked
@@ -90,6 +118,11 @@ async def ask_human(
     """
     if approver is None:
         return DEFER
+    if isinstance(request, QuestionRequest):
+        reply = approver(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return reply if isinstance(reply, Answer) else DEFER
     for _ in range(MAX_INVALID_EDITS):
         answer = approver(request)
         if inspect.isawaitable(answer):

@@ -11,11 +11,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import events as ev
-from .approvals import DEFER, Approval, ApprovalRequest, Approver, ask_human, now_iso
+from .approvals import (
+    DEFER,
+    Answer,
+    Approval,
+    ApprovalRequest,
+    Approver,
+    QuestionRequest,
+    ask_human,
+    now_iso,
+)
 from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
 from .permissions import Gate
-from .tools import Scheduled, Tool
+from .tools import Scheduled, Tool, answered, ask_user
 
 Record = Callable[..., list[ev.Event]]
 """`record(call, content, status, args=, detail=)`: store a result that did not come from
@@ -35,11 +44,11 @@ class Batch:
 
 @dataclass(slots=True)
 class Pending:
-    """A call the gate said `ask` about, announced and waiting for a human."""
+    """A call waiting for a human: an approval the gate asked for, or the agent's question."""
 
-    request: ApprovalRequest
+    request: ApprovalRequest | QuestionRequest
     tool: Tool
-    approval: Approval | None = None
+    decision: Approval | Answer | None = None
     """The human's answer, once resolved."""
     resolved_at: str | None = None
 
@@ -71,22 +80,25 @@ class Checkpoint:
     def outstanding(self) -> int:
         if self.closed:
             return 0
-        return sum(1 for item in self.pending.values() if item.approval is None)
+        return sum(1 for item in self.pending.values() if item.decision is None)
 
-    def resolve(self, pending_id: str, approval: Approval) -> Resolution:
+    def resolve(self, pending_id: str, approval: Approval | Answer) -> Resolution:
         """Record a human's answer (edited arguments are validated first)."""
         item = self.pending[pending_id]
-        if self.closed or item.approval is not None:
+        if self.closed or item.decision is not None:
             return Resolution("already_resolved", self.outstanding)
-        if approval.approved and approval.args is not None:
+        if isinstance(item.request, QuestionRequest) != isinstance(approval, Answer):
+            kind = "a question" if isinstance(item.request, QuestionRequest) else "an approval"
+            return Resolution("invalid", self.outstanding, f"{pending_id} is {kind}")
+        if isinstance(approval, Approval) and approval.approved and approval.args is not None:
             try:
                 item.tool.validate(approval.args)
             except ValueError as exc:
                 return Resolution(
                     "invalid", self.outstanding, f"edited arguments are invalid: {exc}"
                 )
-        item.approval, item.resolved_at = approval, now_iso()
-        if not approval.approved:
+        item.decision, item.resolved_at = approval, now_iso()
+        if isinstance(approval, Approval) and not approval.approved:
             self.closed = True
         return Resolution("resolved", self.outstanding)
 
@@ -96,6 +108,7 @@ class Decider:
     tools: dict[str, Tool]
     gate: Gate
     scope: ev.Scope
+    session_id: str
     approver: Approver | None
     record: Record
     asking: Pending | None = None
@@ -118,6 +131,8 @@ class Decider:
         except ValueError as exc:
             text = f"Invalid arguments for tool '{call.name}': {exc}"
             return self.record(call, text, "Error.", args=args), None
+        if tool is ask_user:  # a question for the person, never gated
+            return self.question(call, tool, kwargs)
         decision = self.gate.decide(call.name, args, self.scope)
         reason = decision.reason
         if decision.kind == "allow":
@@ -145,7 +160,30 @@ class Decider:
             reason=reason,
             requested_at=request.requested_at,
         )
-        requested = ev.ApprovalRequested(id=request.id, call_id=call.id)
+        requested = ev.PendingRequested(id=request.id, call_id=call.id)
+        return [announce, requested], Pending(request=request, tool=tool)
+
+    def question(
+        self, call: ToolCall, tool: Tool, kwargs: dict[str, Any]
+    ) -> tuple[list[ev.Event], Pending]:
+        request = QuestionRequest(
+            id="q_" + secrets.token_urlsafe(18),
+            call=call,
+            question=kwargs["question"],
+            options=kwargs.get("options"),
+            agent=self.scope.agent,
+            session_id=self.session_id,
+            requested_at=now_iso(),
+        )
+        announce = ev.QuestionPending(
+            id=request.id,
+            question=request.question,
+            agent=request.agent,
+            requested_at=request.requested_at,
+            options=request.options,
+            session_id=request.session_id,
+        )
+        requested = ev.PendingRequested(id=request.id, call_id=call.id, kind="question")
         return [announce, requested], Pending(request=request, tool=tool)
 
     async def ask(self, pending: Pending, batch: Batch) -> AsyncIterator[ev.Event]:
@@ -155,21 +193,40 @@ class Decider:
         answer = await ask_human(self.approver, request, tool.validate)
         self.asking = None
         if answer is DEFER:
-            yield ev.ActauthDecision(tool=call.name, decision="ask", reason=request.reason)
+            if isinstance(request, ApprovalRequest):
+                yield ev.ActauthDecision(tool=call.name, decision="ask", reason=request.reason)
             batch.deferred[request.id] = pending
             return
-        assert isinstance(answer, Approval)
+        assert isinstance(answer, (Approval, Answer))
         for event in self.decide_human(pending, answer, now_iso(), batch):
             yield event
 
     def decide_human(
-        self, pending: Pending, answer: Approval, resolved_at: str, batch: Batch
+        self, pending: Pending, answer: Approval | Answer, resolved_at: str, batch: Batch
     ) -> list[ev.Event]:
         """A human's answer to a pending call (live, or when a paused batch resumes)."""
-        events: list[ev.Event] = []
         request, tool, call = pending.request, pending.tool, pending.request.call
+        if isinstance(request, QuestionRequest):
+            assert isinstance(answer, Answer)
+            why = "ask_user: the person answered"
+            batch.scheduled.append(
+                Scheduled(
+                    call=call,
+                    tool=answered(tool),
+                    args=call.args,
+                    kwargs={"answer": answer.text},
+                    reason=why,
+                )
+            )
+            return [
+                ev.QuestionResolved(
+                    id=request.id, answer=answer.text, by=answer.by, resolved_at=resolved_at
+                ),
+                ev.ActauthDecision(tool=call.name, decision="allow", reason=why),
+            ]
+        assert isinstance(answer, Approval)
         args = answer.args if answer.args is not None else request.args
-        events.append(
+        events: list[ev.Event] = [
             ev.ApprovalResolved(
                 id=request.id,
                 tool=call.name,
@@ -179,7 +236,7 @@ class Decider:
                 args=answer.args,
                 reason=answer.reason,
             )
-        )
+        ]
         if not answer.approved:
             why = f"{request.reason} — human denied" + (
                 f": {answer.reason}" if answer.reason else ""
@@ -213,7 +270,7 @@ class Decider:
         text = f"Skipped: a sibling tool call in this turn ({', '.join(batch.denied)}) was denied."
         skipped: list[tuple[ToolCall, dict[str, Any], str | None]]
         skipped = [(s.call, s.args, s.reason) for s in batch.scheduled]
-        skipped += [(p.request.call, p.request.args, None) for p in batch.deferred.values()]
+        skipped += [(p.request.call, p.request.call.args, None) for p in batch.deferred.values()]
         for call, args, reason in skipped:
             events.append(ev.LoopSkipped(name=call.name, denied_tools=batch.denied))
             events += self.record(call, text, "Skipped.", args=args, detail=reason)
@@ -221,7 +278,8 @@ class Decider:
 
     def abandon(self) -> list[ev.Event]:
         """The run ends while a human is being asked: close the announced approval."""
-        if self.asking is None:
+        if self.asking is None or isinstance(self.asking.request, QuestionRequest):
+            self.asking = None
             return []
         request, self.asking = self.asking.request, None
         why = f"{request.reason} — run ended before a decision"

@@ -15,7 +15,7 @@ and travels in its own type (never as a new field of a v1 type). The legal order
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
 loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. Per tool call:
-`approval:pending` `approval:requested` (only if asked) → `approval:resolved` (a live human
+`approval:pending` `pending:requested` (only if asked) → `approval:resolved` (a live human
 answered) →
 `actauth:decision` → `tool:started` (only if it runs) → `tool:update`* → `tool:output` →
 `tool:result`. Calls of one batch may interleave while they run. A resumed batch (a paused run
@@ -350,12 +350,14 @@ class ToolInterrupted:
 
 
 @value
-class ApprovalRequested:
-    """Which tool call an `approval:pending` (just before it) is about."""
+class PendingRequested:
+    """Which tool call the pending item announced just before (`approval:pending` or
+    `question:pending`) is about."""
 
     id: str
     call_id: str
-    type: Literal["approval:requested"] = "approval:requested"
+    kind: Literal["approval", "question"] = "approval"
+    type: Literal["pending:requested"] = "pending:requested"
 
 
 @value
@@ -487,7 +489,7 @@ Event: TypeAlias = (
     | ToolUpdate
     | ToolOutput
     | ToolInterrupted
-    | ApprovalRequested
+    | PendingRequested
     | ApprovalResolved
     | QuestionResolved
     | LoopPaused

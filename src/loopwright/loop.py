@@ -173,7 +173,9 @@ class _Run:
         self.scope = ev.Scope(
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
-        self.decider = Decider(self.tools, self.gate, self.scope, self.approver, self.result)
+        self.decider = Decider(
+            self.tools, self.gate, self.scope, self.info.session_id, self.approver, self.result
+        )
         agent = self.agent
         self.runner = ToolRunner(
             self.tool_context,
@@ -296,12 +298,12 @@ class _Run:
         self.results.update(checkpoint.results)
         closed = Batch()
         for pending in checkpoint.pending.values():
-            if pending.approval is None:  # closed by a sibling's denial
+            if pending.decision is None:  # closed by a sibling's denial
                 closed.deferred[pending.request.id] = pending
                 continue
             assert pending.resolved_at is not None
             for event in self.decider.decide_human(
-                pending, pending.approval, pending.resolved_at, batch
+                pending, pending.decision, pending.resolved_at, batch
             ):
                 yield event
         if closed.deferred:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from . import events as ev
 from .agent import Agent
-from .approvals import Approval, ApprovalRequest, Approver
+from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest
 from .decide import Resolution
 from .errors import SessionBusy, UnknownPending
 from .hooks import RunInfo
@@ -43,7 +43,7 @@ class Journal(Protocol):
     async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None: ...
 
     async def resolve(
-        self, session: Session, pending_id: str, approval: Approval
+        self, session: Session, pending_id: str, approval: Approval | Answer
     ) -> Resolution: ...
 
 
@@ -105,7 +105,7 @@ class Session:
             )
         checkpoint = self.history.checkpoint
         if input is not None and checkpoint is not None:
-            ids = ", ".join(p.request.id for p in checkpoint.pending.values() if p.approval is None)
+            ids = ", ".join(p.request.id for p in checkpoint.pending.values() if p.decision is None)
             raise SessionBusy(
                 f"session {self.id} is paused on pending items ({ids}): resolve them, then resume()"
             )
@@ -133,17 +133,18 @@ class Session:
         return self._run
 
     @property
-    def pending(self) -> list[ApprovalRequest]:
+    def pending(self) -> list[ApprovalRequest | QuestionRequest]:
         """The open pending items of the paused batch, in call order."""
         checkpoint = self.history.checkpoint
         if checkpoint is None or checkpoint.closed:
             return []
-        return [p.request for p in checkpoint.pending.values() if p.approval is None]
+        return [p.request for p in checkpoint.pending.values() if p.decision is None]
 
-    async def resolve(self, pending_id: str, approval: Approval) -> Resolution:
-        """Answer a pending item. Invalid edited arguments are refused (the item stays open);
-        a denial closes the batch (its other items are skipped); answering twice is a no-op.
-        When nothing is outstanding, `resume()` finishes the batch and continues the run."""
+    async def resolve(self, pending_id: str, approval: Approval | Answer) -> Resolution:
+        """Answer a pending item: an `Approval` for an approval, an `Answer` for a question.
+        Invalid edited arguments are refused (the item stays open); a denial closes the batch
+        (its other items are skipped); answering twice is a no-op. When nothing is outstanding,
+        `resume()` finishes the batch and continues the run."""
         if self.journal is not None:
             return await self.journal.resolve(self, pending_id, approval)
         checkpoint = self.history.checkpoint

@@ -417,3 +417,27 @@ class ToolRunner:
 
 def _update(item: Scheduled, message: str, fraction: float | None) -> ToolUpdate:
     return ToolUpdate(id=item.call.id, tool=item.call.name, message=message, progress=fraction)
+
+
+# ---- the built-in question tool ---------------------------------------------------------------
+
+
+@tool
+def ask_user(question: str, options: list[str] | None = None) -> str:
+    """Ask the person a question, only when you genuinely cannot go on without their answer.
+
+    Args:
+        question: One clear question.
+        options: Suggested answers; the person may also answer freely.
+    """
+    raise ToolError("ask_user is answered by the person, not run")  # the loop intercepts it
+
+
+def answered(tool: Tool) -> Tool:
+    """`ask_user` once the person answered: running it returns the answer."""
+    from dataclasses import replace
+
+    def answer_text(answer: str) -> str:
+        return answer
+
+    return replace(tool, fn=answer_text, is_async=False, blocking=False, context_param=None)

@@ -18,7 +18,7 @@ from typing import Any, TextIO, assert_never
 
 from .. import events as ev
 from .. import wire
-from ..approvals import Approval, ApprovalRequest
+from ..approvals import Answer, Approval, ApprovalRequest, QuestionRequest
 from ..messages import Thinking
 
 
@@ -120,7 +120,7 @@ class JsonLines:
         if line is not None:
             self.console.out.write(line + "\n")
             self.console.out.flush()
-        if isinstance(event, ev.ApprovalPending):
+        if isinstance(event, (ev.ApprovalPending, ev.QuestionPending)):
             self.console.shown(event.id)
 
 
@@ -244,7 +244,7 @@ class Human:
                 self.finish(text, reason)
             case (
                 ev.Session()
-                | ev.ApprovalRequested()
+                | ev.PendingRequested()
                 | ev.MessagePartial()
                 | ev.InputReceived()
                 | ev.StepFinished()
@@ -301,9 +301,11 @@ class TerminalApprover:
         self.stdin, self.console = stdin, console
         self.style = console.style
 
-    async def __call__(self, request: ApprovalRequest) -> Approval:
+    async def __call__(self, request: ApprovalRequest | QuestionRequest) -> Approval | Answer:
         await self.console.wait_shown(request.id)
         s, say = self.style, self.console.note
+        if isinstance(request, QuestionRequest):
+            return await self.answer(request)
         if request.error:
             say(s.red(f"  ✗ {request.error}"))
         else:
@@ -325,6 +327,22 @@ class TerminalApprover:
                     return Approval.approve(args=edited)
             elif choice:
                 say("  please answer a, d or e")
+
+    async def answer(self, request: QuestionRequest) -> Answer:
+        """The person's answer to the agent's question (a number picks a suggested option)."""
+        s, say = self.style, self.console.note
+        options = request.options or []
+        for number, option in enumerate(options, start=1):
+            say(f"  {number}. {option}")
+        while True:
+            text = await self.ask(s.bold("  your answer: "))
+            if text is None:
+                return Answer(text="(no answer: end of input)")
+            text = text.strip()
+            if text.isdigit() and 1 <= int(text) <= len(options):
+                return Answer(text=options[int(text) - 1])
+            if text:
+                return Answer(text=text)
 
     async def edit(self, request: ApprovalRequest) -> dict[str, Any] | None:
         """The arguments changed by a JSON object typed on one line, or None to go back.

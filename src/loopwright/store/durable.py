@@ -22,7 +22,7 @@ from typing import IO
 
 from .. import events as ev
 from ..agent import Agent
-from ..approvals import Approval
+from ..approvals import Answer, Approval
 from ..decide import Resolution
 from ..errors import UnknownSession
 from ..messages import History
@@ -40,7 +40,7 @@ COMMIT_AT = frozenset(
         "input:received",
         "steering:injected",
         "message:completed",
-        "approval:requested",
+        "pending:requested",
         "tool:started",
         "tool:result",
         "run:interrupted",
@@ -125,8 +125,10 @@ class DurableJournal:
             status = "interrupted"  # the run stopped without its `done` (an exception)
         self.store.release(claim, status)
 
-    async def resolve(self, session: Session, pending_id: str, approval: Approval) -> Resolution:
-        return await resolve(self.store, self.agent, pending_id, approval, tenant=session.tenant)
+    async def resolve(
+        self, session: Session, pending_id: str, decision: Approval | Answer
+    ) -> Resolution:
+        return await resolve(self.store, self.agent, pending_id, decision, tenant=session.tenant)
 
 
 async def open_session(
@@ -151,29 +153,43 @@ async def open_session(
 
 
 async def resolve(
-    store: Store, agent: Agent, pending_id: str, approval: Approval, *, tenant: str = "default"
+    store: Store,
+    agent: Agent,
+    pending_id: str,
+    decision: Approval | Answer,
+    *,
+    tenant: str = "default",
 ) -> Resolution:
-    """Record a human's answer to a pending approval, from any process.
+    """Record a human's answer to a pending item, from any process: an `Approval` for an
+    approval, an `Answer` for a question.
 
     Edited arguments are validated against the tool first (an invalid edit is refused and the
     item stays open). A denial closes the batch. A second answer, or one after the batch closed,
     changes nothing and says so. A foreign tenant's id is unknown (`UnknownPending`).
     """
     item = store.pending_item(pending_id, tenant)
+    still_open = len(store.pending(tenant, session_id=item.session_id))
+    if (item.kind == "question") != isinstance(decision, Answer):
+        kind = "a question: answer it" if item.kind == "question" else "an approval"
+        return Resolution("invalid", still_open, f"{pending_id} is {kind}")
+    if isinstance(decision, Answer):
+        changed, open_ = store.decide(
+            pending_id, tenant, status="answered", by=decision.by, answer=decision.text
+        )
+        return Resolution("resolved" if changed else "already_resolved", open_)
     tool = agent.find_tool(item.tool)
-    if approval.approved and approval.args is not None and tool is not None:
+    if decision.approved and decision.args is not None and tool is not None:
         try:
-            tool.validate(approval.args)
+            tool.validate(decision.args)
         except ValueError as exc:
-            open_ = len(store.pending(tenant, session_id=item.session_id))
-            return Resolution("invalid", open_, f"edited arguments are invalid: {exc}")
+            return Resolution("invalid", still_open, f"edited arguments are invalid: {exc}")
     changed, open_ = store.decide(
         pending_id,
         tenant,
-        status="approved" if approval.approved else "denied",
-        by=approval.by,
-        edited_args=approval.args,
-        note=approval.reason,
+        status="approved" if decision.approved else "denied",
+        by=decision.by,
+        edited_args=decision.args,
+        note=decision.reason,
     )
     return Resolution("resolved" if changed else "already_resolved", open_)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .. import events as ev
-from ..approvals import Approval, ApprovalRequest
+from ..approvals import Answer, Approval, ApprovalRequest, QuestionRequest
 from ..decide import Checkpoint, Pending, Recovery
 from ..messages import History, ToolCall, ToolResultMessage
 from ..tools import Tool
@@ -23,7 +23,7 @@ class _Batch:
         self.calls = calls
         self.results: dict[str, ToolResultMessage] = {}
         self.started: set[str] = set()
-        self.asked: dict[str, ev.ApprovalPending] = {}
+        self.asked: dict[str, ev.ApprovalPending | ev.QuestionPending] = {}
         self.asked_call: dict[str, str] = {}
 
 
@@ -69,9 +69,9 @@ def rebuild(
                     content=event.content,
                     is_error=event.is_error,
                 )
-            case ev.ApprovalPending() if batch is not None:
+            case ev.ApprovalPending() | ev.QuestionPending() if batch is not None:
                 batch.asked[event.id] = event
-            case ev.ApprovalRequested(id=pending_id, call_id=call_id) if batch is not None:
+            case ev.PendingRequested(id=pending_id, call_id=call_id) if batch is not None:
                 batch.asked_call[pending_id] = call_id
             case ev.StepFinished():
                 close()
@@ -112,19 +112,31 @@ def _checkpoint(
         tool = tools.get(call.name)
         if tool is None:
             raise LookupError(f"tool {call.name!r} of a paused call no longer exists")
-        request = ApprovalRequest(
-            id=pending_id,
-            call=call,
-            args=announced.args,
-            parameters=tool.parameters,
-            scope=announced.scope,
-            reason=announced.reason,
-            requested_at=announced.requested_at,
-        )
+        request: ApprovalRequest | QuestionRequest
+        if isinstance(announced, ev.QuestionPending):
+            request = QuestionRequest(
+                id=pending_id,
+                call=call,
+                question=announced.question,
+                options=announced.options,
+                agent=announced.agent,
+                session_id=announced.session_id or "",
+                requested_at=announced.requested_at,
+            )
+        else:
+            request = ApprovalRequest(
+                id=pending_id,
+                call=call,
+                args=announced.args,
+                parameters=tool.parameters,
+                scope=announced.scope,
+                reason=announced.reason,
+                requested_at=announced.requested_at,
+            )
         item = Pending(request=request, tool=tool)
         record = decisions.get(pending_id)
         if record is not None and record.status in ("approved", "denied"):
-            item.approval = Approval(
+            item.decision = Approval(
                 approved=record.status == "approved",
                 args=record.edited_args,
                 reason=record.note,
@@ -132,6 +144,9 @@ def _checkpoint(
             )
             item.resolved_at = record.decided_at
             closed = closed or record.status == "denied"
+        elif record is not None and record.status == "answered":
+            item.decision = Answer(text=record.answer or "", by=record.decided_by or "unknown")
+            item.resolved_at = record.decided_at
         pending[pending_id] = item
     return Checkpoint(
         calls=batch.calls, results=dict(batch.results), pending=pending, closed=closed

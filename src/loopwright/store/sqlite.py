@@ -228,7 +228,29 @@ class SQLiteStore:
                             reply_seq,
                         ),
                     )
-                elif isinstance(event, ev.ApprovalRequested):
+                elif isinstance(event, ev.QuestionPending):
+                    db.execute(
+                        "INSERT INTO pending (id, session_id, tenant, agent, kind, call_id, tool, "
+                        "args, reason, requested_at, batch_seq, status) VALUES "
+                        "(?, ?, ?, ?, 'question', '', 'ask_user', ?, ?, ?, ?, 'open')",
+                        (
+                            event.id,
+                            sid,
+                            tenant,
+                            agent,
+                            json.dumps({"question": event.question, "options": event.options}),
+                            event.question,
+                            event.requested_at,
+                            reply_seq,
+                        ),
+                    )
+                elif isinstance(event, ev.QuestionResolved):
+                    db.execute(
+                        "UPDATE pending SET status='answered', decided_by=?, decided_at=?, "
+                        "answer=? WHERE id=? AND status='open'",
+                        (event.by, event.resolved_at, event.answer, event.id),
+                    )
+                elif isinstance(event, ev.PendingRequested):
                     db.execute("UPDATE pending SET call_id=? WHERE id=?", (event.call_id, event.id))
                 elif isinstance(event, ev.ApprovalResolved):
                     status = "approved" if event.decision == "approve" else "denied"
