@@ -351,7 +351,7 @@ class SQLiteStore:
     ) -> list[PendingRecord]:
         rows = self.db.execute(
             f"SELECT {_PENDING} FROM pending WHERE tenant=? AND (? IS NULL OR agent=?) "
-            "AND (? IS NULL OR session_id=?) AND (? IS NULL OR status=?) ORDER BY requested_at, id",
+            "AND (? IS NULL OR session_id=?) AND (? IS NULL OR status=?) ORDER BY rowid",
             (tenant, agent, agent, session_id, session_id, status, status),
         ).fetchall()
         return [_pending(row) for row in rows]
