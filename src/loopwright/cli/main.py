@@ -226,7 +226,7 @@ def run_agent(agent: Agent, message: str, args: argparse.Namespace, *, demo: boo
     if done.stop_reason == "paused":
         print(
             "loopwright: the run is paused, waiting for an approval that nobody could give here. "
-            "Approving or denying a paused run later arrives with the session store (a later "
+            "Resolving it from another terminal arrives with `loopwright approvals` (a later "
             "issue); for now run the command in a terminal to answer the prompt, or pass --yes "
             "to approve every call.",
             file=sys.stderr,
