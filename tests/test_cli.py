@@ -135,7 +135,7 @@ def test_without_a_terminal_or_yes_the_run_pauses(make_agent):
     out = loopwright("run", str(make_agent()), MESSAGE)
     assert out.returncode == 3
     assert out.stdout == ""
-    assert "paused" in out.stderr and "store" in out.stderr
+    assert "paused" in out.stderr and "loopwright approvals" in out.stderr
     assert "? issue_refund needs approval · matched rule 'refunds-need-approval'" in out.stderr
 
 
