@@ -113,3 +113,24 @@ def test_two_processes_racing_for_one_session_exactly_one_proceeds(tmp_path):
     outcomes = sorted(json.loads(r.communicate(timeout=60)[0])["stop"] for r in racers)
     assert outcomes == ["busy", "completed"]
     check_log(tmp_path)
+
+
+def test_a_question_answered_in_another_process(tmp_path):
+    paused = out(work(tmp_path, "run", "ask 3"))
+    assert paused["stop"] == "paused" and ledger(tmp_path) == {"fetch fetch-a3": 1}
+    [question] = pending(tmp_path)
+    assert (question.kind, question.call_id, question.args) == (
+        "question",
+        "ask-3",
+        {"question": "Which card?", "options": ["visa", "amex"]},
+    )
+    wrong = out(work(tmp_path, "resolve", question.id, "approve"))
+    assert wrong == {"status": "invalid", "outstanding": 1}
+    assert out(work(tmp_path, "answer", question.id, "amex")) == {
+        "status": "resolved",
+        "outstanding": 0,
+    }
+    assert out(work(tmp_path, "resume"))["stop"] == "completed"
+    outputs = [(e.id, e.content) for e in events_of_last_run(tmp_path) if e.type == "tool:output"]
+    assert outputs == [("ask-3", "amex")]
+    check_log(tmp_path)

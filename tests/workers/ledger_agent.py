@@ -4,6 +4,7 @@ usage: python ledger_agent.py DB SESSION ACTION [ARG...]
   run MESSAGE            open the session and run MESSAGE (recovering a dead run first)
   resume                 resume a paused run
   resolve ID approve|deny [JSON_ARGS]
+  answer ID TEXT         answer a pending question
 Tools write one line per real execution to $LEDGER, so "never ran twice" is counted. With
 $CRASH_IN_TOOL=name the tool kills the process after its side effect (a kill mid-call).
 Prints the stop reason (and pending ids) as one JSON line.
@@ -16,12 +17,13 @@ import json
 import os
 import sys
 
-from loopwright import Agent, Approval, Rules, SessionBusy, ToolContext, tool
+from loopwright import Agent, Answer, Approval, Rules, SessionBusy, ToolContext, tool
 from loopwright.messages import ToolResultMessage, UserMessage
 from loopwright.models import ModelRequest
 from loopwright.store import open_store
 from loopwright.store.durable import open_session, resolve
 from loopwright.testing import FunctionModel, Reply
+from loopwright.tools import ask_user
 
 
 def _ledger(kind: str, call_id: str) -> None:
@@ -63,6 +65,18 @@ def reply(request: ModelRequest) -> Reply:
     elif isinstance(last, UserMessage) and last.content.startswith("refund "):
         k = last.content.split()[1]
         calls = [("refund", f"refund-{k}-a"), ("fetch", f"fetch-r{k}"), ("refund", f"refund-{k}-b")]
+    elif isinstance(last, UserMessage) and last.content.startswith("ask "):
+        k = last.content.split()[1]
+        from loopwright.messages import ToolCall
+
+        question = ToolCall(
+            id=f"ask-{k}",
+            name="ask_user",
+            args={"question": "Which card?", "options": ["visa", "amex"]},
+        )
+        return Reply(
+            tool_calls=(question, ToolCall(id=f"fetch-a{k}", name="fetch", args={"n": int(k)}))
+        )
     elif isinstance(last, UserMessage) and last.content.startswith("slow"):
         return Reply(text="slowly " * 20, chunk=7, delay=0.02)
     else:
@@ -81,7 +95,7 @@ def reply(request: ModelRequest) -> Reply:
 AGENT = Agent(
     name="ledger",
     model=FunctionModel(reply),
-    tools=[charge, fetch, refund],
+    tools=[charge, fetch, refund, ask_user],
     rules=Rules.from_yaml(
         "rules: [{name: refunds-asked, tool: refund, decision: ask}]\ndefault_decision: allow"
     ),
@@ -90,6 +104,10 @@ AGENT = Agent(
 
 async def main(db: str, session_id: str, action: str, *args: str) -> None:
     store = open_store(db)
+    if action == "answer":
+        result = await resolve(store, AGENT, args[0], Answer(text=args[1], by="worker"))
+        print(json.dumps({"status": result.status, "outstanding": result.outstanding}))
+        return
     if action == "resolve":
         pending_id, verdict = args[0], args[1]
         edited = json.loads(args[2]) if len(args) > 2 else None
