@@ -93,9 +93,9 @@ class Store(Protocol):
     returns, keep `seq` gapless per session, and refuse appends from a superseded claim."""
 
     def claim(self, session_id: str, tenant: str, agent: str, owner: str) -> tuple[Claim, bool]:
-        """Take the session for one run. Returns the claim and whether the previous run died
-        without finishing (its owner is gone). Raises `SessionBusy` while a live owner runs it,
-        and `UnknownSession`-style errors never: an unknown id creates the session."""
+        """Take the session for one run (an unknown id creates it). Returns the claim and
+        whether the previous run died without finishing (its owner is gone). Raises
+        `SessionBusy` while a live owner runs it, `UnknownSession` for another tenant's id."""
         ...
 
     def release(self, claim: Claim, status: SessionStatus) -> None:
@@ -141,6 +141,10 @@ class Store(Protocol):
     ) -> tuple[bool, int]:
         """Record a decision atomically. A denial skips the batch's other open items. Returns
         (whether this call changed anything, items of the batch still open)."""
+        ...
+
+    def usage_totals(self, tenant: str, *, session_id: str | None = None) -> dict[str, Any]:
+        """Model requests, tokens (input, output, cache read/write) and cost, summed."""
         ...
 
     def close(self) -> None: ...

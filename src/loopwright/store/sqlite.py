@@ -176,13 +176,6 @@ class SQLiteStore:
                 (status, _now(), claim.session_id, claim.epoch),
             )
 
-    def mark_interrupted(self, session_id: str) -> None:
-        with self._write() as db:
-            db.execute(
-                "UPDATE sessions SET status='interrupted' WHERE id=? AND status='running'",
-                (session_id,),
-            )
-
     def append(self, claim: Claim, events: Sequence[ev.Event]) -> int:
         now = _now()
         sid = claim.session_id
