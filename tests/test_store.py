@@ -25,8 +25,6 @@ from loopwright.store.durable import (
 )
 from loopwright.store.sqlite import SQLiteStore
 
-DEAD = "elsewhere-host-that-is-me:999999:dead"
-
 
 @pytest.fixture(params=["sqlite"])
 def store(request, tmp_path):
@@ -36,9 +34,22 @@ def store(request, tmp_path):
 
 
 def dead_owner() -> str:
+    from loopwright.store.sqlite import process_identity
+
+    return process_identity(999_999_999)  # no such process
+
+
+def test_owners_die_with_their_process_and_with_a_reboot():
     import socket
 
-    return f"{socket.gethostname()}:999999999:gone"
+    from loopwright.store.sqlite import _alive, _boot_id
+
+    assert _alive(OWNER)
+    assert not _alive(dead_owner())
+    assert not _alive(f"{socket.gethostname()}:another-boot:1:1")  # the machine restarted
+    pid_reused = OWNER.rsplit(":", 1)[0] + ":12345"  # same pid, another start time
+    assert not _alive(pid_reused)
+    assert _alive(f"other-machine:{_boot_id()}:1:1")
 
 
 def test_appends_get_gapless_sequence_numbers_and_load_round_trips(store):

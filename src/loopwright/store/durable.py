@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -30,9 +28,10 @@ from ..session import Session
 from ..wire import messages_to_json, to_dict
 from . import Claim, SessionStatus, StaleWriter, Store, StoredEvent
 from .rebuild import rebuild
+from .sqlite import process_identity
 
-OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-"""This process, as the holder of a claim (`host:pid:nonce`)."""
+OWNER = process_identity(os.getpid())
+"""This process, as the holder of a claim (`host:boot:pid:start`)."""
 
 NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})
 COMMIT_AT = frozenset(

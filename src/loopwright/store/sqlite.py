@@ -422,21 +422,44 @@ def _pending(row: tuple[Any, ...]) -> PendingRecord:
     )
 
 
+def process_identity(pid: int) -> str:
+    """`host:boot:pid:start`: unique to one process even across reboots and pid reuse."""
+    return f"{socket.gethostname()}:{_boot_id()}:{pid}:{_start_time(pid)}"
+
+
 def _alive(owner: str | None) -> bool:
-    """Whether the process that holds a claim still runs (same host: by pid)."""
+    """Whether the process that holds a claim still runs. On this machine that is checked (same
+    boot, same pid, same start time); a claim from another machine is assumed alive."""
     if not owner:
         return False
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine: assume alive (SQLite is one machine's file)
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    host, boot, pid, start = [*owner.split(":"), "", "", ""][:4]
+    if host != socket.gethostname():
         return True
-    return True
+    if boot != _boot_id() or not pid.isdigit():
+        return False  # the machine restarted since (power loss, reboot)
+    return _start_time(int(pid)) == start != ""
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace(":", "")
+    except OSError:
+        return "unknown-boot"
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot ('' when it does not exist)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return ""
+        except PermissionError:
+            return "unknown"
+        return "unknown"
+    return stat.rpartition(")")[2].split()[19]
 
 
 def _now() -> str:
