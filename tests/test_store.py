@@ -314,3 +314,20 @@ async def test_a_question_is_answered_through_the_store(store):
     resumed = await drive(later.resume())
     assert resumed.text == "understood"
     assert later.messages[-2].content == "because"
+
+
+async def test_a_run_on_a_full_database_stops_with_a_clear_error(tmp_path):
+    from loopwright.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "small.db", max_page_count=30)
+    a = agent(
+        *[{"text": "x" * 2000, "tool_calls": [call("look", f"l{i}", n=i)]} for i in range(40)],
+        max_turns=40,
+    )
+    session = await open_session(a, store, "s")
+    with pytest.raises(StoreError, match="full"):
+        await session.run("go").result()
+    stored = store.load("s", "default")
+    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+    record = store.session("s", "default")
+    assert record.status == "interrupted" and record.last_seq == len(stored)

@@ -10,6 +10,7 @@ as `message:partial` every `partial_every` seconds, so a crash leaves carry-over
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -26,7 +27,7 @@ from ..errors import UnknownSession
 from ..messages import History
 from ..session import Session
 from ..wire import messages_to_json, to_dict
-from . import Claim, SessionStatus, StaleWriter, Store, StoredEvent
+from . import Claim, SessionStatus, StaleWriter, Store, StoredEvent, StoreError
 from .rebuild import rebuild
 from .sqlite import process_identity
 
@@ -112,17 +113,23 @@ class DurableJournal:
             _maybe_crash(self.crash, events)
 
     async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None:
-        claim, self.claim = self.claim, None
+        """Commit what is left and release the claim; after a failure (a full or locked
+        database) the original error stands and the session is left `interrupted`."""
+        claim = self.claim
         if claim is None:
             return
-        if self.buffer:
-            self.claim = claim
-            self.commit(self.buffer)
-            self.claim = None
         status: SessionStatus = "paused" if stop_reason == "paused" else "idle"
+        try:
+            if self.buffer:
+                self.commit(self.buffer)
+        except StoreError:
+            status = "interrupted"
+        finally:
+            self.claim, self.buffer = None, []
         if stop_reason is None:
             status = "interrupted"  # the run stopped without its `done` (an exception)
-        self.store.release(claim, status)
+        with contextlib.suppress(StoreError):
+            self.store.release(claim, status)
 
     async def resolve(
         self, session: Session, pending_id: str, decision: Approval | Answer
