@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from .compaction import Compaction
 from .errors import ConfigError
 from .hooks import Hooks
 from .tools import Tool
@@ -52,8 +53,11 @@ class Agent:
     told about the denial and the run goes on."""
     hooks: Hooks = field(default_factory=Hooks)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    context_budget: int = 100_000
-    """Tokens of context the agent may use (budget checks nudge at 70 %, flag at 92 %)."""
+    context_budget: int | None = None
+    """Tokens of context the agent may use (budget checks nudge at 70 %, flag at 92 %); None:
+    the model's context window from the catalog, or 100,000 for unknown models."""
+    compaction: Compaction | None = field(default_factory=Compaction)
+    """When and how the history is compacted; None turns compaction off."""
     max_output_tokens: int | None = None
     tool_concurrency: int = 64
     """Calls of one batch that may run at once."""

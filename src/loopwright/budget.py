@@ -6,8 +6,16 @@ for what was appended since, so the check costs the same at step 5 and step 500.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .events import BudgetCheck, Nudge
 from .messages import History
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .models import Model
+
+DEFAULT_BUDGET = 100_000
 
 NUDGE_RATIO = 0.7
 HARD_RATIO = 0.92
@@ -32,3 +40,13 @@ def check_budget(history: History, budget_tokens: int) -> BudgetCheck:
             nudge=Nudge(role="system", content=NUDGE_TEXT),
         )
     return BudgetCheck(action="ok", used_tokens=used, budget_tokens=budget_tokens, ratio=ratio)
+
+
+def context_budget(agent: Agent, model: Model) -> int:
+    """The agent's budget, else the model's context window from the catalog, else 100,000."""
+    if agent.context_budget is not None:
+        return agent.context_budget
+    from .providers.catalog import lookup
+
+    info = lookup(model.name.partition(":")[2] or model.name)
+    return info.context_window if info else DEFAULT_BUDGET

@@ -269,11 +269,13 @@ class ThinkingDelta:
 
 @value
 class ToolDelta:
-    """A fragment of a tool call's JSON arguments as they stream."""
+    """A fragment of a tool call's JSON arguments as they stream; providers also give the
+    arguments parsed so far (`partial_args`, from an incremental JSON parser)."""
 
     id: str
     tool: str
     delta: str
+    partial_args: dict[str, Any] | None = None
     type: Literal["tool:delta"] = "tool:delta"
 
 
@@ -312,9 +314,15 @@ class CompactionStarted:
 
 @value
 class CompactionFinished:
+    """The history was compacted: its first `dropped` messages were replaced by `summary` (or
+    dropped). `from_`/`to` are message counts. The log keeps the originals; replaying this event
+    rebuilds the compacted view, so a compaction is never computed twice."""
+
     from_: int
     to: int
     mode: Literal["summarize", "discard"]
+    dropped: int
+    summary: str | None = None
     type: Literal["compaction:finished"] = "compaction:finished"
 
 

@@ -18,7 +18,8 @@ from typing import Any
 from . import events as ev
 from .agent import Agent
 from .approvals import Approver
-from .budget import check_budget
+from .budget import check_budget, context_budget
+from .compaction import CompactionReason, compact, compaction_due
 from .decide import Batch, Checkpoint, Decider, Recovery
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
@@ -50,6 +51,7 @@ async def run_loop(
     *,
     input: str | None,
     approver: Approver | None = None,
+    compact: bool = False,
 ) -> AsyncGenerator[ev.Event, None]:
     """Run one input through the loop, yielding every event.
 
@@ -75,6 +77,10 @@ async def run_loop(
                 yield event
         for event in await run.start(input):
             yield event
+        if compact:  # compaction on demand: nothing else happens in this run
+            async for event in run.compact("manual"):
+                yield event
+            run.stop(ev.LoopDone(text=""), "", "completed")
         while run.terminal is None:
             if control.cancelled:
                 raise asyncio.CancelledError
@@ -85,19 +91,29 @@ async def run_loop(
             # -- request
             run.step += 1
             yield ev.StepStarted(step=run.step)
-            check = check_budget(history, agent.context_budget)
+            check = check_budget(history, run.budget)
             yield check
+            reason = compaction_due(agent.compaction, check, run.step)
+            if reason is not None:
+                async for event in run.compact(reason):
+                    yield event
             request = await run.request(check)
-            # -- stream
+            # -- stream (a prompt rejected as too long is compacted and sent once more)
             reply: AssistantMessage | None = None
-            chosen = get_model(request.model) if request.model is not None else model
-            async for item in stream_reply(chosen, request, agent.retry, run.partial):
-                if isinstance(item, ModelFailure):
-                    raise ModelFailed(item.error)
-                if isinstance(item, ev.MessageCompleted):
-                    reply = item.message
-                yield item
-            assert reply is not None
+            while reply is None:
+                chosen = get_model(request.model) if request.model is not None else model
+                async for item in stream_reply(chosen, request, agent.retry, run.partial):
+                    if isinstance(item, ModelFailure):
+                        if item.prompt_too_long and run.may_shrink:
+                            break
+                        raise ModelFailed(item.error)
+                    if isinstance(item, ev.MessageCompleted):
+                        reply = item.message
+                    yield item
+                if reply is None:
+                    async for event in run.shrink():
+                        yield event
+                    request = await run.request(check)
             calls = await run.accept(reply)
             # -- finish, or decide and execute
             if not calls:
@@ -159,6 +175,8 @@ class _Run:
     decider: Decider = field(init=False)
     runner: ToolRunner = field(init=False)
     step: int = 0
+    budget: int = 100_000
+    may_shrink: bool = True
     partial: list[str] = field(default_factory=list)
     open_calls: list[ToolCall] = field(default_factory=list)
     results: dict[str, ToolResultMessage] = field(default_factory=dict)
@@ -173,6 +191,7 @@ class _Run:
         self.scope = ev.Scope(
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
+        self.budget = context_budget(self.agent, self.model)
         self.decider = Decider(
             self.tools, self.gate, self.scope, self.info.session_id, self.approver, self.result
         )
@@ -185,6 +204,18 @@ class _Run:
             agent.max_tool_output,
             self.after_tool if agent.hooks.after_tool else None,
         )
+
+    async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
+        async for event in compact(self.history, self.model, self.agent.compaction, reason):
+            yield event
+
+    async def shrink(self) -> AsyncIterator[ev.Event]:
+        """The provider said the prompt is too long: compact once, then the request is retried."""
+        self.may_shrink = False
+        before = len(self.history.messages)
+        async for event in self.compact("prompt_too_long"):
+            yield event
+        yield ev.PromptCompaction(from_=before, to=len(self.history.messages))
 
     def stop(self, terminal: ev.Terminal, text: str, reason: ev.RunStopReason) -> None:
         self.terminal, self.text, self.stop_reason = terminal, text, reason

@@ -127,6 +127,8 @@ class History:
     reported_tokens: int | None = None
     """Context size the provider last reported (input + output tokens of the last request)."""
     chars_at_report: int = 0
+    compacted_at: int | None = None
+    """Length of the history right after its last compaction (to tell "just compacted")."""
 
     def append(self, message: Message) -> None:
         self.messages.append(message)

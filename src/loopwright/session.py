@@ -92,7 +92,13 @@ class Session:
     def busy(self) -> bool:
         return self._run is not None and not self._run.finished
 
-    def run(self, input: str | None = None, *, approver: Approver | None = None) -> Run:
+    def compact(self) -> Run:
+        """Compact the history now (SPEC §6, on demand); iterate or drain the returned run."""
+        return self.run(None, compact=True)
+
+    def run(
+        self, input: str | None = None, *, approver: Approver | None = None, compact: bool = False
+    ) -> Run:
         """Start processing `input`; iterate the returned `Run` for its events.
 
         `approver` answers `ask` decisions live; without one they become pending items and the
@@ -128,6 +134,7 @@ class Session:
             self._control,
             input=input,
             approver=approver,
+            compact=compact,
         )
         self._run = Run(events, self._control, self.id, self.journal, self, input)
         return self._run

@@ -77,12 +77,22 @@ _PROVIDERS: dict[str, ModelFactory] = {}
 def register_provider(name: str, factory: ModelFactory) -> None:
     """Make `"name:<model>"` strings resolve through `factory(<model>)`."""
     _PROVIDERS[name] = factory
+    for spec in [s for s in _RESOLVED if s.partition(":")[0] == name]:
+        del _RESOLVED[spec]
+
+
+_RESOLVED: dict[str, Model] = {}
 
 
 def get_model(spec: str | Model) -> Model:
-    """Resolve a `"provider:model"` string (or pass a `Model` through)."""
+    """Resolve a `"provider:model"` string (or pass a `Model` through). A provider's string
+    resolves to one model per process, so its HTTP client and connections are shared by every
+    run (scripted models start afresh each time)."""
     if not isinstance(spec, str):
         return spec
+    resolved = _RESOLVED.get(spec)
+    if resolved is not None:
+        return resolved
     provider, sep, model = spec.partition(":")
     if not _PROVIDERS:
         _register_builtins()
@@ -92,13 +102,18 @@ def get_model(spec: str | Model) -> Model:
     if not sep or factory is None:
         known = ", ".join(sorted(_PROVIDERS))
         raise UnknownModel(f"unknown model {spec!r}: use 'provider:model' with one of: {known}")
-    return factory(model)
+    resolved = factory(model)
+    if provider != "scripted":  # a script's position is per model: every string starts afresh
+        _RESOLVED[spec] = resolved
+    return resolved
 
 
 def _register_builtins() -> None:
+    from ..providers import register_presets
     from .scripted import ScriptedModel
 
     register_provider("scripted", ScriptedModel.from_file)
+    register_presets()
 
 
 def _register_plugins() -> None:

@@ -44,6 +44,7 @@ COMMIT_AT = frozenset(
         "tool:started",
         "tool:result",
         "run:interrupted",
+        "compaction:finished",
         "done",
         *ev.TERMINAL_TYPES,
     }
@@ -224,17 +225,20 @@ def read_jsonl(lines: Iterator[str] | IO[str]) -> list[StoredEvent]:
 def export_traces(
     store: Store, agent: Agent, session_id: str, directory: str | Path, *, tenant: str = "default"
 ) -> list[Path]:
-    """One file per model context: the messages the model saw, as a JSON array.
-
-    Compaction (a later issue) starts a new context; until then a session has one.
-    """
+    """One file per model context: the messages the model saw, as a JSON array. Each compaction
+    starts a new context (and a new file) with the compacted view."""
     stored = store.load(session_id, tenant)
-    history = rebuild(stored, {t.name: t for t in agent.tools}, {}, died=False)
+    tools = {t.name: t for t in agent.tools}
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
-    path = target / f"{session_id}.context-1.json"
-    path.write_text(messages_to_json(history.messages))
-    return [path]
+    cuts = [i for i, item in enumerate(stored) if item.event.type == "compaction:finished"]
+    paths = []
+    for number, end in enumerate([*cuts, len(stored)], start=1):
+        history = rebuild(stored[:end], tools, {}, died=False)
+        path = target / f"{session_id}.context-{number}.json"
+        path.write_text(messages_to_json(history.messages))
+        paths.append(path)
+    return paths
 
 
 def _refill(history: History, fresh: History) -> None:

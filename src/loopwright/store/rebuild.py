@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from .. import events as ev
 from ..approvals import Answer, Approval, ApprovalRequest, QuestionRequest
+from ..compaction import apply as apply_compaction
 from ..decide import Checkpoint, Pending, Recovery
 from ..messages import History, ToolCall, ToolResultMessage
 from ..tools import Tool
@@ -75,6 +76,9 @@ def rebuild(
                 batch.asked_call[pending_id] = call_id
             case ev.StepFinished():
                 close()
+            case ev.CompactionFinished():
+                close()
+                apply_compaction(history, event)
             case ev.LoopAborted(carry_over=carry):
                 history.carry_over = carry
             case ev.MessagePartial(text=text):

@@ -1,0 +1,160 @@
+"""Real model providers behind the one `Model` protocol, and endpoints as data.
+
+Three wire dialects cover the field: `openai-chat` (Chat Completions: OpenAI and every
+OpenAI-compatible server), `openai-responses` (the Responses API) and `anthropic` (Messages).
+An endpoint is data — a name, a dialect, a base URL and the environment variable holding its
+key — so DeepSeek, Ollama, vLLM, a llama.cpp server, OpenRouter, Kimi, GLM or Gemini's compatible
+endpoint are presets, and users add their own in `loopwright.toml`:
+
+    [providers.mylab]
+    base_url = "http://10.0.0.5:8000/v1"
+    api_key_env = "MYLAB_KEY"      # optional for local servers
+    dialect = "openai-chat"
+
+Model strings are `endpoint:model` (`anthropic:claude-sonnet-4-5`, `ollama:qwen3`). Vendor SDK
+types never leave the dialect modules. A missing key fails before any request, naming the
+variable; the SDKs' standard base-URL variables (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`) apply
+to the `openai`/`anthropic` endpoints when no base URL is configured.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import ConfigError
+from ..models import Model, register_provider
+
+Dialect = Literal["openai-chat", "openai-responses", "anthropic"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Endpoint:
+    """Where a model is served and how to talk to it."""
+
+    name: str
+    dialect: Dialect
+    base_url: str | None = None
+    """None: the SDK's default, or its base-URL environment variable."""
+    api_key_env: str | None = None
+    """The environment variable holding the key; None when the server needs none."""
+    timeout: float = 120.0
+    """Seconds a request may take, and the longest silence inside a stream."""
+
+    def api_key(self) -> str:
+        if self.api_key_env is None:
+            return "not-needed"
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ConfigError(
+                f"missing API key for '{self.name}': set the environment variable "
+                f"{self.api_key_env} (or put it in the project's .env)"
+            )
+        return key
+
+
+PRESETS: dict[str, Endpoint] = {
+    e.name: e
+    for e in (
+        Endpoint(name="openai", dialect="openai-chat", api_key_env="OPENAI_API_KEY"),
+        Endpoint(name="openai-responses", dialect="openai-responses", api_key_env="OPENAI_API_KEY"),
+        Endpoint(name="anthropic", dialect="anthropic", api_key_env="ANTHROPIC_API_KEY"),
+        Endpoint(
+            name="deepseek",
+            dialect="openai-chat",
+            base_url="https://api.deepseek.com/v1",
+            api_key_env="DEEPSEEK_API_KEY",
+        ),
+        Endpoint(
+            name="openrouter",
+            dialect="openai-chat",
+            base_url="https://openrouter.ai/api/v1",
+            api_key_env="OPENROUTER_API_KEY",
+        ),
+        Endpoint(
+            name="kimi",
+            dialect="openai-chat",
+            base_url="https://api.moonshot.ai/v1",
+            api_key_env="MOONSHOT_API_KEY",
+        ),
+        Endpoint(
+            name="glm",
+            dialect="openai-chat",
+            base_url="https://open.bigmodel.cn/api/paas/v4",
+            api_key_env="GLM_API_KEY",
+        ),
+        Endpoint(
+            name="gemini",
+            dialect="openai-chat",
+            base_url="https://generativelanguage.googleapis.com/v1beta/openai",
+            api_key_env="GEMINI_API_KEY",
+        ),
+        Endpoint(name="ollama", dialect="openai-chat", base_url="http://localhost:11434/v1"),
+        Endpoint(name="vllm", dialect="openai-chat", base_url="http://localhost:8000/v1"),
+        Endpoint(name="llamacpp", dialect="openai-chat", base_url="http://localhost:8080/v1"),
+    )
+}
+
+
+def make_model(endpoint: Endpoint, model: str, **options: Any) -> Model:
+    """A `Model` for `model` at `endpoint` (the key is checked now, before any request)."""
+    if not model:
+        raise ConfigError(f"'{endpoint.name}:' needs a model name, e.g. '{endpoint.name}:NAME'")
+    key = endpoint.api_key()
+    if endpoint.dialect == "openai-chat":
+        from .openai_chat import OpenAIChatModel
+
+        return OpenAIChatModel(endpoint, model, api_key=key, **options)
+    if endpoint.dialect == "openai-responses":
+        from .openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(endpoint, model, api_key=key, **options)
+    from .anthropic import AnthropicModel
+
+    return AnthropicModel(endpoint, model, api_key=key, **options)
+
+
+def register_endpoint(endpoint: Endpoint) -> None:
+    """Make `"<endpoint.name>:<model>"` strings resolve to this endpoint."""
+    register_provider(endpoint.name, lambda model: make_model(endpoint, model))
+
+
+def load_endpoints(path: str | Path) -> list[Endpoint]:
+    """Register the `[providers.NAME]` tables of a `loopwright.toml`."""
+    source = Path(path)
+    try:
+        data = tomllib.loads(source.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read providers: {exc}", source=str(source)) from None
+    endpoints = []
+    for name, table in (data.get("providers") or {}).items():
+        where = f"{source} [providers.{name}]"
+        if not isinstance(table, dict):
+            raise ConfigError("expected a table", source=where)
+        unknown = set(table) - {"base_url", "api_key_env", "dialect", "timeout"}
+        if unknown:
+            raise ConfigError(f"unknown keys {sorted(unknown)}", source=where)
+        dialect = table.get("dialect", "openai-chat")
+        if dialect not in ("openai-chat", "openai-responses", "anthropic"):
+            raise ConfigError(
+                f"unknown dialect {dialect!r} (openai-chat, openai-responses, anthropic)",
+                source=where,
+            )
+        endpoint = Endpoint(
+            name=name,
+            dialect=dialect,
+            base_url=table.get("base_url"),
+            api_key_env=table.get("api_key_env"),
+            timeout=float(table.get("timeout", 120.0)),
+        )
+        register_endpoint(endpoint)
+        endpoints.append(endpoint)
+    return endpoints
+
+
+def register_presets() -> None:
+    for endpoint in PRESETS.values():
+        register_endpoint(endpoint)

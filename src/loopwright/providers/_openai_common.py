@@ -1,0 +1,150 @@
+"""What the two OpenAI dialects share: one lazily built SDK client per model, tool-call argument
+buffers parsed incrementally, and the assembly of the finished reply.
+
+The SDK client is created with `max_retries=0` (the loop retries, SPEC §3.8) and the endpoint's
+timeout, which bounds both the wait for the first byte and any silence inside a stream. Its
+connection pool belongs to one event loop, so a model used again under a new loop (`run_sync`
+twice, say) builds a new client instead of failing its first request with "Event loop is closed".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import jiter
+import openai
+
+from ..events import MessageCompleted, ToolDelta
+from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
+from ..models import ModelFailure, ModelRequest
+from . import Endpoint
+from .catalog import with_cost
+
+CUT = "the stream ended before the reply was complete"
+
+
+class OpenAIClientModel:
+    """The part of an OpenAI-dialect model that owns the SDK client."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        model: str,
+        *,
+        api_key: str,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.model = model
+        self._api_key = api_key
+        self._http_client = http_client
+        self._sdk: openai.AsyncOpenAI | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def name(self) -> str:
+        """The `provider:model` string."""
+        return f"{self.endpoint.name}:{self.model}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def _client(self) -> openai.AsyncOpenAI:
+        """The SDK client, built on first use in this event loop (a `None` base URL lets the
+        SDK read `OPENAI_BASE_URL`)."""
+        loop = asyncio.get_running_loop()
+        if self._sdk is None or self._loop is not loop:
+            self._loop = loop
+            self._sdk = openai.AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.endpoint.base_url,
+                max_retries=0,
+                timeout=self.endpoint.timeout,
+                http_client=self._http_client,
+            )
+        return self._sdk
+
+    async def aclose(self) -> None:
+        """Close the connection pool (an `http_client` passed in stays its owner's to close;
+        a pool left by an earlier event loop can only be dropped)."""
+        sdk, self._sdk = self._sdk, None
+        if sdk is None or self._http_client is not None:
+            return
+        if self._loop is asyncio.get_running_loop():
+            await sdk.close()
+
+
+def notes_text(request: ModelRequest) -> str | None:
+    """The request's transient notes as one user message, or None."""
+    return "\n\n".join(request.notes) if request.notes else None
+
+
+@dataclass(slots=True)
+class ToolCallBuffer:
+    """One tool call being streamed: its arguments arrive as JSON fragments."""
+
+    id: str
+    name: str
+    arguments: str = ""
+
+    def feed(self, fragment: str) -> ToolDelta:
+        """Append a fragment; the delta carries the arguments parsed so far."""
+        self.arguments += fragment
+        return ToolDelta(id=self.id, tool=self.name, delta=fragment, partial_args=self.partial())
+
+    def partial(self) -> dict[str, Any] | None:
+        if not self.arguments:
+            return None
+        try:
+            value = jiter.from_json(self.arguments.encode(), partial_mode="trailing-strings")
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def parse(self) -> ToolCall | ModelFailure:
+        """The finished call, or a retryable failure when the arguments are not a JSON object
+        (so no tool ever runs with garbage)."""
+        try:
+            args = json.loads(self.arguments) if self.arguments.strip() else {}
+        except ValueError as exc:
+            return _malformed(self.name, f"{exc}: {self.arguments[:200]!r}")
+        if not isinstance(args, dict):
+            return _malformed(self.name, f"expected a JSON object, got {self.arguments[:200]!r}")
+        return ToolCall(id=self.id, name=self.name, args=args)
+
+
+def _malformed(tool: str, detail: str) -> ModelFailure:
+    return ModelFailure(
+        error=f"the model sent malformed arguments for {tool!r}: {detail}", retryable=True
+    )
+
+
+@dataclass(slots=True)
+class ReplyParts:
+    """What a stream has delivered so far, assembled into the final message at its end."""
+
+    thinking: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCallBuffer] = field(default_factory=list)
+
+    def complete(
+        self, stop: StopReason, usage: Usage | None, *, model: str, name: str
+    ) -> MessageCompleted | ModelFailure:
+        parts: list[Part] = []
+        if self.thinking:
+            parts.append(Thinking(text="".join(self.thinking)))
+        if self.text:
+            parts.append(Text(text="".join(self.text)))
+        for buffer in self.calls:
+            call = buffer.parse()
+            if isinstance(call, ModelFailure):
+                return call
+            parts.append(call)
+        if usage is not None:
+            usage = with_cost(model, usage)
+        message = AssistantMessage(parts=tuple(parts), stop_reason=stop, usage=usage, model=name)
+        return MessageCompleted(message=message)

@@ -1,0 +1,387 @@
+"""The Anthropic Messages API, streaming, behind the one `Model` protocol.
+
+What goes out (`POST /v1/messages`, `stream: true`):
+
+- `system`: the request's system prompt as one text block marked `cache_control: ephemeral`, and
+  the last tool definition marked the same way, so the long stable prefix is cached;
+- `max_tokens`: the request's limit, else the catalog's output limit for the model, else 8192;
+- `messages`: a user message is user text; an assistant message is its parts in order (thinking
+  blocks only when they carry a signature, text, `tool_use`); a tool result is a user-role
+  `tool_result` block. Consecutive user-role messages (several tool results, then a steering
+  message) are merged into one, since the API requires alternating roles, and the request's
+  transient notes are text blocks at the end of the last user message.
+
+What comes back: `content_block_delta` events become `TextDelta`, `ThinkingDelta` and `ToolDelta`
+(with the arguments parsed so far, by jiter's partial mode); `message_start` and `message_delta`
+carry usage and the stop reason; `message_stop` completes the reply, which is yielded as one
+`MessageCompleted` with its parts in block order and its cost from the catalog.
+
+Failures are data (the `Model` contract): an SDK exception, an `error` event inside the stream
+(e.g. `overloaded_error`), a stream that ends before `message_stop` and a `tool_use` block whose
+JSON does not parse all end the stream with one `ModelFailure`; only cancellation propagates.
+SDK types never leave this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import jiter
+
+from ..errors import ConfigError
+from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
+from ..messages import (
+    AssistantMessage,
+    Message,
+    Part,
+    StopReason,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
+from . import Endpoint, catalog
+from ._errors import TOO_LONG, failure_from
+
+try:
+    import anthropic
+except ImportError:  # pragma: no cover - the optional extra is missing
+    raise ConfigError(
+        "the anthropic provider needs its SDK: pip install 'loopwright[anthropic]'"
+    ) from None
+
+DEFAULT_MAX_TOKENS = 8192
+CACHED = {"type": "ephemeral"}
+STOP_REASONS: dict[str, StopReason] = {s: s for s in ("end_turn", "tool_use", "max_tokens")}
+"""Anything else (stop_sequence, refusal, pause_turn, …) ends the turn."""
+PARSE_ALWAYS = 8192
+"""Partial tool arguments are re-parsed on every delta up to this size, then each time they
+grew by a quarter, so a 300 KB file write costs a few parses, not thousands."""
+
+
+class AnthropicModel:
+    """A Claude model (or any server speaking the Messages API) at an endpoint."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        model: str,
+        *,
+        api_key: str,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.model = model
+        self._api_key = api_key
+        self._http_client = http_client
+        self._client: anthropic.AsyncAnthropic | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.endpoint.name}:{self.model}"
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.name!r})"
+
+    def _sdk(self) -> anthropic.AsyncAnthropic:
+        loop = asyncio.get_running_loop()
+        if self._client is None or (self._loop is not loop and self._http_client is None):
+            # pooled connections belong to the event loop that opened them (run_sync twice)
+            self._loop = loop
+            self._client = anthropic.AsyncAnthropic(
+                api_key=self._api_key,
+                base_url=self.endpoint.base_url,  # None: ANTHROPIC_BASE_URL or the default
+                max_retries=0,  # retries are the loop's (SPEC §3.8), never the SDK's
+                timeout=self.endpoint.timeout,
+                http_client=self._http_client,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (including an `http_client` given to the model)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+        elif self._http_client is not None:
+            await self._http_client.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
+        client = self._sdk()
+        # plain dicts in the wire shape; the SDK's TypedDicts would add nothing but casts
+        system: Any = [{"type": "text", "text": request.system, "cache_control": CACHED}]
+        tools: Any = to_tools(request.tools) or anthropic.omit
+        messages: Any = to_messages(request.messages, request.notes)
+        try:
+            events = await client.messages.create(
+                model=self.model,
+                max_tokens=self._max_tokens(request),
+                system=system if request.system else anthropic.omit,
+                messages=messages,
+                tools=tools,
+                stream=True,
+            )
+        except Exception as exc:  # asyncio.CancelledError is a BaseException: it propagates
+            yield failure_from(exc)
+            return
+        reply = _Reply()
+        async with events:
+            while True:
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    yield _stream_failure(exc)
+                    return
+                for item in reply.feed(event.model_dump(warnings=False)):
+                    yield item
+                    if isinstance(item, ModelFailure):
+                        return
+        yield reply.finish(self.name, self.model)
+
+    def _max_tokens(self, request: ModelRequest) -> int:
+        if request.max_output_tokens:
+            return request.max_output_tokens
+        info = catalog.lookup(self.model)
+        return info.max_output if info is not None else DEFAULT_MAX_TOKENS
+
+
+# -- our values → the wire ------------------------------------------------------------------------
+
+
+def to_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool definitions; the last one carries the cache breakpoint for system + tools."""
+    out: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+    if out:
+        out[-1]["cache_control"] = CACHED
+    return out
+
+
+def to_messages(history: Sequence[Message], notes: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The history as Messages API turns: user-role runs merged, notes appended to the last."""
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in history:
+        if isinstance(message, UserMessage):
+            add("user", _text_blocks([message.content]))
+        elif isinstance(message, ToolResultMessage):
+            result = {"type": "tool_result", "tool_use_id": message.call_id}
+            add("user", [{**result, "content": message.content, "is_error": message.is_error}])
+        else:
+            add("assistant", _assistant_blocks(message))
+    add("user", _text_blocks(notes))
+    return out
+
+
+def _text_blocks(texts: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": t} for t in texts if t]  # the API rejects empty text
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, Thinking):
+            if part.signature:  # unsigned reasoning (another provider's) cannot be sent back
+                blocks.append(
+                    {"type": "thinking", "thinking": part.text, "signature": part.signature}
+                )
+        elif isinstance(part, Text):
+            blocks.extend(_text_blocks([part.text]))
+        else:
+            blocks.append(
+                {"type": "tool_use", "id": part.id, "name": part.name, "input": part.args}
+            )
+    return blocks
+
+
+# -- the wire → our values ------------------------------------------------------------------------
+
+
+def _stream_failure(exc: Exception) -> ModelFailure:
+    """A failure while iterating. The SDK raises an `error` event inside a 200 response as a
+    status error carrying the 200; those (overloaded, api_error) are worth another try."""
+    status = getattr(exc, "status_code", None)
+    if status is None or status >= 400:
+        return failure_from(exc)
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, dict) else None
+    kind, text = "error", str(exc)
+    if isinstance(error, dict):
+        kind, text = str(error.get("type", kind)), str(error.get("message", text))
+    if TOO_LONG.search(text):
+        return ModelFailure(error=f"prompt too long: {text}", prompt_too_long=True)
+    return ModelFailure(error=f"{kind} in the stream: {text}", retryable=True)
+
+
+def _partial_args(buffer: str) -> dict[str, Any] | None:
+    """The arguments parsed so far from incomplete JSON (None until there is an object)."""
+    try:
+        value = jiter.from_json(buffer.encode(), partial_mode="trailing-strings")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(slots=True)
+class _Block:
+    kind: str
+    """text | thinking | tool_use | anything the runtime does not use (dropped)."""
+    text: str = ""
+    signature: str | None = None
+    id: str = ""
+    name: str = ""
+    start_input: dict[str, Any] = field(default_factory=dict)
+    partial: dict[str, Any] | None = None
+    parsed_at: int = 0
+    """Length of the JSON when `partial` was parsed."""
+    args: dict[str, Any] | None = None
+    """A finished tool_use block's parsed input."""
+
+
+@dataclass(slots=True)
+class _Reply:
+    """The reply as it accumulates from the stream's events (plain dicts)."""
+
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    stop: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    complete: bool = False
+
+    def feed(self, event: dict[str, Any]) -> list[StreamItem]:
+        kind = event.get("type")
+        if kind == "message_start":
+            self._usage((event.get("message") or {}).get("usage"))
+        elif kind == "content_block_start":
+            return self._start(event["index"], event.get("content_block") or {})
+        elif kind == "content_block_delta":
+            return self._delta(self.blocks.get(event["index"]), event.get("delta") or {})
+        elif kind == "content_block_stop":
+            block = self.blocks.get(event["index"])
+            failure = _finish_tool(block) if block is not None else None
+            return [failure] if failure is not None else []
+        elif kind == "message_delta":
+            self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
+            self._usage(event.get("usage"))
+        elif kind == "message_stop":
+            self.complete = True
+        return []
+
+    def _start(self, index: int, start: dict[str, Any]) -> list[StreamItem]:
+        kind = str(start.get("type"))
+        block = _Block(kind=kind)
+        self.blocks[index] = block
+        if kind == "tool_use":
+            block.id, block.name = str(start.get("id", "")), str(start.get("name", ""))
+            block.start_input = dict(start.get("input") or {})
+            return []
+        if kind == "thinking":
+            block.signature = start.get("signature") or None
+            return self._delta(block, {"type": "thinking_delta", "thinking": start.get("thinking")})
+        if kind == "text":
+            return self._delta(block, {"type": "text_delta", "text": start.get("text")})
+        return []
+
+    def _delta(self, block: _Block | None, delta: dict[str, Any]) -> list[StreamItem]:
+        if block is None:
+            return []
+        kind = delta.get("type")
+        if kind == "signature_delta":
+            block.signature = (block.signature or "") + str(delta.get("signature") or "")
+            return []
+        if kind == "text_delta" and block.kind == "text" and delta.get("text"):
+            block.text += delta["text"]
+            return [TextDelta(delta=delta["text"])]
+        if kind == "thinking_delta" and block.kind == "thinking" and delta.get("thinking"):
+            block.text += delta["thinking"]
+            return [ThinkingDelta(delta=delta["thinking"])]
+        if kind == "input_json_delta" and block.kind == "tool_use" and delta.get("partial_json"):
+            piece = str(delta["partial_json"])
+            block.text += piece
+            if len(block.text) <= PARSE_ALWAYS or len(block.text) >= 1.25 * block.parsed_at:
+                block.partial, block.parsed_at = _partial_args(block.text), len(block.text)
+            return [
+                ToolDelta(id=block.id, tool=block.name, delta=piece, partial_args=block.partial)
+            ]
+        return []  # citations and the deltas of blocks we drop
+
+    def _usage(self, usage: dict[str, Any] | None) -> None:
+        for key, value in (usage or {}).items():
+            if isinstance(value, int) and key.endswith("_tokens"):
+                self.usage[key] = value  # message_delta's counts are cumulative
+
+    def finish(self, name: str, model: str) -> MessageCompleted | ModelFailure:
+        if not self.complete:
+            return ModelFailure(
+                error="the stream ended before the reply was complete", retryable=True
+            )
+        parts: list[Part] = []
+        for _, block in sorted(self.blocks.items()):
+            if block.kind == "thinking" and (block.text or block.signature):
+                parts.append(Thinking(text=block.text, signature=block.signature))
+            elif block.kind == "text" and block.text:
+                parts.append(Text(text=block.text))
+            elif block.kind == "tool_use":
+                failure = _finish_tool(block)
+                if failure is not None:
+                    return failure
+                parts.append(ToolCall(id=block.id, name=block.name, args=block.args or {}))
+        calls = any(isinstance(p, ToolCall) for p in parts)
+        default: StopReason = "tool_use" if calls and self.stop is None else "end_turn"
+        stop = STOP_REASONS.get(self.stop or "", default)  # no stop reason: judge by the calls
+        message = AssistantMessage(
+            parts=tuple(parts), stop_reason=stop, usage=self._total(model), model=name
+        )
+        return MessageCompleted(message=message)
+
+    def _total(self, model: str) -> Usage:
+        u = self.usage
+        read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
+        usage = Usage(
+            input_tokens=u.get("input_tokens", 0) + read + write,
+            output_tokens=u.get("output_tokens", 0),
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+        )
+        return catalog.with_cost(model, usage)
+
+
+def _finish_tool(block: _Block) -> ModelFailure | None:
+    """Parse a tool_use block's input once it is complete; garbage never reaches a tool."""
+    if block.kind != "tool_use" or block.args is not None:
+        return None
+    if not block.text.strip():
+        block.args = block.start_input
+        return None
+    try:
+        value = json.loads(block.text)
+    except ValueError as exc:
+        value, problem = None, str(exc)
+    else:
+        problem = f"expected an object, got {type(value).__name__}"
+    if not isinstance(value, dict):
+        return ModelFailure(
+            error=f"the model sent malformed arguments for tool '{block.name}': {problem}",
+            retryable=True,
+        )
+    block.args = value
+    return None

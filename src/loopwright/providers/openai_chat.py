@@ -1,0 +1,186 @@
+"""The Chat Completions dialect (`openai-chat`): OpenAI and every OpenAI-compatible server
+(DeepSeek, Ollama, vLLM, llama.cpp, OpenRouter, ...), streaming.
+
+Three jobs, as for every dialect: our messages and tools to the wire format, wire chunks to our
+events, and the finish reason to our stop reason. On the wire a reply is a run of
+`chat.completion.chunk`s: `delta.content` is text, `delta.reasoning_content` (DeepSeek) or
+`delta.reasoning` (OpenRouter, vLLM) is thinking, and tool calls arrive as fragments keyed by
+`index`, only the first carrying the id and name. `finish_reason` ends the choice and, with
+`stream_options.include_usage`, one last chunk with no choices carries the usage.
+
+Failures are data (SPEC §3.8): an SDK error, a stream that stops before its `finish_reason`, or
+final tool arguments that are not a JSON object end the stream with a `ModelFailure`.
+Vendor SDK types never leave this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, cast
+
+from openai import AsyncStream
+from openai.types.chat import ChatCompletionChunk
+from openai.types.completion_usage import CompletionUsage
+
+from ..events import TextDelta, ThinkingDelta
+from ..messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
+from ..models import ModelFailure, ModelRequest, StreamItem
+from ._errors import failure_from
+from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text
+
+STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+
+
+class OpenAIChatModel(OpenAIClientModel):
+    """A model behind a Chat Completions endpoint. Never raises for API failures."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
+        try:
+            chunks = cast(
+                "AsyncStream[ChatCompletionChunk]",
+                await self._client().chat.completions.create(**self.params(request)),
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            yield failure_from(exc)
+            return
+        reader = _Reader()
+        try:
+            iterator = aiter(chunks)
+            while True:
+                try:
+                    chunk = await anext(iterator)
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    yield failure_from(exc)
+                    return
+                for item in reader.read(chunk):
+                    yield item
+        finally:
+            await chunks.close()
+        if reader.finish is None:
+            yield ModelFailure(error=CUT, retryable=True)
+            return
+        stop = STOP_REASONS.get(reader.finish, "end_turn")
+        yield reader.parts.complete(stop, reader.usage, model=self.model, name=self.name)
+
+    def params(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body (as SDK keyword arguments)."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_messages(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.max_output_tokens is not None:
+            # OpenAI's own API renamed the field; compatible servers mostly know the old one
+            key = "max_completion_tokens" if self.endpoint.name == "openai" else "max_tokens"
+            params[key] = request.max_output_tokens
+        return params
+
+
+def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """Our conversation as Chat Completions messages (thinking is not sent back)."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    out.extend(_message(m) for m in request.messages)
+    notes = notes_text(request)
+    if notes is not None:
+        out.append({"role": "user", "content": notes})
+    return out
+
+
+def _message(message: Message) -> dict[str, Any]:
+    if isinstance(message, AssistantMessage):
+        calls = message.tool_calls
+        # null content is only valid beside tool calls
+        wire: dict[str, Any] = {
+            "role": "assistant",
+            "content": message.text or (None if calls else ""),
+        }
+        if calls:
+            wire["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.args)},
+                }
+                for c in calls
+            ]
+        return wire
+    if isinstance(message, ToolResultMessage):
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+    return {"role": "user", "content": message.content}
+
+
+class _Reader:
+    """Turns chunks into our deltas and remembers what the final message needs."""
+
+    def __init__(self) -> None:
+        self.parts = ReplyParts()
+        self.calls: dict[int, ToolCallBuffer] = {}
+        self.finish: str | None = None
+        self.usage: Usage | None = None
+
+    def read(self, chunk: ChatCompletionChunk) -> Iterator[StreamItem]:
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        for choice in chunk.choices[:1]:
+            delta = choice.delta
+            extra = delta.model_extra or {}
+            thinking = extra.get("reasoning_content") or extra.get("reasoning")
+            if isinstance(thinking, str) and thinking:
+                self.parts.thinking.append(thinking)
+                yield ThinkingDelta(delta=thinking)
+            for text in (delta.content, delta.refusal):
+                if text:
+                    self.parts.text.append(text)
+                    yield TextDelta(delta=text)
+            for fragment in delta.tool_calls or ():
+                function = fragment.function
+                buffer = self.calls.get(fragment.index)
+                name = (function.name if function else None) or ""
+                if buffer is None:
+                    buffer = ToolCallBuffer(id=fragment.id or f"call_{fragment.index}", name=name)
+                    self.calls[fragment.index] = buffer
+                    self.parts.calls.append(buffer)
+                elif name and not buffer.name:  # a server that names the call late
+                    buffer.name = name
+                yield buffer.feed((function.arguments if function else None) or "")
+            if choice.finish_reason is not None:
+                self.finish = choice.finish_reason
+
+
+def _usage(usage: CompletionUsage) -> Usage:
+    details = usage.prompt_tokens_details
+    return Usage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cache_read_tokens=(details.cached_tokens or 0) if details else 0,
+        cache_write_tokens=(details.cache_write_tokens or 0) if details else 0,
+    )

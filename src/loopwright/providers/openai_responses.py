@@ -1,0 +1,230 @@
+"""The Responses dialect (`openai-responses`): OpenAI's `/v1/responses`, streaming and stateless
+(`store=False`: the whole conversation is sent each time, as with every other dialect).
+
+Three jobs, as for every dialect: our messages and tools to input items, named SSE events to our
+events, and the final status to our stop reason. On the wire a reply is a series of output items
+(`reasoning`, `message`, `function_call`), each announced by `response.output_item.added` and
+filled by deltas (`response.output_text.delta`, `response.reasoning_summary_text.delta`,
+`response.function_call_arguments.delta`, ...); one of `response.completed`,
+`response.incomplete` or `response.failed` (or an `error` event) ends it.
+
+Failures are data (SPEC §3.8): an SDK error, a failed response, a stream that ends before its
+final event, or tool arguments that are not a JSON object end the stream with a `ModelFailure`.
+Vendor SDK types never leave this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, cast
+
+from openai import AsyncStream
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseErrorEvent,
+    ResponseFailedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionCallArgumentsDoneEvent,
+    ResponseFunctionToolCall,
+    ResponseIncompleteEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseReasoningSummaryTextDeltaEvent,
+    ResponseReasoningTextDeltaEvent,
+    ResponseRefusalDeltaEvent,
+    ResponseStreamEvent,
+    ResponseTextDeltaEvent,
+)
+
+from ..events import TextDelta, ThinkingDelta
+from ..messages import AssistantMessage, StopReason, ToolResultMessage, Usage
+from ..models import ModelFailure, ModelRequest, StreamItem
+from ._errors import TOO_LONG, failure_from
+from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text
+
+RETRYABLE_CODES = ("server_error", "rate_limit")
+"""Error codes (as substrings) of a failed response that a retry may cure."""
+
+
+class OpenAIResponsesModel(OpenAIClientModel):
+    """A model behind a Responses endpoint. Never raises for API failures."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
+        try:
+            events = cast(
+                "AsyncStream[ResponseStreamEvent]",
+                await self._client().responses.create(**self.params(request)),
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            yield failure_from(exc)
+            return
+        reader = _Reader()
+        try:
+            iterator = aiter(events)
+            while reader.end is None:
+                try:
+                    event = await anext(iterator)
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    yield failure_from(exc)
+                    return
+                for item in reader.read(event):
+                    yield item
+        finally:
+            await events.close()
+        if isinstance(reader.end, ModelFailure):
+            yield reader.end
+        elif reader.end is None:
+            yield ModelFailure(error=CUT, retryable=True)
+        else:
+            yield reader.parts.complete(reader.end, reader.usage, model=self.model, name=self.name)
+
+    def params(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body (as SDK keyword arguments)."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "input": to_input(request),
+            "stream": True,
+            "store": False,
+        }
+        if request.system:
+            params["instructions"] = request.system
+        if request.tools:
+            # `strict` defaults to true here, which would reject ordinary optional parameters
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "strict": False,
+                }
+                for t in request.tools
+            ]
+        if request.max_output_tokens is not None:
+            params["max_output_tokens"] = request.max_output_tokens
+        return params
+
+
+def to_input(request: ModelRequest) -> list[dict[str, Any]]:
+    """Our conversation as Responses input items (thinking is not sent back)."""
+    items: list[dict[str, Any]] = []
+    for message in request.messages:
+        if isinstance(message, AssistantMessage):
+            if message.text:
+                items.append({"role": "assistant", "content": message.text})
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": c.id,
+                    "name": c.name,
+                    "arguments": json.dumps(c.args),
+                }
+                for c in message.tool_calls
+            )
+        elif isinstance(message, ToolResultMessage):
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.call_id,
+                    "output": message.content,
+                }
+            )
+        else:
+            items.append({"role": "user", "content": message.content})
+    notes = notes_text(request)
+    if notes is not None:
+        items.append({"role": "user", "content": notes})
+    return items
+
+
+class _Reader:
+    """Turns events into our deltas and remembers what the final message needs."""
+
+    def __init__(self) -> None:
+        self.parts = ReplyParts()
+        self.calls: dict[str, ToolCallBuffer] = {}
+        """Function calls by output item id (deltas name the item, results name the call id)."""
+        self.usage: Usage | None = None
+        self.end: StopReason | ModelFailure | None = None
+
+    def read(self, event: ResponseStreamEvent) -> Iterator[StreamItem]:
+        if isinstance(event, ResponseTextDeltaEvent | ResponseRefusalDeltaEvent):
+            if event.delta:
+                self.parts.text.append(event.delta)
+                yield TextDelta(delta=event.delta)
+        elif isinstance(
+            event, ResponseReasoningSummaryTextDeltaEvent | ResponseReasoningTextDeltaEvent
+        ):
+            if event.delta:
+                self.parts.thinking.append(event.delta)
+                yield ThinkingDelta(delta=event.delta)
+        elif isinstance(event, ResponseOutputItemAddedEvent):
+            if isinstance(event.item, ResponseFunctionToolCall):
+                yield self._call(event.item).feed(event.item.arguments or "")
+        elif isinstance(event, ResponseFunctionCallArgumentsDeltaEvent):
+            buffer = self.calls.get(event.item_id)
+            if buffer is not None:
+                yield buffer.feed(event.delta)
+        elif isinstance(event, ResponseFunctionCallArgumentsDoneEvent):
+            buffer = self.calls.get(event.item_id)
+            if buffer is not None and event.arguments:
+                buffer.arguments = event.arguments
+        elif isinstance(event, ResponseOutputItemDoneEvent):
+            if isinstance(event.item, ResponseFunctionToolCall) and event.item.arguments:
+                self._call(event.item).arguments = event.item.arguments
+        elif isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent):
+            self.usage = _usage(event.response)
+            self.end = _stop_reason(event.response, self.parts)
+        elif isinstance(event, ResponseFailedEvent):
+            error = event.response.error
+            code = error.code if error else None
+            self.end = _failure(code, error.message if error else "the response failed")
+        elif isinstance(event, ResponseErrorEvent):
+            self.end = _failure(event.code, event.message)
+
+    def _call(self, item: ResponseFunctionToolCall) -> ToolCallBuffer:
+        key = item.id or item.call_id
+        buffer = self.calls.get(key)
+        if buffer is None:
+            buffer = ToolCallBuffer(id=item.call_id, name=item.name)
+            self.calls[key] = buffer
+            self.parts.calls.append(buffer)
+        return buffer
+
+
+def _stop_reason(response: Response, parts: ReplyParts) -> StopReason:
+    details = response.incomplete_details
+    if response.status == "incomplete" and details and details.reason == "max_output_tokens":
+        return "max_tokens"
+    return "tool_use" if parts.calls else "end_turn"
+
+
+def _failure(code: str | None, message: str) -> ModelFailure:
+    text = f"{code}: {message}" if code else message
+    if TOO_LONG.search(message) or code == "context_length_exceeded":
+        return ModelFailure(error=f"prompt too long: {text}", prompt_too_long=True)
+    retryable = code is not None and any(c in code for c in RETRYABLE_CODES)
+    return ModelFailure(error=text, retryable=retryable)
+
+
+def _usage(response: Response) -> Usage | None:
+    usage = response.usage
+    if usage is None:
+        return None
+    details = getattr(usage, "input_tokens_details", None)
+    return Usage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=getattr(details, "cached_tokens", None) or 0,
+        cache_write_tokens=getattr(details, "cache_write_tokens", None) or 0,
+    )
