@@ -76,6 +76,8 @@ _PROVIDERS: dict[str, ModelFactory] = {}
 
 def register_provider(name: str, factory: ModelFactory) -> None:
     """Make `"name:<model>"` strings resolve through `factory(<model>)`."""
+    if "scripted" not in _PROVIDERS and name != "scripted":
+        _register_builtins()  # built-ins first, so a user's endpoint may replace a preset
     _PROVIDERS[name] = factory
     for spec in [s for s in _RESOLVED if s.partition(":")[0] == name]:
         del _RESOLVED[spec]
@@ -94,7 +96,7 @@ def get_model(spec: str | Model) -> Model:
     if resolved is not None:
         return resolved
     provider, sep, model = spec.partition(":")
-    if not _PROVIDERS:
+    if "scripted" not in _PROVIDERS:
         _register_builtins()
     if provider not in _PROVIDERS:
         _register_plugins()

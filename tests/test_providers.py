@@ -1,0 +1,102 @@
+"""Endpoints as data, the model catalog, and failure classification (no network)."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopwright import ConfigError, get_model
+from loopwright.messages import Usage
+from loopwright.providers import PRESETS, Endpoint, load_endpoints
+from loopwright.providers._errors import failure_from
+from loopwright.providers.catalog import lookup, with_cost
+
+
+def test_presets_cover_the_common_endpoints():
+    assert {
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "deepseek",
+        "openrouter",
+        "kimi",
+        "glm",
+        "gemini",
+        "ollama",
+        "vllm",
+        "llamacpp",
+    } <= set(PRESETS)
+    assert PRESETS["ollama"].api_key_env is None  # local servers need no key
+    assert PRESETS["deepseek"] == Endpoint(
+        name="deepseek",
+        dialect="openai-chat",
+        base_url="https://api.deepseek.com/v1",
+        api_key_env="DEEPSEEK_API_KEY",
+    )
+
+
+def test_user_endpoints_come_from_loopwright_toml(tmp_path, monkeypatch):
+    config = tmp_path / "loopwright.toml"
+    config.write_text(
+        '[providers.mylab]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "MYLAB_KEY"\ndialect = "openai-chat"\n'
+    )
+    [endpoint] = load_endpoints(config)
+    assert endpoint == Endpoint(
+        name="mylab",
+        dialect="openai-chat",
+        base_url="http://127.0.0.1:9/v1",
+        api_key_env="MYLAB_KEY",
+    )
+    monkeypatch.delenv("MYLAB_KEY", raising=False)
+    with pytest.raises(ConfigError, match="set the environment variable MYLAB_KEY"):
+        get_model("mylab:some-model")
+    monkeypatch.setenv("MYLAB_KEY", "k")
+    assert get_model("mylab:some-model").name == "mylab:some-model"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('[providers.x]\ndialect = "grpc"\n', "unknown dialect 'grpc'"),
+        ('[providers.x]\nbase = "http://h"\n', "unknown keys ['base']"),
+        ("[providers\n", "cannot read providers"),
+    ],
+)
+def test_bad_provider_tables_are_clear_errors(tmp_path, content, message):
+    config = tmp_path / "loopwright.toml"
+    config.write_text(content)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        load_endpoints(config)
+
+
+def test_a_model_name_is_required():
+    with pytest.raises(ConfigError, match="needs a model name"):
+        get_model("ollama:")
+
+
+def test_the_catalog_prices_usage_and_knows_windows():
+    assert lookup("claude-sonnet-4-5-20250929") == lookup("claude-sonnet-4-5")
+    assert lookup("openai/gpt-5-mini") == lookup("gpt-5-mini")
+    assert lookup("gpt-5-mini").context_window == 400_000
+    assert lookup("my-own-model") is None
+    usage = Usage(input_tokens=1_000_000, output_tokens=100_000, cache_read_tokens=200_000)
+    assert with_cost("claude-sonnet-4-5", usage).cost == pytest.approx(0.8 * 3 + 0.1 * 15 + 0.2 * 0.3)
+    assert with_cost("my-own-model", usage).cost is None
+
+
+class _Status(Exception):
+    def __init__(self, status, message, headers=None):
+        super().__init__(message)
+        self.status_code = status
+        self.body = {"error": {"message": message}}
+        self.response = type("R", (), {"headers": headers or {}})()
+
+
+def test_failures_are_classified_for_retries():
+    limited = failure_from(_Status(429, "slow down", {"retry-after": "2"}))
+    assert (limited.retryable, limited.retry_after) == (True, 2.0)
+    assert failure_from(_Status(529, "overloaded")).retryable
+    assert not failure_from(_Status(401, "bad key")).retryable
+    too_long = failure_from(_Status(400, "prompt is too long: 250000 tokens > 200000 maximum"))
+    assert (too_long.prompt_too_long, too_long.retryable) == (True, False)
+    assert failure_from(ConnectionResetError("reset")).retryable
