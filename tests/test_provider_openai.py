@@ -18,11 +18,11 @@ import pytest
 from aimock import aimock, chaos, journal
 from conftest import call, drive, scripted
 from loopwright import Agent, ConfigError, RetryPolicy, Session, get_model, tool
+from loopwright.catalog import lookup
 from loopwright.events import MessageCompleted, StepFinished
 from loopwright.messages import UserMessage
 from loopwright.models import ModelFailure, ModelRequest, ToolSpec
 from loopwright.providers import Endpoint, make_model
-from loopwright.providers.catalog import lookup
 from loopwright.testing import types
 
 KEY = "TEST_OPENAI_KEY"

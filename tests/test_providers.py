@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from loopwright import ConfigError, get_model
+from loopwright.catalog import lookup, with_cost
 from loopwright.messages import Usage
 from loopwright.providers import PRESETS, Endpoint, load_endpoints
 from loopwright.providers._errors import failure_from
-from loopwright.providers.catalog import lookup, with_cost
 
 
 def test_presets_cover_the_common_endpoints():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .catalog import lookup
 from .events import BudgetCheck, Nudge
 from .messages import History
 
@@ -46,7 +47,5 @@ def context_budget(agent: Agent, model: Model) -> int:
     """The agent's budget, else the model's context window from the catalog, else 100,000."""
     if agent.context_budget is not None:
         return agent.context_budget
-    from .providers.catalog import lookup
-
     info = lookup(model.name.partition(":")[2] or model.name)
     return info.context_window if info else DEFAULT_BUDGET

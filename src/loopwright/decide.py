@@ -24,7 +24,7 @@ from .approvals import (
 from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
 from .permissions import Gate
-from .tools import Scheduled, Tool, answered, ask_user
+from .tools import Scheduled, Tool, answered, is_question
 
 Record = Callable[..., list[ev.Event]]
 """`record(call, content, status, args=, detail=)`: store a result that did not come from
@@ -131,7 +131,7 @@ class Decider:
         except ValueError as exc:
             text = f"Invalid arguments for tool '{call.name}': {exc}"
             return self.record(call, text, "Error.", args=args), None
-        if tool is ask_user:  # a question for the person, never gated
+        if is_question(tool):  # a question for the person, never gated
             return self.question(call, tool, kwargs)
         decision = self.gate.decide(call.name, args, self.scope)
         reason = decision.reason

@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, get_args, get_type_hints, overload
 
 from .errors import ConfigError, ToolError
@@ -422,8 +423,7 @@ def _update(item: Scheduled, message: str, fraction: float | None) -> ToolUpdate
 # ---- the built-in question tool ---------------------------------------------------------------
 
 
-@tool
-def ask_user(question: str, options: list[str] | None = None) -> str:
+def _ask_user(question: str, options: list[str] | None = None) -> str:
     """Ask the person a question, only when you genuinely cannot go on without their answer.
 
     Args:
@@ -431,6 +431,23 @@ def ask_user(question: str, options: list[str] | None = None) -> str:
         options: Suggested answers; the person may also answer freely.
     """
     raise ToolError("ask_user is answered by the person, not run")  # the loop intercepts it
+
+
+def is_question(tool: Tool) -> bool:
+    """Whether a tool is the built-in `ask_user`."""
+    return tool.fn is _ask_user
+
+
+@cache
+def _ask_user_tool() -> Tool:
+    return tool(name="ask_user")(_ask_user)
+
+
+def __getattr__(name: str) -> Any:
+    # `ask_user` is built on first use, so importing loopwright does not import pydantic
+    if name == "ask_user":
+        return _ask_user_tool()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def answered(tool: Tool) -> Tool:

@@ -20,7 +20,6 @@ to the `openai`/`anthropic` endpoints when no base URL is configured.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -124,6 +123,8 @@ def register_endpoint(endpoint: Endpoint) -> None:
 
 def load_endpoints(path: str | Path) -> list[Endpoint]:
     """Register the `[providers.NAME]` tables of a `loopwright.toml`."""
+    import tomllib
+
     source = Path(path)
     try:
         data = tomllib.loads(source.read_text())

@@ -18,11 +18,11 @@ import httpx2
 import jiter
 import openai
 
+from ..catalog import with_cost
 from ..events import MessageCompleted, ToolDelta
 from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
 from ..models import ModelFailure, ModelRequest
 from . import Endpoint
-from .catalog import with_cost
 
 CUT = "the stream ended before the reply was complete"
 

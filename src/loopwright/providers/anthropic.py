@@ -33,6 +33,7 @@ from typing import Any
 import httpx2
 import jiter
 
+from .. import catalog
 from ..errors import ConfigError
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import (
@@ -48,7 +49,7 @@ from ..messages import (
     UserMessage,
 )
 from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
-from . import Endpoint, catalog
+from . import Endpoint
 from ._errors import TOO_LONG, failure_from
 
 try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..messages import Usage
+from .messages import Usage
 
 
 @dataclass(frozen=True, slots=True)
