@@ -9,6 +9,7 @@ by the vendors; check them against the vendor's page before relying on a bill.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from .messages import Usage
 
@@ -65,6 +66,7 @@ CATALOG: dict[str, ModelInfo] = {
 }
 
 
+@cache
 def lookup(model: str) -> ModelInfo | None:
     """The catalog entry for a model name; dated or tagged variants match their base name
     (`claude-sonnet-4-5-20250929` → `claude-sonnet-4-5`, `openai/gpt-5` → `gpt-5`)."""

@@ -26,6 +26,8 @@ from .messages import ToolCall, ToolResultMessage
 from .permissions import Gate
 from .tools import Scheduled, Tool, answered, is_question
 
+INTERRUPTED = "[interrupted: tool call did not complete]"
+
 Record = Callable[..., list[ev.Event]]
 """`record(call, content, status, args=, detail=)`: store a result that did not come from
 running the tool, and return the events announcing it."""
@@ -275,6 +277,47 @@ class Decider:
             events.append(ev.LoopSkipped(name=call.name, denied_tools=batch.denied))
             events += self.record(call, text, "Skipped.", args=args, detail=reason)
         return events
+
+    def recover(self, recovery: Recovery, batch: Batch, carry_over: str | None) -> list[ev.Event]:
+        """The batch of a run that died: calls it had started of idempotent tools are scheduled
+        to run again; every other call without a result is marked interrupted."""
+        missing = [c for c in recovery.calls if c.id not in recovery.results]
+        again = [c for c in missing if c.id in recovery.started and self._idempotent(c)]
+        events: list[ev.Event] = [
+            ev.RunInterrupted(
+                interrupted_calls=[c.id for c in missing if c not in again],
+                rerun_calls=[c.id for c in again],
+                carry_over=carry_over,
+            )
+        ]
+        for call in missing:
+            if call in again:
+                reason = "re-run after an interruption: the tool is idempotent"
+                tool = self.tools[call.name]
+                events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=reason))
+                batch.scheduled.append(
+                    Scheduled(
+                        call=call,
+                        tool=tool,
+                        args=call.args,
+                        kwargs=tool.validate(call.args),
+                        reason=reason,
+                    )
+                )
+            else:
+                events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
+                events += self.record(call, INTERRUPTED, "Error.")
+        return events
+
+    def _idempotent(self, call: ToolCall) -> bool:
+        tool = self.tools.get(call.name)
+        if tool is None or not tool.idempotent:
+            return False
+        try:
+            tool.validate(call.args)
+        except ValueError:
+            return False
+        return True
 
     def abandon(self) -> list[ev.Event]:
         """The run ends while a human is being asked: close the announced approval."""

@@ -2,7 +2,7 @@
 
 `run_loop` is one async generator of events. Policy lives in named collaborators: the gate
 (`permissions`, `decide`), the approver (`approvals`), the scheduler (`tools.ToolRunner`), retries
-(`stream_reply`), the budget (`budget`) and the hooks. The generator is suspended at every
+(`retry`), the budget (`budget`) and the hooks. The generator is suspended at every
 `yield`, so a consumer that persists an event (the store) has done so before the loop goes on:
 `tool:started` is the intent, committed before the tool runs.
 """
@@ -20,16 +20,14 @@ from .agent import Agent
 from .approvals import Approver
 from .budget import check_budget, context_budget
 from .compaction import CompactionReason, compact, compaction_due
-from .decide import Batch, Checkpoint, Decider, Recovery
+from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .permissions import Gate
-from .retry import ModelFailed, stream_reply
+from .retry import ModelFailed, next_retry, partial_note
 from .tools import Outcome, Scheduled, ToolContext, ToolRunner
-
-INTERRUPTED = "[interrupted: tool call did not complete]"
 
 
 @dataclass(slots=True)
@@ -97,23 +95,25 @@ async def run_loop(
             if reason is not None:
                 async for event in run.compact(reason):
                     yield event
-            request = await run.request(check)
-            # -- stream (a prompt rejected as too long is compacted and sent once more)
+            # -- stream (failures: retried within bounds, or a too-long prompt compacted once)
             reply: AssistantMessage | None = None
+            failures = 0
             while reply is None:
-                chosen = get_model(request.model) if request.model is not None else model
-                async for item in stream_reply(chosen, request, agent.retry, run.partial):
-                    if isinstance(item, ModelFailure):
-                        if item.prompt_too_long and run.may_shrink:
-                            break
-                        raise ModelFailed(item.error)
-                    if isinstance(item, ev.MessageCompleted):
+                request = await run.request(check)
+                failure = None
+                async for item in run.model_for(request).stream(request):
+                    if type(item) is ev.TextDelta:
+                        run.partial.append(item.delta)
+                    elif isinstance(item, ModelFailure):
+                        failure = item
+                        break
+                    elif isinstance(item, ev.MessageCompleted):
                         reply = item.message
                     yield item
-                if reply is None:
-                    async for event in run.shrink():
+                if failure is not None:
+                    async for event in run.after_failure(failure, failures):
                         yield event
-                    request = await run.request(check)
+                    failures += 1
             calls = await run.accept(reply)
             # -- finish, or decide and execute
             if not calls:
@@ -209,6 +209,22 @@ class _Run:
         async for event in compact(self.history, self.model, self.agent.compaction, reason):
             yield event
 
+    def model_for(self, request: ModelRequest) -> Model:
+        return get_model(request.model) if request.model is not None else self.model
+
+    async def after_failure(self, failure: ModelFailure, failures: int) -> AsyncIterator[ev.Event]:
+        """A request failed: compact a prompt too long (once), or wait and retry within the
+        policy's bounds (SPEC §3.8), or give up with the failure."""
+        if failure.prompt_too_long and self.may_shrink:
+            async for event in self.shrink():
+                yield event
+            return
+        retry = next_retry(self.agent.retry, failure, failures)
+        if retry is None:
+            raise ModelFailed(failure.error)
+        yield retry
+        await asyncio.sleep(retry.delay)
+
     async def shrink(self) -> AsyncIterator[ev.Event]:
         """The provider said the prompt is too long: compact once, then the request is retried."""
         self.may_shrink = False
@@ -246,7 +262,9 @@ class _Run:
         return events + self.inject(self.control.steering, self.agent.steering, "steer")
 
     def inject(self, queue: deque[str], mode: str, kind: Any) -> list[ev.Event]:
-        count = len(queue) if mode == "all" else min(1, len(queue))
+        if not queue:
+            return []
+        count = len(queue) if mode == "all" else 1
         injected: list[ev.Event] = []
         for _ in range(count):
             message = UserMessage(content=queue.popleft())
@@ -257,12 +275,16 @@ class _Run:
     # ---- one step -------------------------------------------------------------------------
 
     async def request(self, check: ev.BudgetCheck) -> ModelRequest:
+        """This step's request; text a failed attempt had streamed rides along as a note."""
         agent = self.agent
+        notes = (check.nudge.content,) if check.nudge else ()
+        if self.partial:
+            notes = (*notes, partial_note(self.partial))
         request = ModelRequest(
             system=agent.instructions,
             messages=self.history.messages,
             tools=self.specs,
-            notes=(check.nudge.content,) if check.nudge else (),
+            notes=notes,
             max_output_tokens=agent.max_output_tokens,
         )
         if agent.hooks.before_request:
@@ -345,48 +367,15 @@ class _Run:
             yield event
 
     async def recover(self, recovery: Recovery) -> AsyncIterator[ev.Event]:
-        """Close the batch of a run that died: idempotent calls it had started run again,
-        every other call without a result is marked interrupted (SPEC §3.9, P3)."""
+        """Close the batch of a run that died (SPEC §3.9, P3): see `Decider.recover`."""
         self.history.recovery = None
-        self.open_calls, batch = recovery.calls, Batch()
+        self.open_calls = recovery.calls
         self.results.update(recovery.results)
-        missing = [c for c in recovery.calls if c.id not in recovery.results]
-        again = [c for c in missing if c.id in recovery.started and self.idempotent(c)]
-        yield ev.RunInterrupted(
-            interrupted_calls=[c.id for c in missing if c not in again],
-            rerun_calls=[c.id for c in again],
-            carry_over=self.history.carry_over,
-        )
-        for call in missing:
-            if call in again:
-                reason = "re-run after an interruption: the tool is idempotent"
-                tool = self.tools[call.name]
-                yield ev.ActauthDecision(tool=call.name, decision="allow", reason=reason)
-                batch.scheduled.append(
-                    Scheduled(
-                        call=call,
-                        tool=tool,
-                        args=call.args,
-                        kwargs=tool.validate(call.args),
-                        reason=reason,
-                    )
-                )
-                continue
-            yield ev.ToolInterrupted(id=call.id, tool=call.name)
-            for event in self.result(call, INTERRUPTED, "Error."):
-                yield event
+        batch = Batch()
+        for event in self.decider.recover(recovery, batch, self.history.carry_over):
+            yield event
         async for event in self.execute(batch, recovery.calls):
             yield event
-
-    def idempotent(self, call: ToolCall) -> bool:
-        tool = self.tools.get(call.name)
-        if tool is None or not tool.idempotent:
-            return False
-        try:
-            tool.validate(call.args)
-        except ValueError:
-            return False
-        return True
 
     async def execute(self, batch: Batch, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
         """Run what the decisions allowed; stop on a denial or pause on pending items."""
