@@ -105,8 +105,8 @@ async def run_loop(
                     if type(item) is ev.TextDelta:
                         run.partial.append(item.delta)
                     elif isinstance(item, ModelFailure):
-                        failure = item
-                        break
+                        failure = item  # the stream's last item: let it finish and close
+                        continue
                     elif isinstance(item, ev.MessageCompleted):
                         reply = item.message
                     yield item
