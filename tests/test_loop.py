@@ -342,3 +342,23 @@ async def test_budget_nudge_goes_into_the_request_only():
     assert result2.events[3].action == "nudge"
     assert model2.requests[0].notes == (result2.events[3].nudge.content,)
     assert all(m.role != "system" for m in model2.requests[0].messages)
+
+
+async def test_a_tool_can_stream_events_as_part_of_its_call():
+    from loopwright import ToolContext
+    from loopwright.events import SkillLoaded
+
+    @tool
+    async def loader(ctx: ToolContext) -> str:
+        """Loads something."""
+        ctx.emit(SkillLoaded(skill="deploy"))
+        return "loaded"
+
+    model = scripted({"tool_calls": [call("loader")]}, "ok")
+    result = await run_agent(Agent(model=model, tools=[loader]))
+    names = types(result.events)
+    assert names[names.index("tool:started") : names.index("tool:started") + 3] == [
+        "tool:started",
+        "skill:loaded",
+        "toollane:result",
+    ]

@@ -467,13 +467,14 @@ class _Run:
 
     # ---- collaborators' adapters ------------------------------------------------------------
 
-    def tool_context(self, item: Scheduled, progress: Any) -> ToolContext:
+    def tool_context(self, item: Scheduled, emit: Any) -> ToolContext:
         return ToolContext(
             session_id=self.info.session_id,
             tenant=self.info.tenant,
             agent=self.info.agent,
             call_id=item.call.id,
-            _progress=progress,
+            tool=item.call.name,
+            _emit=emit,
         )
 
     async def after_tool(self, item: Scheduled, outcome: Outcome) -> Outcome:

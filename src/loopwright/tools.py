@@ -36,14 +36,20 @@ class ToolContext:
     tenant: str
     agent: str
     call_id: str
+    tool: str = ""
     deadline: float | None = None
     """`time.monotonic()` value after which the call is cancelled, if it has a timeout."""
-    _progress: Callable[[str, float | None], None] | None = None
+    _emit: Callable[[Event], None] | None = None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
         """Report progress; it streams as a `tool:update` event."""
-        if self._progress is not None:
-            self._progress(message, fraction)
+        self.emit(ToolUpdate(id=self.call_id, tool=self.tool, message=message, progress=fraction))
+
+    def emit(self, event: Event) -> None:
+        """Stream an event as part of this call (between its `tool:started` and `tool:result`),
+        e.g. `skill:loaded`, or a subagent's events."""
+        if self._emit is not None:
+            self._emit(event)
 
     def time_left(self) -> float | None:
         """Seconds until the deadline (None without a timeout)."""
@@ -350,7 +356,7 @@ class ToolRunner:
     without an outcome.
     """
 
-    make_context: Callable[[Scheduled, Callable[[str, float | None], None]], ToolContext]
+    make_context: Callable[[Scheduled, Callable[[Event], None]], ToolContext]
     outcomes: dict[str, Outcome]
     concurrency: int
     timeout: float | None
@@ -370,7 +376,7 @@ class ToolRunner:
     async def inline(self, item: Scheduled) -> list[Event]:
         """Run one call on the loop (after its `tool:started` went out)."""
         updates: list[Event] = []
-        outcome = await self._finish(item, lambda m, f=None: updates.append(_update(item, m, f)))
+        outcome = await self._finish(item, updates.append)
         self.outcomes[item.call.id] = outcome
         return [*updates, *result_events(item, outcome)]
 
@@ -386,8 +392,8 @@ class ToolRunner:
             async for event in self._concurrently(group):
                 yield event
 
-    async def _finish(self, item: Scheduled, progress: Callable[..., None]) -> Outcome:
-        ctx = self.make_context(item, progress)
+    async def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
+        ctx = self.make_context(item, emit)
         outcome = await execute(item, ctx, timeout=self.timeout, max_output=self.max_output)
         if self.after is not None:
             outcome = await self.after(item, outcome)
@@ -399,8 +405,7 @@ class ToolRunner:
 
         async def worker(item: Scheduled) -> None:
             async with limit:
-                progress = lambda m, f=None: queue.put_nowait(_update(item, m, f))  # noqa: E731
-                queue.put_nowait((item, await self._finish(item, progress)))
+                queue.put_nowait((item, await self._finish(item, queue.put_nowait)))
 
         async with asyncio.TaskGroup() as tasks:
             for item in group:
@@ -414,10 +419,6 @@ class ToolRunner:
                 self.outcomes[done.call.id] = outcome
                 for event in result_events(done, outcome):
                     yield event
-
-
-def _update(item: Scheduled, message: str, fraction: float | None) -> ToolUpdate:
-    return ToolUpdate(id=item.call.id, tool=item.call.name, message=message, progress=fraction)
 
 
 # ---- the built-in question tool ---------------------------------------------------------------
