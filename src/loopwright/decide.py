@@ -23,10 +23,11 @@ from .approvals import (
 )
 from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
-from .permissions import Gate
+from .permissions import Decision, Gate
 from .tools import Scheduled, Tool, answered, is_question
 
 INTERRUPTED = "[interrupted: tool call did not complete]"
+UNGATED = Decision("allow", "built-in: not gated")
 
 Record = Callable[..., list[ev.Event]]
 """`record(call, content, status, args=, detail=)`: store a result that did not come from
@@ -135,7 +136,7 @@ class Decider:
             return self.record(call, text, "Error.", args=args), None
         if is_question(tool):  # a question for the person, never gated
             return self.question(call, tool, kwargs)
-        decision = self.gate.decide(call.name, args, self.scope)
+        decision = self.gate.decide(call.name, args, self.scope) if tool.gated else UNGATED
         reason = decision.reason
         if decision.kind == "allow":
             batch.scheduled.append(

@@ -98,6 +98,8 @@ class Tool:
     blocking: bool = False
     """A sync function that blocks (I/O): run it in a worker thread instead of on the loop."""
     is_async: bool = field(default=False)
+    gated: bool = True
+    """False for built-ins that are not actions (loading a skill): always allowed."""
 
     @property
     def spec(self) -> ToolSpec:

@@ -1,0 +1,278 @@
+"""Agents on disk (SPEC §9): a project folder with `loopwright.toml`, `.env` and `agents/`.
+
+    loopwright.toml            # [store] path, [defaults] model/max_turns, [providers.NAME] ...
+    .env                       # loaded into the environment (never overriding what is set)
+    agents/<name>/
+        agent.yaml | agent.py  # declarative, or Python exporting `agent`
+        tools.py               # every Tool in it is the agent's (found automatically)
+        rules.yaml             # permission rules, re-read when they change
+        skills/<skill>/SKILL.md
+
+Discovery errors (a duplicate name, a broken tools module, an unknown model provider, an invalid
+rules file or agent.yaml) raise one `ConfigError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tomllib
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .agent import Agent, RetryPolicy
+from .compaction import Compaction
+from .errors import ConfigError
+from .tools import Tool
+
+NAME_RULE = "lowercase words joined by hyphens, like 'support' or 'order-desk'"
+
+
+class _Spec(BaseModel):
+    """The fields of agent.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    description: str = ""
+    instructions: str = ""
+    model: str | None = None
+    tools: list[str] = []
+    """Extra tools by import path, `package.module:name`."""
+    builtins: list[Literal["ask_user", "files", "files-readonly"]] = []
+    max_turns: int = 25
+    on_deny: Literal["stop", "continue"] = "stop"
+    context_budget: int | None = None
+    max_output_tokens: int | None = None
+    tool_timeout: float | None = 120.0
+    compaction: dict[str, Any] | None = {}
+    retry: dict[str, Any] = {}
+
+
+@dataclass(slots=True)
+class Project:
+    """A loaded project: its settings and its agents by name."""
+
+    root: Path
+    settings: dict[str, Any] = field(default_factory=dict)
+    agents: dict[str, Agent] = field(default_factory=dict)
+    folders: dict[str, Path] = field(default_factory=dict)
+
+    def agent(self, name: str) -> Agent:
+        if name not in self.agents:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise ConfigError(f"unknown agent {name!r} (agents: {known})")
+        return self.agents[name]
+
+    def store_path(self) -> Path:
+        configured = (self.settings.get("store") or {}).get("path")
+        if os.environ.get("LOOPWRIGHT_HOME"):
+            return Path(os.environ["LOOPWRIGHT_HOME"]) / "loopwright.db"
+        return self.root / (configured or ".loopwright/loopwright.db")
+
+
+def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
+    """Load `loopwright.toml`, `.env` and every agent under `agents/`."""
+    project = Project(root=Path(root).resolve())
+    toml = project.root / "loopwright.toml"
+    if toml.exists():
+        try:
+            project.settings = tomllib.loads(toml.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"invalid TOML: {exc}", source=str(toml)) from None
+        if "providers" in project.settings:
+            from .providers import load_endpoints
+
+            load_endpoints(toml)
+    if dotenv and (project.root / ".env").exists():
+        from dotenv import load_dotenv
+
+        load_dotenv(project.root / ".env", override=False)
+    agents_dir = project.root / "agents"
+    if agents_dir.is_dir():
+        for folder in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
+            if (folder / "agent.yaml").exists() or (folder / "agent.py").exists():
+                agent = load_agent(folder, defaults=project.settings.get("defaults") or {})
+                if agent.name in project.agents:
+                    raise ConfigError(
+                        f"duplicate agent name {agent.name!r} (also in "
+                        f"{project.folders[agent.name]})",
+                        source=str(folder),
+                    )
+                project.agents[agent.name] = agent
+                project.folders[agent.name] = folder
+    return project
+
+
+def load_agent(folder: str | Path, *, defaults: dict[str, Any] | None = None) -> Agent:
+    """One agent folder: `agent.py` (exports `agent`) or `agent.yaml`, plus tools.py,
+    rules.yaml and skills/ found by convention."""
+    folder = Path(folder).resolve()
+    if (folder / "agent.py").exists():
+        module = _import(folder / "agent.py", f"agent_{folder.name}")
+        agent = getattr(module, "agent", None)
+        if not isinstance(agent, Agent):
+            raise ConfigError(
+                "agent.py must export `agent = Agent(...)`", source=str(folder / "agent.py")
+            )
+        return agent
+    return _from_yaml(folder, defaults or {})
+
+
+def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
+    path = folder / "agent.yaml"
+    text = path.read_text()
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(
+            f"invalid YAML: {getattr(exc, 'problem', exc)}", source=f"{path}{line}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError("agent.yaml must be a mapping", source=f"{path}:1")
+    try:
+        spec = _Spec.model_validate({**_picked(defaults), **data})
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        key = str(error["loc"][0]) if error["loc"] else ""
+        raise ConfigError(
+            f"{'.'.join(map(str, error['loc'])) or 'agent'}: {error['msg']}",
+            source=f"{path}:{_line_of(node, key)}",
+        ) from None
+    name = spec.name or folder.name
+    if not _valid_name(name):
+        raise ConfigError(
+            f"invalid agent name {name!r}: {NAME_RULE}", source=f"{path}:{_line_of(node, 'name')}"
+        )
+    if spec.model is None:
+        raise ConfigError(
+            "no model: set `model:` here or [defaults] model in loopwright.toml", source=f"{path}:1"
+        )
+    model = _model(spec.model, folder, f"{path}:{_line_of(node, 'model')}")
+    tools = _tools(folder, spec, f"{path}:{_line_of(node, 'tools')}")
+    rules = folder / "rules.yaml"
+    agent = Agent(
+        name=name,
+        description=spec.description,
+        instructions=spec.instructions,
+        model=model,
+        tools=tools,
+        rules=rules if rules.exists() else None,
+        max_turns=spec.max_turns,
+        on_deny=spec.on_deny,
+        context_budget=spec.context_budget,
+        max_output_tokens=spec.max_output_tokens,
+        tool_timeout=spec.tool_timeout,
+        compaction=None if spec.compaction is None else _build(Compaction, spec.compaction, path),
+        retry=_build(RetryPolicy, spec.retry, path),
+    )
+    skills = folder / "skills"
+    if skills.is_dir():
+        from .skills import discover
+
+        agent, _left_out = discover(skills).apply(agent)
+    return agent
+
+
+def _model(spec: str, folder: Path, where: str) -> str:
+    """Check the provider now (keys are checked when a run starts); scripted paths are
+    relative to the agent folder."""
+    from .models import _PROVIDERS, _register_builtins, _register_plugins
+
+    provider, sep, rest = spec.partition(":")
+    if "scripted" not in _PROVIDERS:
+        _register_builtins()
+    if provider not in _PROVIDERS:
+        _register_plugins()
+    if not sep or provider not in _PROVIDERS:
+        known = ", ".join(sorted(_PROVIDERS))
+        raise ConfigError(
+            f"unknown model {spec!r}: use 'provider:model' with one of: {known}", source=where
+        )
+    if provider == "scripted" and not Path(rest).is_absolute():
+        return f"scripted:{folder / rest}"
+    return spec
+
+
+def _tools(folder: Path, spec: _Spec, where: str) -> list[Tool]:
+    tools: list[Tool] = []
+    if (folder / "tools.py").exists():
+        module = _import(folder / "tools.py", f"tools_{folder.name}")
+        tools += [v for v in vars(module).values() if isinstance(v, Tool)]
+    for path in spec.tools:
+        module_name, _, attr = path.partition(":")
+        try:
+            value = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot import tool {path!r}: {exc}", source=where) from None
+        if not isinstance(value, Tool):
+            raise ConfigError(f"{path!r} is not a tool (decorate it with @tool)", source=where)
+        tools.append(value)
+    if "ask_user" in spec.builtins:
+        from .tools import ask_user
+
+        tools.append(ask_user)
+    if "files" in spec.builtins or "files-readonly" in spec.builtins:
+        from .builtins.files import workspace_tools
+
+        tools += workspace_tools(folder / "workspace", writable="files" in spec.builtins)
+    return tools
+
+
+def _import(path: Path, name: str) -> ModuleType:
+    """Import a project file as a module; an error names the file and line."""
+    module_name = f"loopwright_project.{name.replace('-', '_')}"
+    loaded = importlib.util.spec_from_file_location(module_name, path)
+    assert loaded is not None and loaded.loader is not None
+    module = importlib.util.module_from_spec(loaded)
+    sys.modules[module_name] = module
+    try:
+        loaded.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        line = f":{frames[-1].lineno}" if frames else ""
+        if isinstance(exc, SyntaxError) and exc.lineno:
+            line = f":{exc.lineno}"
+        raise ConfigError(f"{type(exc).__name__}: {exc}", source=f"{path}{line}") from None
+    return module
+
+
+def _build(cls: Any, values: dict[str, Any], path: Path) -> Any:
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ConfigError(f"{cls.__name__}: {exc}", source=str(path)) from None
+
+
+def _picked(defaults: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in defaults.items() if k in ("model", "max_turns", "on_deny")}
+
+
+def _line_of(node: Any, key: str) -> int:
+    """1-based line of `key` in a YAML mapping node (1 when unknown)."""
+    if isinstance(node, yaml.MappingNode):
+        for k, _ in node.value:
+            if getattr(k, "value", None) == key:
+                return int(k.start_mark.line) + 1
+    return 1
+
+
+def _valid_name(name: str) -> bool:
+    import re
+
+    return re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) is not None
+
+
+def with_model(agent: Agent, model: str) -> Agent:
+    """The agent on another model (`--model`)."""
+    return replace(agent, model=model)
