@@ -474,6 +474,7 @@ class _Run:
             agent=self.info.agent,
             call_id=item.call.id,
             tool=item.call.name,
+            approver=self.approver,
             _emit=emit,
         )
 

@@ -121,8 +121,27 @@ def load_agent(folder: str | Path, *, defaults: dict[str, Any] | None = None) ->
             raise ConfigError(
                 "agent.py must export `agent = Agent(...)`", source=str(folder / "agent.py")
             )
+    else:
+        agent = _from_yaml(folder, defaults or {})
+    return _with_subagents(agent, folder, defaults or {})
+
+
+def _with_subagents(agent: Agent, folder: Path, defaults: dict[str, Any]) -> Agent:
+    """Each `subagents/<child>/` folder (the same layout, recursively) becomes a tool."""
+    children = folder / "subagents"
+    if not children.is_dir():
         return agent
-    return _from_yaml(folder, defaults or {})
+    from .subagents import subagent_tool
+
+    tools = list(agent.tools)
+    for child_folder in sorted(p for p in children.iterdir() if p.is_dir()):
+        if (child_folder / "agent.yaml").exists() or (child_folder / "agent.py").exists():
+            child = load_agent(child_folder, defaults=defaults)
+            try:
+                tools.append(subagent_tool(child))
+            except ConfigError as exc:
+                raise ConfigError(str(exc), source=str(child_folder)) from None
+    return replace(agent, tools=tools)
 
 
 def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:

@@ -37,6 +37,8 @@ class ToolContext:
     agent: str
     call_id: str
     tool: str = ""
+    approver: Any = None
+    """The run's live approver, if any (subagents ask the same human)."""
     deadline: float | None = None
     """`time.monotonic()` value after which the call is cancelled, if it has a timeout."""
     _emit: Callable[[Event], None] | None = None

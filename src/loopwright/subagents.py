@@ -1,0 +1,58 @@
+"""Subagents (SPEC §3.4): an agent exposed to its parent as a tool.
+
+The tool is named after the child, described by the child's `description`, and takes
+`{request: string}`. Each call runs the child in a session of its own (id
+`<parent session>/<child>/<call id>`), as the parent's tenant, with the parent run's live approver,
+so the child's approvals and questions reach the same human. Every event of the child's run is
+forwarded into the parent's stream as `subagent:event`, tagged with its origin. Cancelling the
+parent cancels the child. The child's final text is the tool's result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from . import events as ev
+from .agent import Agent
+from .errors import ConfigError, ToolError
+from .session import Session
+from .tools import Tool, ToolContext, tool
+
+
+def subagent_tool(child: Agent) -> Tool:
+    """The tool through which a parent agent calls `child`."""
+    if not child.description:
+        raise ConfigError(
+            f"subagent {child.name!r} needs a description: its parent's model "
+            "reads it to decide when to call it"
+        )
+
+    async def call_subagent(request: str, ctx: ToolContext) -> str:
+        session = Session(
+            child, session_id=f"{ctx.session_id}/{child.name}/{ctx.call_id}", tenant=ctx.tenant
+        )
+        run = session.run(request, approver=ctx.approver)
+        origin = ev.Origin(agent=child.name, session_id=session.id, call_id=ctx.call_id)
+
+        async def forward() -> ev.Done:
+            done = None
+            async for event in run:
+                ctx.emit(ev.SubagentEvent(origin=origin, event=event))
+                if isinstance(event, ev.Done):
+                    done = event
+            assert done is not None
+            return done
+
+        task = asyncio.get_running_loop().create_task(forward())
+        try:
+            done = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            run.cancel()  # the child ends with loop:aborted and done, then the parent goes on
+            await asyncio.gather(task, return_exceptions=True)
+            raise
+        if done.stop_reason in ("completed", "terminated"):
+            return done.text
+        raise ToolError(f"The subagent '{child.name}' stopped ({done.stop_reason}): {done.text}")
+
+    call_subagent.__doc__ = child.description
+    return tool(name=child.name, description=child.description)(call_subagent)
