@@ -1,4 +1,4 @@
-"""`loopwright demo`: the bundled support agent, end to end, offline.
+"""`loopwright demo`: the bundled support agent, end to end, offline (not stored).
 
 The example lives in the repository's `examples/support` folder, next to `src/`; it is there
 when loopwright is installed from a clone (`pip install -e .`), and missing from a wheel.
@@ -12,7 +12,10 @@ from pathlib import Path
 
 import loopwright
 
-from .main import CliError, load_agent, run_agent
+from ..errors import ConfigError
+from ..session import Session
+from .common import EXIT_CODES, CliError, load_agent_file
+from .runner import drive
 
 MESSAGE = "Hi, my order A-1001 arrived damaged. Can I get a refund?"
 
@@ -31,7 +34,7 @@ def demo(args: argparse.Namespace) -> int:
             hint="git clone the loopwright repository, `pip install -e .` inside it, and run "
             "`loopwright demo` again",
         )
-    agent = load_agent(str(folder))
+    agent = load_agent_file(folder / "agent.py")
     if not args.json:
         print(
             f"loopwright demo · the {agent.name!r} agent from {folder} on a scripted model "
@@ -39,4 +42,9 @@ def demo(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         print(f"› {MESSAGE}", file=sys.stderr)
-    return run_agent(agent, MESSAGE, args, demo=True)
+    try:
+        session = Session(agent)
+    except ConfigError as exc:
+        raise CliError(str(exc), hint="check the agent's rules file") from None
+    done = drive(lambda approver: session.run(MESSAGE, approver=approver), args, demo=True)
+    return EXIT_CODES[done.stop_reason]

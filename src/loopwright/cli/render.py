@@ -3,8 +3,8 @@
 `Human` keeps stdout for the answer alone: on a terminal the model's text streams there as it
 arrives; through a pipe stdout receives exactly the final answer, so `answer=$(loopwright run …)`
 works. Everything else (tool calls, results, decisions, retries, errors) goes to stderr.
-`JsonLines` writes one wire object per line and nothing else. `TerminalApprover` answers `ask`
-decisions at a prompt on stderr, after the renderer has caught up with the stream.
+`JsonLines` writes one wire object per line and nothing else. The approval prompt is in
+`prompt.py`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ import asyncio
 import json
 import os
 import shutil
-import sys
 from typing import Any, TextIO, assert_never
 
 from .. import events as ev
 from .. import wire
-from ..approvals import Answer, Approval, ApprovalRequest, QuestionRequest
 from ..messages import Thinking
 
 
@@ -265,114 +263,3 @@ class Human:
             self.console.end_line()
             self.console.write_answer(text + "\n")
         self.console.end_line()
-
-
-async def read_line(stream: TextIO) -> str | None:
-    """One line typed on `stream` (None at end of input), without blocking the event loop.
-
-    A cancelled read leaves no thread behind waiting on the terminal (`asyncio.to_thread`
-    would), so Ctrl-C at the prompt ends the process at once.
-    """
-    loop = asyncio.get_running_loop()
-    fd = stream.fileno()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    try:
-        loop.add_reader(fd, wake)
-    except (NotImplementedError, ValueError):  # no readers on this loop: use a thread
-        line = await asyncio.to_thread(stream.readline)
-        return line or None
-    try:
-        await ready
-    finally:
-        loop.remove_reader(fd)
-    data = os.read(fd, 65536)
-    return data.decode(errors="replace") if data else None
-
-
-class TerminalApprover:
-    """Asks the person at the terminal to approve, deny or edit each `ask`ed tool call."""
-
-    def __init__(self, stdin: TextIO, console: Console) -> None:
-        self.stdin, self.console = stdin, console
-        self.style = console.style
-
-    async def __call__(self, request: ApprovalRequest | QuestionRequest) -> Approval | Answer:
-        await self.console.wait_shown(request.id)
-        s, say = self.style, self.console.note
-        if isinstance(request, QuestionRequest):
-            return await self.answer(request)
-        if request.error:
-            say(s.red(f"  ✗ {request.error}"))
-        else:
-            say(s.yellow(f"? {request.call.name} needs your approval") + f" · {request.reason}")
-            say(f"  arguments: {as_json(request.args)}")
-        while True:
-            answer = await self.ask(s.bold("  [a]pprove / [d]eny / [e]dit arguments? "))
-            if answer is None:
-                say("")
-                return Approval.deny("no answer (end of input)")
-            choice = answer.strip().lower()
-            if choice in ("a", "approve", "y", "yes"):
-                return Approval.approve()
-            if choice in ("d", "deny", "n", "no"):
-                return Approval.deny()
-            if choice in ("e", "edit"):
-                edited = await self.edit(request)
-                if edited is not None:
-                    return Approval.approve(args=edited)
-            elif choice:
-                say("  please answer a, d or e")
-
-    async def answer(self, request: QuestionRequest) -> Answer:
-        """The person's answer to the agent's question (a number picks a suggested option)."""
-        s, say = self.style, self.console.note
-        options = request.options or []
-        for number, option in enumerate(options, start=1):
-            say(f"  {number}. {option}")
-        while True:
-            text = await self.ask(s.bold("  your answer: "))
-            if text is None:
-                return Answer(text="(no answer: end of input)")
-            text = text.strip()
-            if text.isdigit() and 1 <= int(text) <= len(options):
-                return Answer(text=options[int(text) - 1])
-            if text:
-                return Answer(text=text)
-
-    async def edit(self, request: ApprovalRequest) -> dict[str, Any] | None:
-        """The arguments changed by a JSON object typed on one line, or None to go back.
-
-        The object is a merge patch (RFC 7396, top level): its keys replace those arguments and
-        `null` removes one. The loop validates the result against the tool's schema and asks
-        again, with the reason, when it fails.
-        """
-        s, say = self.style, self.console.note
-        say(s.dim(f"  current: {as_json(request.args)}"))
-        example = as_json(dict(list(request.args.items())[:1])) if request.args else '{"key": 1}'
-        while True:
-            line = await self.ask(f"  changes as one JSON object, e.g. {example} (empty: back): ")
-            if line is None or not line.strip():
-                return None
-            try:
-                patch = json.loads(line.strip())
-            except json.JSONDecodeError as exc:
-                say(s.red(f"  ✗ not valid JSON: {exc.msg} (column {exc.colno})"))
-                continue
-            if isinstance(patch, dict):
-                merged = {**request.args, **patch}
-                return {key: value for key, value in merged.items() if value is not None}
-            say(s.red("  ✗ the changes must be a JSON object: {...}"))
-
-    async def ask(self, prompt: str) -> str | None:
-        self.console.prompt(prompt)
-        return await read_line(self.stdin)
-
-
-def running_in_terminal() -> bool:
-    """Whether a person can answer prompts: stdin is a terminal."""
-    return sys.stdin is not None and sys.stdin.isatty()

@@ -1,0 +1,215 @@
+"""`loopwright approvals`: the open pending items (list) and their resolution from any process
+(approve, deny, edit, answer). When the last open item of a paused batch is resolved, the run
+resumes right there and streams like `loopwright run` (unless `--no-resume`); the exit status
+is then the resumed run's."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from .. import events as ev
+from ..approvals import Answer, Approval
+from ..errors import SessionBusy
+from ..store import PendingRecord, Store
+from ..store.durable import open_session, resolve
+from .common import (
+    EXIT_CODES,
+    CliError,
+    Place,
+    add_json_option,
+    add_place_options,
+    folder_ref,
+    one_line,
+    opt,
+    place_of,
+    print_json,
+    table,
+)
+from .runner import explain_pause, stream
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    approvals = commands.add_parser(
+        "approvals",
+        help="list and resolve pending approvals and questions",
+        description="Open pending items (approvals and questions of paused runs), and their "
+        "resolution from any terminal. Once nothing of a paused batch is left open, the run "
+        "resumes right here (unless --no-resume) and the exit status is the run's.",
+    )
+    _list_options(approvals)
+    actions = approvals.add_subparsers(dest="action", metavar="ACTION")
+    _list_options(actions.add_parser("list", help="list open pending items (the default)"))
+    approve = actions.add_parser("approve", help="approve a tool call")
+    deny = actions.add_parser("deny", help="deny a tool call (its batch's other items close)")
+    deny.add_argument("--reason", metavar="TEXT", help="why (the model is told)")
+    edit = actions.add_parser(
+        "edit",
+        help="approve with changed arguments",
+        description="Approve with changed arguments: JSON is an object whose keys replace the "
+        "call's arguments (null removes one), e.g. '{\"amount\": 10}'. The result is checked "
+        "against the tool's schema; an invalid edit is refused and the item stays open.",
+    )
+    answer = actions.add_parser("answer", help="answer the agent's question")
+    for parser in (approve, deny, edit, answer):
+        parser.add_argument("id", metavar="ID", help="the pending item's id")
+        if parser is edit:
+            parser.add_argument("changes", metavar="JSON")
+        if parser is answer:
+            parser.add_argument("text", metavar="TEXT", nargs="+")
+        parser.add_argument("--by", metavar="NAME", help="who decides (default: your user name)")
+        parser.add_argument(
+            "--no-resume", action="store_true", help="only record the decision; do not resume"
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="print the resumed run's events as JSON lines"
+        )
+        parser.add_argument("--profile", choices=["full", "v1"], default="full")
+        add_place_options(parser)
+    approvals.set_defaults(handler=approvals_command, action=None)
+
+
+def _list_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent", metavar="NAME", default=argparse.SUPPRESS, help="only this agent's items"
+    )
+    parser.add_argument(
+        "--session", metavar="ID", default=argparse.SUPPRESS, help="only this session's items"
+    )
+    add_place_options(parser)
+    add_json_option(parser, "one item per line")
+
+
+def approvals_command(args: argparse.Namespace) -> int:
+    place = place_of(args)
+    store = place.store()
+    try:
+        if (args.action or "list") == "list":
+            return list_items(store, place, args)
+        return decide(store, place, args)
+    finally:
+        store.close()
+
+
+def list_items(store: Store, place: Place, args: argparse.Namespace) -> int:
+    items = store.pending(place.tenant, agent=opt(args, "agent"), session_id=opt(args, "session"))
+    if opt(args, "json"):
+        for item in items:
+            print_json(asdict(item))
+    elif not items:
+        print("nothing is waiting for a decision", file=sys.stderr)
+    else:
+        rows = [
+            [
+                p.id,
+                p.kind,
+                p.tool,
+                one_line(json.dumps(p.args, ensure_ascii=False), 60),
+                one_line(p.reason, 40),
+                p.session_id,
+            ]
+            for p in items
+        ]
+        print(table(["ID", "KIND", "TOOL", "ARGS", "REASON", "SESSION"], rows))
+    return 0
+
+
+def decide(store: Store, place: Place, args: argparse.Namespace) -> int:
+    item = store.pending_item(args.id, place.tenant)
+    agent = place.agent(item.agent)
+    decision = _decision(args, item)
+    result = asyncio.run(resolve(store, agent, item.id, decision, tenant=place.tenant))
+    say = sys.stderr.write
+    if result.status == "invalid":
+        raise CliError(
+            f"{item.id}: {result.error}",
+            hint="the item stays open; `loopwright approvals` shows its arguments",
+        )
+    what = _verb(args.action)
+    if result.status == "already_resolved":
+        now = store.pending_item(item.id, place.tenant)
+        say(f"{item.id}: already resolved ({now.status} by {now.decided_by}); nothing changed\n")
+        return 0
+    say(f"{item.id}: {what} ({item.kind}: {item.tool}) by {decision.by}\n")
+    if result.outstanding:
+        say(f"{result.outstanding} item(s) of the batch still open; the run resumes after them\n")
+        return 0
+    ref = folder_ref(place.root) if place.bare else item.agent
+    if args.no_resume:
+        say(
+            f"resume the run with: loopwright run {ref} --session {item.session_id} "
+            f"--resume{place.flags(run=True)}\n"
+        )
+        return 0
+    if not args.json:
+        say(f"resuming session {item.session_id}\n")
+
+    async def go() -> ev.Done:
+        session = await open_session(agent, store, item.session_id, tenant=place.tenant)
+        return await stream(lambda approver: session.resume(approver=approver), args)
+
+    try:
+        done = asyncio.run(go())
+    except SessionBusy as exc:
+        raise CliError(
+            f"the decision is recorded, but the run cannot resume here: {exc}",
+            hint=f"`loopwright sessions show {item.session_id}{place.flags()}` shows where it is",
+        ) from None
+    if done.stop_reason == "paused":
+        explain_pause(store, place, item.session_id, ref)
+    return EXIT_CODES[done.stop_reason]
+
+
+def _decision(args: argparse.Namespace, item: PendingRecord) -> Approval | Answer:
+    by = args.by or _user()
+    if args.action == "answer":
+        if item.kind != "question":
+            raise CliError(
+                f"{item.id} is an approval, not a question",
+                hint=f"approve or deny it: loopwright approvals approve {item.id}",
+            )
+        return Answer(text=" ".join(args.text), by=by)
+    if item.kind == "question":
+        raise CliError(
+            f"{item.id} is a question: answer it",
+            hint=f'loopwright approvals answer {item.id} "your answer"',
+        )
+    if args.action == "approve":
+        return Approval.approve(by=by)
+    if args.action == "deny":
+        return Approval(approved=False, reason=args.reason, by=by)
+    return Approval.approve(_edited(item, args.changes), by=by)
+
+
+def _edited(item: PendingRecord, changes: str) -> dict[str, Any]:
+    """The call's arguments with `changes` (a JSON object; null removes a key) applied."""
+    example = json.dumps(dict(list(item.args.items())[:1]), ensure_ascii=False)
+    try:
+        patch = json.loads(changes)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"the changes are not valid JSON: {exc.msg} (column {exc.colno})",
+            hint=f"give one JSON object in single quotes, e.g. '{example}'",
+        ) from None
+    if not isinstance(patch, dict):
+        raise CliError("the changes must be a JSON object: {...}", hint=f"e.g. '{example}'")
+    merged = {**item.args, **patch}
+    return {key: value for key, value in merged.items() if value is not None}
+
+
+def _verb(action: str) -> str:
+    return {"approve": "approved", "deny": "denied", "edit": "approved with edits"}.get(
+        action, "answered"
+    )
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "cli"

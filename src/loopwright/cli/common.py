@@ -1,0 +1,292 @@
+"""What every command shares: the usage error, exit statuses, where the project and its store
+are, how an agent is found (by name in a project, or by folder), and small output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shlex
+import sys
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import events as ev
+from ..agent import Agent
+from ..errors import ConfigError
+from ..project import NAME_RULE, Project, load_project
+from ..store import Store, StoreError, open_store
+
+EXIT_CODES: dict[ev.RunStopReason, int] = {
+    "completed": 0,
+    "terminated": 0,
+    "error": 1,
+    "paused": 3,
+    "denied": 4,
+    "max_turns": 5,
+    "aborted": 130,
+}
+USAGE_ERROR = 2
+
+EPILOG = """\
+exit status:
+  0    the run completed (or a tool or policy ended it on purpose); a command succeeded
+  1    the run failed (the model kept failing, a hook raised, ...)
+  2    usage or configuration error (bad arguments, agent folder, rules or model; an unknown
+       session or pending item; an invalid edit)
+  3    paused: a tool call waits for an approval nobody could give here
+  4    a tool call was denied
+  5    the step limit (max_turns) was reached without a final answer
+  130  cancelled with Ctrl-C
+"""
+NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+
+
+class CliError(Exception):
+    """A usage or configuration problem: one line for the person, plus a hint."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(" ".join(message.split()))
+        self.hint = hint
+
+
+def add_place_options(parser: argparse.ArgumentParser, *, tenant: bool = True) -> None:
+    """`--project DIR` (and `--tenant`); SUPPRESS defaults, so that the options may be given
+    before or after a sub-command without one level's default hiding the other's value."""
+    parser.add_argument(
+        "--project",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="the project folder (default: the current directory)",
+    )
+    if tenant:
+        parser.add_argument(
+            "--tenant",
+            default=argparse.SUPPRESS,
+            help="the tenant whose sessions and pending items are used (default: default)",
+        )
+
+
+def add_json_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help=f"print {what} as JSON"
+    )
+
+
+def opt(args: argparse.Namespace, name: str, default: Any = None) -> Any:
+    return getattr(args, name, default)
+
+
+def tenant_of(args: argparse.Namespace) -> str:
+    return str(opt(args, "tenant") or "default")
+
+
+def shown(path: str | Path) -> str:
+    """A path as a person would type it: relative to the current directory when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(path)
+
+
+def config_error(exc: ConfigError, hint: str | None = None) -> CliError:
+    """A discovery error as one line, with paths made relative to the current directory."""
+    text = str(exc).replace(str(Path.cwd().resolve()) + os.sep, "")
+    return CliError(text, hint=hint or "fix the file and line named above")
+
+
+def is_agent_folder(path: Path) -> bool:
+    return (path / "agent.py").is_file() or (path / "agent.yaml").is_file()
+
+
+@dataclass(slots=True)
+class Place:
+    """Where agents and sessions live: a project folder, or a bare agent folder (its sessions
+    are stored in `<folder>/.loopwright`, and `--project <folder>` finds them again)."""
+
+    root: Path
+    tenant: str = "default"
+    bare: bool = False
+    """`root` is an agent folder, not a project."""
+    _project: Project | None = None
+    _agent: Agent | None = None
+
+    @property
+    def is_project(self) -> bool:
+        return not self.bare and (
+            (self.root / "loopwright.toml").is_file() or (self.root / "agents").is_dir()
+        )
+
+    def require_project(self) -> None:
+        if not self.bare and not self.is_project:
+            raise CliError(
+                f"{self.name()} is not a loopwright project (no loopwright.toml or agents/)",
+                hint="`loopwright init` creates one; or pass --project DIR",
+            )
+
+    def name(self) -> str:
+        if self.root.resolve() == Path.cwd().resolve():
+            return "the current directory"
+        return shown(self.root)
+
+    def store_path(self) -> Path:
+        if self.bare:
+            home = os.environ.get("LOOPWRIGHT_HOME")
+            return Path(home) / "loopwright.db" if home else self.root / ".loopwright/loopwright.db"
+        return Project(root=self.root, settings=self.settings()).store_path()
+
+    def settings(self) -> dict[str, Any]:
+        """loopwright.toml, read without loading any agent."""
+        toml = self.root / "loopwright.toml"
+        if not toml.is_file():
+            return {}
+        try:
+            return tomllib.loads(toml.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise CliError(
+                f"{shown(toml)}: invalid TOML: {exc}", hint="fix loopwright.toml"
+            ) from None
+        except OSError as exc:
+            raise CliError(f"cannot read {shown(toml)}: {exc.strerror}") from None
+
+    def store(self) -> Store:
+        if not os.environ.get("LOOPWRIGHT_HOME"):
+            self.require_project()  # never create a store in a folder that is not ours
+        try:
+            return open_store(self.store_path())
+        except StoreError as exc:
+            raise CliError(str(exc), hint="check [store] path in loopwright.toml") from None
+
+    def project(self) -> Project:
+        if self._project is None:
+            try:
+                self._project = load_project(self.root)
+            except ConfigError as exc:
+                raise config_error(exc) from None
+        return self._project
+
+    def agent(self, name: str) -> Agent:
+        """The agent called `name` here."""
+        if self.bare:
+            if self._agent is None:
+                self._agent = load_agent_folder(self.root)
+            if self._agent.name != name:
+                raise CliError(f"{shown(self.root)} holds agent {self._agent.name!r}, not {name!r}")
+            return self._agent
+        project = self.project()
+        if name not in project.agents:
+            known = ", ".join(sorted(project.agents)) or "none"
+            raise CliError(
+                f"no agent named {name!r} in {self.name()} (agents: {known})",
+                hint=f"`loopwright agents{self.flags()}` lists them; "
+                f"`loopwright new {name}` creates one",
+            )
+        return project.agents[name]
+
+    def flags(self, *, run: bool = False) -> str:
+        """The options a suggested command needs to find this place again (`run` finds a bare
+        folder by its path, given as AGENT)."""
+        words = []
+        if self.root.resolve() != Path.cwd().resolve() and not (run and self.bare):
+            words += ["--project", shown(self.root)]
+        if self.tenant != "default":
+            words += ["--tenant", self.tenant]
+        return "".join(" " + shlex.quote(w) for w in words)
+
+
+def folder_ref(folder: Path) -> str:
+    """An agent folder as `loopwright run` AGENT: a path that cannot be taken for a name."""
+    text = shown(folder)
+    return text if "/" in text or text == "." else f"./{text}"
+
+
+def place_of(args: argparse.Namespace) -> Place:
+    """`--project DIR` (or the current directory) as a project or a bare agent folder."""
+    given = opt(args, "project")
+    root = Path(given or ".").resolve()
+    if given is not None and not root.is_dir():
+        raise CliError(f"no project folder at {given}", hint="pass an existing folder to --project")
+    project_like = (root / "loopwright.toml").is_file() or (root / "agents").is_dir()
+    return Place(root, tenant_of(args), bare=not project_like and is_agent_folder(root))
+
+
+def load_agent_folder(folder: Path) -> Agent:
+    """An agent folder: agent.py (which exports `agent`) or agent.yaml."""
+    if (folder / "agent.py").is_file():
+        return load_agent_file(folder / "agent.py")
+    from ..project import load_agent
+
+    try:
+        return load_agent(folder)
+    except ConfigError as exc:
+        raise config_error(exc) from None
+
+
+def load_agent_file(file: Path) -> Agent:
+    """The `agent` exported by an agent.py (it may import its neighbours, like tools.py)."""
+    folder = file.resolve().parent
+    name = "loopwright_agent_" + "".join(c if c.isalnum() else "_" for c in folder.name)
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot load {file} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(folder))  # so agent.py can import its neighbours (tools.py, ...)
+    try:
+        spec.loader.exec_module(module)
+    except ConfigError as exc:
+        raise CliError(f"{file}: {exc}", hint="fix the agent's configuration") from None
+    except Exception as exc:
+        raise CliError(
+            f"{file} failed to import: {type(exc).__name__}: {exc}",
+            hint=f"run `python {file}` to see the full traceback",
+        ) from None
+    agent = getattr(module, "agent", None)
+    if not isinstance(agent, Agent):
+        found = "nothing" if agent is None else f"a {type(agent).__name__}"
+        raise CliError(
+            f"{file} must export `agent`, a loopwright.Agent (found {found})",
+            hint="add `agent = Agent(name=..., model=..., tools=[...])` to agent.py",
+        )
+    return agent
+
+
+def check_name(name: str, what: str = "agent name") -> str:
+    if not NAME.fullmatch(name):
+        raise CliError(
+            f"invalid {what} {name!r}: {NAME_RULE}", hint="e.g. `loopwright new support`"
+        )
+    return name
+
+
+def model_name(agent: Agent) -> str:
+    model = agent.model
+    if isinstance(model, str):
+        provider, _, rest = model.partition(":")
+        return f"scripted:{shown(rest)}" if provider == "scripted" else model
+    return str(getattr(model, "name", type(model).__name__))
+
+
+def one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell (the last one is not padded)."""
+    cells = [list(headers), *[list(r) for r in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        padded = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=False)] + [row[-1]]
+        lines.append("  ".join(padded).rstrip())
+    return "\n".join(lines)
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, default=str))

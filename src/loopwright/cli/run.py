@@ -1,0 +1,230 @@
+"""`loopwright run AGENT`: one message through an agent, durably.
+
+AGENT is an agent's name in the project (`--project DIR`, default the current directory) or
+the path of an agent folder (agent.py or agent.yaml). Every run is stored: in the project's
+store, or for a bare folder in `<folder>/.loopwright` (or `$LOOPWRIGHT_HOME`). A new session's
+id is printed; `--session ID` continues one and `--session ID --resume` resumes a paused run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from pathlib import Path
+
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import Approver
+from ..errors import SessionBusy, UnknownSession
+from ..project import with_model
+from ..session import Run
+from ..store import Store
+from ..store.durable import open_session
+from .common import (
+    EPILOG,
+    EXIT_CODES,
+    NAME,
+    CliError,
+    Place,
+    add_place_options,
+    folder_ref,
+    is_agent_folder,
+    load_agent_file,
+    load_agent_folder,
+    opt,
+    place_of,
+    tenant_of,
+)
+from .runner import explain_pause, stream
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run one message through an agent (stored as a session)",
+        description="Run one message through AGENT: an agent's name in the project, or the path "
+        "of an agent folder (agent.py or agent.yaml). The answer goes to stdout, progress (tool "
+        "calls, results, decisions) to stderr. The run is stored as a session: continue it with "
+        "--session ID.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("agent", metavar="AGENT", help="an agent's name, or an agent folder")
+    run.add_argument(
+        "message",
+        metavar="MESSAGE",
+        nargs="*",
+        default=[],
+        help="the message to send (words are joined with spaces)",
+    )
+    run.add_argument(
+        "--input",
+        metavar="TEXT",
+        help="the message to send, instead of MESSAGE ('-' reads it from stdin)",
+    )
+    run.add_argument("--session", metavar="ID", help="continue this session")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --session: resume the paused run once its pending items are resolved",
+    )
+    run.add_argument(
+        "--model", metavar="PROVIDER:MODEL", help="use this model instead of the agent's"
+    )
+    add_place_options(run)
+    add_output_options(run)
+    run.set_defaults(handler=run_command)
+
+
+def add_output_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--json",
+        action="store_true",
+        help="print every event as one JSON object per line on stdout",
+    )
+    command.add_argument(
+        "--profile",
+        choices=["full", "v1"],
+        default="full",
+        help="with --json: 'v1' keeps only loopengine v1 events (default: full)",
+    )
+    command.add_argument(
+        "--yes", "-y", action="store_true", help="approve every tool call that asks for approval"
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.resume:
+        if args.message or args.input is not None:
+            raise CliError("--resume takes no message", hint="resume first, then send a new one")
+        if not args.session:
+            raise CliError(
+                "--resume needs --session ID",
+                hint="`loopwright sessions` lists sessions and their status",
+            )
+        message = None
+    else:
+        message = read_message(args)
+    agent, place, ref = find_agent(args)
+    if args.model:
+        agent = with_model(agent, args.model)
+    store = place.store()
+    try:
+        done, session_id = asyncio.run(_run(agent, store, place, ref, message, args))
+        if done.stop_reason == "paused":
+            explain_pause(store, place, session_id, ref)
+    finally:
+        store.close()
+    return EXIT_CODES[done.stop_reason]
+
+
+async def _run(
+    agent: Agent,
+    store: Store,
+    place: Place,
+    ref: str,
+    message: str | None,
+    args: argparse.Namespace,
+) -> tuple[ev.Done, str]:
+    try:
+        record = store.session(args.session, place.tenant) if args.session else None
+    except UnknownSession:
+        if args.resume:
+            raise CliError(
+                f"no session {args.session!r}",
+                hint=f"`loopwright sessions{place.flags()}` lists them",
+            ) from None
+        record = None
+    if record is not None and record.agent != agent.name:
+        raise CliError(
+            f"session {record.id} belongs to agent {record.agent!r}, not {agent.name!r}",
+            hint=f"continue it with `loopwright run {record.agent} --session {record.id}`",
+        )
+    session = await open_session(agent, store, args.session, tenant=place.tenant)
+
+    def start(approver: Approver | None) -> Run:
+        if message is None:
+            run = session.resume(approver=approver)
+        else:
+            run = session.run(message, approver=approver)
+        if record is None and not args.json:  # the model is resolved: the run will start
+            print(f"session {session.id} (continue with --session {session.id})", file=sys.stderr)
+        return run
+
+    try:
+        done = await stream(start, args)
+    except SessionBusy as exc:
+        raise busy_error(exc, place, ref, session.id) from None
+    return done, session.id
+
+
+def busy_error(exc: SessionBusy, place: Place, ref: str, session_id: str) -> CliError:
+    text, flags = str(exc), place.flags()
+    if "no paused run" in text:
+        hint = f'send a message instead: loopwright run {shlex.quote(ref)} --session {session_id} "..."'
+    elif "paused" in text or "open items" in text:
+        hint = (
+            f"`loopwright approvals --session {session_id}{flags}` lists what waits; resolve it, "
+            f"then `loopwright run {shlex.quote(ref)} --session {session_id} --resume"
+            f"{place.flags(run=True)}`"
+        )
+    else:
+        hint = "wait for the other run to finish (one run at a time per session)"
+    return CliError(text, hint=hint)
+
+
+def read_message(args: argparse.Namespace) -> str:
+    if args.input is not None and args.message:
+        raise CliError("give the message either as MESSAGE or with --input, not both")
+    text = args.input if args.input is not None else " ".join(args.message)
+    if text == "-":
+        text = sys.stdin.read()
+    if not text.strip():
+        raise CliError(
+            "no message to send", hint='loopwright run AGENT "your message" (or --input TEXT)'
+        )
+    return str(text).strip()
+
+
+def find_agent(args: argparse.Namespace) -> tuple[Agent, Place, str]:
+    """The agent AGENT names, where its sessions are stored, and how to name it again."""
+    target: str = args.agent
+    if NAME.fullmatch(target):
+        place = place_of(args)
+        project_like = place.is_project
+        explicit = opt(args, "project") is not None
+        if place.bare or (project_like and (explicit or not is_agent_folder(Path(target)))):
+            return place.agent(target), place, target
+        if project_like and target in place.project().agents:
+            return place.project().agents[target], place, target
+    return _from_path(Path(target), args)
+
+
+def _from_path(path: Path, args: argparse.Namespace) -> tuple[Agent, Place, str]:
+    if not path.exists():
+        raise CliError(
+            f"no agent folder at {path}",
+            hint="pass an agent's name in the project (see `loopwright agents`), or a folder "
+            "holding agent.py or agent.yaml, e.g. `loopwright run examples/support`",
+        )
+    folder = path.parent if path.is_file() else path
+    if path.is_dir() and not is_agent_folder(path):
+        raise CliError(
+            f"{path} has no agent.py or agent.yaml",
+            hint="an agent folder holds agent.py (defining `agent = Agent(...)`) or agent.yaml",
+        )
+    folder = folder.resolve()
+    home = folder.parent.parent
+    if folder.parent.name == "agents" and (home / "loopwright.toml").is_file():
+        place = Place(home, tenant_of(args))  # an agent of a project: the project's store
+        names = {f.resolve(): n for n, f in place.project().folders.items()}
+        if folder in names:
+            return place.project().agents[names[folder]], place, names[folder]
+    place = Place(folder, tenant_of(args), bare=True)
+    if path.is_file() and path.name != "agent.yaml":
+        agent = load_agent_file(path)
+    else:
+        agent = load_agent_folder(folder)
+    return agent, place, folder_ref(folder) if path.is_dir() else str(path)
