@@ -118,3 +118,16 @@ def test_providers_register_by_name_and_through_entry_points(tmp_path, monkeypat
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert get_model("fake:m1").name == "fake:m1"
+
+
+async def test_a_script_file_goes_on_where_the_conversation_is(tmp_path):
+    from loopwright import Session
+
+    path = tmp_path / "s.yaml"
+    path.write_text("replies:\n  - first\n  - {fail: {error: x, retryable: true}}\n  - second\n")
+    agent = Agent(model=f"scripted:{path}")
+    session = Session(agent)
+    assert (await session.run("one").result()).text == "first"
+    second = await session.run("two").result()  # a fresh model per run, as in another process
+    assert second.text == "second"  # not "first" again
+    assert types(second.events).count("model:retry") == 1  # the failure scripted before it

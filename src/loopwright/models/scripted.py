@@ -154,12 +154,17 @@ class ScriptedModel:
 
     Running out of replies ends the stream with a (non-retryable) failure; `unused` tells how
     many replies were never requested, and `assert_exhausted()` complains about them.
+
+    With `catch_up` (models made from a `scripted:<path>` string, new for every run), the first
+    request skips as many successful replies as the conversation already holds assistant
+    messages, so a session continued or resumed in another process goes on where it was.
     """
 
     replies: list[Reply]
     name: str = "scripted:inline"
     requests: list[ModelRequest] = field(default_factory=list)
     _next: int = 0
+    catch_up: bool = False
 
     @classmethod
     def from_script(cls, data: Any, *, name: str = "scripted:inline") -> ScriptedModel:
@@ -183,7 +188,9 @@ class ScriptedModel:
             raise ConfigError(f"cannot read script: {exc.strerror}", source=str(source)) from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"invalid script: {exc}", source=str(source)) from None
-        return cls.from_script(data, name=f"scripted:{source}")
+        model = cls.from_script(data, name=f"scripted:{source}")
+        model.catch_up = True
+        return model
 
     @property
     def unused(self) -> int:
@@ -193,7 +200,16 @@ class ScriptedModel:
         if self.unused:
             raise AssertionError(f"{self.unused} scripted replies were never requested")
 
+    def _skip_answered(self, request: ModelRequest) -> None:
+        answered = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        while answered and self._next < len(self.replies):
+            if self.replies[self._next].fail is None:
+                answered -= 1
+            self._next += 1
+
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        if self.catch_up and not self.requests:
+            self._skip_answered(request)
         self.requests.append(replace(request, messages=tuple(request.messages)))
         if self._next >= len(self.replies):
             return _fail(f"script exhausted: all {len(self.replies)} replies were used")
