@@ -120,3 +120,58 @@ async def test_subagent_folders_become_tools(tmp_path):
     result = await drive(Session(support).run("send invoice 7"))
     assert [e.content for e in result.events if e.type == "tool:output"] == ["Invoice 7 sent."]
     await asyncio.sleep(0)
+
+
+def test_a_subagents_approval_is_answered_at_the_terminal(tmp_path):
+    """Through the real CLI: the child's approval reaches the prompt, and the parent finishes."""
+    import os
+    import subprocess
+    import textwrap
+
+    from test_cli import ENV, LOOPWRIGHT, terminal
+
+    files = {
+        "agents/support/agent.yaml": "model: scripted:script.yaml\n",
+        "agents/support/script.yaml": textwrap.dedent("""\
+            replies:
+              - tool_calls: [{name: billing, args: {request: "refund 5"}}]
+              - text: "All sorted."
+            """),
+        "agents/support/subagents/billing/agent.yaml": (
+            "description: Handles refunds.\nmodel: scripted:script.yaml\n"
+        ),
+        "agents/support/subagents/billing/script.yaml": textwrap.dedent("""\
+            replies:
+              - tool_calls: [{name: refund, args: {amount: 5}}]
+              - text: "Refunded 5."
+            """),
+        "agents/support/subagents/billing/tools.py": textwrap.dedent("""\
+            from loopwright import tool
+
+            @tool
+            def refund(amount: float) -> str:
+                \"\"\"Refund.\"\"\"
+                return f"refunded {amount:g}"
+            """),
+        "agents/support/subagents/billing/rules.yaml": (
+            "rules: [{name: refunds-asked, tool: refund, decision: ask}]\n"
+        ),
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    with terminal() as (keyboard, tty):
+        proc = subprocess.Popen(
+            [LOOPWRIGHT, "run", "support", "--project", str(tmp_path), "go"],
+            cwd=tmp_path,
+            env=ENV,
+            stdin=tty,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(keyboard, b"a\n")
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.strip() == "All sorted."
+    assert "the subagent billing needs you" in err and "refund" in err

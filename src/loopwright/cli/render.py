@@ -118,8 +118,15 @@ class JsonLines:
         if line is not None:
             self.console.out.write(line + "\n")
             self.console.out.flush()
-        if isinstance(event, (ev.ApprovalPending, ev.QuestionPending)):
-            self.console.shown(event.id)
+        mark_shown(self.console, event)
+
+
+def mark_shown(console: Console, event: ev.Event) -> None:
+    """Tell a waiting prompt that its pending item is on screen (also a subagent's)."""
+    while isinstance(event, ev.SubagentEvent):
+        event = event.event
+    if isinstance(event, (ev.ApprovalPending, ev.QuestionPending)):
+        console.shown(event.id)
 
 
 class Human:
@@ -219,6 +226,9 @@ class Human:
             case ev.SubagentEvent(origin=origin, event=inner):
                 if isinstance(inner, ev.ToolStarted):
                     self.note(s.cyan(f"  {origin.agent} → {inner.tool} {as_json(inner.args)}"))
+                elif isinstance(inner, (ev.ApprovalPending, ev.QuestionPending)):
+                    self.note(s.yellow(f"? the subagent {origin.agent} needs you:"))
+                    mark_shown(self.console, inner)
             case ev.LoopError(error=error):
                 self.note(s.red(f"✗ run failed: {error}"))
             case ev.LoopMaxTurns(max_turns=turns):
