@@ -331,3 +331,31 @@ async def test_a_run_on_a_full_database_stops_with_a_clear_error(tmp_path):
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
     record = store.session("s", "default")
     assert record.status == "interrupted" and record.last_seq == len(stored)
+
+
+async def test_a_cancelled_durable_run_is_logged_whole_and_resumes_cleanly(store):
+    import asyncio
+
+    gate = asyncio.Event()
+
+    @tool
+    async def slow(n: int) -> str:
+        """Waits for the gate."""
+        await asyncio.wait_for(gate.wait(), 5)
+        return "never"
+
+    a = Agent(model=scripted({"tool_calls": [call("slow", "s", n=1)]}, "after"), tools=[slow])
+    session = await open_session(a, store, "s")
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:started":
+            asyncio.get_running_loop().call_later(0.01, session.cancel)
+    assert events[-2].type == "loop:aborted"
+    stored = [e.event for e in store.load("s", "default")]
+    assert stored == [e for e in events if not e.type.endswith(":delta")]
+    assert store.session("s", "default").status == "idle"
+    again = await open_session(a, store, "s")
+    assert again.messages == session.messages
+    assert_history_valid(again.messages)
+    assert (await drive(again.run("and now?"))).text == "after"
