@@ -12,7 +12,7 @@ from conftest import assert_history_valid, drive, run_agent, scripted
 from loopwright import Agent, Session, tool
 from loopwright.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM, Compaction, split_point
 from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
-from loopwright.models import ModelRequest
+from loopwright.models import ModelFailure, ModelRequest
 from loopwright.testing import FunctionModel, Reply, types
 
 
@@ -89,7 +89,7 @@ async def test_discard_mode_drops_without_asking_the_model():
 async def test_a_failed_summary_falls_back_to_discarding():
     def model(request):
         if request.system == SUMMARY_SYSTEM:
-            return Reply(fail=__import__("loopwright").models.ModelFailure(error="down"))
+            return Reply(fail=ModelFailure(error="down"))
         return realistic(request)
 
     session = Session(

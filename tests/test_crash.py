@@ -67,7 +67,6 @@ def check_log(tmp: Path) -> None:
     assert started <= set(results)
     last = runs(stored)[-1]
     check_events(last)  # the run after the crash is complete and well-formed
-    from loopwright.store.durable import DurableJournal  # noqa: F401  (import check)
 
     history = rebuild(stored, {}, {}, died=False)
     assert_history_valid(history.messages)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..events import MessageCompleted, ToolDelta
 from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
 from ..models import ModelFailure, ModelRequest
 from . import Endpoint
+from ._errors import failure_from
 
 CUT = "the stream ended before the reply was complete"
 
@@ -76,6 +78,30 @@ class OpenAIClientModel:
             return
         if self._loop is asyncio.get_running_loop():
             await sdk.close()
+
+
+async def relay(
+    stream: Any, read: Callable[[Any], Iterable[Any]], done: Callable[[], bool]
+) -> AsyncIterator[Any]:
+    """Feed the SDK stream's items to `read` and yield what it makes, until `done()` or the
+    stream ends. An error while reading ends it with that failure (cancellation propagates);
+    the stream is closed either way."""
+    try:
+        iterator = aiter(stream)
+        while not done():
+            try:
+                item = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                yield failure_from(exc)
+                return
+            for made in read(item):
+                yield made
+    finally:
+        await stream.close()
 
 
 def notes_text(request: ModelRequest) -> str | None:

@@ -28,7 +28,7 @@ from ..events import TextDelta, ThinkingDelta
 from ..messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
 from ..models import ModelFailure, ModelRequest, StreamItem
 from ._errors import failure_from
-from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text
+from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
 
 STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
@@ -54,22 +54,10 @@ class OpenAIChatModel(OpenAIClientModel):
             yield failure_from(exc)
             return
         reader = _Reader()
-        try:
-            iterator = aiter(chunks)
-            while True:
-                try:
-                    chunk = await anext(iterator)
-                except StopAsyncIteration:
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    yield failure_from(exc)
-                    return
-                for item in reader.read(chunk):
-                    yield item
-        finally:
-            await chunks.close()
+        async for item in relay(chunks, reader.read, lambda: False):
+            yield item
+            if isinstance(item, ModelFailure):
+                return
         if reader.finish is None:
             yield ModelFailure(error=CUT, retryable=True)
             return

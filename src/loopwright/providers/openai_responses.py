@@ -43,7 +43,7 @@ from ..events import TextDelta, ThinkingDelta
 from ..messages import AssistantMessage, StopReason, ToolResultMessage, Usage
 from ..models import ModelFailure, ModelRequest, StreamItem
 from ._errors import TOO_LONG, failure_from
-from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text
+from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
 
 RETRYABLE_CODES = ("server_error", "rate_limit")
 """Error codes (as substrings) of a failed response that a retry may cure."""
@@ -65,22 +65,10 @@ class OpenAIResponsesModel(OpenAIClientModel):
             yield failure_from(exc)
             return
         reader = _Reader()
-        try:
-            iterator = aiter(events)
-            while reader.end is None:
-                try:
-                    event = await anext(iterator)
-                except StopAsyncIteration:
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    yield failure_from(exc)
-                    return
-                for item in reader.read(event):
-                    yield item
-        finally:
-            await events.close()
+        async for item in relay(events, reader.read, lambda: reader.end is not None):
+            yield item
+            if isinstance(item, ModelFailure):
+                return
         if isinstance(reader.end, ModelFailure):
             yield reader.end
         elif reader.end is None:
