@@ -122,13 +122,8 @@ async def test_subagent_folders_become_tools(tmp_path):
     await asyncio.sleep(0)
 
 
-def test_a_subagents_approval_is_answered_at_the_terminal(tmp_path):
-    """Through the real CLI: the child's approval reaches the prompt, and the parent finishes."""
-    import os
-    import subprocess
+def write_support_project(tmp_path) -> None:
     import textwrap
-
-    from test_cli import ENV, LOOPWRIGHT, terminal
 
     files = {
         "agents/support/agent.yaml": "model: scripted:script.yaml\n",
@@ -160,6 +155,16 @@ def test_a_subagents_approval_is_answered_at_the_terminal(tmp_path):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
+
+
+def test_a_subagents_approval_is_answered_at_the_terminal(tmp_path):
+    """Through the real CLI: the child's approval reaches the prompt, and the parent finishes."""
+    import os
+    import subprocess
+
+    from test_cli import ENV, LOOPWRIGHT, terminal
+
+    write_support_project(tmp_path)
     with terminal() as (keyboard, tty):
         proc = subprocess.Popen(
             [LOOPWRIGHT, "run", "support", "--project", str(tmp_path), "go"],
@@ -175,3 +180,216 @@ def test_a_subagents_approval_is_answered_at_the_terminal(tmp_path):
     assert proc.returncode == 0, err
     assert out.strip() == "All sorted."
     assert "the subagent billing needs you" in err and "refund" in err
+
+
+# ---- a subagent paused with nobody to answer live: the parent pauses too ----------------------
+
+
+def support_with_billing(child: Agent, *parent_replies) -> Agent:
+    replies = parent_replies or (
+        {"tool_calls": [call("billing", "b", request="refund 5 please")]},
+        "Billing says it is done.",
+    )
+    return Agent(name="support", model=scripted(*replies), tools=[subagent_tool(child)])
+
+
+async def test_a_paused_subagent_pauses_its_parent_and_resumes_with_it():
+    child = billing({"tool_calls": [call("refund", "r", amount=5)]}, "Refund of 5 done.")
+    session = Session(support_with_billing(child), session_id="p1")
+    paused = await drive(session.run("refund me"))
+    assert paused.stop_reason == "paused"
+    [item] = session.pending  # the child's approval is the parent's pending item
+    assert (item.call.name, item.args) == ("refund", {"amount": 5})
+    [suspended] = [e for e in paused.events if e.type == "tool:suspended"]
+    assert (suspended.id, suspended.session_id, suspended.pending_ids) == (
+        "b",
+        "p1/billing/b",
+        [item.id],
+    )
+    assert paused.pending_ids == [item.id]
+    assert types(paused.events)[-4:] == ["tool:suspended", "step:finished", "loop:paused", "done"]
+    assert not [e for e in paused.events if e.type == "tool:output"]  # the call has no result
+
+    resolution = await session.resolve(item.id, Approval.approve(by="ana"))
+    assert (resolution.status, resolution.outstanding) == ("resolved", 0)
+    assert session.pending == []
+    done = await drive(session.resume())
+    assert done.text == "Billing says it is done."
+    assert types(done.events)[:4] == [
+        "session",
+        "actauth:decision",
+        "tool:started",
+        "subagent:event",
+    ]
+    inner = [e.event.type for e in done.events if e.type == "subagent:event"]
+    assert inner[:3] == ["session", "approval:resolved", "actauth:decision"]
+    assert "tool:suspended" not in types(done.events)
+    outputs = [(e.id, e.content) for e in done.events if e.type == "tool:output"]
+    assert outputs == [("b", "Refund of 5 done.")]
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant"]
+    child_session = session._children["p1/billing/b"]
+    assert [m.role for m in child_session.messages] == [
+        "user", "assistant", "tool", "assistant"
+    ]  # fmt: skip
+
+
+async def test_a_denial_inside_a_paused_subagent_gives_the_parent_an_error_result():
+    child = billing({"tool_calls": [call("refund", "r", amount=5)]})
+    session = Session(support_with_billing(child, *(
+        {"tool_calls": [call("billing", "b", request="refund")]}, "I could not refund it."
+    )))  # fmt: skip
+    await drive(session.run("go"))
+    [item] = session.pending
+    await session.resolve(item.id, Approval.deny("too much", by="ana"))
+    done = await drive(session.resume())
+    [output] = [e for e in done.events if e.type == "tool:output"]
+    assert output.is_error and output.content.startswith("The subagent 'billing' stopped (denied)")
+    assert done.text == "I could not refund it."
+
+
+async def test_resuming_while_the_subagent_still_waits_is_refused():
+    from loopwright import SessionBusy
+
+    child = billing({"tool_calls": [call("refund", "r", amount=5)]}, "ok")
+    session = Session(support_with_billing(child))
+    await drive(session.run("go"))
+    with pytest.raises(SessionBusy, match="1 open items"):
+        session.resume()
+
+
+async def test_a_durable_subagent_pause_is_resolved_and_resumed_from_a_fresh_process(tmp_path):
+    """Pause, drop everything, then (as another process would) find the owner of the child's
+    item by id, resolve it and resume the top-level session from the log alone."""
+    from loopwright.store import open_store
+    from loopwright.store.durable import open_session, owner_of, resolve
+
+    def agents(*, resumed=False):  # a fresh process builds its agents again
+        if resumed:  # (scripted models: only the replies still to come)
+            child = billing("Refund of 5 done.")
+            return {"support": support_with_billing(child, "Billing says it is done.")}
+        child = billing({"tool_calls": [call("refund", "r", amount=5)]})
+        return {"support": support_with_billing(child)}
+
+    db = tmp_path / "lw.db"
+    store = open_store(db)
+    first = await open_session(agents()["support"], store, "s1", tenant="acme")
+    paused = await drive(first.run("refund me"))
+    assert paused.stop_reason == "paused"
+    store.close()
+
+    store = open_store(db)
+    [row] = store.pending("acme")
+    assert (row.session_id, row.agent, row.tool, row.status) == (
+        "s1/billing/b", "billing", "refund", "open"
+    )  # fmt: skip
+    assert store.session("s1", "acme").status == "paused"
+    fresh = agents(resumed=True)
+    owner = owner_of(store, fresh, row.id, tenant="acme")
+    assert (owner.agent.name, owner.root_agent.name, owner.root_session_id) == (
+        "billing", "support", "s1"
+    )  # fmt: skip
+    reopened = await open_session(fresh["support"], store, "s1", tenant="acme")
+    assert [p.id for p in reopened.pending] == [row.id]  # the log knows the parent waits on it
+    with pytest.raises(Exception, match="no pending item"):
+        owner_of(store, fresh, row.id, tenant="other")  # a foreign tenant's id is unknown
+
+    bad = await resolve(
+        store, owner.agent, row.id, Approval.approve({"amount": "x"}), tenant="acme"
+    )
+    assert bad.status == "invalid" and bad.outstanding == 1  # validated against the child's tool
+    good = await resolve(store, owner.agent, row.id, Approval.approve(by="ana"), tenant="acme")
+    assert (good.status, good.outstanding) == ("resolved", 0)
+    session = await open_session(owner.root_agent, store, "s1", tenant="acme")
+    done = await drive(session.resume())
+    assert done.text == "Billing says it is done."
+    assert [(e.id, e.content) for e in done.events if e.type == "tool:output"] == [
+        ("b", "Refund of 5 done.")
+    ]
+    assert store.session("s1", "acme").status == "idle"
+    assert store.session("s1/billing/b", "acme").status == "idle"
+    assert store.pending_item(row.id, "acme").status == "approved"
+    parent_log = [s.event.type for s in store.load("s1", "acme")]
+    assert parent_log.count("tool:suspended") == 1 and parent_log.count("tool:output") == 1
+    child_log = [s.event.type for s in store.load("s1/billing/b", "acme")]
+    assert child_log.count("approval:pending") == 1 and child_log.count("tool:result") == 1
+    again = await open_session(agents()["support"], store, "s1", tenant="acme")
+    assert [m.role for m in again.messages] == ["user", "assistant", "tool", "assistant"]
+    store.close()
+
+
+def test_a_subagents_approval_is_resolved_from_a_second_process(tmp_path):
+    """Through the real CLI without a terminal: the parent pauses on the child's approval, and
+    `loopwright approvals approve ID` in another process resumes the parent, which finishes."""
+    import json
+    import re
+    import subprocess
+
+    from test_cli import ENV, LOOPWRIGHT
+
+    write_support_project(tmp_path)
+    cli = [LOOPWRIGHT]
+    where = ["--project", str(tmp_path)]
+    first = subprocess.run(
+        [*cli, "run", "support", *where, "--session", "s1", "go"],
+        env=ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert first.returncode == 3, first.stderr
+    [item_id] = re.findall(r"approval (apr_\S+) \(subagent billing\): refund", first.stderr)
+    assert f"loopwright approvals approve {item_id}" in first.stderr
+
+    listed = subprocess.run(
+        [*cli, "approvals", "list", *where, "--json"], env=ENV, capture_output=True, text=True
+    )
+    [row] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (row["id"], row["session_id"], row["agent"], row["tool"], row["args"]) == (
+        item_id, "s1/billing/call_1", "billing", "refund", {"amount": 5}
+    )  # fmt: skip
+
+    second = subprocess.run(
+        [*cli, "approvals", "approve", item_id, *where, "--by", "ana"],
+        env=ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "All sorted."
+    assert f"{item_id}: approved (approval: refund) by ana" in second.stderr
+    assert "resuming session s1" in second.stderr
+
+    shown = subprocess.run(
+        [*cli, "sessions", "list", *where, "--json"], env=ENV, capture_output=True, text=True
+    )
+    status = {s["id"]: s["status"] for s in map(json.loads, shown.stdout.splitlines())}
+    assert status == {"s1": "idle", "s1/billing/call_1": "idle"}
+
+
+async def test_a_subagents_question_is_answered_through_the_parent():
+    from loopwright import Answer
+    from loopwright.approvals import QuestionRequest
+    from loopwright.tools import ask_user
+
+    child = Agent(
+        name="billing",
+        description="Handles refunds.",
+        model=scripted(
+            {"tool_calls": [call("ask_user", "q", question="Which order?", options=["A", "B"])]},
+            "Refunded order B.",
+        ),
+        tools=[ask_user],
+    )
+    session = Session(support_with_billing(child, *(
+        {"tool_calls": [call("billing", "b", request="refund my order")]}, "Done: order B."
+    )), session_id="p")  # fmt: skip
+    paused = await drive(session.run("go"))
+    [question] = session.pending
+    assert isinstance(question, QuestionRequest)
+    assert (question.question, question.options, question.session_id) == (
+        "Which order?", ["A", "B"], "p/billing/b"
+    )  # fmt: skip
+    assert paused.pending_ids == [question.id]
+    wrong = await session.resolve(question.id, Approval.approve())
+    assert wrong.status == "invalid" and "question" in (wrong.error or "")
+    answered = await session.resolve(question.id, Answer(text="B", by="ana"))
+    assert (answered.status, answered.outstanding) == ("resolved", 0)
+    done = await drive(session.resume())
+    assert done.text == "Done: order B."
+    inner = [e.event for e in done.events if e.type == "subagent:event"]
+    assert [e.answer for e in inner if e.type == "question:resolved"] == ["B"]

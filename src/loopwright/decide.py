@@ -66,9 +66,22 @@ class Resolution:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Suspended:
+    """A call that ran and waits on pending items of another session (a subagent's); it runs
+    again when the batch resumes."""
+
+    call: ToolCall
+    tool: Tool
+    args: dict[str, Any]
+    session_id: str
+    pending_ids: list[str]
+
+
 @dataclass(slots=True)
 class Checkpoint:
-    """A paused batch: the reply's calls, the results so far, and the pending items.
+    """A paused batch: the reply's calls, the results so far, the pending items, and the calls
+    suspended on another session's items.
 
     A denial closes it at once: every item still open is skipped. The run resumes when no item
     is open. Resolving an item twice, or after the checkpoint closed, changes nothing.
@@ -78,6 +91,8 @@ class Checkpoint:
     results: dict[str, ToolResultMessage]
     pending: dict[str, Pending]
     closed: bool = False
+    suspended: dict[str, Suspended] = field(default_factory=dict)
+    """Call id → a call waiting on a subagent's session."""
 
     @property
     def outstanding(self) -> int:
@@ -266,6 +281,23 @@ class Decider:
         who = "by user" if by_user else "by policy"
         text = f"Tool call denied {who}. Reason: {reason}"
         return self.record(call, text, "Denied.", args=args, detail=reason)
+
+    def rerun(self, checkpoint: Checkpoint, batch: Batch) -> list[ev.Event]:
+        """The suspended calls of a resumed batch run again (their subagents resume), or are
+        skipped with the batch when a denial closed it."""
+        events: list[ev.Event] = []
+        why = "resumed: the subagent's pending items were resolved"
+        if checkpoint.closed:
+            why = "not resumed: a sibling call was denied"
+        for waiting in checkpoint.suspended.values():
+            call, tool, args = waiting.call, waiting.tool, waiting.args
+            if not checkpoint.closed:
+                events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=why))
+            kwargs = {} if checkpoint.closed else tool.validate(args)
+            batch.scheduled.append(
+                Scheduled(call=call, tool=tool, args=args, kwargs=kwargs, reason=why)
+            )
+        return events
 
     def skip(self, batch: Batch) -> list[ev.Event]:
         """A denial stops the batch: every allowed or deferred call is skipped, unrun."""

@@ -358,6 +358,20 @@ class ToolInterrupted:
 
 
 @value
+class ToolSuspended:
+    """A call that cannot finish until pending items of another session are resolved (a
+    subagent paused on an approval or a question). The run pauses; the call runs again when it
+    resumes. It ends the call's part of this run in place of `tool:result`."""
+
+    id: str
+    tool: str
+    session_id: str
+    """The session whose items the call waits on (the subagent's)."""
+    pending_ids: list[str]
+    type: Literal["tool:suspended"] = "tool:suspended"
+
+
+@value
 class PendingRequested:
     """Which tool call the pending item announced just before (`approval:pending` or
     `question:pending`) is about."""
@@ -497,6 +511,7 @@ Event: TypeAlias = (
     | ToolUpdate
     | ToolOutput
     | ToolInterrupted
+    | ToolSuspended
     | PendingRequested
     | ApprovalResolved
     | QuestionResolved

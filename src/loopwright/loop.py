@@ -20,7 +20,7 @@ from .agent import Agent
 from .approvals import Approver
 from .budget import check_budget, context_budget
 from .compaction import CompactionReason, compact, compaction_due
-from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery
+from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, Suspended
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
@@ -50,6 +50,7 @@ async def run_loop(
     input: str | None,
     approver: Approver | None = None,
     compact: bool = False,
+    children: Any = None,
 ) -> AsyncGenerator[ev.Event, None]:
     """Run one input through the loop, yielding every event.
 
@@ -61,7 +62,7 @@ async def run_loop(
        live approver pauses the run once its siblings have run.
     5. Exactly one terminal loop event, then `done`.
     """
-    run = _Run(agent, model, gate, history, info, control, approver)
+    run = _Run(agent, model, gate, history, info, control, approver, children)
     hooks = agent.hooks
     yield ev.Session(session_id=info.session_id)
     try:
@@ -169,6 +170,7 @@ class _Run:
     info: RunInfo
     control: Control
     approver: Approver | None
+    children: Any = None
     tools: dict[str, Any] = field(default_factory=dict)
     specs: tuple[ToolSpec, ...] = ()
     scope: ev.Scope = field(init=False)
@@ -359,7 +361,9 @@ class _Run:
                 pending, pending.decision, pending.resolved_at, batch
             ):
                 yield event
-        if closed.deferred:
+        for event in self.decider.rerun(checkpoint, closed if checkpoint.closed else batch):
+            yield event
+        if closed.deferred or closed.scheduled:
             closed.denied = batch.denied
             for event in self.decider.skip(closed):
                 yield event
@@ -397,14 +401,22 @@ class _Run:
             async for event in runner.run(scheduled):
                 self.note(event)
                 yield event
-        if batch.deferred:
-            self.history.checkpoint = Checkpoint(calls, dict(self.results), batch.deferred)
+        suspended = {
+            s.call.id: Suspended(s.call, s.tool, s.args, waits.session_id, waits.pending_ids)
+            for s in scheduled
+            if (waits := self.outcomes[s.call.id].suspended) is not None
+        }
+        if batch.deferred or suspended:
+            checkpoint = Checkpoint(calls, dict(self.results), batch.deferred, False, suspended)
+            self.history.checkpoint = checkpoint
             self.results.clear()
             self.open_calls = []
-            names = ", ".join(p.request.call.name for p in batch.deferred.values())
+            names = [p.request.call.name for p in batch.deferred.values()]
+            names += [f"{s.call.name} (a subagent)" for s in suspended.values()]
+            waiting = [*batch.deferred, *(i for s in suspended.values() for i in s.pending_ids)]
             self.stop(
-                ev.LoopPaused(pending_ids=list(batch.deferred)),
-                f"Paused: waiting for approval of {names}.",
+                ev.LoopPaused(pending_ids=waiting),
+                f"Paused: waiting for approval of {', '.join(names)}.",
                 "paused",
             )
             return
@@ -475,6 +487,7 @@ class _Run:
             call_id=item.call.id,
             tool=item.call.name,
             approver=self.approver,
+            open_session=self.children,
             _emit=emit,
         )
 

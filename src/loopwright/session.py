@@ -46,6 +46,10 @@ class Journal(Protocol):
         self, session: Session, pending_id: str, approval: Approval | Answer
     ) -> Resolution: ...
 
+    async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
+        """A child session (a subagent's) kept in the same place, with its state if it exists."""
+        ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
@@ -83,6 +87,7 @@ class Session:
         self._control = Control()
         self._run: Run | None = None
         self._gate = agent.gate()
+        self._children: dict[str, Session] = {}
 
     @property
     def messages(self) -> list[Message]:
@@ -115,8 +120,8 @@ class Session:
             raise SessionBusy(
                 f"session {self.id} is paused on pending items ({ids}): resolve them, then resume()"
             )
-        if input is None and checkpoint is not None and checkpoint.outstanding:
-            raise SessionBusy(f"session {self.id} still has {checkpoint.outstanding} open items")
+        if input is None and checkpoint is not None and self.pending:
+            raise SessionBusy(f"session {self.id} still has {len(self.pending)} open items")
         model = get_model(self.agent.model)
         info = RunInfo(
             session_id=self.id,
@@ -135,29 +140,55 @@ class Session:
             input=input,
             approver=approver,
             compact=compact,
+            children=self.child,
         )
         self._run = Run(events, self._control, self.id, self.journal, self, input)
         return self._run
 
+    async def child(self, agent: Agent, session_id: str) -> Session:
+        """The session of a subagent's call: kept by this session (in the store when this one
+        is durable), so that a run paused inside it resumes with its parent."""
+        if self.journal is not None:
+            child = await self.journal.child(self, agent, session_id)
+        else:
+            child = self._children.get(session_id) or Session(
+                agent, session_id=session_id, tenant=self.tenant, environment=self.environment
+            )
+        self._children[session_id] = child
+        return child
+
     @property
     def pending(self) -> list[ApprovalRequest | QuestionRequest]:
-        """The open pending items of the paused batch, in call order."""
+        """The open pending items of the paused batch, in call order, with those of the
+        subagents its suspended calls wait on."""
         checkpoint = self.history.checkpoint
         if checkpoint is None or checkpoint.closed:
             return []
-        return [p.request for p in checkpoint.pending.values() if p.decision is None]
+        items = [p.request for p in checkpoint.pending.values() if p.decision is None]
+        for waiting in checkpoint.suspended.values():
+            child = self._children.get(waiting.session_id)
+            if child is not None:
+                items += child.pending
+        return items
 
     async def resolve(self, pending_id: str, approval: Approval | Answer) -> Resolution:
         """Answer a pending item: an `Approval` for an approval, an `Answer` for a question.
         Invalid edited arguments are refused (the item stays open); a denial closes the batch
         (its other items are skipped); answering twice is a no-op. When nothing is outstanding,
-        `resume()` finishes the batch and continues the run."""
+        `resume()` finishes the batch and continues the run. Items of a subagent the batch
+        waits on are resolved here too."""
+        checkpoint = self.history.checkpoint
+        for waiting in checkpoint.suspended.values() if checkpoint else ():
+            child = self._children.get(waiting.session_id)
+            if child is not None and any(p.id == pending_id for p in child.pending):
+                done = await child.resolve(pending_id, approval)
+                return Resolution(done.status, len(self.pending), done.error)
         if self.journal is not None:
             return await self.journal.resolve(self, pending_id, approval)
-        checkpoint = self.history.checkpoint
         if checkpoint is None or pending_id not in checkpoint.pending:
             raise UnknownPending(f"no pending item {pending_id!r} in session {self.id}")
-        return checkpoint.resolve(pending_id, approval)
+        done = checkpoint.resolve(pending_id, approval)
+        return Resolution(done.status, len(self.pending), done.error)
 
     def resume(self, *, approver: Approver | None = None) -> Run:
         """Continue a paused run once all its pending items are resolved."""

@@ -2,21 +2,25 @@
 
 The tool is named after the child, described by the child's `description`, and takes
 `{request: string}`. Each call runs the child in a session of its own (id
-`<parent session>/<child>/<call id>`), as the parent's tenant, with the parent run's live approver,
-so the child's approvals and questions reach the same human. Every event of the child's run is
-forwarded into the parent's stream as `subagent:event`, tagged with its origin. Cancelling the
-parent cancels the child. The child's final text is the tool's result.
+`<parent session>/<child>/<call id>`, durable when the parent's is), as the parent's tenant, with
+the parent run's live approver, so the child's approvals and questions reach the same human.
+When nobody can answer live, the child pauses and so does the parent: the call is suspended
+(`tool:suspended`), the child's items are the parent's pending items (resolved through the
+parent, or by id from any process), and resuming the parent resumes the child. Every event of
+the child's run is forwarded into the parent's stream as `subagent:event`, tagged with its
+origin. Cancelling the parent cancels the child. The child's final text is the tool's result.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from . import events as ev
 from .agent import Agent
 from .errors import ConfigError, ToolError
 from .session import Session
-from .tools import Tool, ToolContext, tool
+from .tools import Suspend, Tool, ToolContext, tool
 
 
 def subagent_tool(child: Agent) -> Tool:
@@ -27,11 +31,18 @@ def subagent_tool(child: Agent) -> Tool:
             "reads it to decide when to call it"
         )
 
-    async def call_subagent(request: str, ctx: ToolContext) -> str:
-        session = Session(
-            child, session_id=f"{ctx.session_id}/{child.name}/{ctx.call_id}", tenant=ctx.tenant
-        )
-        run = session.run(request, approver=ctx.approver)
+    async def call_subagent(request: str, ctx: ToolContext) -> str | Suspend:
+        session_id = f"{ctx.session_id}/{child.name}/{ctx.call_id}"
+        if ctx.open_session is not None:
+            session = await ctx.open_session(child, session_id)
+        else:
+            session = Session(child, session_id=session_id, tenant=ctx.tenant)
+        if session.history.checkpoint is not None:  # the parent resumed: so does the child
+            if session.pending:
+                return Suspend(session_id=session.id, pending_ids=[p.id for p in session.pending])
+            run = session.resume(approver=ctx.approver)
+        else:
+            run = session.run(request, approver=ctx.approver)
         origin = ev.Origin(agent=child.name, session_id=session.id, call_id=ctx.call_id)
 
         async def forward() -> ev.Done:
@@ -52,7 +63,10 @@ def subagent_tool(child: Agent) -> Tool:
             raise
         if done.stop_reason in ("completed", "terminated"):
             return done.text
+        if done.stop_reason == "paused":  # nobody could answer live: the parent pauses too
+            return Suspend(session_id=session.id, pending_ids=[p.id for p in session.pending])
         raise ToolError(f"The subagent '{child.name}' stopped ({done.stop_reason}): {done.text}")
 
     call_subagent.__doc__ = child.description
-    return tool(name=child.name, description=child.description)(call_subagent)
+    made = tool(name=child.name, description=child.description)(call_subagent)
+    return dataclasses.replace(made, subagent=child)

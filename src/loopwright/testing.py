@@ -121,6 +121,11 @@ class _Checker:
                     # (outside a step: a resumed batch, whose reply was in an earlier run)
                     self.fail(i, e, f"output for unknown call {e.id}")
                 self.output.add(e.id)
+            case ev.ToolSuspended():
+                if e.id not in self.started or e.id in self.output:
+                    self.fail(i, e, f"{e.id} suspended outside its run")
+                self.output.add(e.id)
+                self.resulted.add(e.id)
             case ev.ToolResult():
                 if e.id in self.resulted:
                     self.fail(i, e, f"second result for {e.id}")

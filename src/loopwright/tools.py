@@ -15,12 +15,20 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, get_args, get_type_hints, overload
 
 from .errors import ConfigError, ToolError
-from .events import Event, ToollaneResult, ToolOutput, ToolResult, ToolStarted, ToolUpdate
+from .events import (
+    Event,
+    ToollaneResult,
+    ToolOutput,
+    ToolResult,
+    ToolStarted,
+    ToolSuspended,
+    ToolUpdate,
+)
 from .messages import ToolCall
 from .models import ToolSpec
 
@@ -39,6 +47,8 @@ class ToolContext:
     tool: str = ""
     approver: Any = None
     """The run's live approver, if any (subagents ask the same human)."""
+    open_session: Callable[[Any, str], Awaitable[Any]] | None = None
+    """`await open_session(agent, id)`: a child session of this one, with its state (subagents)."""
     deadline: float | None = None
     """`time.monotonic()` value after which the call is cancelled, if it has a timeout."""
     _emit: Callable[[Event], None] | None = None
@@ -69,12 +79,23 @@ class ToolReturn:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Suspend:
+    """Return this from a tool whose call waits on pending items of another session (a
+    subagent's approvals or questions): the run pauses with those items, and the call runs
+    again, from the start, when the run resumes."""
+
+    session_id: str
+    pending_ids: list[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     """What one call produced, as the model will read it."""
 
     content: str
     is_error: bool = False
     terminate: bool = False
+    suspended: Suspend | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +123,8 @@ class Tool:
     is_async: bool = field(default=False)
     gated: bool = True
     """False for built-ins that are not actions (loading a skill): always allowed."""
+    subagent: Any = None
+    """The child `Agent` when this tool runs a subagent (SPEC §3.4)."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -313,6 +336,8 @@ async def execute(
         return Outcome(content=str(exc), is_error=True)
     except Exception as exc:
         return Outcome(content=f"Tool '{name}' failed: {_describe(exc)}", is_error=True)
+    if isinstance(value, Suspend):
+        return Outcome(content="", suspended=value)
     terminate = is_error = False
     if isinstance(value, ToolReturn):
         terminate, is_error, value = value.terminate, value.is_error, value.content
@@ -332,9 +357,20 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, Event, Event]:
-    """The three events that close a call that ran: raw outcome, model-visible output, status."""
+def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
+    """The three events that close a call that ran: raw outcome, model-visible output, status
+    (or the one that says it is suspended)."""
     call = item.call
+    if outcome.suspended is not None:
+        waits = outcome.suspended
+        return (
+            ToolSuspended(
+                id=call.id,
+                tool=call.name,
+                session_id=waits.session_id,
+                pending_ids=list(waits.pending_ids),
+            ),
+        )
     return (
         ToollaneResult(name=call.name, summary=outcome.content),
         ToolOutput(id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error),
@@ -399,7 +435,7 @@ class ToolRunner:
     async def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
         ctx = self.make_context(item, emit)
         outcome = await execute(item, ctx, timeout=self.timeout, max_output=self.max_output)
-        if self.after is not None:
+        if self.after is not None and outcome.suspended is None:
             outcome = await self.after(item, outcome)
         return outcome
 
@@ -457,7 +493,6 @@ def __getattr__(name: str) -> Any:
 
 def answered(tool: Tool) -> Tool:
     """`ask_user` once the person answered: running it returns the answer."""
-    from dataclasses import replace
 
     def answer_text(answer: str) -> str:
         return answer

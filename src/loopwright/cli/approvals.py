@@ -121,9 +121,9 @@ def list_items(store: Store, place: Place, args: argparse.Namespace) -> int:
 
 def decide(store: Store, place: Place, args: argparse.Namespace) -> int:
     item = store.pending_item(args.id, place.tenant)
-    agent = place.agent(item.agent)
+    owner = place.owner(store, item)
     decision = _decision(args, item)
-    result = asyncio.run(resolve(store, agent, item.id, decision, tenant=place.tenant))
+    result = asyncio.run(resolve(store, owner.agent, item.id, decision, tenant=place.tenant))
     say = sys.stderr.write
     if result.status == "invalid":
         raise CliError(
@@ -139,18 +139,19 @@ def decide(store: Store, place: Place, args: argparse.Namespace) -> int:
     if result.outstanding:
         say(f"{result.outstanding} item(s) of the batch still open; the run resumes after them\n")
         return 0
-    ref = folder_ref(place.root) if place.bare else item.agent
+    ref = folder_ref(place.root) if place.bare else owner.root_agent.name
+    session_id = owner.root_session_id  # an item of a subagent resumes its top-level run
     if args.no_resume:
         say(
-            f"resume the run with: loopwright run {ref} --session {item.session_id} "
+            f"resume the run with: loopwright run {ref} --session {session_id} "
             f"--resume{place.flags(run=True)}\n"
         )
         return 0
     if not args.json:
-        say(f"resuming session {item.session_id}\n")
+        say(f"resuming session {session_id}\n")
 
     async def go() -> ev.Done:
-        session = await open_session(agent, store, item.session_id, tenant=place.tenant)
+        session = await open_session(owner.root_agent, store, session_id, tenant=place.tenant)
         return await stream(lambda approver: session.resume(approver=approver), args)
 
     try:
@@ -158,10 +159,10 @@ def decide(store: Store, place: Place, args: argparse.Namespace) -> int:
     except SessionBusy as exc:
         raise CliError(
             f"the decision is recorded, but the run cannot resume here: {exc}",
-            hint=f"`loopwright sessions show {item.session_id}{place.flags()}` shows where it is",
+            hint=f"`loopwright sessions show {session_id}{place.flags()}` shows where it is",
         ) from None
     if done.stop_reason == "paused":
-        explain_pause(store, place, item.session_id, ref)
+        explain_pause(store, place, session_id, ref)
     return EXIT_CODES[done.stop_reason]
 
 

@@ -20,7 +20,8 @@ from .. import events as ev
 from ..agent import Agent
 from ..errors import ConfigError
 from ..project import NAME_RULE, Project, load_project
-from ..store import Store, StoreError, open_store
+from ..store import PendingRecord, Store, StoreError, open_store
+from ..store.durable import Owner, owner_of, owner_session
 
 EXIT_CODES: dict[ev.RunStopReason, int] = {
     "completed": 0,
@@ -169,6 +170,15 @@ class Place:
             except ConfigError as exc:
                 raise config_error(exc) from None
         return self._project
+
+    def owner(self, store: Store, item: PendingRecord) -> Owner:
+        """The agents a pending item belongs to (a subagent's item: its top-level agent too)."""
+        root_name = store.session(owner_session(store, item.session_id, self.tenant), self.tenant)
+        agent = self.agent(root_name.agent)
+        try:
+            return owner_of(store, {agent.name: agent}, item.id, tenant=self.tenant)
+        except ConfigError as exc:
+            raise CliError(str(exc), hint="the agent changed since the run paused") from None
 
     def agent(self, name: str) -> Agent:
         """The agent called `name` here."""

@@ -201,6 +201,8 @@ class Human:
                 if output is not None and not shown:
                     line = one_line(output.content, self.width - len(tool) - 3)
                     self.note(s.red(f"← {tool} {line}") if output.is_error else f"← {tool} {line}")
+            case ev.ToolSuspended(tool=tool, pending_ids=ids):
+                self.note(s.yellow(f"‖ {tool} waits for a decision ({', '.join(ids)})"))
             case ev.ToolInterrupted(id=call_id, tool=tool):
                 self.interrupted.add(call_id)
                 self.note(s.yellow(f"✗ {tool} interrupted"))

@@ -19,6 +19,7 @@ from ..approvals import Approver, approve_all
 from ..errors import ConfigError
 from ..session import Run
 from ..store import Store
+from ..store.durable import open_under
 from .common import EXIT_CODES, CliError, Place, one_line
 from .prompt import TerminalApprover, running_in_terminal
 from .render import Console, Human, JsonLines
@@ -73,7 +74,7 @@ def approver_for(args: argparse.Namespace, console: Console, *, demo: bool) -> A
 
 def explain_pause(store: Store, place: Place, session_id: str, agent_ref: str) -> None:
     """After a durable pause: what waits, and the commands that resolve and resume it."""
-    items = store.pending(place.tenant, session_id=session_id)
+    items = open_under(store, session_id, place.tenant)  # with its subagents' items
     flags = place.flags()
     say = sys.stderr.write
     say(
@@ -82,7 +83,8 @@ def explain_pause(store: Store, place: Place, session_id: str, agent_ref: str) -
     )
     for item in items:
         what = item.reason if item.kind == "question" else f"{item.tool} {json.dumps(item.args)}"
-        say(f"  {item.kind} {item.id}: {one_line(what, 100)}\n")
+        where = f" (subagent {item.agent})" if item.session_id != session_id else ""
+        say(f"  {item.kind} {item.id}{where}: {one_line(what, 100)}\n")
     say("resolve from any terminal (once nothing is left open, the run resumes there):\n")
     for item in items:
         pid = item.id

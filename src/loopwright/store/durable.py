@@ -14,8 +14,8 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO
 
@@ -23,11 +23,11 @@ from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval
 from ..decide import Resolution
-from ..errors import UnknownSession
+from ..errors import ConfigError, UnknownSession
 from ..messages import History
 from ..session import Session
 from ..wire import messages_to_json, to_dict
-from . import Claim, SessionStatus, StaleWriter, Store, StoredEvent, StoreError
+from . import Claim, PendingRecord, SessionStatus, StaleWriter, Store, StoredEvent, StoreError
 from .rebuild import rebuild
 from .sqlite import process_identity
 
@@ -137,6 +137,11 @@ class DurableJournal:
     ) -> Resolution:
         return await resolve(self.store, self.agent, pending_id, decision, tenant=session.tenant)
 
+    async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
+        return await open_session(
+            agent, self.store, session_id, tenant=parent.tenant, environment=parent.environment
+        )
+
 
 async def open_session(
     agent: Agent,
@@ -156,6 +161,10 @@ async def open_session(
     except UnknownSession:
         return session
     _refill(session.history, journal.load(session, died=record.status == "interrupted"))
+    checkpoint = session.history.checkpoint
+    for waiting in checkpoint.suspended.values() if checkpoint else ():
+        if waiting.tool.subagent is not None:  # so that its items are this session's too
+            await session.child(waiting.tool.subagent, waiting.session_id)
     return session
 
 
@@ -175,22 +184,26 @@ async def resolve(
     changes nothing and says so. A foreign tenant's id is unknown (`UnknownPending`).
     """
     item = store.pending_item(pending_id, tenant)
-    still_open = len(store.pending(tenant, session_id=item.session_id))
+    root = _chain(store, item.session_id, tenant)[-1]
+
+    def still_open() -> int:
+        return len(open_under(store, root, tenant))
+
     if (item.kind == "question") != isinstance(decision, Answer):
         kind = "a question: answer it" if item.kind == "question" else "an approval"
-        return Resolution("invalid", still_open, f"{pending_id} is {kind}")
+        return Resolution("invalid", still_open(), f"{pending_id} is {kind}")
     if isinstance(decision, Answer):
-        changed, open_ = store.decide(
+        changed, _ = store.decide(
             pending_id, tenant, status="answered", by=decision.by, answer=decision.text
         )
-        return Resolution("resolved" if changed else "already_resolved", open_)
+        return Resolution("resolved" if changed else "already_resolved", still_open())
     tool = agent.find_tool(item.tool)
     if decision.approved and decision.args is not None and tool is not None:
         try:
             tool.validate(decision.args)
         except ValueError as exc:
-            return Resolution("invalid", still_open, f"edited arguments are invalid: {exc}")
-    changed, open_ = store.decide(
+            return Resolution("invalid", still_open(), f"edited arguments are invalid: {exc}")
+    changed, _ = store.decide(
         pending_id,
         tenant,
         status="approved" if decision.approved else "denied",
@@ -198,7 +211,71 @@ async def resolve(
         edited_args=decision.args,
         note=decision.reason,
     )
-    return Resolution("resolved" if changed else "already_resolved", open_)
+    return Resolution("resolved" if changed else "already_resolved", still_open())
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who a pending item belongs to: the agent whose call waits (a subagent for an item raised
+    inside a subagent's run), and the top-level session whose run resumes once it is resolved."""
+
+    item: PendingRecord
+    agent: Agent
+    root_agent: Agent
+    root_session_id: str
+
+
+def owner_of(
+    store: Store, agents: Mapping[str, Agent], pending_id: str, *, tenant: str = "default"
+) -> Owner:
+    """Find a pending item of `tenant` and the agents it belongs to. A subagent's session id is
+    `<parent session>/<child>/<call id>`: the chain is walked up to the top-level session, whose
+    agent must be in `agents`, and down again through the subagent tools. `UnknownPending` for
+    an unknown or foreign id; `ConfigError` when the agents no longer match the log."""
+    item = store.pending_item(pending_id, tenant)
+    chain = _chain(store, item.session_id, tenant)
+    root_id = chain[-1]
+    root_name = store.session(root_id, tenant).agent
+    root = agents.get(root_name)
+    if root is None:
+        raise ConfigError(f"session {root_id} belongs to agent {root_name!r}, which is not loaded")
+    agent = root
+    for session_id in reversed(chain[:-1]):
+        name = session_id.rsplit("/", 2)[1]
+        found = agent.find_tool(name)
+        if found is None or found.subagent is None:
+            raise ConfigError(
+                f"agent {agent.name!r} has no subagent {name!r} (session {session_id})"
+            )
+        agent = found.subagent
+    return Owner(item, agent, root, root_id)
+
+
+def _chain(store: Store, session_id: str, tenant: str) -> list[str]:
+    """A session and its parents, up to the top-level session (subagent ids nest)."""
+    chain = [session_id]
+    while chain[-1].count("/") >= 2:
+        parent = chain[-1].rsplit("/", 2)[0]
+        try:
+            store.session(parent, tenant)
+        except UnknownSession:
+            break
+        chain.append(parent)
+    return chain
+
+
+def owner_session(store: Store, session_id: str, tenant: str = "default") -> str:
+    """The top-level session a (subagent's) session belongs to."""
+    return _chain(store, session_id, tenant)[-1]
+
+
+def open_under(store: Store, session_id: str, tenant: str) -> list[PendingRecord]:
+    """The open items of a top-level session and of the subagent sessions under it."""
+    return [
+        p
+        for p in store.pending(tenant)
+        if p.session_id == session_id or p.session_id.startswith(session_id + "/")
+    ]
 
 
 def export_jsonl(store: Store, session_id: str, out: IO[str], *, tenant: str = "default") -> int:

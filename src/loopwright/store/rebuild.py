@@ -9,11 +9,12 @@ unfinished batch of a run that died becomes the recovery the next run completes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .. import events as ev
 from ..approvals import Answer, Approval, ApprovalRequest, QuestionRequest
 from ..compaction import apply as apply_compaction
-from ..decide import Checkpoint, Pending, Recovery
+from ..decide import Checkpoint, Pending, Recovery, Suspended
 from ..messages import History, ToolCall, ToolResultMessage
 from ..tools import Tool
 from . import PendingRecord, StoredEvent
@@ -26,6 +27,8 @@ class _Batch:
         self.started: set[str] = set()
         self.asked: dict[str, ev.ApprovalPending | ev.QuestionPending] = {}
         self.asked_call: dict[str, str] = {}
+        self.args: dict[str, dict[str, Any]] = {}
+        self.suspended: dict[str, ev.ToolSuspended] = {}
 
 
 def rebuild(
@@ -61,8 +64,12 @@ def rebuild(
                 history.append(message)
                 history.note_usage(message.usage)
                 batch = _Batch(message.tool_calls) if message.tool_calls else None
-            case ev.ToolStarted(id=call_id) if batch is not None:
+            case ev.ToolStarted(id=call_id, args=args) if batch is not None:
                 batch.started.add(call_id)
+                batch.args[call_id] = args
+                batch.suspended.pop(call_id, None)
+            case ev.ToolSuspended(id=call_id) if batch is not None:
+                batch.suspended[call_id] = event
             case ev.ToolOutput() if batch is not None:
                 batch.results[event.id] = ToolResultMessage(
                     call_id=event.id,
@@ -152,6 +159,19 @@ def _checkpoint(
             item.decision = Answer(text=record.answer or "", by=record.decided_by or "unknown")
             item.resolved_at = record.decided_at
         pending[pending_id] = item
+    suspended = {}
+    for call_id, waits in batch.suspended.items():
+        tool = tools.get(waits.tool)
+        if tool is None:
+            raise LookupError(f"tool {waits.tool!r} of a suspended call no longer exists")
+        args = batch.args.get(call_id, calls[call_id].args)
+        suspended[call_id] = Suspended(
+            calls[call_id], tool, args, waits.session_id, list(waits.pending_ids)
+        )
     return Checkpoint(
-        calls=batch.calls, results=dict(batch.results), pending=pending, closed=closed
+        calls=batch.calls,
+        results=dict(batch.results),
+        pending=pending,
+        closed=closed,
+        suspended=suspended,
     )
