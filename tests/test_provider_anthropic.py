@@ -92,15 +92,23 @@ async def run_with(model: Model, *tools: Any, text: str = ASK) -> RunResult:
     try:
         return await drive(Session(agent).run(text))
     finally:
-        if hasattr(model, "aclose"):
-            await model.aclose()
+        await close(model)
 
 
 async def collect(model: Model, request: ModelRequest) -> list[StreamItem]:
     try:
         return [item async for item in model.stream(request)]
     finally:
-        await model.aclose()  # type: ignore[attr-defined]
+        await close(model)
+
+
+async def close(model: Any) -> None:
+    """The model's pool, and the HTTP client a test gave it (its owner closes it)."""
+    if not hasattr(model, "aclose"):
+        return  # a scripted model
+    await model.aclose()
+    if model.http_client is not None:
+        await model.http_client.aclose()
 
 
 def collapse(names: list[str]) -> list[str]:

@@ -102,3 +102,26 @@ def test_failures_are_classified_for_retries():
     too_long = failure_from(_Status(400, "prompt is too long: 250000 tokens > 200000 maximum"))
     assert (too_long.prompt_too_long, too_long.retryable) == (True, False)
     assert failure_from(ConnectionResetError("reset")).retryable
+
+
+@pytest.mark.parametrize("dialect", ["openai-chat", "openai-responses", "anthropic"])
+async def test_a_model_never_closes_an_http_client_it_was_given(dialect, monkeypatch):
+    """Who made the HTTP client closes it; the model closes only the pool it built itself."""
+    import httpx2
+
+    from loopwright.providers import make_model
+
+    monkeypatch.setenv("LW_TEST_KEY", "k")
+    endpoint = Endpoint(
+        name="t", dialect=dialect, base_url="http://127.0.0.1:9", api_key_env="LW_TEST_KEY"
+    )
+    given = httpx2.AsyncClient()
+    model = make_model(endpoint, "m", http_client=given)
+    model._client()  # build the SDK client on this loop
+    await model.aclose()
+    assert not given.is_closed
+    await given.aclose()
+    own = make_model(endpoint, "m")
+    sdk = own._client()
+    await own.aclose()
+    assert sdk.is_closed()

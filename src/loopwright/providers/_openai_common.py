@@ -1,11 +1,5 @@
-"""What the two OpenAI dialects share: one lazily built SDK client per model, tool-call argument
-buffers parsed incrementally, and the assembly of the finished reply.
-
-The SDK client is created with `max_retries=0` (the loop retries, SPEC §3.8) and the endpoint's
-timeout, which bounds both the wait for the first byte and any silence inside a stream. Its
-connection pool belongs to one event loop, so a model used again under a new loop (`run_sync`
-twice, say) builds a new client instead of failing its first request with "Event loop is closed".
-"""
+"""What the two OpenAI dialects share: the SDK client (see `_client`), tool-call argument
+buffers parsed incrementally, and the assembly of the finished reply."""
 
 from __future__ import annotations
 
@@ -15,7 +9,6 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 import jiter
 import openai
 
@@ -23,61 +16,17 @@ from ..catalog import with_cost
 from ..events import MessageCompleted, ToolDelta
 from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
 from ..models import ModelFailure, ModelRequest
-from . import Endpoint
+from ._client import ClientModel
 from ._errors import failure_from
 
 CUT = "the stream ended before the reply was complete"
 
 
-class OpenAIClientModel:
+class OpenAIClientModel(ClientModel[openai.AsyncOpenAI]):
     """The part of an OpenAI-dialect model that owns the SDK client."""
 
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        model: str,
-        *,
-        api_key: str,
-        http_client: httpx2.AsyncClient | None = None,
-    ) -> None:
-        self.endpoint = endpoint
-        self.model = model
-        self._api_key = api_key
-        self._http_client = http_client
-        self._sdk: openai.AsyncOpenAI | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def name(self) -> str:
-        """The `provider:model` string."""
-        return f"{self.endpoint.name}:{self.model}"
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r})"
-
-    def _client(self) -> openai.AsyncOpenAI:
-        """The SDK client, built on first use in this event loop (a `None` base URL lets the
-        SDK read `OPENAI_BASE_URL`)."""
-        loop = asyncio.get_running_loop()
-        if self._sdk is None or self._loop is not loop:
-            self._loop = loop
-            self._sdk = openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.endpoint.base_url,
-                max_retries=0,
-                timeout=self.endpoint.timeout,
-                http_client=self._http_client,
-            )
-        return self._sdk
-
-    async def aclose(self) -> None:
-        """Close the connection pool (an `http_client` passed in stays its owner's to close;
-        a pool left by an earlier event loop can only be dropped)."""
-        sdk, self._sdk = self._sdk, None
-        if sdk is None or self._http_client is not None:
-            return
-        if self._loop is asyncio.get_running_loop():
-            await sdk.close()
+    def _build(self, **options: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(**options)
 
 
 async def relay(

@@ -24,13 +24,11 @@ SDK types never leave this module.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 import jiter
 
 from .. import catalog
@@ -49,7 +47,7 @@ from ..messages import (
     UserMessage,
 )
 from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
-from . import Endpoint
+from ._client import ClientModel
 from ._errors import TOO_LONG, failure_from
 
 try:
@@ -68,56 +66,15 @@ PARSE_ALWAYS = 8192
 grew by a quarter, so a 300 KB file write costs a few parses, not thousands."""
 
 
-class AnthropicModel:
+class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
     """A Claude model (or any server speaking the Messages API) at an endpoint."""
 
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        model: str,
-        *,
-        api_key: str,
-        http_client: httpx2.AsyncClient | None = None,
-    ) -> None:
-        self.endpoint = endpoint
-        self.model = model
-        self._api_key = api_key
-        self._http_client = http_client
-        self._client: anthropic.AsyncAnthropic | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.endpoint.name}:{self.model}"
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.name!r})"
-
-    def _sdk(self) -> anthropic.AsyncAnthropic:
-        loop = asyncio.get_running_loop()
-        if self._client is None or (self._loop is not loop and self._http_client is None):
-            # pooled connections belong to the event loop that opened them (run_sync twice)
-            self._loop = loop
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self.endpoint.base_url,  # None: ANTHROPIC_BASE_URL or the default
-                max_retries=0,  # retries are the loop's (SPEC §3.8), never the SDK's
-                timeout=self.endpoint.timeout,
-                http_client=self._http_client,
-            )
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (including an `http_client` given to the model)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-        elif self._http_client is not None:
-            await self._http_client.aclose()
+    def _build(self, **options: Any) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(**options)  # base_url None: ANTHROPIC_BASE_URL
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
-        client = self._sdk()
+        client = self._client()
         # plain dicts in the wire shape; the SDK's TypedDicts would add nothing but casts
         system: Any = [{"type": "text", "text": request.system, "cache_control": CACHED}]
         tools: Any = to_tools(request.tools) or anthropic.omit

@@ -1,0 +1,75 @@
+"""The SDK client a provider model owns: built lazily, once per event loop, and closed by
+`aclose`.
+
+Every SDK client is created with `max_retries=0` (the loop retries, SPEC §3.8) and the
+endpoint's timeout, which bounds both the wait for the first byte and any silence inside a
+stream. Its connection pool belongs to one event loop, so a model used again under a new loop
+(`run_sync` twice, say) builds a new client instead of failing its first request with "Event
+loop is closed". An `http_client` passed in stays its owner's: `aclose` never closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Generic, TypeVar
+
+import httpx2
+
+from . import Endpoint
+
+Client = TypeVar("Client")
+
+
+class ClientModel(Generic[Client]):
+    """A model at an endpoint, through one SDK client (`_build` makes it)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        model: str,
+        *,
+        api_key: str,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.model = model
+        self.http_client = http_client
+        """The HTTP client given to the model, if any; whoever made it closes it."""
+        self._api_key = api_key
+        self._sdk: Client | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def name(self) -> str:
+        """The `provider:model` string."""
+        return f"{self.endpoint.name}:{self.model}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def _build(self, **options: Any) -> Client:
+        raise NotImplementedError
+
+    def _client(self) -> Client:
+        """The SDK client, built on first use in this event loop (a `None` base URL lets the
+        SDK read its `*_BASE_URL` variable)."""
+        loop = asyncio.get_running_loop()
+        if self._sdk is None or self._loop is not loop:
+            self._loop = loop
+            self._sdk = self._build(
+                api_key=self._api_key,
+                base_url=self.endpoint.base_url,
+                max_retries=0,
+                timeout=self.endpoint.timeout,
+                http_client=self.http_client,
+            )
+        return self._sdk
+
+    async def aclose(self) -> None:
+        """Close the connection pool (a pool left by an earlier event loop can only be
+        dropped; an `http_client` passed in is left to its owner)."""
+        sdk, self._sdk = self._sdk, None
+        if sdk is None or self.http_client is not None:
+            return
+        if self._loop is asyncio.get_running_loop():
+            await sdk.close()  # type: ignore[attr-defined]
