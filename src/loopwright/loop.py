@@ -17,7 +17,7 @@ from typing import Any
 
 from . import events as ev
 from .agent import Agent
-from .approvals import Approver
+from .approvals import ApprovalRequest, Approver
 from .budget import check_budget, context_budget
 from .compaction import CompactionReason, compact, compaction_due
 from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, Suspended
@@ -411,14 +411,16 @@ class _Run:
             self.history.checkpoint = checkpoint
             self.results.clear()
             self.open_calls = []
-            names = [p.request.call.name for p in batch.deferred.values()]
-            names += [f"{s.call.name} (a subagent)" for s in suspended.values()]
+            what = [
+                f"approval of {p.request.call.name}"
+                if isinstance(p.request, ApprovalRequest)
+                else "an answer to a question"
+                for p in batch.deferred.values()
+            ]
+            what += [f"the subagent {s.call.name}" for s in suspended.values()]
             waiting = [*batch.deferred, *(i for s in suspended.values() for i in s.pending_ids)]
-            self.stop(
-                ev.LoopPaused(pending_ids=waiting),
-                f"Paused: waiting for approval of {', '.join(names)}.",
-                "paused",
-            )
+            text = f"Paused: waiting for {', '.join(what)}."
+            self.stop(ev.LoopPaused(pending_ids=waiting), text, "paused")
             return
         ran = [self.outcomes[item.call.id] for item in batch.scheduled]
         self.close_batch()
