@@ -20,7 +20,7 @@ from ..errors import (
     UnknownSession,
 )
 from ..store import StoreError
-from . import agents, approvals, new, run, sessions
+from . import agents, approvals, new, run, serve, sessions
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 
 __all__ = ["EXIT_CODES", "USAGE_ERROR", "CliError", "build_parser", "main"]
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     agents.add_parser(commands)
     sessions.add_parser(commands)
     approvals.add_parser(commands)
+    serve.add_parsers(commands)
     demo = commands.add_parser(
         "demo",
         help="run the bundled support agent end to end (offline)",

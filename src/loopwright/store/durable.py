@@ -105,6 +105,11 @@ class DurableJournal:
         if kind in COMMIT_AT:
             self.commit(self.buffer)
 
+    @property
+    def position(self) -> int:
+        """The sequence number of the last event appended (committed, or buffered to be)."""
+        return self.loaded_seq + len(self.buffer)
+
     def commit(self, events: Sequence[ev.Event]) -> None:
         assert self.claim is not None
         self.loaded_seq = self.store.append(self.claim, events)

@@ -1,0 +1,159 @@
+"""The Starlette application: one routes list, the error shape, the middleware stack (Host
+check, CORS when configured, authentication and body size) and the lifespan (live runs are
+cancelled and recorded on shutdown)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
+
+from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
+from ..store import StaleWriter, StoreError
+from . import openapi, resolve, routes
+from .guard import Guard, HostCheck
+from .state import State
+from .views import ApiError
+
+STATIC = Path(__file__).with_name("static")
+log = logging.getLogger("loopwright.server")
+
+
+def build(state: State) -> Starlette:
+    session = "/agents/{name}/sessions/{id}"
+    table = [
+        Route("/", lambda _: RedirectResponse("/playground"), methods=["GET"]),
+        Route("/playground", playground, methods=["GET"]),
+        Route("/health", routes.health, methods=["GET"]),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/agents", routes.list_agents, methods=["GET"]),
+        Route("/agents/{name}/config", routes.agent_config, methods=["GET"]),
+        Route("/agents/{name}/messages", routes.post_message, methods=["POST"]),
+        Route("/agents/{name}/messages/stream", routes.post_message, methods=["POST"]),
+        Route("/agents/{name}/sessions", routes.list_sessions, methods=["GET"]),
+        Route(session, routes.show_session, methods=["GET"]),
+        Route(f"{session}/events", routes.session_events, methods=["GET"]),
+        Route(f"{session}/stream", routes.session_events, methods=["GET"]),
+        Route(f"{session}/cancel", routes.cancel, methods=["POST"]),
+        Route(f"{session}/steer", routes.steer, methods=["POST"]),
+        Route(f"{session}/compact", routes.compact, methods=["POST"]),
+        Route(f"{session}/resume", routes.resume, methods=["POST"]),
+        Route("/agents/{name}/approvals", resolve.agent_items, methods=["GET"]),
+        Route("/agents/{name}/questions", resolve.agent_items, methods=["GET"]),
+        Route(f"{session}/approvals", resolve.agent_items, methods=["GET"]),
+        Route(f"{session}/questions", resolve.agent_items, methods=["GET"]),
+        Route("/pending", resolve.all_items, methods=["GET"]),
+        Route("/approvals/{id}/approve", resolve.approve, methods=["POST"]),
+        Route("/approvals/{id}/deny", resolve.deny, methods=["POST"]),
+        Route("/questions/{id}/answer", resolve.answer, methods=["POST"]),
+        Mount("/static", app=Static()),
+    ]
+    middleware = [Middleware(HostCheck, settings=lambda: state.settings)]
+    if state.settings.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(state.settings.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+            )
+        )
+    middleware.append(Middleware(Guard, settings=lambda: state.settings))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await state.runs.stop_all()
+            if state.owns_store:
+                state.store.close()
+
+    app = Starlette(
+        routes=table,
+        middleware=middleware,
+        exception_handlers={
+            HTTPException: http_error,
+            ApiError: api_error,
+            LoopwrightError: loopwright_error,
+            Exception: server_error,
+        },
+        lifespan=lifespan,
+    )
+    app.state.loopwright = state
+    return app
+
+
+async def openapi_json(request: Request) -> JSONResponse:
+    from . import version
+
+    return JSONResponse(openapi.document(version()))
+
+
+async def playground(request: Request) -> Response:
+    page = STATIC / "playground.html"
+    if not page.is_file():
+        return JSONResponse({"error": "not found"}, status_code=404)
+    return FileResponse(page, media_type="text/html")
+
+
+class Static:
+    """Files under server/static/ (404 while the folder does not exist)."""
+
+    def __init__(self) -> None:
+        self.files = StaticFiles(directory=STATIC, check_dir=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not STATIC.is_dir():
+            await JSONResponse({"error": "not found"}, status_code=404)(scope, receive, send)
+            return
+        try:
+            await self.files(scope, receive, send)
+        except HTTPException as exc:
+            await http_response(exc)(scope, receive, send)
+
+
+def http_response(exc: HTTPException) -> JSONResponse:
+    messages = {404: "not found", 405: "method not allowed"}
+    message = messages.get(exc.status_code, exc.detail)
+    return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return http_response(exc)
+
+
+async def api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+
+async def loopwright_error(request: Request, exc: Exception) -> Response:
+    """What the core raises, as the status it means."""
+    status = 500
+    if isinstance(exc, (SessionBusy, StaleWriter)):
+        status = 409
+    elif isinstance(exc, (UnknownSession, UnknownPending)):
+        status = 404
+    elif isinstance(exc, StoreError):
+        status = 503
+    elif isinstance(exc, ConfigError):
+        log.error("configuration error: %s", exc)
+    return JSONResponse({"error": str(exc)}, status_code=status)
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"error": "internal server error"}, status_code=500)

@@ -1,0 +1,88 @@
+"""An agent's resolved configuration as the API shows it (`GET /agents/{name}/config`): the
+same facts as `loopwright agents --show NAME --json` (whose rules part it reuses), in the
+loopengine v1 field names. Never a secret: model strings name a provider, not a key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..agent import Agent
+from ..cli.agents import describe
+
+
+def model_string(agent: Agent, root: Path) -> str:
+    """The `provider:model` string (a scripted model's path relative to the project), or
+    `custom` for a model object built in Python."""
+    model = agent.model
+    if not isinstance(model, str):
+        return "custom"
+    provider, _, rest = model.partition(":")
+    if provider == "scripted":
+        try:
+            return f"scripted:{Path(rest).resolve().relative_to(root.resolve()).as_posix()}"
+        except ValueError:
+            return model
+    return model
+
+
+def summary(agent: Agent, root: Path) -> dict[str, Any]:
+    return {
+        "name": agent.name,
+        "systemPrompt": agent.instructions,
+        "description": agent.description,
+        "model": model_string(agent, root),
+    }
+
+
+def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
+    """The resolved configuration: prompt, model, limits, tools with their schemas, rules,
+    skills and subagents."""
+    described = describe(agent, folder)
+    rules = described["rules"]
+    source = rules["file"]
+    if source is not None:
+        try:
+            source = Path(source).resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            source = Path(source).name
+    skills: list[dict[str, str]] = []
+    if described["skills"] and (folder / "skills").is_dir():
+        from ..skills import discover
+
+        skills = [
+            {"name": s.name, "description": s.description} for s in discover(folder / "skills")
+        ]
+    return {
+        **summary(agent, root),
+        "maxTurns": agent.max_turns,
+        "onDeny": agent.on_deny,
+        "contextBudgetTokens": agent.context_budget,
+        "tools": [
+            {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": t.parameters,
+                "gated": t.gated,
+                "subagent": t.subagent is not None,
+            }
+            for t in agent.tools
+        ],
+        "permissions": {
+            "source": source,
+            "defaultDecision": rules["default_decision"],
+            "rules": [
+                {
+                    "name": r["name"],
+                    "tool": r["tool"],
+                    "decision": r["decision"],
+                    "tenant": r["tenant"],
+                    "environment": r["environment"],
+                    "when": r["when"],
+                }
+                for r in rules["rules"]
+            ],
+        },
+        "skills": skills,
+        "subagents": [t.name for t in agent.tools if t.subagent is not None],
+    }

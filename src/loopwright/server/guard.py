@@ -1,0 +1,126 @@
+"""What every request passes before a route sees it: the Host check (against DNS rebinding),
+then who the caller is (a bearer token names the tenant; with no token configured only loopback
+clients are served, as tenant `default`), then the declared body size.
+
+Both are plain ASGI middleware; the tenant travels in the scope under `TENANT`. Tokens are
+compared in constant time, every configured token each time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .settings import ServerSettings
+
+TENANT = "loopwright.tenant"
+PUBLIC = ("/health", "/openapi.json", "/", "/playground")
+"""Served without a token (they hold no tenant data); everything under /static/ too."""
+
+
+async def send_error(
+    send: Send, status: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    body = json.dumps({"error": message}, separators=(",", ":")).encode()
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *((k.lower().encode(), v.encode()) for k, v in (headers or {}).items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HostCheck:
+    """403 unless the Host header names this server (loopback names, any port, plus
+    `allowed_hosts`): a page on another site cannot reach it through DNS rebinding."""
+
+    def __init__(self, app: ASGIApp, settings: Callable[[], ServerSettings]) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and host_name(_header(scope, b"host")) not in (
+            self.settings().host_names()
+        ):
+            await send_error(send, 403, "host not allowed")
+            return
+        await self.app(scope, receive, send)
+
+
+class Guard:
+    """Authentication, tenant and body size (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, settings: Callable[[], ServerSettings]) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        settings = self.settings()
+        path: str = scope["path"]
+        public = path in PUBLIC or path.startswith("/static/")
+        if not settings.tokens:
+            client = scope.get("client")
+            if client is not None and not is_loopback(client[0]):
+                await send_error(
+                    send, 403, "only loopback clients are served when no token is configured"
+                )
+                return
+            scope[TENANT] = "default"
+        elif not public:
+            tenant = tenant_for(settings, _header(scope, b"authorization"))
+            if tenant is None:
+                await send_error(
+                    send, 401, "authorization required", {"WWW-Authenticate": "Bearer"}
+                )
+                return
+            scope[TENANT] = tenant
+        length = _header(scope, b"content-length")
+        if length and (not length.isdigit() or int(length) > settings.max_body_bytes):
+            await send_error(send, 413, f"the request body is over {settings.max_body_bytes} bytes")
+            return
+        await self.app(scope, receive, send)
+
+
+def tenant_for(settings: ServerSettings, authorization: str) -> str | None:
+    """The tenant of a `Bearer <token>` header, or None; every token is compared."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    given = token.strip().encode()
+    found = None
+    for candidate, tenant in settings.tokens.items():
+        if hmac.compare_digest(candidate.encode(), given):
+            found = tenant
+    return found
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def host_name(host: str) -> str:
+    """The name part of a Host header: `[::1]:8787` → `[::1]`, `LocalHost:80` → `localhost`."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.partition(":")[0]
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return ""

@@ -1,0 +1,301 @@
+"""The OpenAPI 3.1 document of the HTTP API (`GET /openapi.json`), written out by hand next to
+the routes it describes; schemathesis runs against it in the test suite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Schema = dict[str, Any]
+
+OBJECT: Schema = {"type": "object"}
+STRING: Schema = {"type": "string"}
+EVENTS: Schema = {
+    "type": "array",
+    "items": {"$ref": "#/components/schemas/Event"},
+    "description": "Logged events as wire JSON (token deltas are for streams only).",
+}
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(required: list[str], **properties: Schema) -> Schema:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+def _json(schema: Schema, description: str) -> Schema:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> Schema:
+    return _json(_ref("Error"), description)
+
+
+NAME = {"name": "name", "in": "path", "required": True, "schema": STRING}
+ID = {"name": "id", "in": "path", "required": True, "schema": STRING}
+PROFILE = {
+    "name": "profile",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "enum": ["full", "v1"]},
+    "description": "`v1` keeps only loopengine v1 events (valid against its schema).",
+}
+AFTER = {
+    "name": "after",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "integer", "minimum": 0},
+    "description": "Only events with a larger sequence number.",
+}
+SSE = {
+    "description": "Server-sent events: `event: <type>`, `id: <seq>`, `data: <json>`.",
+    "content": {"text/event-stream": {"schema": STRING}},
+}
+RUN_RESPONSES = {
+    "200": _json(_ref("Final"), "The run ended."),
+    "202": _json(_ref("Paused"), "The run paused on a pending item (the first open one)."),
+    "400": _error("Invalid JSON or fields."),
+    "404": _error("Unknown agent, session or pending item."),
+    "409": _error("The session is running or paused on pending items."),
+    "413": _error("The body is over the limit."),
+}
+
+
+def _op(
+    summary: str,
+    responses: dict[str, Schema],
+    *params: Schema,
+    body: Schema | None = None,
+    required: bool = True,
+) -> Schema:
+    op: Schema = {"summary": summary, "parameters": list(params), "responses": responses}
+    if body is not None:
+        op["requestBody"] = {
+            "required": required,
+            "content": {"application/json": {"schema": body}},
+        }
+    return op
+
+
+MESSAGE = _object(
+    ["message"],
+    message={"type": "string", "minLength": 1},
+    sessionId={"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+)
+STEER = _object(["message"], message={"type": "string", "minLength": 1})
+APPROVE = _object([], args=OBJECT, editedArgs=OBJECT, by=STRING)
+DENY = _object([], reason=STRING, by=STRING)
+ANSWER = _object(["answer"], answer=STRING, by=STRING)
+
+SCHEMAS: dict[str, Schema] = {
+    "Error": _object(["error"], error=STRING),
+    "Event": {
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": STRING},
+        "description": "One event; see protocol/loop-event.schema.json and PROTOCOL.md.",
+    },
+    "Final": _object(
+        ["text", "sessionId", "events", "stopReason"],
+        text=STRING,
+        sessionId=STRING,
+        events=EVENTS,
+        stopReason=STRING,
+        error=STRING,
+    ),
+    "Paused": _object(
+        ["pending", "type", "id", "sessionId", "statusUrl", "events", "stopReason", "pendingIds"],
+        pending={"const": True},
+        type={"enum": ["approval", "question"]},
+        id=STRING,
+        sessionId=STRING,
+        tool=STRING,
+        args=OBJECT,
+        scope=OBJECT,
+        reason=STRING,
+        approveUrl=STRING,
+        denyUrl=STRING,
+        question=STRING,
+        options={"type": ["array", "null"], "items": STRING},
+        answerUrl=STRING,
+        statusUrl=STRING,
+        events=EVENTS,
+        stopReason={"const": "paused"},
+        pendingIds={"type": "array", "items": STRING},
+    ),
+    "AlreadyResolved": _object(
+        ["alreadyResolved", "id", "status", "sessionId"],
+        alreadyResolved={"const": True},
+        id=STRING,
+        status=STRING,
+        decidedBy={"type": ["string", "null"]},
+        sessionId=STRING,
+    ),
+    "Item": {
+        "type": "object",
+        "required": ["id", "sessionId", "agent", "requestedAt"],
+        "description": "A pending approval (tool, args, scope, reason, approveUrl, denyUrl) or "
+        "question (question, options, answerUrl); `type` in mixed lists.",
+    },
+}
+
+
+def _listing(key: str) -> Schema:
+    return _json(_object([key], **{key: {"type": "array", "items": _ref("Item")}}), "Open items.")
+
+
+def _resolution(summary: str, body: Schema, required: bool) -> Schema:
+    return {
+        "post": _op(
+            summary,
+            {
+                **RUN_RESPONSES,
+                "200": _json(
+                    {"oneOf": [_ref("Final"), _ref("AlreadyResolved")]},
+                    "The resumed run ended, or the item was already resolved.",
+                ),
+                "202": _json(_ref("Paused"), "Items of the batch are still open (the next one)."),
+            },
+            ID,
+            PROFILE,
+            body=body,
+            required=required,
+        )
+    }
+
+
+def document(version: str) -> Schema:
+    """The document, with this package's version."""
+    session = "/agents/{name}/sessions/{id}"
+    ok = _json(OBJECT, "OK.")
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "loopwright",
+            "version": version,
+            "description": "Every agent of a project behind HTTP: loopengine v1 routes and "
+            'shapes, plus richer events. Errors are {"error": "<sentence>"}.',
+        },
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{}, {"bearer": []}],
+        "paths": {
+            "/health": {"get": _op("Liveness and version", {"200": ok})},
+            "/agents": {"get": _op("List the agents", {"200": ok})},
+            "/agents/{name}/config": {
+                "get": _op(
+                    "An agent's resolved configuration", {"200": ok, "404": _error("?")}, NAME
+                )
+            },
+            "/agents/{name}/messages": {
+                "post": _op(
+                    "Send a message; answer when the run ends or pauses",
+                    RUN_RESPONSES,
+                    NAME,
+                    PROFILE,
+                    body=MESSAGE,
+                )
+            },
+            "/agents/{name}/messages/stream": {
+                "post": _op(
+                    "Send a message; stream the run as SSE",
+                    {**RUN_RESPONSES, "200": SSE},
+                    NAME,
+                    PROFILE,
+                    body=MESSAGE,
+                )
+            },
+            "/agents/{name}/sessions": {
+                "get": _op(
+                    "The tenant's sessions of this agent", {"200": ok, "404": _error("?")}, NAME
+                )
+            },
+            session: {
+                "get": _op(
+                    "A session: status, history, open items",
+                    {"200": ok, "404": _error("Unknown session.")},
+                    NAME,
+                    ID,
+                )
+            },
+            f"{session}/events": {
+                "get": _op(
+                    "The session's logged events after a sequence number (SSE with "
+                    "Accept: text/event-stream; Last-Event-ID resumes)",
+                    {"200": ok, "400": _error("Bad sequence number."), "404": _error("?")},
+                    NAME,
+                    ID,
+                    AFTER,
+                    PROFILE,
+                )
+            },
+            f"{session}/stream": {
+                "get": _op(
+                    "Replay the session's events as SSE, then its live run",
+                    {"200": SSE, "400": _error("Bad sequence number."), "404": _error("?")},
+                    NAME,
+                    ID,
+                    AFTER,
+                    PROFILE,
+                )
+            },
+            f"{session}/cancel": {
+                "post": _op("Cancel the session's run", {"200": ok, "404": _error("?")}, NAME, ID)
+            },
+            f"{session}/steer": {
+                "post": _op(
+                    "Steer the running run",
+                    {
+                        "202": ok,
+                        "409": _error("Not running."),
+                        "400": _error("?"),
+                        "404": _error("?"),
+                    },
+                    NAME,
+                    ID,
+                    body=STEER,
+                )
+            },
+            f"{session}/compact": {
+                "post": _op(
+                    "Compact the session's history now",
+                    {"200": ok, "404": _error("?"), "409": _error("Busy.")},
+                    NAME,
+                    ID,
+                    PROFILE,
+                )
+            },
+            f"{session}/resume": {
+                "post": _op(
+                    "Resume a paused session whose items are all resolved",
+                    RUN_RESPONSES,
+                    NAME,
+                    ID,
+                    PROFILE,
+                )
+            },
+            "/agents/{name}/approvals": {
+                "get": _op("Open approvals", {"200": _listing("approvals")}, NAME)
+            },
+            "/agents/{name}/questions": {
+                "get": _op("Open questions", {"200": _listing("questions")}, NAME)
+            },
+            f"{session}/approvals": {
+                "get": _op("A session's open approvals", {"200": _listing("approvals")}, NAME, ID)
+            },
+            f"{session}/questions": {
+                "get": _op("A session's open questions", {"200": _listing("questions")}, NAME, ID)
+            },
+            "/pending": {"get": _op("Every open item of the tenant", {"200": _listing("items")})},
+            "/approvals/{id}/approve": _resolution(
+                "Approve (optionally with edited arguments)", APPROVE, False
+            ),
+            "/approvals/{id}/deny": _resolution(
+                "Deny (the batch's other items are skipped)", DENY, False
+            ),
+            "/questions/{id}/answer": _resolution("Answer a question", ANSWER, True),
+        },
+    }

@@ -1,0 +1,140 @@
+"""The server's settings: `[server]` and `[auth]` in loopwright.toml, checked once at start.
+
+    [server]
+    host = "127.0.0.1"              # loopback unless you say otherwise
+    port = 8787
+    max_body_bytes = 1048576        # larger request bodies get 413
+    max_connections = 100           # more concurrent connections get 503
+    allowed_hosts = ["agents.example.com"]   # Host headers accepted besides loopback names
+    cors_origins = ["https://app.example.com"]   # CORS is off unless listed
+
+    [auth.tokens]                   # bearer token = tenant
+    "long-random-token" = "acme"
+
+    [[auth.token]]                  # or read the token from the environment
+    env = "LOOPWRIGHT_TOKEN_GLOBEX"
+    tenant = "globex"
+
+With no token configured only loopback clients are served, as tenant `default`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    """What the HTTP server needs to know; `from_project` reads it from loopwright.toml."""
+
+    host: str = "127.0.0.1"
+    """The interface to bind."""
+    port: int = 8787
+    max_body_bytes: int = 1 << 20
+    """Request bodies above this size are refused with 413."""
+    max_connections: int = 100
+    """Concurrent connections (uvicorn's `limit_concurrency`); beyond it, 503."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host header names accepted besides localhost, 127.0.0.1 and [::1] (any port)."""
+    cors_origins: tuple[str, ...] = ()
+    """Origins allowed by CORS; empty turns CORS off."""
+    tokens: Mapping[str, str] = field(default_factory=dict)
+    """Bearer token → tenant. Empty: loopback clients only, as tenant `default`."""
+    cancel_wait: float = 10.0
+    """Seconds a cancel request waits for the run to record its end."""
+
+    @classmethod
+    def from_project(cls, settings: Mapping[str, Any], **overrides: Any) -> ServerSettings:
+        """Read `[server]` and `[auth]`; a wrong type or an unset token variable is a
+        `ConfigError` naming the key."""
+        server = _table(settings, "server")
+        auth = _table(settings, "auth")
+        values: dict[str, Any] = {}
+        for key, kind in (
+            ("host", str),
+            ("port", int),
+            ("max_body_bytes", int),
+            ("max_connections", int),
+        ):
+            if key in server:
+                values[key] = _typed(server[key], kind, f"[server] {key}")
+        for key in ("allowed_hosts", "cors_origins"):
+            if key in server:
+                values[key] = tuple(_strings(server[key], f"[server] {key}"))
+        values["tokens"] = _tokens(auth)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        made = cls(**values)
+        if not 0 <= made.port <= 65535:
+            raise ConfigError(f"[server] port must be 0-65535, not {made.port}")
+        if made.max_body_bytes < 1 or made.max_connections < 1:
+            raise ConfigError("[server] max_body_bytes and max_connections must be positive")
+        return made
+
+    def host_names(self) -> frozenset[str]:
+        """Host header names (without port) this server answers to."""
+        names = {*LOOPBACK_NAMES, *(h.lower() for h in self.allowed_hosts)}
+        if self.host not in ("0.0.0.0", "::", ""):
+            names.add(f"[{self.host}]" if ":" in self.host else self.host.lower())
+        return frozenset(names)
+
+
+def _table(settings: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = settings.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"[{key}] in loopwright.toml must be a table")
+    return value
+
+
+def _typed(value: Any, kind: type, where: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ConfigError(f"{where} must be {'a string' if kind is str else 'an integer'}")
+    return value
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{where} must be a list of strings")
+    return list(value)
+
+
+def _tokens(auth: Mapping[str, Any]) -> dict[str, str]:
+    """`[auth.tokens]` (token = tenant) and `[[auth.token]]` (env = NAME, tenant = T)."""
+    tokens: dict[str, str] = {}
+    table = auth.get("tokens") or {}
+    if not isinstance(table, Mapping):
+        raise ConfigError('[auth.tokens] must be a table of "token" = "tenant"')
+    for token, tenant in table.items():
+        tokens[_token(token, "[auth.tokens]")] = _tenant(tenant, "[auth.tokens]")
+    entries = auth.get("token") or []
+    if not isinstance(entries, list):
+        raise ConfigError('[[auth.token]] must be an array of tables: env = "NAME", tenant = "T"')
+    for entry in entries:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("env"), str):
+            raise ConfigError('each [[auth.token]] needs env = "VARIABLE" and tenant = "T"')
+        name = entry["env"]
+        value = os.environ.get(name)
+        if not value:
+            raise ConfigError(f"[[auth.token]]: the variable {name} is not set (or empty)")
+        tokens[_token(value, f"[[auth.token]] {name}")] = _tenant(
+            entry.get("tenant"), f"[[auth.token]] {name}"
+        )
+    return tokens
+
+
+def _token(token: Any, where: str) -> str:
+    if not isinstance(token, str) or len(token) < 16 or token != token.strip():
+        raise ConfigError(f"{where}: a token must be a string of at least 16 characters")
+    return token
+
+
+def _tenant(tenant: Any, where: str) -> str:
+    if not isinstance(tenant, str) or not tenant.strip():
+        raise ConfigError(f"{where}: the tenant must be a non-empty string")
+    return tenant

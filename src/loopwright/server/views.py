@@ -1,0 +1,236 @@
+"""The shapes of the API: request bodies in, JSON bodies out (the loopengine v1 shapes for the v1
+routes), errors as `{"error": "<one sentence>"}`.
+
+Plain bodies carry the logged events of a turn (token deltas are for streams only); `profile=v1`
+filters them through the v1 projection of `loopwright.wire`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from .. import events as ev
+from ..agent import Agent
+from ..errors import LoopwrightError
+from ..store import PendingRecord, Store, StoredEvent
+from ..store.durable import owner_of
+from ..wire import Profile, to_dict
+from .guard import TENANT
+
+SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+"""Session ids a client may choose."""
+
+
+class ApiError(Exception):
+    """Answered as `{"error": message}` with `status`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def tenant_of(request: Request) -> str:
+    return str(request.scope.get(TENANT, "default"))
+
+
+def profile_of(request: Request) -> Profile:
+    profile = request.query_params.get("profile", "full")
+    if profile not in ("full", "v1"):
+        raise ApiError(400, "profile must be 'full' or 'v1'")
+    return "v1" if profile == "v1" else "full"
+
+
+def wants_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "")
+
+
+async def read_json(request: Request, limit: int, *, required: bool = True) -> dict[str, Any]:
+    """The request's JSON object; 413 past `limit` bytes (counted, whatever the headers say),
+    400 when it is not a JSON object. An empty body is `{}` unless `required`."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, f"the request body is over {limit} bytes")
+    if not body.strip() and not required:
+        return {}
+    try:
+        data = json.loads(bytes(body))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    return data
+
+
+def text_field(data: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = data.get(key)
+    if value is None or (required and value == ""):
+        if required:
+            raise ApiError(400, f"{key} is required")
+        return None
+    if not isinstance(value, str):
+        raise ApiError(400, f"{key} must be a string")
+    if required and not value.strip():
+        raise ApiError(400, f"{key} is required")
+    return value
+
+
+def session_id_field(data: Mapping[str, Any]) -> str | None:
+    session_id = text_field(data, "sessionId")
+    if session_id is not None and not SESSION_ID.fullmatch(session_id):
+        raise ApiError(400, "sessionId must be 1-128 letters, digits or . _ : -")
+    return session_id
+
+
+def events_json(events: Iterable[ev.Event], profile: Profile) -> list[dict[str, Any]]:
+    return [d for d in (to_dict(e, profile) for e in events) if d is not None]
+
+
+def stored_json(stored: Iterable[StoredEvent], profile: Profile) -> list[dict[str, Any]]:
+    out = []
+    for item in stored:
+        data = to_dict(item.event, profile)
+        if data is not None:
+            out.append({"seq": item.seq, "at": item.at, "event": data})
+    return out
+
+
+def turn_events(store: Store, session_id: str, tenant: str) -> list[ev.Event]:
+    """The logged events of the session's latest turn: from the `session` event of the run
+    that took the last input, through every run that resumed it (`message:partial`, stored
+    only, left out)."""
+    events = [s.event for s in store.load(session_id, tenant)]
+    inputs = [i for i, e in enumerate(events) if e.type == "input:received"]
+    anchor = inputs[-1] if inputs else len(events) - 1
+    start = max((i for i in range(anchor + 1) if events[i].type == "session"), default=0)
+    return [e for e in events[start:] if e.type != "message:partial"]
+
+
+def final_body(
+    session_id: str, done: ev.Done, events: Sequence[ev.Event], profile: Profile
+) -> dict[str, Any]:
+    """200: the run (or turn) ended."""
+    body: dict[str, Any] = {
+        "text": done.text,
+        "sessionId": session_id,
+        "events": events_json(events, profile),
+        "stopReason": done.stop_reason,
+    }
+    if done.stop_reason == "error":
+        body["error"] = done.text
+    return body
+
+
+class Pending:
+    """A pending item as the API shows it, placed under its top-level agent and session (an
+    item raised inside a subagent's session belongs to the session that started it)."""
+
+    def __init__(self, item: PendingRecord, root_agent: str, root_session: str) -> None:
+        self.item = item
+        self.root_agent = root_agent
+        self.root_session = root_session
+
+    @property
+    def status_url(self) -> str:
+        return f"/agents/{self.root_agent}/sessions/{quote(self.root_session, safe='')}"
+
+    def listed(self, *, typed: bool = False) -> dict[str, Any]:
+        """The listing shape (with `type` in mixed lists)."""
+        item = self.item
+        body: dict[str, Any] = {"type": item.kind} if typed else {}
+        body |= {"id": item.id, "sessionId": self.root_session, "agent": self.root_agent}
+        if item.kind == "approval":
+            body |= {
+                "tool": item.tool,
+                "args": item.args,
+                "scope": scope_of(item),
+                "reason": item.reason,
+                "requestedAt": item.requested_at,
+                "approveUrl": f"/approvals/{item.id}/approve",
+                "denyUrl": f"/approvals/{item.id}/deny",
+            }
+        else:
+            body |= {
+                "question": item.reason,
+                "options": item.args.get("options"),
+                "requestedAt": item.requested_at,
+                "answerUrl": f"/questions/{item.id}/answer",
+            }
+        if item.session_id != self.root_session:  # raised inside a subagent's run
+            body |= {"subagent": item.agent, "subagentSessionId": item.session_id}
+        return body
+
+    def paused_body(
+        self, ids: list[str], events: Sequence[ev.Event], profile: Profile
+    ) -> dict[str, Any]:
+        """202: the run paused on this item (the first open one; `pendingIds` has them all)."""
+        listed = self.listed()
+        body: dict[str, Any] = {
+            "pending": True,
+            "type": self.item.kind,
+            "id": self.item.id,
+            "sessionId": self.root_session,
+        }
+        keys = (
+            ("tool", "args", "scope", "reason", "approveUrl", "denyUrl")
+            if self.item.kind == "approval"
+            else ("question", "options", "answerUrl")
+        )
+        body |= {key: listed[key] for key in keys}
+        return body | {
+            "statusUrl": self.status_url,
+            "events": events_json(events, profile),
+            "stopReason": "paused",
+            "pendingIds": ids,
+        }
+
+
+def scope_of(item: PendingRecord) -> dict[str, str]:
+    environment = os.environ.get("LOOPWRIGHT_ENV", "production")
+    return {"tenant": item.tenant, "environment": environment, "agent": item.agent}
+
+
+def open_items(
+    store: Store,
+    agents: Mapping[str, Agent],
+    tenant: str,
+    *,
+    agent: str | None = None,
+    session_id: str | None = None,
+) -> list[Pending]:
+    """The tenant's open items, each under its top-level agent and session, optionally only
+    those of one top-level agent (and session)."""
+    out = []
+    for item in store.pending(tenant):
+        placed = place(store, agents, item)
+        if agent is not None and placed.root_agent != agent:
+            continue
+        if session_id is not None and placed.root_session != session_id:
+            continue
+        out.append(placed)
+    return out
+
+
+def place(store: Store, agents: Mapping[str, Agent], item: PendingRecord) -> Pending:
+    """Where an item belongs (its own agent and session when the chain cannot be walked)."""
+    if "/" not in item.session_id:
+        return Pending(item, item.agent, item.session_id)
+    try:
+        owner = owner_of(store, agents, item.id, tenant=item.tenant)
+    except LoopwrightError:
+        return Pending(item, item.agent, item.session_id)
+    return Pending(item, owner.root_agent.name, owner.root_session_id)

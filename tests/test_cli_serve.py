@@ -1,0 +1,152 @@
+"""`loopwright serve` and `loopwright dev` as a person runs them: the URL is printed, the API
+answers, SIGINT and SIGTERM stop the server cleanly, and `dev` serves an agent's new
+instructions (or keeps the old ones while a file is broken) without a restart."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from test_cli import LOOPWRIGHT
+from test_server import make_project
+
+ENV = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
+
+
+class Served:
+    """A `loopwright serve|dev` process; its stderr lines are collected as they come."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [LOOPWRIGHT, *args, "--port", "0"],
+            env=ENV,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        assert self.process.stderr is not None
+        stderr = self.process.stderr
+        self.reader = threading.Thread(target=lambda: [self.lines.put(x) for x in stderr])
+        self.reader.start()
+        self.url = re.search(r"^playground: (\S+)/playground$", self.wait_for("playground: "))[1]  # type: ignore[index]
+
+    def wait_for(self, text: str, timeout: float = 15) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.seen:
+                if text in line:
+                    self.seen.remove(line)
+                    return line.rstrip("\n")
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no {text!r} in {self.seen}"
+            with contextlib.suppress(queue.Empty):
+                self.seen.append(self.lines.get(timeout=remaining))
+
+    def stop(self, sig: int) -> int:
+        self.process.send_signal(sig)
+        return self.process.wait(15)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.reader.join(5)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "shop")
+
+
+@pytest.fixture
+def served(project: Path) -> Iterator[Served]:
+    server = Served("serve", "--project", str(project))
+    yield server
+    server.kill()
+
+
+def test_serve_prints_its_url_answers_and_stops_on_sigint(served: Served, project: Path):
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", served.url)
+    with httpx.Client(base_url=served.url, timeout=10) as http:
+        assert http.get("/health").json()["ok"] is True
+        names = [a["name"] for a in http.get("/agents").json()["agents"]]
+        assert names == ["desk", "greeter", "shop"]
+        reply = http.post("/agents/greeter/messages", json={"message": "hi"}).json()
+        assert reply["text"] == "Hello there!"
+    assert served.stop(signal.SIGINT) == 0
+    served.wait_for("loopwright: stopped")
+    assert (project / ".loopwright" / "loopwright.db").is_file()
+
+
+def eventually(read: Callable[[], object], expected: object, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while (value := read()) != expected:
+        assert time.monotonic() < deadline, (value, expected)
+        time.sleep(0.05)
+
+
+def test_dev_reloads_an_agent_when_its_files_change(project: Path):
+    server = Served("dev", "--project", str(project))
+    try:
+
+        def prompt() -> object:
+            return httpx.get(f"{server.url}/agents/greeter/config").json()["systemPrompt"]
+
+        assert prompt() == "Greet people."
+        agent_yaml = project / "agents" / "greeter" / "agent.yaml"
+        original = agent_yaml.read_text()
+        agent_yaml.write_text(original.replace("Greet people.", "Greet people warmly."))
+        server.wait_for("reloaded: 3 agent(s): desk, greeter, shop")
+        eventually(prompt, "Greet people warmly.")
+        agent_yaml.write_text(original + "unknown_key: 1\n")
+        failed = server.wait_for("reload failed, still serving the previous version")
+        assert "agent.yaml:4: unknown_key: Extra inputs are not permitted" in failed
+        assert prompt() == "Greet people warmly."
+        (project / "agents" / "shop" / "rules.yaml").write_text("default_decision: deny\n")
+        agent_yaml.write_text(original)
+        eventually(prompt, "Greet people.")
+        shop = httpx.get(f"{server.url}/agents/shop/config").json()
+        assert shop["permissions"]["defaultDecision"] == "deny"
+        assert server.stop(signal.SIGTERM) == 0
+        server.wait_for("loopwright: stopped")
+    finally:
+        server.kill()
+
+
+def test_a_busy_port_and_bad_settings_are_usage_errors(served: Served, project: Path):
+    port = served.url.rsplit(":", 1)[1]
+    out = subprocess.run(
+        [LOOPWRIGHT, "serve", "--project", str(project), "--port", port],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
+    (project / "loopwright.toml").write_text('[server]\nport = "eighty"\n')
+    out = subprocess.run(
+        [LOOPWRIGHT, "serve", "--project", str(project)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[0] == "loopwright: error: [server] port must be an integer"

@@ -1,0 +1,508 @@
+"""The HTTP server through a real uvicorn on loopback: the v1 routes' bodies and status codes,
+the 202 → approve → 200 chain, deny with skipped siblings, questions, listings and sessions.
+Every event body is checked: full streams against the generated schema and the grammar,
+`profile=v1` ones against the loopengine v1 schema. The helpers here serve the other
+test_server_*.py files too."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from jsonschema import Draft202012Validator
+
+from conftest import ROOT, V1
+from loopwright.project import load_project
+from loopwright.server import create_app
+from loopwright.testing import check_events
+from loopwright.wire import loads
+
+SHOP_PY = '''\
+from pathlib import Path
+
+from loopwright import Agent, tool
+from loopwright.messages import ToolCall, ToolResultMessage, UserMessage
+from loopwright.testing import FunctionModel, Reply
+from loopwright.tools import ask_user
+
+
+@tool
+def refund(order: str, amount: float) -> str:
+    """Refund an order.
+
+    Args:
+        order: The order's id.
+        amount: How much to refund.
+    """
+    return f"refunded {amount:g} on {order}"
+
+
+def reply(request):
+    last = request.messages[-1]
+    n = len(request.messages)
+    if isinstance(last, ToolResultMessage):
+        outputs = []
+        for message in reversed(request.messages):
+            if not isinstance(message, ToolResultMessage):
+                break
+            outputs.insert(0, message.content)
+        return Reply(text="Done: " + "; ".join(outputs))
+    text = last.content
+    if text.startswith("two refunds"):
+        calls = (
+            ToolCall(id=f"a{n}", name="refund", args={"order": "A-1", "amount": 5}),
+            ToolCall(id=f"b{n}", name="refund", args={"order": "B-2", "amount": 7}),
+        )
+        return Reply(text="Two refunds.", tool_calls=calls)
+    if text.startswith("refund"):
+        call = ToolCall(id=f"r{n}", name="refund", args={"order": "A-1", "amount": 5})
+        slow = "slowly" in text
+        return Reply(
+            text="Refunding " + ("." * 30 if slow else "now."),
+            tool_calls=(call,),
+            chunk=2 if slow else 16,
+            delay=0.02 if slow else 0.0,
+        )
+    if text.startswith("ask"):
+        call = ToolCall(id=f"q{n}", name="ask_user", args={"question": "Which colour?",
+                                                           "options": ["red", "blue"]})
+        return Reply(tool_calls=(call,))
+    if text.startswith("slow"):
+        return Reply(text="z" * 40, chunk=1, delay=0.02)
+    said = [m.content for m in request.messages if isinstance(m, UserMessage)]
+    return Reply(text="heard: " + " | ".join(said))
+
+
+agent = Agent(
+    name="shop",
+    description="Refunds orders (a human approves each refund).",
+    instructions="You refund orders.",
+    model=FunctionModel(reply),
+    tools=[refund, ask_user],
+    rules=Path(__file__).with_name("rules.yaml"),
+)
+'''
+SHOP_RULES = """\
+default_decision: ask
+rules:
+  - {name: questions, tool: ask_user, decision: allow}
+  - {name: refunds-need-approval, tool: refund, decision: ask}
+"""
+GREETER = {
+    "agent.yaml": """\
+        description: Says hello.
+        instructions: Greet people.
+        model: scripted:script.yaml
+        """,
+    "script.yaml": """\
+        replies:
+          - text: Hello there!
+          - text: Hello again!
+        """,
+    "subagents/helper/agent.yaml": """\
+        description: Helps the greeter.
+        model: scripted:script.yaml
+        """,
+    "subagents/helper/script.yaml": "replies: [helped]\n",
+}
+
+
+DESK = {  # a parent whose subagent asks for approval: the parent pauses on the child's item
+    "agent.yaml": """\
+        description: The front desk.
+        model: scripted:script.yaml
+        """,
+    "script.yaml": """\
+        replies:
+          - tool_calls: [{name: billing, args: {request: refund 5}, id: b1}]
+          - text: Billing says it is done.
+        """,
+    "subagents/billing/agent.yaml": """\
+        description: Handles refunds.
+        model: scripted:script.yaml
+        """,
+    "subagents/billing/script.yaml": """\
+        replies:
+          - tool_calls: [{name: refund, args: {amount: 5}, id: r1}]
+          - text: Refund of 5 done.
+        """,
+    "subagents/billing/tools.py": """\
+        from loopwright import tool
+
+
+        @tool
+        def refund(amount: float) -> str:
+            \"\"\"Refund an amount.\"\"\"
+            return f"refunded {amount:g}"
+        """,
+    "subagents/billing/rules.yaml": "rules: [{name: refunds, tool: refund, decision: ask}]\n",
+}
+
+
+def write(folder: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def make_project(root: Path, toml: str = "") -> Path:
+    (root / "agents" / "shop").mkdir(parents=True)
+    (root / "loopwright.toml").write_text(toml)
+    (root / "agents" / "shop" / "agent.py").write_text(SHOP_PY)
+    (root / "agents" / "shop" / "rules.yaml").write_text(SHOP_RULES)
+    write(root / "agents" / "greeter", GREETER)
+    write(root / "agents" / "desk", DESK)
+    return root
+
+
+class LiveServer:
+    """uvicorn serving `app` in a thread on a free loopback port; stops on exit."""
+
+    def __init__(self, app: Any) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.root = Path()
+        config = uvicorn.Config(app, log_level="error", lifespan="on", timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=10, **kwargs)
+
+
+@contextlib.contextmanager
+def serving(root: Path, toml: str = "", **overrides: Any) -> Iterator[LiveServer]:
+    """A test project at `root`, served until the block ends."""
+    make_project(root, toml)
+    with LiveServer(create_app(load_project(root), **overrides)) as live:
+        live.root = root
+        yield live
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with serving(tmp_path_factory.mktemp("server") / "shop") as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def http(server: LiveServer) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+# ---- checks -------------------------------------------------------------------------------
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+FULL = Draft202012Validator(json.loads((ROOT / "protocol" / "loop-event.schema.json").read_text()))
+
+
+def check_full(events: list[dict[str, Any]], *, deltas: bool = False) -> None:
+    """Each event valid in the committed schema of the whole vocabulary, and each run
+    (`session` … `done`) grammatical."""
+    for data in events:
+        FULL.validate(data)
+    runs: list[list[Any]] = []
+    for data in events:
+        if data["type"] == "session":
+            runs.append([])
+        runs[-1].append(loads(data))
+    assert runs, "no run in the events"
+    for run in runs:
+        check_events(run)
+    if not deltas:
+        assert not [e for e in events if e["type"].endswith(":delta")]
+
+
+def check_v1(events: list[dict[str, Any]]) -> None:
+    for data in events:
+        V1.validate(data)
+    assert events[0]["type"] == "session" and events[-1]["type"] == "done"
+
+
+def body(response: httpx.Response, status: int) -> Any:
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/json")
+    return response.json()
+
+
+PAUSED_RUN = [
+    "session",
+    "input:received",
+    "step:started",
+    "budget:check",
+    "message:completed",
+    "assistant:text",
+    "approval:pending",
+    "pending:requested",
+    "actauth:decision",
+    "step:finished",
+    "loop:paused",
+    "done",
+]
+
+
+# ---- tests --------------------------------------------------------------------------------
+
+
+def test_health_agents_and_config(http: httpx.Client):
+    from loopwright.server import version
+
+    assert body(http.get("/health"), 200) == {"ok": True, "version": version()}
+    assert body(http.get("/agents"), 200) == {
+        "agents": [
+            {
+                "name": "desk",
+                "systemPrompt": "",
+                "description": "The front desk.",
+                "model": "scripted:agents/desk/script.yaml",
+            },
+            {
+                "name": "greeter",
+                "systemPrompt": "Greet people.",
+                "description": "Says hello.",
+                "model": "scripted:agents/greeter/script.yaml",
+            },
+            {
+                "name": "shop",
+                "systemPrompt": "You refund orders.",
+                "description": "Refunds orders (a human approves each refund).",
+                "model": "custom",
+            },
+        ]
+    }
+    config = body(http.get("/agents/shop/config"), 200)
+    refund = {
+        "name": "refund",
+        "description": "Refund an order.",
+        "gated": True,
+        "subagent": False,
+    }
+    assert {k: config["tools"][0][k] for k in refund} == refund
+    assert config["tools"][0]["input_schema"]["required"] == ["order", "amount"]
+    assert [t["name"] for t in config["tools"]] == ["refund", "ask_user"]
+    assert {k: config[k] for k in ("name", "maxTurns", "onDeny", "contextBudgetTokens")} == {
+        "name": "shop",
+        "maxTurns": 25,
+        "onDeny": "stop",
+        "contextBudgetTokens": None,
+    }
+    assert config["permissions"]["source"] == "agents/shop/rules.yaml"
+    assert config["permissions"]["defaultDecision"] == "ask"
+    assert [(r["name"], r["tool"], r["decision"]) for r in config["permissions"]["rules"]] == [
+        ("questions", "ask_user", "allow"),
+        ("refunds-need-approval", "refund", "ask"),
+    ]
+    assert (config["skills"], config["subagents"]) == ([], [])
+    greeter = body(http.get("/agents/greeter/config"), 200)
+    assert greeter["subagents"] == ["helper"]
+    assert greeter["tools"][0]["subagent"] is True
+    assert greeter["permissions"] == {"source": None, "defaultDecision": "allow", "rules": []}
+    assert body(http.get("/agents/nobody/config"), 404) == {"error": "unknown agent 'nobody'"}
+    assert body(http.get("/no/such/route"), 404) == {"error": "not found"}
+    assert body(http.delete("/agents"), 405) == {"error": "method not allowed"}
+
+
+def test_a_message_is_answered_and_the_session_continues(http: httpx.Client):
+    first = body(http.post("/agents/shop/messages", json={"message": "hello"}), 200)
+    assert (first["text"], first["stopReason"]) == ("heard: hello", "completed")
+    assert types(first["events"]) == [
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "message:completed",
+        "step:finished",
+        "loop:done",
+        "done",
+    ]
+    check_full(first["events"])
+    sid = first["sessionId"]
+    again = {"message": "and more", "sessionId": sid}
+    second = body(http.post("/agents/shop/messages", json=again, params={"profile": "v1"}), 200)
+    assert second == {
+        "text": "heard: hello | and more",
+        "sessionId": sid,
+        "events": [
+            {"type": "session", "sessionId": sid},
+            second["events"][1],
+            {"type": "loop:done", "text": "heard: hello | and more"},
+            {"type": "done", "text": "heard: hello | and more"},
+        ],
+        "stopReason": "completed",
+    }
+    assert second["events"][1]["type"] == "budget:check"
+    check_v1(second["events"])
+    shown = body(http.get(f"/agents/shop/sessions/{sid}"), 200)
+    assert (shown["sessionId"], shown["status"], shown["lastSeq"], shown["pending"]) == (
+        sid,
+        "idle",
+        16,
+        [],
+    )
+    assert [(m["role"], m.get("content")) for m in shown["history"]] == [
+        ("user", "hello"),
+        ("assistant", None),
+        ("user", "and more"),
+        ("assistant", None),
+    ]
+    assert shown["history"][3]["parts"] == [{"type": "text", "text": "heard: hello | and more"}]
+    listed = body(http.get("/agents/shop/sessions"), 200)["sessions"]
+    mine = [s for s in listed if s["id"] == sid]
+    assert [(s["agent"], s["status"], s["lastSeq"]) for s in mine] == [("shop", "idle", 16)]
+    assert set(mine[0]) == {"id", "agent", "status", "lastSeq", "createdAt", "updatedAt"}
+    assert body(http.get(f"/agents/greeter/sessions/{sid}"), 404) == {
+        "error": f"no session '{sid}' for agent 'greeter'"
+    }
+
+
+def test_bad_requests_get_one_clear_error(http: httpx.Client):
+    post = http.post
+    assert body(post("/agents/nobody/messages", json={"message": "x"}), 404) == {
+        "error": "unknown agent 'nobody'"
+    }
+    assert body(post("/agents/shop/messages", content=b"{nope"), 400) == {
+        "error": "the request body is not valid JSON"
+    }
+    assert body(post("/agents/shop/messages", json=[1]), 400) == {
+        "error": "the request body must be a JSON object"
+    }
+    for message in ({}, {"message": ""}, {"message": "   "}, {"message": None}):
+        assert body(post("/agents/shop/messages", json=message), 400) == {
+            "error": "message is required"
+        }
+    assert body(post("/agents/shop/messages", json={"message": 3}), 400) == {
+        "error": "message must be a string"
+    }
+    assert body(post("/agents/shop/messages", json={"message": "x", "sessionId": "a b"}), 400) == {
+        "error": "sessionId must be 1-128 letters, digits or . _ : -"
+    }
+    assert body(post("/agents/shop/messages?profile=v2", json={"message": "x"}), 400) == {
+        "error": "profile must be 'full' or 'v1'"
+    }
+    big = {"message": "x" * (1 << 20)}
+    assert body(post("/agents/shop/messages", json=big), 413) == {
+        "error": "the request body is over 1048576 bytes"
+    }
+
+    def chunked() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"message": "'
+        for _ in range(17):
+            yield b"x" * 65536
+        yield b'"}'
+
+    assert body(post("/agents/shop/messages", content=chunked()), 413) == {
+        "error": "the request body is over 1048576 bytes"
+    }
+    # validation errors of the stream route are plain JSON, before any SSE header
+    assert body(post("/agents/shop/messages/stream", json={}), 400) == {
+        "error": "message is required"
+    }
+    assert body(post("/agents/nobody/messages/stream", json={"message": "x"}), 404) == {
+        "error": "unknown agent 'nobody'"
+    }
+
+
+def test_events_are_replayed_from_a_sequence_number(http: httpx.Client):
+    done = body(http.post("/agents/shop/messages", json={"message": "log me"}), 200)
+    sid = done["sessionId"]
+    log = body(http.get(f"/agents/shop/sessions/{sid}/events"), 200)["events"]
+    assert [e["seq"] for e in log] == list(range(1, 9))
+    assert [e["event"] for e in log] == done["events"]
+    assert all(isinstance(e["at"], str) for e in log)
+    tail = body(http.get(f"/agents/shop/sessions/{sid}/events", params={"after": 6}), 200)
+    assert [(e["seq"], e["event"]["type"]) for e in tail["events"]] == [
+        (7, "loop:done"),
+        (8, "done"),
+    ]
+    v1 = body(http.get(f"/agents/shop/sessions/{sid}/events?profile=v1"), 200)["events"]
+    assert [(e["seq"], e["event"]["type"]) for e in v1] == [
+        (1, "session"),
+        (4, "budget:check"),
+        (7, "loop:done"),
+        (8, "done"),
+    ]
+    check_v1([e["event"] for e in v1])
+    for bad in ("-1", "x", "1.5"):
+        assert body(http.get(f"/agents/shop/sessions/{sid}/events?after={bad}"), 400) == {
+            "error": "after must be a non-negative integer (a sequence number)"
+        }
+
+
+def test_the_openapi_document_names_every_route(http: httpx.Client, server: LiveServer):
+    document = body(http.get("/openapi.json"), 200)
+    assert document["openapi"].startswith("3.1")
+    from starlette.routing import Route
+
+    app = server.server.config.app
+    served = {r.path for r in app.routes if isinstance(r, Route)} - {"/", "/playground"}
+    assert set(document["paths"]) == served - {"/openapi.json"}
+
+
+def test_the_playground_and_static_files(http: httpx.Client):
+    from loopwright.server.app import STATIC
+
+    root = http.get("/")
+    assert (root.status_code, root.headers["location"]) == (307, "/playground")
+    page = http.get("/playground")
+    if (STATIC / "playground.html").is_file():
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    else:
+        assert body(page, 404) == {"error": "not found"}
+    assert body(http.get("/static/no-such-file.js"), 404) == {"error": "not found"}
+    assert body(http.get("/static/../pyproject.toml"), 404) == {"error": "not found"}
+
+
+def test_a_failed_run_is_answered_with_its_error(http: httpx.Client):
+    for text in ("one", "two"):  # the greeter's script has two replies
+        body(http.post("/agents/greeter/messages", json={"message": text, "sessionId": "e1"}), 200)
+    failed = http.post(
+        "/agents/greeter/messages",
+        json={"message": "three", "sessionId": "e1"},
+        params={"profile": "v1"},
+    )
+    error = "model request failed: script exhausted: all 2 replies were used"
+    assert body(failed, 200) == {
+        "text": f"Error: {error}",
+        "sessionId": "e1",
+        "events": [
+            {"type": "session", "sessionId": "e1"},
+            failed.json()["events"][1],
+            {"type": "error", "error": error},
+            {"type": "done", "text": f"Error: {error}"},
+        ],
+        "stopReason": "error",
+        "error": f"Error: {error}",
+    }
+    check_v1(failed.json()["events"])

@@ -1,0 +1,286 @@
+"""The server's streams and live runs: SSE framing with the log's sequence numbers as `id:`, a
+client that leaves mid-run (the run goes on and is approved later), `Last-Event-ID`, 409 on a
+busy session (here and in another process), steer, cancel and compact."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import V1
+from loopwright.store import open_store
+from loopwright.store.sqlite import process_identity
+from test_server import PAUSED_RUN, LiveServer, body, check_full, check_v1, serving, types
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with serving(tmp_path_factory.mktemp("stream") / "shop") as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def http(server: LiveServer) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+FRAME = re.compile(r"event: ([a-z_:]+)\n(?:id: (\d+)\n)?data: (\{.*\})")
+
+
+class Frames:
+    """An SSE body read frame by frame, checking the framing of each: `event:`, then `id:`
+    unless it is a token delta, then one `data:` line."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["cache-control"] == "no-cache"
+        self.chunks = response.iter_text()
+        self.buffer = ""
+
+    def read(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The next `limit` frames (all the rest when None)."""
+        out: list[dict[str, Any]] = []
+        while limit is None or len(out) < limit:
+            if "\n\n" not in self.buffer:
+                chunk = next(self.chunks, None)
+                if chunk is None:
+                    assert self.buffer == ""
+                    return out
+                self.buffer += chunk
+                continue
+            block, self.buffer = self.buffer.split("\n\n", 1)
+            if block.startswith(":"):
+                continue  # keep-alive comment
+            match = FRAME.fullmatch(block)
+            assert match, f"bad frame: {block!r}"
+            kind, seq, data = match.groups()
+            event = json.loads(data)
+            assert event["type"] == kind
+            assert (seq is None) == kind.endswith(":delta"), block
+            out.append({"id": None if seq is None else int(seq), "event": event})
+        return out
+
+
+def frames(response: httpx.Response, limit: int | None = None) -> list[dict[str, Any]]:
+    return Frames(response).read(limit)
+
+
+def events_of(read: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f["event"] for f in read]
+
+
+def stream(http: httpx.Client, message: str, **extra: Any) -> Any:
+    return http.stream(
+        "POST", "/agents/shop/messages/stream", json={"message": message, **extra}, params=None
+    )
+
+
+def logged(http: httpx.Client, sid: str) -> list[dict[str, Any]]:
+    return list(body(http.get(f"/agents/shop/sessions/{sid}/events"), 200)["events"])
+
+
+def test_a_streamed_run_has_one_frame_per_event_with_the_log_seq(http: httpx.Client):
+    with stream(http, "hello there") as response:
+        read = frames(response)
+    events = events_of(read)
+    assert [t for t in types(events) if t != "text:delta"] == [
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "message:completed",
+        "step:finished",
+        "loop:done",
+        "done",
+    ]
+    assert "".join(e["delta"] for e in events if e["type"] == "text:delta") == "heard: hello there"
+    check_full(events, deltas=True)
+    sid = events[0]["sessionId"]
+    log = logged(http, sid)
+    assert [(f["id"], f["event"]) for f in read if f["id"] is not None] == [
+        (e["seq"], e["event"]) for e in log
+    ]
+    with http.stream(
+        "POST",
+        "/agents/shop/messages/stream?profile=v1",
+        json={"message": "again", "sessionId": sid},
+    ) as response:
+        v1 = frames(response)
+    assert [(f["id"], f["event"]["type"]) for f in v1] == [
+        (9, "session"),
+        (12, "budget:check"),
+        (15, "loop:done"),
+        (16, "done"),
+    ]
+    check_v1(events_of(v1))
+
+
+def test_a_client_that_leaves_does_not_cancel_the_run(http: httpx.Client):
+    with stream(http, "refund slowly") as response:
+        first = frames(response, limit=3)
+    sid = first[0]["event"]["sessionId"]
+    deadline = time.monotonic() + 10
+    while not (items := body(http.get(f"/agents/shop/sessions/{sid}/approvals"), 200)["approvals"]):
+        assert time.monotonic() < deadline, "the run did not go on to its approval"
+        time.sleep(0.05)
+    stored = [e["event"]["type"] for e in logged(http, sid)]
+    assert [t for t in stored if t != "message:partial"] == PAUSED_RUN
+    done = body(http.post(f"/approvals/{items[0]['id']}/approve"), 200)
+    assert done["text"] == "Done: refunded 5 on A-1"
+    check_full(done["events"])
+
+
+def test_an_approval_streams_the_resumed_run_when_asked(http: httpx.Client):
+    paused = body(http.post("/agents/shop/messages", json={"message": "refund A-1"}), 202)
+    headers = {"Accept": "text/event-stream"}
+    with http.stream("POST", f"/approvals/{paused['id']}/approve", headers=headers) as response:
+        read = frames(response)
+    events = events_of(read)
+    assert [t for t in types(events) if t != "text:delta"] == [
+        "session",
+        "approval:resolved",
+        "actauth:decision",
+        "tool:started",
+        "toollane:result",
+        "tool:output",
+        "tool:result",
+        "step:started",
+        "budget:check",
+        "message:completed",
+        "step:finished",
+        "loop:done",
+        "done",
+    ]
+    check_full(events, deltas=True)
+    ids = [f["id"] for f in read if f["id"] is not None]
+    assert ids == list(range(len(PAUSED_RUN) + 1, len(PAUSED_RUN) + 1 + len(ids)))
+
+
+def test_a_second_message_to_a_running_session_is_409_and_steering_lands(http: httpx.Client):
+    with stream(http, "slow answer") as response:
+        reader = Frames(response)
+        read = reader.read(1)
+        sid = read[0]["event"]["sessionId"]
+        again = http.post("/agents/shop/messages", json={"message": "hi", "sessionId": sid})
+        assert body(again, 409) == {
+            "error": f"session {sid} is running: wait for its run to finish"
+        }
+        compact = http.post(f"/agents/shop/sessions/{sid}/compact")
+        assert body(compact, 409) == {
+            "error": f"session {sid} is running: wait for its run to finish"
+        }
+        steer = http.post(f"/agents/shop/sessions/{sid}/steer", json={"message": "also this"})
+        assert body(steer, 202) == {"queued": True}
+        rest = reader.read()
+    events = events_of(read + rest)
+    check_full(events, deltas=True)
+    assert events[-1] == {
+        "type": "done",
+        "text": "heard: slow answer | also this",
+        "stopReason": "completed",
+    }
+    injected = [e for e in events if e["type"] == "steering:injected"]
+    assert [(e["mode"], e["message"]["content"]) for e in injected] == [("steer", "also this")]
+    late = http.post(f"/agents/shop/sessions/{sid}/steer", json={"message": "late"})
+    assert body(late, 409) == {"error": f"session {sid} has no run in progress: send it a message"}
+
+
+def test_a_session_claimed_by_another_process_is_409(http: httpx.Client, server: LiveServer):
+    sid = body(http.post("/agents/shop/messages", json={"message": "first"}), 200)["sessionId"]
+    other = open_store(server.root / ".loopwright" / "loopwright.db")
+    try:
+        claim, _ = other.claim(sid, "default", "shop", process_identity(os.getppid()))
+        busy = http.post("/agents/shop/messages", json={"message": "second", "sessionId": sid})
+        assert body(busy, 409)["error"].startswith(f"session {sid} is running in another run")
+        other.release(claim, "idle")
+    finally:
+        other.close()
+    again = http.post("/agents/shop/messages", json={"message": "second", "sessionId": sid})
+    assert body(again, 200)["text"] == "heard: first | second"
+
+
+def test_last_event_id_resumes_a_stream(http: httpx.Client):
+    with stream(http, "slow again") as response:
+        read = frames(response, limit=4)
+    assert [f["id"] for f in read] == [1, 2, 3, 4]
+    sid = read[0]["event"]["sessionId"]
+    url = f"/agents/shop/sessions/{sid}/stream"
+    with http.stream("GET", url, headers={"Last-Event-ID": "4"}) as response:
+        rest = frames(response)  # joins the live run: no repeat, no gap
+    log = [e for e in logged(http, sid) if e["event"]["type"] != "message:partial"]
+    assert [(f["id"], f["event"]) for f in rest] == [(e["seq"], e["event"]) for e in log[4:]]
+    assert types([f["event"] for f in rest]) == [
+        "message:completed",
+        "step:finished",
+        "loop:done",
+        "done",
+    ]
+    check_full([f["event"] for f in read + rest])
+    headers = {"Accept": "text/event-stream"}
+    events_url = f"/agents/shop/sessions/{sid}/events"
+    last = [e["seq"] for e in log]
+    with http.stream("GET", events_url, params={"after": last[-3]}, headers=headers) as response:
+        assert [f["id"] for f in frames(response)] == last[-2:]
+    with http.stream("GET", f"{url}?profile=v1") as response:
+        replay = frames(response)
+    assert [f["id"] for f in replay] == [last[0], last[3], last[-2], last[-1]]
+    for frame in replay:
+        V1.validate(frame["event"])
+
+
+def test_a_stream_joined_mid_run_gets_the_log_then_the_live_events(http: httpx.Client):
+    with stream(http, "slow joined") as response:
+        reader = Frames(response)
+        first = reader.read(1)
+        sid = first[0]["event"]["sessionId"]
+        with http.stream("GET", f"/agents/shop/sessions/{sid}/stream") as joined:
+            everything = frames(joined)
+        reader.read()
+    events = events_of(everything)
+    assert types(events)[0] == "session" and types(events)[-1] == "done"
+    assert "text:delta" in types(events)
+    check_full(events, deltas=True)
+    log = [e for e in logged(http, sid) if e["event"]["type"] != "message:partial"]
+    assert [(f["id"], f["event"]) for f in everything if f["id"] is not None] == [
+        (e["seq"], e["event"]) for e in log
+    ]
+
+
+def test_cancel_stops_the_run_and_records_it(http: httpx.Client):
+    with stream(http, "slow to cancel") as response:
+        reader = Frames(response)
+        read = reader.read(2)
+        sid = read[0]["event"]["sessionId"]
+        cancelled = http.post(f"/agents/shop/sessions/{sid}/cancel")
+        assert body(cancelled, 200) == {"cancelled": True}
+        rest = reader.read()
+    events = events_of(read + rest)
+    check_full(events, deltas=True)
+    assert types(events)[-2:] == ["loop:aborted", "done"]
+    assert events[-1]["stopReason"] == "aborted"
+    assert logged(http, sid)[-1]["event"]["stopReason"] == "aborted"
+    assert body(http.post(f"/agents/shop/sessions/{sid}/cancel"), 200) == {"cancelled": False}
+    assert body(http.post("/agents/shop/sessions/nope/cancel"), 404) == {
+        "error": "no session 'nope' for agent 'shop'"
+    }
+
+
+def test_compact_on_demand(http: httpx.Client):
+    sid = body(http.post("/agents/shop/messages", json={"message": "one"}), 200)["sessionId"]
+    body(http.post("/agents/shop/messages", json={"message": "two", "sessionId": sid}), 200)
+    compacted = body(http.post(f"/agents/shop/sessions/{sid}/compact"), 200)
+    assert (compacted["sessionId"], compacted["stopReason"]) == (sid, "completed")
+    assert types(compacted["events"])[0] == "session"
+    assert types(compacted["events"])[-2:] == ["loop:done", "done"]
+    check_full(compacted["events"])
+    v1 = body(http.post(f"/agents/shop/sessions/{sid}/compact?profile=v1"), 200)
+    check_v1(v1["events"])
