@@ -71,6 +71,14 @@ LOOPWRIGHT_TOML = """\
 # base_url = "http://localhost:11434/v1"
 # api_key_env = "LOCAL_API_KEY"
 # dialect = "openai-chat"
+
+# [server]                      # `loopwright serve`: loopback only unless you change host
+# host = "127.0.0.1"
+# port = 8787
+
+# [[auth.token]]                # bearer tokens map clients to tenants (none: loopback only)
+# env = "ACME_TOKEN"            # the token is read from this variable (16 characters at least)
+# tenant = "acme"
 """
 
 
