@@ -393,3 +393,51 @@ async def test_a_subagents_question_is_answered_through_the_parent():
     assert done.text == "Done: order B."
     inner = [e.event for e in done.events if e.type == "subagent:event"]
     assert [e.answer for e in inner if e.type == "question:resolved"] == ["B"]
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_denying_the_parents_own_item_closes_the_batch_with_its_subagents_items(
+    tmp_path, durable
+):
+    """One batch: the parent's own call waits for approval, its subagent's call waits on the
+    child's approval. Denying the parent's item closes the batch at once: the child's item is
+    skipped with it, nothing is left open, and the resumed run skips the subagent's call."""
+    from loopwright.store import open_store
+    from loopwright.store.durable import open_session, resolve
+
+    child = billing({"tool_calls": [call("refund", "r", amount=5)]}, "never")
+    rules = Rules.from_yaml(
+        "rules: [{name: refunds-asked, tool: refund, decision: ask},"
+        " {name: billing-ok, tool: billing, decision: allow}]"
+    )
+    parent = Agent(
+        name="support",
+        model=scripted(
+            {"tool_calls": [call("refund", "own", amount=9), call("billing", "b", request="x")]}
+        ),
+        tools=[refund, subagent_tool(child)],
+        rules=rules,
+    )
+    store = open_store(tmp_path / "lw.db") if durable else None
+    session = await open_session(parent, store, "s1") if store else Session(parent, session_id="s1")
+    paused = await drive(session.run("go"))
+    own, nested = session.pending
+    assert (own.call.id, nested.call.id) == ("own", "r")
+    assert paused.pending_ids == [own.id, nested.id]
+    if store:
+        denied = await resolve(store, parent, own.id, Approval.deny("no", by="ana"))
+        assert store.pending_item(nested.id, "default").status == "skipped"
+        session = await open_session(parent, store, "s1")
+    else:
+        denied = await session.resolve(own.id, Approval.deny("no", by="ana"))
+    assert (denied.status, denied.outstanding) == ("resolved", 0)
+    done = await drive(session.resume())
+    assert done.stop_reason == "denied"
+    assert [(e.type, e.name) for e in done.events if e.type == "loop:skipped"] == [
+        ("loop:skipped", "billing")
+    ]
+    assert "subagent:event" not in types(done.events)  # the child is never resumed
+    results = {e.id: e.status_text for e in done.events if e.type == "tool:result"}
+    assert results == {"own": "Denied.", "b": "Skipped."}
+    if store:
+        store.close()

@@ -185,8 +185,10 @@ async def resolve(
     approval, an `Answer` for a question.
 
     Edited arguments are validated against the tool first (an invalid edit is refused and the
-    item stays open). A denial closes the batch. A second answer, or one after the batch closed,
-    changes nothing and says so. A foreign tenant's id is unknown (`UnknownPending`).
+    item stays open). A denial closes the batch (the open items of subagents its calls wait on
+    are skipped with it). A second answer, or one after the batch closed, changes nothing and
+    says so. `outstanding` counts what is still open under the top-level session. A foreign
+    tenant's id is unknown (`UnknownPending`).
     """
     item = store.pending_item(pending_id, tenant)
     root = _chain(store, item.session_id, tenant)[-1]
@@ -216,6 +218,10 @@ async def resolve(
         edited_args=decision.args,
         note=decision.reason,
     )
+    if changed and not decision.approved:  # the batch is closed: so are its subagents' items
+        for nested in open_under(store, item.session_id, tenant):
+            if nested.session_id != item.session_id:
+                store.decide(nested.id, tenant, status="skipped", by=decision.by)
     return Resolution("resolved" if changed else "already_resolved", still_open())
 
 
