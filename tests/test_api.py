@@ -70,6 +70,10 @@ def test_import_has_no_side_effects(tmp_path):
 def test_core_imports_nothing_from_outer_layers():
     core = [
         "loop",
+        "steps",
+        "decide",
+        "retry",
+        "compaction",
         "events",
         "messages",
         "tools",
@@ -101,14 +105,16 @@ def test_module_size_budget():
     sizes = {
         p.relative_to(SRC).as_posix(): len(p.read_text().splitlines()) for p in SRC.rglob("*.py")
     }
-    # events.py is a flat catalog of values (one small class per wire type), not logic.
-    limits = {"events.py": 600}
+    # events.py is a flat catalog of values (one small class per wire type), not logic; the
+    # loop itself must read on a few screens (STYLE: 150-250 lines), its steps live in steps.py.
+    limits = {"events.py": 600, "loop.py": 250}
     too_big = {name: n for name, n in sizes.items() if n > limits.get(name, 500)}
     assert not too_big, f"split these modules: {too_big}"
     core = sum(
         sizes[f"{n}.py"]
         for n in (
             "loop",
+            "steps",
             "events",
             "messages",
             "tools",

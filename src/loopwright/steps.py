@@ -1,0 +1,373 @@
+"""The steps of one run, and the state they share between them.
+
+`run_loop` (in `loop.py`) tells the story; `Steps` holds what a run carries from one step to the
+next (the step count, the text streamed so far, the open calls and their results, how it ended)
+and does each thing the loop names: start, request, accept, decide, execute, resume, recover,
+finish, proceed, compact, interrupt. Each delegates its policy to a collaborator: the `Decider`
+(gate and humans), the `ToolRunner`, `retry`, `compaction`, the hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import events as ev
+from .agent import Agent
+from .approvals import ApprovalRequest, Approver
+from .budget import context_budget
+from .compaction import CompactionReason, compact
+from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, Suspended
+from .hooks import Block, RunInfo, Stop, call_hook
+from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
+from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
+from .permissions import Gate
+from .retry import ModelFailed, next_retry, partial_note
+from .tools import Outcome, Scheduled, ToolContext, ToolRunner
+
+if TYPE_CHECKING:
+    from .loop import Control
+
+
+@dataclass(slots=True)
+class Steps:
+    """One run's state between steps, and the steps `run_loop` takes by name."""
+
+    agent: Agent
+    model: Model
+    gate: Gate
+    history: History
+    info: RunInfo
+    control: Control
+    approver: Approver | None
+    children: Any = None
+    tools: dict[str, Any] = field(default_factory=dict)
+    specs: tuple[ToolSpec, ...] = ()
+    scope: ev.Scope = field(init=False)
+    decider: Decider = field(init=False)
+    runner: ToolRunner = field(init=False)
+    step: int = 0
+    budget: int = 100_000
+    may_shrink: bool = True
+    partial: list[str] = field(default_factory=list)
+    open_calls: list[ToolCall] = field(default_factory=list)
+    results: dict[str, ToolResultMessage] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    terminal: ev.Terminal | None = None
+    text: str = ""
+    stop_reason: ev.RunStopReason = "completed"
+
+    def __post_init__(self) -> None:
+        self.tools = self.agent._by_name
+        self.specs = self.agent.tool_specs
+        self.scope = ev.Scope(
+            tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
+        )
+        self.budget = context_budget(self.agent, self.model)
+        self.decider = Decider(
+            self.tools, self.gate, self.scope, self.info.session_id, self.approver, self.result
+        )
+        agent = self.agent
+        self.runner = ToolRunner(
+            self.tool_context,
+            self.outcomes,
+            agent.tool_concurrency,
+            agent.tool_timeout,
+            agent.max_tool_output,
+            self.after_tool if agent.hooks.after_tool else None,
+        )
+
+    async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
+        async for event in compact(self.history, self.model, self.agent.compaction, reason):
+            yield event
+
+    def model_for(self, request: ModelRequest) -> Model:
+        return get_model(request.model) if request.model is not None else self.model
+
+    async def after_failure(self, failure: ModelFailure, failures: int) -> AsyncIterator[ev.Event]:
+        """A request failed: compact a prompt too long (once), or wait and retry within the
+        policy's bounds (SPEC §3.8), or give up with the failure."""
+        if failure.prompt_too_long and self.may_shrink:
+            async for event in self.shrink():
+                yield event
+            return
+        retry = next_retry(self.agent.retry, failure, failures)
+        if retry is None:
+            raise ModelFailed(failure.error)
+        yield retry
+        await asyncio.sleep(retry.delay)
+
+    async def shrink(self) -> AsyncIterator[ev.Event]:
+        """The provider said the prompt is too long: compact once, then the request is retried."""
+        self.may_shrink = False
+        before = len(self.history.messages)
+        async for event in self.compact("prompt_too_long"):
+            yield event
+        yield ev.PromptCompaction(from_=before, to=len(self.history.messages))
+
+    def stop(self, terminal: ev.Terminal, text: str, reason: ev.RunStopReason) -> None:
+        self.terminal, self.text, self.stop_reason = terminal, text, reason
+
+    # ---- start and steering -------------------------------------------------------------
+
+    async def start(self, text: str | None) -> list[ev.Event]:
+        """The carry-over note, the input (unless the prompt hook blocks it), steering."""
+        hooks, history = self.agent.hooks, self.history
+        events: list[ev.Event] = []
+        if history.carry_over:
+            note = UserMessage(
+                content="[Your previous reply was interrupted. What you had "
+                f"written so far:]\n{history.carry_over}"
+            )
+            history.carry_over = None
+            history.append(note)
+            events.append(ev.InputReceived(message=note))
+        if text is not None:
+            extra = await call_hook(hooks.on_prompt, self.info, text) if hooks.on_prompt else None
+            if isinstance(extra, Block):
+                reason = f"input blocked: {extra.reason}"
+                self.stop(ev.LoopTerminated(reason=reason), extra.reason, "terminated")
+                return events
+            message = UserMessage(content=f"{text}\n\n{extra}" if extra else text)
+            history.append(message)
+            events.append(ev.InputReceived(message=message))
+        return events + self.inject(self.control.steering, self.agent.steering, "steer")
+
+    def inject(self, queue: deque[str], mode: str, kind: Any) -> list[ev.Event]:
+        if not queue:
+            return []
+        count = len(queue) if mode == "all" else 1
+        injected: list[ev.Event] = []
+        for _ in range(count):
+            message = UserMessage(content=queue.popleft())
+            self.history.append(message)
+            injected.append(ev.SteeringInjected(message=message, mode=kind))
+        return injected
+
+    # ---- one step -------------------------------------------------------------------------
+
+    async def request(self, check: ev.BudgetCheck) -> ModelRequest:
+        """This step's request; text a failed attempt had streamed rides along as a note."""
+        agent = self.agent
+        notes = (check.nudge.content,) if check.nudge else ()
+        if self.partial:
+            notes = (*notes, partial_note(self.partial))
+        request = ModelRequest(
+            system=agent.instructions,
+            messages=self.history.messages,
+            tools=self.specs,
+            notes=notes,
+            max_output_tokens=agent.max_output_tokens,
+        )
+        if agent.hooks.before_request:
+            request = await call_hook(agent.hooks.before_request, self.info, request) or request
+        return request
+
+    async def accept(self, reply: AssistantMessage) -> list[ToolCall]:
+        """The reply is complete: it joins the history; its calls are now open."""
+        self.partial.clear()
+        self.history.append(reply)
+        self.history.note_usage(reply.usage)
+        if self.agent.hooks.after_reply:
+            await call_hook(self.agent.hooks.after_reply, self.info, reply)
+        self.open_calls = calls = reply.tool_calls
+        return calls
+
+    async def proceed(self, reply: AssistantMessage) -> list[ev.Event]:
+        """After a batch: the continuation policy may stop; steering is delivered."""
+        if self.agent.hooks.continuation:
+            verdict = await call_hook(self.agent.hooks.continuation, self.info, reply)
+            if isinstance(verdict, Stop):
+                self.stop(ev.LoopTerminated(reason=verdict.reason), verdict.reason, "terminated")
+                return []
+        return self.inject(self.control.steering, self.agent.steering, "steer")
+
+    async def finish(self, reply: AssistantMessage) -> list[ev.Event]:
+        """The model answered without tools: stop, unless there is more to say to it."""
+        queued = self.inject(self.control.steering, self.agent.steering, "steer")
+        queued += self.inject(self.control.follow_ups, self.agent.follow_up, "follow_up")
+        if not queued and self.agent.hooks.on_stop:
+            more = await call_hook(self.agent.hooks.on_stop, self.info, reply.text)
+            if more:
+                self.control.follow_ups.appendleft(more)
+                queued = self.inject(self.control.follow_ups, "one", "follow_up")
+        if not queued:
+            self.stop(ev.LoopDone(text=reply.text), reply.text, "completed")
+        return queued
+
+    async def decide(
+        self, reply: AssistantMessage, calls: list[ToolCall], batch: Batch
+    ) -> AsyncIterator[ev.Event]:
+        """Every call in model order, through the hook, the gate and, for `ask`, a human.
+        A reply cut off by the output limit never runs its calls: each gets an error."""
+        if reply.stop_reason == "max_tokens":
+            cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
+            for call in calls:
+                for event in self.result(call, cut, "Error."):
+                    yield event
+            return
+        before_tool = self.agent.hooks.before_tool
+        for call in calls:
+            verdict = await call_hook(before_tool, self.info, call) if before_tool else None
+            events, pending = self.decider.check(call, verdict, batch)
+            for event in events:
+                yield event
+            if pending is not None:
+                async for event in self.decider.ask(pending, batch):
+                    yield event
+
+    async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
+        """Finish a paused batch with the humans' answers, then let the run go on."""
+        self.history.checkpoint = None
+        self.open_calls, batch = checkpoint.calls, Batch()
+        self.results.update(checkpoint.results)
+        closed = Batch()
+        for pending in checkpoint.pending.values():
+            if pending.decision is None:  # closed by a sibling's denial
+                closed.deferred[pending.request.id] = pending
+                continue
+            assert pending.resolved_at is not None
+            for event in self.decider.decide_human(
+                pending, pending.decision, pending.resolved_at, batch
+            ):
+                yield event
+        for event in self.decider.rerun(checkpoint, closed if checkpoint.closed else batch):
+            yield event
+        if closed.deferred or closed.scheduled:
+            closed.denied = batch.denied
+            for event in self.decider.skip(closed):
+                yield event
+        async for event in self.execute(batch, checkpoint.calls):
+            yield event
+
+    async def recover(self, recovery: Recovery) -> AsyncIterator[ev.Event]:
+        """Close the batch of a run that died (SPEC §3.9, P3): see `Decider.recover`."""
+        self.history.recovery = None
+        self.open_calls = recovery.calls
+        self.results.update(recovery.results)
+        batch = Batch()
+        for event in self.decider.recover(recovery, batch, self.history.carry_over):
+            yield event
+        async for event in self.execute(batch, recovery.calls):
+            yield event
+
+    async def execute(self, batch: Batch, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
+        """Run what the decisions allowed; stop on a denial or pause on pending items."""
+        if batch.denied and self.agent.on_deny == "stop":
+            for event in self.decider.skip(batch):
+                yield event
+            self.close_batch()
+            denied = ", ".join(batch.denied)
+            text = f"Stopped: denied {denied}. Send another message to continue."
+            self.stop(ev.LoopDenied(denied_tools=batch.denied), text, "denied")
+            return
+        runner, scheduled = self.runner, batch.scheduled
+        if runner.can_inline(scheduled):  # the common case, without a task per call
+            yield runner.started(scheduled[0])
+            for event in await runner.inline(scheduled[0]):
+                self.note(event)
+                yield event
+        else:
+            async for event in runner.run(scheduled):
+                self.note(event)
+                yield event
+        suspended = {
+            s.call.id: Suspended(s.call, s.tool, s.args, waits.session_id, waits.pending_ids)
+            for s in scheduled
+            if (waits := self.outcomes[s.call.id].suspended) is not None
+        }
+        if batch.deferred or suspended:
+            checkpoint = Checkpoint(calls, dict(self.results), batch.deferred, False, suspended)
+            self.history.checkpoint = checkpoint
+            self.results.clear()
+            self.open_calls = []
+            what = [
+                f"approval of {p.request.call.name}"
+                if isinstance(p.request, ApprovalRequest)
+                else "an answer to a question"
+                for p in batch.deferred.values()
+            ]
+            what += [f"the subagent {s.call.name}" for s in suspended.values()]
+            waiting = [*batch.deferred, *(i for s in suspended.values() for i in s.pending_ids)]
+            text = f"Paused: waiting for {', '.join(what)}."
+            self.stop(ev.LoopPaused(pending_ids=waiting), text, "paused")
+            return
+        ran = [self.outcomes[item.call.id] for item in batch.scheduled]
+        self.close_batch()
+        if ran and len(ran) == len(calls) and all(o.terminate for o in ran):
+            self.stop(
+                ev.LoopTerminated(reason="a tool asked to end the run"),
+                ran[-1].content,
+                "terminated",
+            )
+
+    def result(
+        self,
+        call: ToolCall,
+        content: str,
+        status: str,
+        *,
+        args: dict[str, Any] | None = None,
+        detail: str | None = None,
+    ) -> list[ev.Event]:
+        """Record a result for a call that did not run, and the events that announce it."""
+        is_error = status != "Approved."
+        self.results[call.id] = ToolResultMessage(
+            call_id=call.id, tool=call.name, content=content, is_error=is_error
+        )
+        return [
+            ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
+            ev.ToolResult(
+                id=call.id, tool=call.name, status_text=status, args=args, detail_text=detail
+            ),
+        ]
+
+    def note(self, event: ev.Event) -> None:
+        """Keep what a call that ran produced, for the history."""
+        if type(event) is ev.ToolOutput:
+            self.results[event.id] = ToolResultMessage(
+                call_id=event.id, tool=event.tool, content=event.content, is_error=event.is_error
+            )
+
+    def close_batch(self) -> None:
+        """Append the batch's results to the history in call order."""
+        for call in self.open_calls:
+            self.history.append(self.results.pop(call.id))
+        self.open_calls = []
+        self.outcomes.clear()
+
+    def interrupt(self) -> list[ev.Event]:
+        """Cancel or failure: keep the history valid for every provider (SPEC §3.9)."""
+        events: list[ev.Event] = self.decider.abandon()
+        if self.partial:
+            self.history.carry_over = "".join(self.partial)
+            self.partial.clear()
+        for call in self.open_calls:
+            if call.id not in self.results:
+                events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
+                events += self.result(call, INTERRUPTED, "Error.")
+        self.close_batch()
+        return events
+
+    # ---- collaborators' adapters ------------------------------------------------------------
+
+    def tool_context(self, item: Scheduled, emit: Any) -> ToolContext:
+        return ToolContext(
+            session_id=self.info.session_id,
+            tenant=self.info.tenant,
+            agent=self.info.agent,
+            call_id=item.call.id,
+            tool=item.call.name,
+            approver=self.approver,
+            open_session=self.children,
+            _emit=emit,
+        )
+
+    async def after_tool(self, item: Scheduled, outcome: Outcome) -> Outcome:
+        hook = self.agent.hooks.after_tool
+        if hook is None:
+            return outcome
+        return await call_hook(hook, self.info, item.call, outcome) or outcome
