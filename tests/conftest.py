@@ -5,6 +5,7 @@ the loopengine v1 schema), and checks that each event survives a JSON round trip
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,10 @@ def assert_history_valid(messages: list[Any]) -> None:
             continue
         assert isinstance(message, (UserMessage, AssistantMessage)), message
         i += 1
+
+
+@pytest.fixture(scope="module")
+def http(server: Any) -> Iterator[Any]:
+    """A client of the module's `server` fixture (see test_server.py: `served`)."""
+    with server.client() as client:
+        yield client

@@ -206,16 +206,18 @@ def serving(root: Path, toml: str = "", **overrides: Any) -> Iterator[LiveServer
         yield live
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with serving(tmp_path_factory.mktemp("server") / "shop") as live:
-        yield live
+def served(name: str) -> Any:
+    """A module's own server, as a fixture (conftest's `http` is a client of it)."""
+
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+        with serving(tmp_path_factory.mktemp(name) / "shop") as live:
+            yield live
+
+    return server
 
 
-@pytest.fixture(scope="module")
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
+server = served("server")
 
 
 # ---- checks -------------------------------------------------------------------------------
@@ -269,6 +271,21 @@ PAUSED_RUN = [
     "actauth:decision",
     "step:finished",
     "loop:paused",
+    "done",
+]
+RESUMED_RUN = [
+    "session",
+    "approval:resolved",
+    "actauth:decision",
+    "tool:started",
+    "toollane:result",
+    "tool:output",
+    "tool:result",
+    "step:started",
+    "budget:check",
+    "message:completed",
+    "step:finished",
+    "loop:done",
     "done",
 ]
 

@@ -7,23 +7,18 @@ strategies are driven directly.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
 
-from test_server import LiveServer, serving
+from test_server import LiveServer, served
 
 EXAMPLES = 20
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with serving(tmp_path_factory.mktemp("fuzz") / "shop") as live:
-        yield live
+server = served("fuzz")
 
 
 @pytest.mark.parametrize(

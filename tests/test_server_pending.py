@@ -4,26 +4,23 @@ the next), a question answered, and the errors of the resolution routes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from conftest import V1
-from test_server import PAUSED_RUN, LiveServer, body, check_full, check_v1, serving, types
+from test_server import (
+    PAUSED_RUN,
+    RESUMED_RUN,
+    LiveServer,
+    body,
+    check_full,
+    check_v1,
+    served,
+    types,
+)
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with serving(tmp_path_factory.mktemp("pending") / "shop") as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
+server = served("pending")
 
 
 def paused_refund(http: httpx.Client, text: str = "refund A-1", **query: str) -> dict[str, Any]:
@@ -92,19 +89,7 @@ def test_an_approval_pauses_the_run_and_approving_finishes_it(http: httpx.Client
     )
     assert types(done["events"]) == [
         *PAUSED_RUN,
-        "session",
-        "approval:resolved",
-        "actauth:decision",
-        "tool:started",
-        "toollane:result",
-        "tool:output",
-        "tool:result",
-        "step:started",
-        "budget:check",
-        "message:completed",
-        "step:finished",
-        "loop:done",
-        "done",
+        *RESUMED_RUN,
     ]
     check_full(done["events"])
     resolved = done["events"][len(PAUSED_RUN) + 1]

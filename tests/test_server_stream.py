@@ -8,28 +8,25 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from conftest import V1
 from loopwright.store import open_store
 from loopwright.store.sqlite import process_identity
-from test_server import PAUSED_RUN, LiveServer, body, check_full, check_v1, serving, types
+from test_server import (
+    PAUSED_RUN,
+    RESUMED_RUN,
+    LiveServer,
+    body,
+    check_full,
+    check_v1,
+    served,
+    types,
+)
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with serving(tmp_path_factory.mktemp("stream") / "shop") as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
+server = served("stream")
 
 
 FRAME = re.compile(r"event: ([a-z_:]+)\n(?:id: (\d+)\n)?data: (\{.*\})")
@@ -145,21 +142,7 @@ def test_an_approval_streams_the_resumed_run_when_asked(http: httpx.Client):
     with http.stream("POST", f"/approvals/{paused['id']}/approve", headers=headers) as response:
         read = frames(response)
     events = events_of(read)
-    assert [t for t in types(events) if t != "text:delta"] == [
-        "session",
-        "approval:resolved",
-        "actauth:decision",
-        "tool:started",
-        "toollane:result",
-        "tool:output",
-        "tool:result",
-        "step:started",
-        "budget:check",
-        "message:completed",
-        "step:finished",
-        "loop:done",
-        "done",
-    ]
+    assert [t for t in types(events) if t != "text:delta"] == RESUMED_RUN
     check_full(events, deltas=True)
     ids = [f["id"] for f in read if f["id"] is not None]
     assert ids == list(range(len(PAUSED_RUN) + 1, len(PAUSED_RUN) + 1 + len(ids)))
