@@ -1,6 +1,7 @@
 """schemathesis against the served OpenAPI document: requests generated from it for every
 operation (valid and invalid ones, a bounded number each, with a made-up and with a real agent
-name), and never a server error.
+name); every answer conforms to the document (status code, content type, body schema, each SSE
+event too) and none is a server error.
 
 (schemathesis' pytest plugin does not run under pytest 9, so the operations' Hypothesis
 strategies are driven directly.)"""
@@ -11,7 +12,12 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from test_server import LiveServer, served
 
@@ -46,7 +52,14 @@ def test_no_request_makes_the_server_fail(
                 suppress_health_check=list(HealthCheck),
             )
             def check(case: schemathesis.Case) -> None:
-                case.call_and_validate(checks=[not_a_server_error])
+                case.call_and_validate(
+                    checks=[
+                        not_a_server_error,
+                        status_code_conformance,
+                        content_type_conformance,
+                        response_schema_conformance,
+                    ]
+                )
 
             try:
                 check()

@@ -50,7 +50,19 @@ AFTER = {
 }
 SSE = {
     "description": "Server-sent events: `event: <type>`, `id: <seq>`, `data: <json>`.",
-    "content": {"text/event-stream": {"schema": STRING}},
+    "content": {
+        "text/event-stream": {
+            "schema": {  # one server-sent event (token deltas have no id)
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": STRING,
+                    "id": {"type": "string", "pattern": "^[0-9]+$"},
+                    "data": {"type": "string", "contentMediaType": "application/json"},
+                },
+            }
+        }
+    },
 }
 RUN_RESPONSES = {
     "200": _json(_ref("Final"), "The run ended."),
@@ -69,7 +81,19 @@ def _op(
     body: Schema | None = None,
     required: bool = True,
 ) -> Schema:
-    op: Schema = {"summary": summary, "parameters": list(params), "responses": responses}
+    every = {
+        "401": _error("A bearer token is required (tokens are configured) and was not given."),
+        "403": _error("The Host header names another server, or the client is not on loopback."),
+    }
+    if NAME in params:
+        every["404"] = _error("Unknown agent (or session, or another tenant's).")
+    if body is not None:
+        every |= {"400": _error("Invalid JSON or fields."), "413": _error("Body over the limit.")}
+    op: Schema = {
+        "summary": summary,
+        "parameters": list(params),
+        "responses": every | responses,
+    }
     if body is not None:
         op["requestBody"] = {
             "required": required,
@@ -186,9 +210,7 @@ def document(version: str) -> Schema:
             "/health": {"get": _op("Liveness and version", {"200": ok})},
             "/agents": {"get": _op("List the agents", {"200": ok})},
             "/agents/{name}/config": {
-                "get": _op(
-                    "An agent's resolved configuration", {"200": ok, "404": _error("?")}, NAME
-                )
+                "get": _op("An agent's resolved configuration", {"200": ok}, NAME)
             },
             "/agents/{name}/messages": {
                 "post": _op(
@@ -209,9 +231,7 @@ def document(version: str) -> Schema:
                 )
             },
             "/agents/{name}/sessions": {
-                "get": _op(
-                    "The tenant's sessions of this agent", {"200": ok, "404": _error("?")}, NAME
-                )
+                "get": _op("The tenant's sessions of this agent", {"200": ok}, NAME)
             },
             session: {
                 "get": _op(
@@ -225,7 +245,7 @@ def document(version: str) -> Schema:
                 "get": _op(
                     "The session's logged events after a sequence number (SSE with "
                     "Accept: text/event-stream; Last-Event-ID resumes)",
-                    {"200": ok, "400": _error("Bad sequence number."), "404": _error("?")},
+                    {"200": ok, "400": _error("Bad sequence number.")},
                     NAME,
                     ID,
                     AFTER,
@@ -235,25 +255,18 @@ def document(version: str) -> Schema:
             f"{session}/stream": {
                 "get": _op(
                     "Replay the session's events as SSE, then its live run",
-                    {"200": SSE, "400": _error("Bad sequence number."), "404": _error("?")},
+                    {"200": SSE, "400": _error("Bad sequence number.")},
                     NAME,
                     ID,
                     AFTER,
                     PROFILE,
                 )
             },
-            f"{session}/cancel": {
-                "post": _op("Cancel the session's run", {"200": ok, "404": _error("?")}, NAME, ID)
-            },
+            f"{session}/cancel": {"post": _op("Cancel the session's run", {"200": ok}, NAME, ID)},
             f"{session}/steer": {
                 "post": _op(
                     "Steer the running run",
-                    {
-                        "202": ok,
-                        "409": _error("Not running."),
-                        "400": _error("?"),
-                        "404": _error("?"),
-                    },
+                    {"202": ok, "409": _error("Not running.")},
                     NAME,
                     ID,
                     body=STEER,
@@ -262,7 +275,7 @@ def document(version: str) -> Schema:
             f"{session}/compact": {
                 "post": _op(
                     "Compact the session's history now",
-                    {"200": ok, "404": _error("?"), "409": _error("Busy.")},
+                    {"200": ok, "409": _error("Busy.")},
                     NAME,
                     ID,
                     PROFILE,
