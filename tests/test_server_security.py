@@ -172,6 +172,18 @@ def test_the_host_header_must_name_this_server(acme: httpx.Client):
         }
 
 
+def test_the_playground_cannot_be_framed_and_runs_only_its_own_script(acme: httpx.Client):
+    for path in ("/playground", "/static/playground.js", "/health", "/no-such-route"):
+        headers = acme.get(path).headers
+        assert headers["x-frame-options"] == "DENY", path
+        assert headers["x-content-type-options"] == "nosniff", path
+        assert headers["referrer-policy"] == "no-referrer", path
+        policy = dict(
+            p.strip().split(" ", 1) for p in headers["content-security-policy"].split(";")
+        )
+        assert policy["default-src"] == "'self'" and policy["frame-ancestors"] == "'none'", path
+
+
 def test_the_body_limit_comes_from_the_settings(acme: httpx.Client):
     big = {"message": "x" * 3000}
     assert body(acme.post("/agents/shop/messages", json=big), 413) == {

@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
 from . import openapi, resolve, routes
-from .guard import Guard, HostCheck
+from .guard import Guard, HostCheck, SecurityHeaders
 from .state import State
 from .views import ApiError
 
@@ -59,7 +59,10 @@ def build(state: State) -> Starlette:
         Route("/questions/{id}/answer", resolve.answer, methods=["POST"]),
         Mount("/static", app=Static()),
     ]
-    middleware = [Middleware(HostCheck, settings=lambda: state.settings)]
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(HostCheck, settings=lambda: state.settings),
+    ]
     if state.settings.cors_origins:
         middleware.append(
             Middleware(
