@@ -264,3 +264,31 @@ def test_settings_defaults_and_host_names():
     assert wide.host_names() == {"localhost", "127.0.0.1", "[::1]", "a.example"}
     named = ServerSettings.from_project({}, host="box.local", port=9000)
     assert ("box.local" in named.host_names(), named.port) == (True, 9000)
+
+
+async def test_a_page_of_another_site_cannot_post_here(tmp_path):
+    """Without tokens, a browser on this machine is a loopback client: a page of another site
+    (or of another port) must not run an agent or approve anything through it (CSRF)."""
+    app = create_app(load_project(make_project(tmp_path / "p")))
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    message = {"message": "hello"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787") as http:
+        for origin in ("https://evil.example", "http://127.0.0.1:3000", "null"):
+            refused = await http.post(
+                "/agents/shop/messages", json=message, headers={"Origin": origin}
+            )
+            assert body(refused, 403) == {"error": "cross-site request refused"}, origin
+            assert body(await http.post("/approvals/x/approve", headers={"Origin": origin}), 403)
+            assert (await http.get("/agents", headers={"Origin": origin})).status_code == 200
+        assert store_sessions(app) == []  # nothing ran
+        same = await http.post(
+            "/agents/shop/messages", json=message, headers={"Origin": "http://127.0.0.1:8787"}
+        )
+        assert same.status_code == 200  # the playground itself (same origin)
+        assert (await http.post("/agents/shop/messages", json=message)).status_code == 200  # curl
+    app.state.loopwright.store.close()
+
+
+def store_sessions(app: Any) -> list[Any]:
+    state = app.state.loopwright
+    return state.store.sessions("default")

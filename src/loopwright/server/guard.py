@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .settings import ServerSettings
 
 TENANT = "loopwright.tenant"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC = ("/health", "/openapi.json", "/", "/playground")
 """Served without a token (they hold no tenant data); everything under /static/ too."""
 
@@ -68,17 +69,30 @@ class SecurityHeaders:
 
 class HostCheck:
     """403 unless the Host header names this server (loopback names, any port, plus
-    `allowed_hosts`): a page on another site cannot reach it through DNS rebinding."""
+    `allowed_hosts`): a page on another site cannot reach it through DNS rebinding. A request
+    that changes something and comes from a page of another origin (its `Origin` is neither this
+    server nor one of `cors_origins`) is refused too: no cross-site request forgery."""
 
     def __init__(self, app: ASGIApp, settings: Callable[[], ServerSettings]) -> None:
         self.app = app
         self.settings = settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and host_name(_header(scope, b"host")) not in (
-            self.settings().host_names()
-        ):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = _header(scope, b"host")
+        if host_name(host) not in self.settings().host_names():
             await send_error(send, 403, "host not allowed")
+            return
+        origin = _header(scope, b"origin")
+        if (
+            origin
+            and scope["method"] not in SAFE_METHODS
+            and origin.partition("://")[2].lower() != host.strip().lower()
+            and origin not in self.settings().cors_origins
+        ):  # a page of another site posting here (CSRF): browsers always send Origin
+            await send_error(send, 403, "cross-site request refused")
             return
         await self.app(scope, receive, send)
 
