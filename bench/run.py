@@ -374,7 +374,10 @@ def main() -> None:
     }
     md = render(results, meta)
     print("\n" + md, end="")
-    (BENCH / "RESULTS.md").write_text(md)
+    results_md = BENCH / "RESULTS.md"
+    kept = results_md.read_text() if results_md.exists() else ""
+    http = kept.find("\n## HTTP server")  # http_bench.py's section stays until it is re-run
+    results_md.write_text(md + (kept[http:] if http >= 0 else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "runs": results}, f, indent=1)
