@@ -183,7 +183,9 @@ class ScriptedModel:
 
         source = Path(path)
         try:
-            data = yaml.safe_load(source.read_text())
+            data = yaml.load(
+                source.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            )
         except OSError as exc:
             raise ConfigError(f"cannot read script: {exc.strerror}", source=str(source)) from None
         except yaml.YAMLError as exc:

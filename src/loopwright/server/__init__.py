@@ -16,6 +16,7 @@ tenants, body size), `settings`, `openapi`, `config` (an agent's resolved config
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from starlette.applications import Starlette
@@ -50,6 +51,7 @@ def create_app(
     return build(State(project=project, store=store, settings=settings, owns_store=owns))
 
 
+@functools.cache
 def version() -> str:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed

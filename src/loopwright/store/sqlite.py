@@ -8,6 +8,7 @@ cost of an fsync per commit.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -432,6 +433,8 @@ def _alive(owner: str | None) -> bool:
     boot, same pid, same start time); a claim from another machine is assumed alive."""
     if not owner:
         return False
+    if owner == _this_process(os.getpid()):
+        return True
     host, boot, pid, start = [*owner.split(":"), "", "", ""][:4]
     if host != socket.gethostname():
         return True
@@ -440,6 +443,13 @@ def _alive(owner: str | None) -> bool:
     return _start_time(int(pid)) == start != ""
 
 
+@functools.cache
+def _this_process(pid: int) -> str:
+    """This process's identity, computed once (per pid: a forked child is another process)."""
+    return process_identity(pid)
+
+
+@functools.cache
 def _boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace(":", "")
