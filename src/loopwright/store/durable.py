@@ -45,8 +45,7 @@ COMMIT_AT = frozenset(
         "tool:result",
         "run:interrupted",
         "compaction:finished",
-        "done",
-        *ev.TERMINAL_TYPES,
+        "done",  # with the terminal event just before it: nothing runs between the two
     }
 )
 CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
