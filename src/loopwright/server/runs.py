@@ -56,8 +56,9 @@ class LiveRun:
         self.task = loop.create_task(self._drive(run), name=f"loopwright run {key[1]}")
 
     async def started(self) -> None:
-        """Wait for the first event; raises what stopped the run before it (`SessionBusy` when
-        another process holds the session, `UnknownSession` for another tenant's id)."""
+        """Wait until the run's first events are committed (its input is in the log); raises
+        what stopped the run before (`SessionBusy` when another process holds the session,
+        `UnknownSession` for another tenant's id)."""
         await asyncio.shield(self._started)
 
     async def _drive(self, run: Run) -> None:
@@ -71,8 +72,8 @@ class LiveRun:
                     queue.put_nowait(item)
                 if isinstance(event, ev.Done):
                     self.done = event
-                if not self._started.done():
-                    self._started.set_result(None)
+                if not self._started.done() and self._committed():
+                    self._started.set_result(None)  # an answer now acknowledges a logged run
         except Exception as exc:
             if not self._started.done():
                 self._started.set_exception(exc)
@@ -87,6 +88,12 @@ class LiveRun:
             for queue in self._queues:
                 queue.put_nowait(None)
             self._runs.forget(self)
+
+    def _committed(self) -> bool:
+        """The journal holds nothing uncommitted (the input is in the log: SPEC P1)."""
+        journal = self.session.journal
+        assert isinstance(journal, DurableJournal)
+        return not journal.buffer
 
     def _seq(self, event: ev.Event) -> int | None:
         """The event's sequence number in the log (the journal appended it just now)."""
