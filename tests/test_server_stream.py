@@ -267,3 +267,55 @@ def test_compact_on_demand(http: httpx.Client):
     check_full(compacted["events"])
     v1 = body(http.post(f"/agents/shop/sessions/{sid}/compact?profile=v1"), 200)
     check_v1(v1["events"])
+
+
+def test_many_streams_at_once_deliver_every_event_of_every_run_as_logged(server: LiveServer):
+    """RELIABILITY's load check: 24 streams at once (12 slow replies, 12 refunds that pause),
+    then the 12 approvals at once, each streaming its resumed run. Every stream carries every
+    event of its run, in the log's order and exactly as logged; the deltas add up to the reply."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def post(path: str, **request: Any) -> list[dict[str, Any]]:
+        with server.client() as http, http.stream("POST", path, **request) as response:
+            return frames(response)
+
+    def as_logged(read: list[dict[str, Any]], sid: str, after: int) -> None:
+        with server.client() as http:
+            stored = [e for e in logged(http, sid) if e["seq"] > after]
+        sent = [(f["id"], f["event"]) for f in read if f["id"] is not None]
+        assert sent == [
+            (e["seq"], e["event"]) for e in stored if e["event"]["type"] != "message:partial"
+        ]
+
+    messages = [f"slow {i}" for i in range(12)] + [f"refund {i}" for i in range(12)]
+    with ThreadPoolExecutor(len(messages)) as pool:
+        reads = list(
+            pool.map(lambda m: post("/agents/shop/messages/stream", json={"message": m}), messages)
+        )
+    pending = []
+    for message, read in zip(messages, reads, strict=True):
+        events = events_of(read)
+        check_full(events, deltas=True)
+        sid = events[0]["sessionId"]
+        as_logged(read, sid, 0)
+        streamed = "".join(e["delta"] for e in events if e["type"] == "text:delta")
+        done = events[-1]
+        if message.startswith("slow"):
+            assert (done["stopReason"], streamed, done["text"]) == ("completed", "z" * 40, "z" * 40)
+        else:
+            assert done["stopReason"] == "paused" and streamed == "Refunding now."
+            [asked] = [e for e in events if e["type"] == "approval:pending"]
+            pending.append((sid, asked["id"], max(f["id"] or 0 for f in read)))
+
+    def approve(item: tuple[str, str, int]) -> list[dict[str, Any]]:
+        headers = {"Accept": "text/event-stream"}
+        return post(f"/approvals/{item[1]}/approve", headers=headers)
+
+    with ThreadPoolExecutor(len(pending)) as pool:
+        resumed = list(pool.map(approve, pending))
+    for (sid, _, last), read in zip(pending, resumed, strict=True):
+        events = events_of(read)
+        check_full(events, deltas=True)
+        assert types(events)[0] == "session" and events[-1]["text"] == "Done: refunded 5 on A-1"
+        assert next(f["id"] for f in read if f["id"] is not None) == last + 1  # gapless
+        as_logged(read, sid, last)
