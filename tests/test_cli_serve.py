@@ -150,3 +150,39 @@ def test_a_busy_port_and_bad_settings_are_usage_errors(served: Served, project: 
     )
     assert out.returncode == 2
     assert out.stderr.splitlines()[0] == "loopwright: error: [server] port must be an integer"
+
+
+def test_an_approval_outlives_the_server_that_paused_the_run(project: Path):
+    """P4: a pending item is durable state, not process memory. One server pauses a run and is
+    killed (SIGKILL, nothing cleaned up); a new server process approves it, and the run ends."""
+    first = Served("serve", "--project", str(project))
+    try:
+        with httpx.Client(base_url=first.url, timeout=10) as http:
+            paused = http.post("/agents/shop/messages", json={"message": "refund A-1"})
+        assert paused.status_code == 202
+    finally:
+        first.process.send_signal(signal.SIGKILL)
+        first.kill()
+    sid, pid = paused.json()["sessionId"], paused.json()["id"]
+    second = Served("serve", "--project", str(project))
+    try:
+        with httpx.Client(base_url=second.url, timeout=10) as http:
+            [listed] = http.get("/pending").json()["items"]
+            assert (listed["id"], listed["sessionId"], listed["tool"]) == (pid, sid, "refund")
+            done = http.post(f"/approvals/{pid}/approve", json={"by": "ana"})
+            assert done.status_code == 200, done.text
+            assert (done.json()["text"], done.json()["stopReason"]) == (
+                "Done: refunded 5 on A-1",
+                "completed",
+            )
+            again = http.post(f"/approvals/{pid}/approve")
+            assert again.json() | {"sessionId": sid} == {
+                "alreadyResolved": True,
+                "id": pid,
+                "status": "approved",
+                "decidedBy": "ana",
+                "sessionId": sid,
+            }
+            assert http.get("/pending").json()["items"] == []
+    finally:
+        second.kill()
