@@ -101,6 +101,17 @@ def test_core_imports_nothing_from_outer_layers():
             assert not {"cli", "server", "store"} & set(parts), (name, module)
 
 
+def test_the_server_and_the_cli_are_separate_layers():
+    """Each interface stands on the library alone: the server imports nothing from the CLI
+    (it only starts the server)."""
+    import ast
+
+    for path in (SRC / "server").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not [m for m in imported if "cli" in m.split(".")], path.name
+
+
 def test_module_size_budget():
     sizes = {
         p.relative_to(SRC).as_posix(): len(p.read_text().splitlines()) for p in SRC.rglob("*.py")

@@ -15,6 +15,7 @@ rules file or agent.yaml) raise one `ConfigError` naming the file and line.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 import tomllib
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .agent import Agent, RetryPolicy
 from .compaction import Compaction
 from .errors import ConfigError
+from .permissions import AllowAll, Condition, Rules, RulesFile
 from .tools import Tool
 
 NAME_RULE = "lowercase words joined by hyphens, like 'support' or 'order-desk'"
@@ -295,3 +297,40 @@ def _valid_name(name: str) -> bool:
 def with_model(agent: Agent, model: str) -> Agent:
     """The agent on another model (`--model`)."""
     return replace(agent, model=model)
+
+
+def rules_of(agent: Agent) -> dict[str, Any]:
+    """The agent's rules as plain data (`loopwright agents --show`, `GET /agents/NAME/config`)."""
+    gate = agent.gate()
+    if isinstance(gate, AllowAll):
+        return {"file": None, "default_decision": "allow", "rules": [], "note": "no rules file"}
+    path: str | None
+    if isinstance(gate, RulesFile):
+        rules, path = gate.rules, gate.path
+    elif isinstance(gate, Rules):
+        rules, path = gate, gate.source
+    else:
+        return {"file": None, "default_decision": None, "rules": [], "note": type(gate).__name__}
+    return {
+        "file": path,
+        "default_decision": rules.default_decision,
+        "rules": [
+            {
+                "name": r.name,
+                "tool": r.tool,
+                "decision": r.decision,
+                "tenant": r.tenant,
+                "environment": r.environment,
+                "when": None if r.when is None else _condition(r.when),
+            }
+            for r in rules.rules
+        ],
+    }
+
+
+def _condition(c: Condition) -> str:
+    if c.op in ("all", "any"):
+        return f"{c.op}(" + ", ".join(_condition(k) for k in c.children) + ")"
+    if c.op == "not":
+        return f"not({_condition(c.children[0])})"
+    return f"{c.field} {c.op} {json.dumps(c.value, ensure_ascii=False)}"

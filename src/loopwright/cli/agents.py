@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import Agent
-from ..permissions import AllowAll, Condition, Rules, RulesFile
+from ..project import rules_of
 from .common import (
     CliError,
     add_json_option,
@@ -112,46 +112,10 @@ def describe(agent: Agent, folder: Path) -> dict[str, Any]:
             "compaction": None if compaction is None else repr(compaction),
         },
         "tools": tools,
-        "rules": _rules(agent),
+        "rules": rules_of(agent),
         "skills": skills,
         "subagents": subagents,
     }
-
-
-def _rules(agent: Agent) -> dict[str, Any]:
-    gate = agent.gate()
-    if isinstance(gate, AllowAll):
-        return {"file": None, "default_decision": "allow", "rules": [], "note": "no rules file"}
-    path: str | None
-    if isinstance(gate, RulesFile):
-        rules, path = gate.rules, gate.path
-    elif isinstance(gate, Rules):
-        rules, path = gate, gate.source
-    else:
-        return {"file": None, "default_decision": None, "rules": [], "note": type(gate).__name__}
-    return {
-        "file": path,
-        "default_decision": rules.default_decision,
-        "rules": [
-            {
-                "name": r.name,
-                "tool": r.tool,
-                "decision": r.decision,
-                "tenant": r.tenant,
-                "environment": r.environment,
-                "when": None if r.when is None else _condition(r.when),
-            }
-            for r in rules.rules
-        ],
-    }
-
-
-def _condition(c: Condition) -> str:
-    if c.op in ("all", "any"):
-        return f"{c.op}(" + ", ".join(_condition(k) for k in c.children) + ")"
-    if c.op == "not":
-        return f"not({_condition(c.children[0])})"
-    return f"{c.field} {c.op} {json.dumps(c.value, ensure_ascii=False)}"
 
 
 def render(config: dict[str, Any]) -> str:

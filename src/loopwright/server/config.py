@@ -1,5 +1,5 @@
 """An agent's resolved configuration as the API shows it (`GET /agents/{name}/config`): the
-same facts as `loopwright agents --show NAME --json` (whose rules part it reuses), in the
+same facts as `loopwright agents --show NAME --json` (the rules from `project.rules_of`), in the
 loopengine v1 field names. Never a secret: model strings name a provider, not a key."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import Agent
-from ..cli.agents import describe
+from ..project import rules_of
 
 
 def model_string(agent: Agent, root: Path) -> str:
@@ -38,8 +38,7 @@ def summary(agent: Agent, root: Path) -> dict[str, Any]:
 def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
     """The resolved configuration: prompt, model, limits, tools with their schemas, rules,
     skills and subagents."""
-    described = describe(agent, folder)
-    rules = described["rules"]
+    rules = rules_of(agent)
     source = rules["file"]
     if source is not None:
         try:
@@ -47,7 +46,7 @@ def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
         except ValueError:
             source = Path(source).name
     skills: list[dict[str, str]] = []
-    if described["skills"] and (folder / "skills").is_dir():
+    if agent.find_tool("Skill") is not None and (folder / "skills").is_dir():
         from ..skills import discover
 
         skills = [
