@@ -324,3 +324,62 @@ def test_resume_finishes_a_batch_resolved_elsewhere(http: httpx.Client, server: 
     assert (done["text"], done["stopReason"]) == ("Done: refunded 5 on A-1", "completed")
     check_full(done["events"])
     assert body(http.post(url), 409) == {"error": f"session {sid} has no paused run to resume"}
+
+
+def test_v1_durable_routes_resolve_approvals(http: httpx.Client):
+    """loopengine v1's `/pending-approvals/:id/resolve`: `{resolved, outstanding}` while the
+    batch has open items, then the resumed run's `{text, sessionId, stopReason}`, then
+    `{alreadyResolved: true}`; its errors in its words."""
+    paused = body(http.post("/agents/shop/messages", json={"message": "two refunds"}), 202)
+    first, second = paused["pendingIds"]
+    url = "/pending-approvals/{}/resolve"
+    assert body(http.post(url.format(first), json={"decision": "maybe"}), 400) == {
+        "error": "decision must be 'approve' or 'deny'"
+    }
+    assert body(
+        http.post(url.format(first), json={"decision": "approve", "editedArgs": 5}), 400
+    ) == {"error": "editedArgs invalid — must be an object"}
+    bad = body(
+        http.post(url.format(first), json={"decision": "approve", "editedArgs": {"amount": "x"}}),
+        400,
+    )
+    assert bad["error"].startswith("editedArgs invalid — edited arguments are invalid")
+    assert body(http.post(url.format(first), json={"decision": "approve"}), 200) == {
+        "resolved": True,
+        "outstanding": 1,
+    }
+    edited = {"decision": "approve", "editedArgs": {"order": "B-2", "amount": 6}}
+    assert body(http.post(url.format(second), json=edited), 200) == {
+        "text": "Done: refunded 5 on A-1; refunded 6 on B-2",
+        "sessionId": paused["sessionId"],
+        "stopReason": "completed",
+    }
+    assert body(http.post(url.format(second), json={"decision": "deny"}), 200) == {
+        "alreadyResolved": True
+    }
+    assert body(http.post(url.format("apr_guessed"), json={"decision": "approve"}), 404) == {
+        "error": "No pending approval 'apr_guessed' (already decided, timed out, or never existed)."
+    }
+
+
+def test_v1_durable_routes_answer_questions_and_deny(http: httpx.Client):
+    asked = body(http.post("/agents/shop/messages", json={"message": "ask me"}), 202)
+    qid = asked["id"]
+    wrong = body(http.post(f"/pending-approvals/{qid}/resolve", json={"decision": "approve"}), 400)
+    assert wrong == {
+        "error": f"pendingId '{qid}' is a pending question, not a pending approval — use "
+        f"POST /pending-questions/{qid}/answer"
+    }
+    url = f"/pending-questions/{qid}/answer"
+    assert body(http.post(url, json={"answer": 3}), 400) == {"error": "'answer' must be a string"}
+    answered = body(http.post(url, json={"answer": "blue"}), 200)
+    assert (answered["stopReason"], answered["sessionId"]) == ("completed", asked["sessionId"])
+    assert answered["text"] == "Done: blue"
+
+    paused = body(http.post("/agents/shop/messages", json={"message": "refund A-1"}), 202)
+    wrong = body(http.post(f"/pending-questions/{paused['id']}/answer", json={"answer": "x"}), 400)
+    assert wrong["error"].endswith(f"use POST /pending-approvals/{paused['id']}/resolve")
+    denied = http.post(
+        f"/pending-approvals/{paused['id']}/resolve", json={"decision": "deny", "reason": "no"}
+    )
+    assert body(denied, 200)["stopReason"] == "denied"

@@ -57,6 +57,8 @@ def build(state: State) -> Starlette:
         Route("/approvals/{id}/approve", resolve.approve, methods=["POST"]),
         Route("/approvals/{id}/deny", resolve.deny, methods=["POST"]),
         Route("/questions/{id}/answer", resolve.answer, methods=["POST"]),
+        Route("/pending-approvals/{id}/resolve", resolve.resolve_pending, methods=["POST"]),
+        Route("/pending-questions/{id}/answer", resolve.answer_pending, methods=["POST"]),
         Mount("/static", app=Static()),
     ]
     middleware = [

@@ -9,6 +9,7 @@ Schema = dict[str, Any]
 
 OBJECT: Schema = {"type": "object"}
 STRING: Schema = {"type": "string"}
+INTEGER: Schema = {"type": "integer"}
 EVENTS: Schema = {
     "type": "array",
     "items": {"$ref": "#/components/schemas/Event"},
@@ -110,6 +111,13 @@ MESSAGE = _object(
 STEER = _object(["message"], message={"type": "string", "minLength": 1})
 APPROVE = _object([], args=OBJECT, editedArgs=OBJECT, by=STRING)
 DENY = _object([], reason=STRING, by=STRING)
+DECIDE = _object(
+    ["decision"],
+    decision={"enum": ["approve", "deny"]},
+    editedArgs=OBJECT,
+    reason=STRING,
+    by=STRING,
+)
 ANSWER = _object(["answer"], answer=STRING, by=STRING)
 
 SCHEMAS: dict[str, Schema] = {
@@ -187,6 +195,27 @@ def _resolution(summary: str, body: Schema, required: bool) -> Schema:
             required=required,
         )
     }
+
+
+def _durable(summary: str, body: Schema) -> Schema:
+    durable = {
+        "oneOf": [
+            _object(["alreadyResolved"], alreadyResolved={"const": True}),
+            _object(["resolved", "outstanding"], resolved={"const": True}, outstanding=INTEGER),
+            _object(
+                ["text", "sessionId", "stopReason"],
+                text=STRING,
+                sessionId=STRING,
+                stopReason=STRING,
+            ),
+        ]
+    }
+    responses = {
+        "200": _json(durable, "Already resolved; recorded with items still open; or the run."),
+        "404": _error("Unknown pending item (or another tenant's)."),
+        "409": _error("Recorded, but the run cannot resume here."),
+    }
+    return {"post": _op(summary, responses, ID, body=body)}
 
 
 def document(version: str) -> Schema:
@@ -310,5 +339,11 @@ def document(version: str) -> Schema:
                 "Deny (the batch's other items are skipped)", DENY, False
             ),
             "/questions/{id}/answer": _resolution("Answer a question", ANSWER, True),
+            "/pending-approvals/{id}/resolve": _durable(
+                "Approve or deny (loopengine v1's durable route)", DECIDE
+            ),
+            "/pending-questions/{id}/answer": _durable(
+                "Answer a question (loopengine v1's durable route)", ANSWER
+            ),
         },
     }

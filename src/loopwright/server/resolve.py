@@ -18,12 +18,14 @@ from starlette.responses import JSONResponse, Response
 from ..approvals import Answer, Approval
 from ..errors import ConfigError, SessionBusy, UnknownPending
 from ..store import StaleWriter
-from ..store.durable import open_session, owner_of, resolve
+from ..store.durable import Owner, open_session, owner_of, resolve
 from . import sse
 from .routes import session_record
+from .runs import LiveRun
 from .state import plain_answer, start_run, state_of
 from .views import (
     ApiError,
+    Pending,
     open_items,
     profile_of,
     read_json,
@@ -34,6 +36,7 @@ from .views import (
 )
 
 Action = Literal["approve", "deny", "answer"]
+Kind = Literal["approval", "question"]
 
 NOT_FOUND = {
     "approval": "No pending approval '{}' (already decided, timed out, or never existed).",
@@ -44,6 +47,12 @@ WRONG_KIND = {
     "POST /questions/{0}/answer",
     "question": "'{0}' is a pending approval, not a question: use POST /approvals/{0}/approve "
     "or /approvals/{0}/deny",
+}
+DURABLE_WRONG_KIND = {  # loopengine v1's words on its durable routes
+    "approval": "pendingId '{0}' is a pending question, not a pending approval — use "
+    "POST /pending-questions/{0}/answer",
+    "question": "pendingId '{0}' is a pending approval, not a pending question — use "
+    "POST /pending-approvals/{0}/resolve",
 }
 
 
@@ -61,12 +70,75 @@ async def answer(request: Request) -> Response:
 
 async def _resolve(request: Request, action: Action) -> Response:
     state = state_of(request)
-    tenant = tenant_of(request)
     profile = profile_of(request)
-    pending_id = request.path_params["id"]
-    kind = "question" if action == "answer" else "approval"
     data = await read_json(request, state.settings.max_body_bytes, required=action == "answer")
-    decision = _decision(action, data)
+    kind: Kind = "question" if action == "answer" else "approval"
+    recorded = await _record(request, kind, _decision(action, data), WRONG_KIND[kind])
+    if isinstance(recorded, Response):
+        return recorded
+    owner, waiting = recorded
+    if waiting:
+        events = turn_events(state.store, owner.root_session_id, tenant_of(request))
+        ids = [p.item.id for p in waiting]
+        return JSONResponse(waiting[0].paused_body(ids, events, profile), status_code=202)
+    live = await _resume(request, owner)
+    if wants_stream(request):
+        return sse.response(sse.live_frames(live, profile))
+    return await plain_answer(state, live, owner.root_agent.name, profile, whole_turn=True)
+
+
+async def resolve_pending(request: Request) -> Response:
+    """v1's durable route: `{decision: approve|deny, editedArgs?}` → `{resolved, outstanding}`
+    while items of the batch are open, else the resumed run's `{text, sessionId, stopReason}`."""
+    data = await read_json(request, state_of(request).settings.max_body_bytes)
+    choice, edited = data.get("decision"), data.get("editedArgs")
+    if choice not in ("approve", "deny"):
+        raise ApiError(400, "decision must be 'approve' or 'deny'")
+    if edited is not None and not isinstance(edited, dict):
+        raise ApiError(400, "editedArgs invalid — must be an object")
+    by = text_field(data, "by") or "api"
+    decision = (
+        Approval.approve(edited, by=by)
+        if choice == "approve"
+        else Approval.deny(text_field(data, "reason"), by=by)
+    )
+    return await _durable(request, "approval", decision)
+
+
+async def answer_pending(request: Request) -> Response:
+    """v1's durable route for questions: `{answer: string}`."""
+    data = await read_json(request, state_of(request).settings.max_body_bytes)
+    text = data.get("answer")
+    if not isinstance(text, str):
+        raise ApiError(400, "'answer' must be a string")
+    return await _durable(
+        request, "question", Answer(text=text, by=text_field(data, "by") or "api")
+    )
+
+
+async def _durable(request: Request, kind: Kind, decision: Approval | Answer) -> Response:
+    recorded = await _record(request, kind, decision, DURABLE_WRONG_KIND[kind], v1=True)
+    if isinstance(recorded, Response):
+        return recorded
+    owner, waiting = recorded
+    if waiting:
+        return JSONResponse({"resolved": True, "outstanding": len(waiting)})
+    live = await _resume(request, owner)
+    await live.finished.wait()
+    if live.done is None:
+        raise ApiError(500, "the resumed run failed")
+    done = live.done
+    body = {"text": done.text, "sessionId": owner.root_session_id, "stopReason": done.stop_reason}
+    return JSONResponse(body)
+
+
+async def _record(
+    request: Request, kind: Kind, decision: Approval | Answer, wrong_kind: str, *, v1: bool = False
+) -> Response | tuple[Owner, list[Pending]]:
+    """Record the decision (durable before any answer). An answer when there is nothing more
+    to do (already resolved); else the owner and the items of the turn still open."""
+    state, tenant = state_of(request), tenant_of(request)
+    pending_id = request.path_params["id"]
     try:
         owner = owner_of(state.store, state.project.agents, pending_id, tenant=tenant)
     except UnknownPending:
@@ -74,12 +146,14 @@ async def _resolve(request: Request, action: Action) -> Response:
     except ConfigError as exc:
         raise ApiError(409, f"cannot resolve '{pending_id}' here: {exc}") from None
     if owner.item.kind != kind:
-        raise ApiError(400, WRONG_KIND[kind].format(pending_id))
+        raise ApiError(400, wrong_kind.format(pending_id))
     result = await resolve(state.store, owner.agent, pending_id, decision, tenant=tenant)
     if result.status == "invalid":
-        raise ApiError(400, result.error or "invalid decision")
-    root, session_id = owner.root_agent, owner.root_session_id
+        error = result.error or "invalid decision"
+        raise ApiError(400, f"editedArgs invalid — {error}" if v1 else error)
     if result.status == "already_resolved":
+        if v1:
+            return JSONResponse({"alreadyResolved": True})
         now = state.store.pending_item(pending_id, tenant)
         return JSONResponse(
             {
@@ -87,26 +161,28 @@ async def _resolve(request: Request, action: Action) -> Response:
                 "id": pending_id,
                 "status": now.status,
                 "decidedBy": now.decided_by,
-                "sessionId": session_id,
+                "sessionId": owner.root_session_id,
             }
         )
+    root = owner.root_agent.name
     waiting = open_items(
-        state.store, state.project.agents, tenant, agent=root.name, session_id=session_id
+        state.store, state.project.agents, tenant, agent=root, session_id=owner.root_session_id
     )
-    if waiting:
-        events = turn_events(state.store, session_id, tenant)
-        ids = [p.item.id for p in waiting]
-        return JSONResponse(waiting[0].paused_body(ids, events, profile), status_code=202)
-    session = await open_session(root, state.store, session_id, tenant=tenant)
+    return owner, waiting
+
+
+async def _resume(request: Request, owner: Owner) -> LiveRun:
+    """Nothing of the batch is open: the top-level session resumes here."""
+    state, tenant = state_of(request), tenant_of(request)
+    session = await open_session(
+        owner.root_agent, state.store, owner.root_session_id, tenant=tenant
+    )
     try:
-        live = await start_run(state, session, session.resume)
+        return await start_run(state, session, session.resume)
     except (SessionBusy, StaleWriter) as exc:
         raise ApiError(
             409, f"the decision is recorded, but the run cannot resume here: {exc}"
         ) from None
-    if wants_stream(request):
-        return sse.response(sse.live_frames(live, profile))
-    return await plain_answer(state, live, root.name, profile, whole_turn=True)
 
 
 def _decision(action: Action, data: dict[str, Any]) -> Approval | Answer:
