@@ -310,3 +310,40 @@ def test_a_bare_agent_folder_keeps_its_sessions_in_the_folder(tmp_path):
     assert pending and (folder / ".loopwright" / "loopwright.db").is_file()
     done = ok(lw(tmp_path, "approvals", "approve", pending.group(1), "--project", "refunds"))
     assert done.stdout == "Done: refunded 5.0 on A-1\n"
+
+
+def test_a_question_is_answered_at_the_terminal(tmp_path):
+    """`ask_user` is live at a terminal: the question and its options are shown, a number picks
+    an option, and the answer is the call's result in the stored session."""
+    import os
+
+    from test_cli import ENV, LOOPWRIGHT, terminal
+
+    folder = tmp_path / "agents" / "painter"
+    folder.mkdir(parents=True)
+    (folder / "agent.yaml").write_text("model: scripted:script.yaml\nbuiltins: [ask_user]\n")
+    (folder / "script.yaml").write_text(
+        "replies:\n"
+        "  - tool_calls: [{name: ask_user, args: {question: Which colour?, options: [red, blue]}}]\n"
+        "  - text: Painting it.\n"
+    )
+    with terminal() as (keyboard, tty):
+        proc = subprocess.Popen(
+            [LOOPWRIGHT, "run", "painter", "--project", str(tmp_path), "--session", "p1", "paint"],
+            env=ENV, stdin=tty, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        os.write(keyboard, b"2\n")
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out == "Painting it.\n"
+    assert "Which colour?" in err and "  1. red" in err and "  2. blue" in err
+    export = subprocess.run(
+        [LOOPWRIGHT, "sessions", "export", "p1", "--project", str(tmp_path)],
+        env=ENV, capture_output=True, text=True,
+    )  # fmt: skip
+    outputs = [
+        json.loads(line)["event"]
+        for line in export.stdout.splitlines()
+        if json.loads(line)["event"]["type"] == "tool:output"
+    ]
+    assert [(o["tool"], o["content"]) for o in outputs] == [("ask_user", "blue")]

@@ -221,8 +221,9 @@ class Human:
                 self.note(s.dim(f"» {mode.replace('_', '-')}: {one_line(message.content, 80)}"))
             case ev.SkillLoaded(skill=skill):
                 self.note(s.dim(f"· loaded skill {skill}"))
-            case ev.QuestionPending(question=question):
+            case ev.QuestionPending(id=pending_id, question=question):
                 self.note(s.yellow(f"? the agent asks: {question}"))
+                self.console.shown(pending_id)  # the prompt below may ask for the answer now
             case ev.QuestionResolved(answer=answer):
                 self.note(s.dim(f"  answered: {answer}"))
             case ev.SubagentEvent(origin=origin, event=inner):
