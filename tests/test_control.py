@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from conftest import call, drive, run_agent, scripted
+from conftest import call, drive, run_agent, scripted, verify
 from loopwright import Agent, Block, Hooks, Session, SessionBusy, Stop, tool
 from loopwright.messages import ToolResultMessage, UserMessage
 from loopwright.testing import types
@@ -380,3 +380,90 @@ async def test_cancel_from_another_task_while_a_journal_is_writing():
         "loop:aborted",
         "done",
     ]
+
+
+# ---- the per-request deadline (SPEC §3.8) ------------------------------------------------------
+
+
+async def test_a_request_past_its_deadline_is_retried():
+    from loopwright import RetryPolicy
+
+    model = scripted({"stall": 30}, "done")
+    agent = Agent(model=model, retry=RetryPolicy(deadline=0.2, backoff=0))
+    started = asyncio.get_running_loop().time()
+    result = await drive(Session(agent).run("go"))
+    assert asyncio.get_running_loop().time() - started < 2
+    assert result.text == "done"
+    [retry] = [e for e in result.events if e.type == "model:retry"]
+    assert (retry.attempt, retry.error) == (1, "no complete reply within 0.2s")
+
+
+async def test_past_the_bound_a_stalled_model_ends_the_run_with_an_error():
+    from loopwright import RetryPolicy
+
+    agent = Agent(
+        model=scripted({"stall": 30}, {"stall": 30}),
+        retry=RetryPolicy(deadline=0.1, backoff=0, attempts=1),
+    )
+    result = await drive(Session(agent).run("go"))
+    assert result.stop_reason == "error"
+    assert types(result.events)[-2:] == ["loop:error", "done"]
+    assert result.events[-2].error == "model request failed: no complete reply within 0.1s"
+
+
+async def test_a_deadline_that_passes_while_the_caller_holds_an_event_lands_in_the_loop():
+    """The caller is slow with a text delta while the deadline passes: its own await is never
+    cancelled; the request fails when the loop next waits, and the retry carries the text."""
+    from loopwright import RetryPolicy
+
+    model = scripted({"text": "abcdef", "chunk": 2, "delay": 0.15}, "done")
+    agent = Agent(model=model, retry=RetryPolicy(deadline=0.25, backoff=0))
+    events = []
+    async with Session(agent).run("go") as run:
+        async for event in run:
+            events.append(event)
+            if event.type == "text:delta" and len(events) < 10:
+                await asyncio.sleep(0.3)  # held past the deadline: must not be cancelled
+    verify(events)
+    assert events[-1].text == "done"
+    assert [e.delta for e in events if e.type == "text:delta"] == ["ab", "done"]
+    assert [e.error for e in events if e.type == "model:retry"] == [
+        "no complete reply within 0.25s"
+    ]
+    assert model.requests[1].notes == ("[Your previous attempt was cut off after: ab]",)
+
+
+async def test_deadlines_bound_each_request_alone():
+    """Requests of several runs at once, each with its own deadline; a request that ended in
+    time is never cancelled afterwards (its tool runs past the deadline untouched)."""
+    from loopwright import RetryPolicy
+
+    @tool
+    async def slow_tool() -> str:
+        """Takes a while."""
+        await asyncio.sleep(0.4)
+        return "slow but fine"
+
+    fast = Agent(
+        model=scripted({"stall": 30}, "fast retried"),
+        retry=RetryPolicy(deadline=0.1, backoff=0),
+    )
+    later = Agent(
+        model=scripted({"stall": 30}, "later retried"),
+        retry=RetryPolicy(deadline=0.3, backoff=0),
+    )
+    tooled = Agent(
+        model=scripted({"tool_calls": [call("slow_tool", "t")]}, "tool done"),
+        tools=[slow_tool],
+        retry=RetryPolicy(deadline=0.2, backoff=0),
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def timed(agent: Agent) -> tuple[str, float]:
+        result = await drive(Session(agent).run("go"))
+        return result.text, loop.time() - started
+
+    (a, ta), (b, tb), (c, tc) = await asyncio.gather(timed(fast), timed(later), timed(tooled))
+    assert (a, b, c) == ("fast retried", "later retried", "tool done")
+    assert 0.1 <= ta < 0.3 <= tb < 1.0 and 0.4 <= tc < 1.0

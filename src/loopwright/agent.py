@@ -28,6 +28,9 @@ class RetryPolicy:
     backoff: float = 0.25
     """Linear backoff: the n-th retry waits n × backoff seconds (or what `retry-after` says)."""
     max_delay: float = 30.0
+    deadline: float | None = 600.0
+    """Seconds one request may take, first byte to last; past it, the request fails (and is
+    retried within `attempts`). None: no bound but the endpoint's timeout on silence."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,11 @@ class Control:
     steering: deque[str] = field(default_factory=deque)
     follow_ups: deque[str] = field(default_factory=deque)
     cancelled: bool = False
+    expired: bool = False
+    """The model request in flight ran past its deadline (`RetryPolicy.deadline`)."""
+    on_deadline: Callable[[], None] | None = None
+    """Set by the driver of the run: lands the deadline where the loop waits (a `Run` cancels
+    its task only while the loop awaits, never in the caller's code)."""
 
 
 async def run_loop(
@@ -102,16 +107,20 @@ async def run_loop(
             while reply is None:
                 request = await run.request(check)
                 failure = None
-                async for item in run.model_for(request).stream(request):
-                    if type(item) is ev.TextDelta:
-                        run.partial.append(item.delta)
-                    elif isinstance(item, ModelFailure):
-                        failure = item  # the stream's last item: let it finish and close
-                        continue
-                    elif isinstance(item, ev.MessageCompleted):
-                        reply = item.message
-                    yield item
-                if failure is not None:
+                try:
+                    with run.deadline:
+                        async for item in run.model_for(request).stream(request):
+                            if type(item) is ev.TextDelta:
+                                run.partial.append(item.delta)
+                            elif isinstance(item, ModelFailure):
+                                failure = item  # the stream's last item: let it finish
+                                continue
+                            elif isinstance(item, ev.MessageCompleted):
+                                reply = item.message
+                            yield item
+                except asyncio.CancelledError:
+                    failure = run.expired()  # the request's deadline passed: a failure
+                if failure is not None and reply is None:
                     async for event in run.after_failure(failure, failures):
                         yield event
                     failures += 1

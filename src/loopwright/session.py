@@ -129,7 +129,7 @@ class Session:
             environment=self.environment,
             agent=self.agent.name,
         )
-        self._control.cancelled = False
+        self._control.cancelled = self._control.expired = False
         events = run_loop(
             self.agent,
             model,
@@ -143,6 +143,7 @@ class Session:
             children=self.child,
         )
         self._run = Run(events, self._control, self.id, self.journal, self, input)
+        self._control.on_deadline = self._run.expire
         return self._run
 
     async def child(self, agent: Agent, session_id: str) -> Session:
@@ -240,9 +241,9 @@ class Run:
     def __anext__(self) -> Awaitable[ev.Event]:
         if self._task is None:
             self._task = asyncio.current_task()
-        if self._control.cancelled:
-            # A cancel requested while the caller held an event: deliver it at the loop's
-            # next suspension.
+        if self._control.cancelled or self._control.expired:
+            # A cancel (or a deadline) that came while the caller held an event: deliver it
+            # at the loop's next suspension.
             asyncio.get_running_loop().call_soon(self._fire)
         if self._journal is None:
             return self._events.__anext__()
@@ -274,10 +275,19 @@ class Run:
             self._control.cancelled = True
             self._fire()
 
+    def expire(self) -> None:
+        """The model request in flight ran past its deadline: its wait is cancelled like a
+        cancel is (the loop turns it into a retryable failure)."""
+        if not self.finished:
+            self._control.expired = True
+            self._fire()
+
     def _fire(self) -> None:
         # Only while the loop is suspended inside an await (not holding out an event).
-        if self._control.cancelled and _frame(self._events).ag_await is not None and self._task:
-            self._task.cancel()
+        control, task = self._control, self._task
+        waiting = _frame(self._events).ag_await is not None
+        if (control.cancelled or control.expired) and waiting and task is not None:
+            task.cancel()
 
     async def aclose(self) -> None:
         """Stop listening: an unfinished run is cancelled and drained to its `done`."""

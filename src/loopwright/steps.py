@@ -25,7 +25,7 @@ from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .permissions import Gate
-from .retry import ModelFailed, next_retry, partial_note
+from .retry import Deadline, ModelFailed, next_retry, partial_note
 from .tools import Outcome, Scheduled, ToolContext, ToolRunner
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class Steps:
     scope: ev.Scope = field(init=False)
     decider: Decider = field(init=False)
     runner: ToolRunner = field(init=False)
+    deadline: Deadline = field(init=False)
     step: int = 0
     budget: int = 100_000
     may_shrink: bool = True
@@ -67,6 +68,7 @@ class Steps:
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
         self.budget = context_budget(self.agent, self.model)
+        self.deadline = Deadline(self.agent.retry.deadline, self.control)
         self.decider = Decider(
             self.tools, self.gate, self.scope, self.info.session_id, self.approver, self.result
         )
@@ -83,6 +85,18 @@ class Steps:
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
         async for event in compact(self.history, self.model, self.agent.compaction, reason):
             yield event
+
+    def expired(self) -> ModelFailure:
+        """The failure a request that ran past its deadline becomes (a cancellation from
+        anywhere else propagates)."""
+        if not self.control.expired:
+            raise asyncio.CancelledError
+        self.control.expired = False
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        limit = self.agent.retry.deadline
+        return ModelFailure(error=f"no complete reply within {limit:g}s", retryable=True)
 
     def model_for(self, request: ModelRequest) -> Model:
         return get_model(request.model) if request.model is not None else self.model
