@@ -306,6 +306,35 @@ async def test_retries_are_bounded_then_the_run_errors():
     assert model.unused == 1
 
 
+async def test_a_runs_retries_share_one_budget():
+    """Each request may retry twice, but the run may retry three times in all: the fourth
+    failure, in the second step, ends the run although that request retried only once."""
+    from loopwright import RetryPolicy
+
+    failure = {"fail": {"error": "overloaded", "retryable": True, "retry_after": 0.001}}
+    model = scripted(
+        failure,
+        failure,
+        {"tool_calls": [call("add", "e", a=1, b=2)]},
+        failure,
+        failure,
+        "never",
+    )
+    agent = Agent(model=model, tools=[add], retry=RetryPolicy(attempts=2, budget=3))
+    result = await run_agent(agent)
+    retries = [e for e in result.events if e.type == "model:retry"]
+    assert [(r.attempt, r.error) for r in retries] == [
+        (1, "overloaded"),
+        (2, "overloaded"),
+        (1, "overloaded"),
+    ]
+    assert [e.type for e in result.events[-2:]] == ["loop:error", "done"]
+    assert result.events[-2].error == (
+        "model request failed: overloaded (the run's retry budget is spent)"
+    )
+    assert model.unused == 1
+
+
 async def test_partial_output_rides_into_the_retry():
     model = scripted(
         {

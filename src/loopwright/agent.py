@@ -31,6 +31,9 @@ class RetryPolicy:
     deadline: float | None = 600.0
     """Seconds one request may take, first byte to last; past it, the request fails (and is
     retried within `attempts`). None: no bound but the endpoint's timeout on silence."""
+    budget: int = 10
+    """Retries one run may spend in all, across its requests: a flaky provider cannot turn a
+    long run into an endless one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,10 +17,12 @@ if TYPE_CHECKING:
     from .loop import Control
 
 
-def next_retry(policy: RetryPolicy, failure: ModelFailure, failures: int) -> ev.ModelRetry | None:
-    """The retry to make after `failures` earlier failures of this request, or None when the
-    failure is not retryable or the bound is reached."""
-    if not failure.retryable or failures >= policy.attempts:
+def next_retry(
+    policy: RetryPolicy, failure: ModelFailure, failures: int, spent: int = 0
+) -> ev.ModelRetry | None:
+    """The retry to make after `failures` earlier failures of this request (and `spent`
+    retries of the run), or None when the failure is not retryable or a bound is reached."""
+    if not failure.retryable or failures >= policy.attempts or spent >= policy.budget:
         return None
     delay = min(policy.max_delay, failure.retry_after or policy.backoff * (failures + 1))
     return ev.ModelRetry(attempt=failures + 1, error=failure.error, delay=delay)

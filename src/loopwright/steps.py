@@ -53,6 +53,7 @@ class Steps:
     step: int = 0
     budget: int = 100_000
     may_shrink: bool = True
+    retries: int = 0
     partial: list[str] = field(default_factory=list)
     open_calls: list[ToolCall] = field(default_factory=list)
     results: dict[str, ToolResultMessage] = field(default_factory=dict)
@@ -108,9 +109,16 @@ class Steps:
             async for event in self.shrink():
                 yield event
             return
-        retry = next_retry(self.agent.retry, failure, failures)
+        retry = next_retry(self.agent.retry, failure, failures, self.retries)
         if retry is None:
-            raise ModelFailed(failure.error)
+            policy = self.agent.retry
+            spent = (
+                failure.retryable and failures < policy.attempts and self.retries >= policy.budget
+            )
+            raise ModelFailed(
+                f"{failure.error} (the run's retry budget is spent)" if spent else failure.error
+            )
+        self.retries += 1
         yield retry
         await asyncio.sleep(retry.delay)
 
