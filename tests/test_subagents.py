@@ -441,3 +441,20 @@ async def test_denying_the_parents_own_item_closes_the_batch_with_its_subagents_
     assert results == {"own": "Denied.", "b": "Skipped."}
     if store:
         store.close()
+
+
+async def test_a_parent_keeps_only_the_subagent_sessions_it_waits_on():
+    """Finished subagent sessions are not kept in memory from one run to the next."""
+    child = billing("Refund of 5 done.")
+    session = Session(
+        support_with_billing(
+            child,
+            {"tool_calls": [call("billing", "b", request="refund 5")]},
+            "Billing says it is done.",
+            "You are welcome.",
+        )
+    )
+    await drive(session.run("refund me", approver=lambda r: Approval.approve()))
+    assert list(session._children) == [f"{session.id}/billing/b"]  # during and right after
+    done = await drive(session.run("thanks"))
+    assert (done.text, session._children) == ("You are welcome.", {})

@@ -130,6 +130,8 @@ class Session:
             agent=self.agent.name,
         )
         self._control.cancelled = self._control.expired = False
+        waiting = {s.session_id for s in checkpoint.suspended.values()} if checkpoint else set()
+        self._children = {k: v for k, v in self._children.items() if k in waiting}
         events = run_loop(
             self.agent,
             model,
