@@ -186,3 +186,25 @@ def test_an_approval_outlives_the_server_that_paused_the_run(project: Path):
             assert http.get("/pending").json()["items"] == []
     finally:
         second.kill()
+
+
+def test_connections_past_the_limit_are_answered_503(tmp_path: Path):
+    """P10: `[server] max_connections` bounds what is served at once; past it, 503."""
+    root = make_project(tmp_path / "shop", "[server]\nmax_connections = 2\n")
+    server = Served("serve", "--project", str(root))
+    try:
+        with (
+            httpx.Client(base_url=server.url, timeout=10) as one,
+            httpx.Client(base_url=server.url, timeout=10) as two,
+            httpx.Client(base_url=server.url, timeout=10) as three,
+        ):
+            path = "/agents/shop/messages/stream"
+            with (
+                one.stream("POST", path, json={"message": "slow one"}) as first,
+                two.stream("POST", path, json={"message": "slow two"}) as second,
+            ):
+                assert first.status_code == second.status_code == 200
+                assert three.get("/health").status_code == 503
+            eventually(lambda: three.get("/health").status_code, 200)
+    finally:
+        server.kill()

@@ -69,7 +69,8 @@ def serve_command(args: argparse.Namespace) -> int:
     app = create_app(project, settings=settings)
     config = uvicorn.Config(
         app,
-        limit_concurrency=settings.max_connections,
+        # uvicorn counts the arriving connection too: N + 1 serves N at once, the next gets 503
+        limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=GRACE_SECONDS,
         log_level="warning",
         lifespan="on",
