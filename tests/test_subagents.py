@@ -337,6 +337,11 @@ def test_a_subagents_approval_is_resolved_from_a_second_process(tmp_path):
     [item_id] = re.findall(r"approval (apr_\S+) \(subagent billing\): refund", first.stderr)
     assert f"loopwright approvals approve {item_id}" in first.stderr
 
+    shown = subprocess.run(
+        [*cli, "sessions", "show", "s1", *where], env=ENV, capture_output=True, text=True
+    )
+    assert f"  ‖ billing waits on {item_id} (session s1/billing/call_1)\n" in shown.stdout
+
     listed = subprocess.run(
         [*cli, "approvals", "list", *where, "--json"], env=ENV, capture_output=True, text=True
     )

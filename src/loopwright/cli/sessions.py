@@ -133,6 +133,8 @@ def conversation(stored: list[StoredEvent]) -> list[str]:
                 lines.append(f"  (compacted {before} → {after} messages)")
             case ev.ToolInterrupted(tool=tool):
                 lines.append(f"  ✗ {tool} interrupted")
+            case ev.ToolSuspended(tool=tool, session_id=child, pending_ids=ids):
+                lines.append(f"  ‖ {tool} waits on {', '.join(ids)} (session {child})")
             case ev.LoopError(error=error):
                 lines.append(f"  ✗ run failed: {error}")
             case ev.Done(stop_reason=reason):
