@@ -235,16 +235,18 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, server: Server) -> Iterator[Any]:
-    """A fresh page; JavaScript errors on it fail the test."""
+    """A fresh page; JavaScript errors on it, or a request for something missing (404), fail
+    the test."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.on("console", lambda m: errors.append(m.text) if "404" in m.text else None)
     try:
         yield opened
     finally:
         context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}\nserver log:\n{server.output()}"
+    assert not errors, f"errors on the page: {errors}\nserver log:\n{server.output()}"
 
 
 def open_playground(page: Any, server: Server, query: str = "") -> None:
