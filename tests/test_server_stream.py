@@ -259,14 +259,26 @@ def test_cancel_stops_the_run_and_records_it(http: httpx.Client):
 
 def test_compact_on_demand(http: httpx.Client):
     sid = body(http.post("/agents/shop/messages", json={"message": "one"}), 200)["sessionId"]
-    body(http.post("/agents/shop/messages", json={"message": "two", "sessionId": sid}), 200)
-    compacted = body(http.post(f"/agents/shop/sessions/{sid}/compact"), 200)
-    assert (compacted["sessionId"], compacted["stopReason"]) == (sid, "completed")
-    assert types(compacted["events"])[0] == "session"
-    assert types(compacted["events"])[-2:] == ["loop:done", "done"]
-    check_full(compacted["events"])
-    v1 = body(http.post(f"/agents/shop/sessions/{sid}/compact?profile=v1"), 200)
-    check_v1(v1["events"])
+    url = f"/agents/shop/sessions/{sid}/compact"
+    assert body(http.post(url), 200) == {
+        "sessionId": sid,
+        "compacted": False,
+        "reason": "nothing to compact: the history is short: the last 6 messages are always kept",
+    }
+    for text in ("two", "three", "four"):
+        body(http.post("/agents/shop/messages", json={"message": text, "sessionId": sid}), 200)
+    compacted = body(http.post(url, params={"profile": "v1"}), 200)
+    assert (compacted["sessionId"], compacted["compacted"], compacted["stopReason"]) == (
+        sid,
+        True,
+        "completed",
+    )
+    check_v1(compacted["events"])
+    logged_now = [e["event"] for e in logged(http, sid)]
+    [finished] = [e for e in logged_now if e["type"] == "compaction:finished"]
+    assert (finished["from"], finished["to"], finished["mode"]) == (8, 7, "summarize")
+    check_full(logged_now[-5:])
+    assert body(http.post(url), 200)["reason"] == "nothing to compact: it was just compacted"
 
 
 def test_many_streams_at_once_deliver_every_event_of_every_run_as_logged(server: LiveServer):

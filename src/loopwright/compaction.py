@@ -109,6 +109,13 @@ def compactability(history: History, keep_last: int) -> Compactability:
     return "ok" if split_point(history.messages, keep_last) > 0 else "empty"
 
 
+def why_not(state: Compactability, keep_last: int) -> str:
+    """Why compacting now would change nothing (`state` is what `compactability` said)."""
+    if state == "just_compacted":
+        return "it was just compacted"
+    return f"the history is short: the last {keep_last} messages are always kept"
+
+
 def split_point(messages: list[Message], keep_last: int) -> int:
     """Where the kept tail starts: at least `keep_last` messages, never starting on a tool
     result (its call stays with it), and never splitting a reply from its results."""

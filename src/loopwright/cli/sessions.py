@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import events as ev
-from ..compaction import Compaction, compactability
+from ..compaction import Compaction, compactability, why_not
 from ..store import StoredEvent
 from ..store.durable import export_jsonl, open_session
 from .common import (
@@ -163,10 +163,7 @@ def compact(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if isinstance(done, str):
-        why = {
-            "empty": f"the history is short: the last {policy.keep_last} messages are always kept",
-            "just_compacted": "it was just compacted",
-        }[done]
+        why = why_not(done, policy.keep_last)  # type: ignore[arg-type]
         print(f"nothing to compact in session {args.id}: {why}", file=sys.stderr)
         return 0
     if done.stop_reason not in ("completed", "terminated"):

@@ -10,6 +10,7 @@ import json
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..compaction import Compaction, compactability, why_not
 from ..errors import SessionBusy, UnknownSession
 from ..store import SessionRecord
 from ..store.durable import open_session
@@ -213,6 +214,11 @@ async def compact(request: Request) -> JSONResponse:
     profile = profile_of(request)
     agent = state.agent(record.agent)
     session = await open_session(agent, state.store, record.id, tenant=tenant_of(request))
+    keep_last = (agent.compaction or Compaction()).keep_last
+    nothing = compactability(session.history, keep_last)
+    if nothing != "ok":
+        reason = f"nothing to compact: {why_not(nothing, keep_last)}"
+        return JSONResponse({"sessionId": record.id, "compacted": False, "reason": reason})
     live = await start_run(state, session, session.compact)
     await live.finished.wait()
     if live.done is None:
@@ -220,6 +226,7 @@ async def compact(request: Request) -> JSONResponse:
     return JSONResponse(
         {
             "sessionId": record.id,
+            "compacted": live.done.stop_reason == "completed",
             "events": events_json(live.stored_events(), profile),
             "stopReason": live.done.stop_reason,
         }

@@ -1439,7 +1439,9 @@ function wire() {
   });
   $("compact-button").addEventListener("click", async () => {
     if (state.running) return;
-    if (await sessionCommand("compact")) {
+    const done = await sessionCommand("compact");
+    if (done && done.compacted === false) transcript.notice(str(done.reason), "compaction");
+    else if (done) {
       await catchUp(state.viewToken);
       refreshSessions();
     }
