@@ -213,6 +213,7 @@ async def compact(request: Request) -> JSONResponse:
     record = session_record(state, request)
     profile = profile_of(request)
     agent = state.agent(record.agent)
+    state.runs.check_idle(tenant_of(request), record.id)  # busy: 409 before anything else
     session = await open_session(agent, state.store, record.id, tenant=tenant_of(request))
     keep_last = (agent.compaction or Compaction()).keep_last
     nothing = compactability(session.history, keep_last)
