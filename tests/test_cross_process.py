@@ -134,3 +134,85 @@ def test_a_question_answered_in_another_process(tmp_path):
     outputs = [(e.id, e.content) for e in events_of_last_run(tmp_path) if e.type == "tool:output"]
     assert outputs == [("ask-3", "amex")]
     check_log(tmp_path)
+
+
+STEERED_WORKER = """
+import asyncio, os, sys
+from loopwright import Agent
+from loopwright.store import open_store
+from loopwright.store.durable import open_session
+from loopwright.testing import ScriptedModel
+
+async def main():
+    store = open_store(sys.argv[1])
+    agent = Agent(model=ScriptedModel.from_script([{"stall": 30}]))
+    session = await open_session(agent, store, "s")
+    async for event in session.run("first"):
+        if event.type == "budget:check":  # the request is in flight: steer, then die
+            session.steer("mind the budget")
+            session.follow_up("and say goodbye")
+            os._exit(9)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_message_sent_to_a_run_survives_its_crash(tmp_path):
+    """P1 for steering: a steer and a follow-up sent to a running run are in the log at once;
+    the process dies before delivering them; the next run, in another process, delivers them."""
+    from conftest import drive
+    from loopwright import Agent
+    from loopwright.store.durable import open_session
+    from loopwright.testing import FunctionModel, Reply
+
+    db = tmp_path / "db.sqlite"
+    died = subprocess.run([sys.executable, "-c", STEERED_WORKER, str(db)], capture_output=True)
+    assert died.returncode == 9, died.stderr.decode()[-2000:]
+    store = open_store(db)
+    logged = [e.event for e in store.load("s", "default")]
+    assert [(e.mode, e.text) for e in logged if isinstance(e, ev.SteeringQueued)] == [
+        ("steer", "mind the budget"),
+        ("follow_up", "and say goodbye"),
+    ]
+
+    def heard(request):
+        return Reply(text=" | ".join(m.content for m in request.messages if m.role == "user"))
+
+    session = await open_session(Agent(model=FunctionModel(heard)), store, "s")
+    assert session.history.queued == [
+        ("steer", "mind the budget"),
+        ("follow_up", "and say goodbye"),
+    ]
+    result = await drive(session.run("second"))
+    injected = [(e.mode, e.message.content) for e in result.events if e.type == "steering:injected"]
+    assert injected == [("steer", "mind the budget"), ("follow_up", "and say goodbye")]
+    assert result.text == "first | second | mind the budget | and say goodbye"
+    again = await open_session(Agent(model=FunctionModel(heard)), store, "s")
+    assert again.history.queued == []  # delivered: nothing is sent twice
+    store.close()
+
+
+async def test_a_cancel_drops_what_was_queued_in_the_log_too(tmp_path):
+    from conftest import verify
+    from loopwright import Agent
+    from loopwright.store.durable import open_session
+    from loopwright.testing import ScriptedModel
+
+    store = open_store(tmp_path / "db.sqlite")
+    session = await open_session(
+        Agent(model=ScriptedModel.from_script([{"stall": 30}])), store, "s"
+    )
+    events = []
+    async with session.run("first") as run:
+        async for event in run:
+            events.append(event)
+            if event.type == "budget:check":
+                session.steer("never delivered")
+                run.cancel()
+    verify(events)
+    assert events[-2].type == "loop:aborted"
+    logged = [e.event.type for e in store.load("s", "default")]
+    assert "steering:queued" in logged and "steering:injected" not in logged
+    reopened = await open_session(Agent(model=ScriptedModel.from_script(["ok"])), store, "s")
+    assert reopened.history.queued == []
+    store.close()

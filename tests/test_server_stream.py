@@ -173,6 +173,8 @@ def test_a_second_message_to_a_running_session_is_409_and_steering_lands(http: h
     }
     injected = [e for e in events if e["type"] == "steering:injected"]
     assert [(e["mode"], e["message"]["content"]) for e in injected] == [("steer", "also this")]
+    kinds = [e["event"]["type"] for e in logged(http, sid)]  # the 202 came after it was logged
+    assert kinds.index("steering:queued") < kinds.index("steering:injected")
     late = http.post(f"/agents/shop/sessions/{sid}/steer", json={"message": "late"})
     assert body(late, 409) == {"error": f"session {sid} has no run in progress: send it a message"}
 

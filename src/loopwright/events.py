@@ -241,6 +241,16 @@ class SteeringInjected:
 
 
 @value
+class SteeringQueued:
+    """A steering or follow-up message was sent to a durable session's running run; it enters
+    the conversation later (`steering:injected`). Logged at once, so a crash does not lose it."""
+
+    text: str
+    mode: Literal["steer", "follow_up"]
+    type: Literal["steering:queued"] = "steering:queued"
+
+
+@value
 class StepStarted:
     """A step (one model request and its tool calls) begins; `step` counts from 1 per run."""
 
@@ -498,6 +508,7 @@ Event: TypeAlias = (
     V1Event
     | InputReceived
     | SteeringInjected
+    | SteeringQueued
     | StepStarted
     | StepFinished
     | TextDelta

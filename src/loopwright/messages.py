@@ -129,6 +129,8 @@ class History:
     chars_at_report: int = 0
     compacted_at: int | None = None
     """Length of the history right after its last compaction (to tell "just compacted")."""
+    queued: list[tuple[Literal["steer", "follow_up"], str]] = field(default_factory=list)
+    """Steering and follow-up messages logged as sent but not yet delivered (durable sessions)."""
 
     def append(self, message: Message) -> None:
         self.messages.append(message)

@@ -14,7 +14,7 @@ import os
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from . import events as ev
 from .agent import Agent
@@ -48,6 +48,11 @@ class Journal(Protocol):
 
     async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
         """A child session (a subagent's) kept in the same place, with its state if it exists."""
+        ...
+
+    def record(self, event: ev.Event) -> None:
+        """Commit an event from outside the run (a steering message sent to it) while the run
+        holds the session; nothing when no run does."""
         ...
 
 
@@ -200,12 +205,19 @@ class Session:
         return self.run(None, approver=approver)
 
     def steer(self, message: str) -> None:
-        """Deliver `message` at the next step boundary of the running run (or the next run)."""
+        """Deliver `message` at the next step boundary of the running run (or the next run).
+        A durable session logs it at once, so a crash before its delivery does not lose it."""
         self._control.steering.append(message)
+        self._log_queued(message, "steer")
 
     def follow_up(self, message: str) -> None:
-        """Deliver `message` when the run would otherwise stop."""
+        """Deliver `message` when the run would otherwise stop (logged like `steer`)."""
         self._control.follow_ups.append(message)
+        self._log_queued(message, "follow_up")
+
+    def _log_queued(self, message: str, mode: Literal["steer", "follow_up"]) -> None:
+        if self.journal is not None and self.busy:
+            self.journal.record(ev.SteeringQueued(text=message, mode=mode))
 
     def cancel(self) -> None:
         """Cancel the running run: in-flight model request and tools are cancelled."""

@@ -255,6 +255,7 @@ class Human:
                 self.finish(text, reason)
             case (
                 ev.Session()
+                | ev.SteeringQueued()
                 | ev.PendingRequested()
                 | ev.MessagePartial()
                 | ev.InputReceived()

@@ -104,6 +104,11 @@ class DurableJournal:
         if kind in COMMIT_AT:
             self.commit(self.buffer)
 
+    def record(self, event: ev.Event) -> None:
+        if self.claim is not None:
+            self.buffer.append(event)
+            self.commit(self.buffer)
+
     @property
     def position(self) -> int:
         """The sequence number of the last event appended (committed, or buffered to be)."""
@@ -165,6 +170,8 @@ async def open_session(
     except UnknownSession:
         return session
     _refill(session.history, journal.load(session, died=record.status == "interrupted"))
+    for mode, text in session.history.queued:  # sent, logged, not delivered yet
+        (session.steer if mode == "steer" else session.follow_up)(text)
     checkpoint = session.history.checkpoint
     for waiting in checkpoint.suspended.values() if checkpoint else ():
         if waiting.tool.subagent is not None:  # so that its items are this session's too

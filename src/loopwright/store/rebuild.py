@@ -8,6 +8,7 @@ unfinished batch of a run that died becomes the recovery the next run completes.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -58,6 +59,11 @@ def rebuild(
                 close()
                 history.carry_over = None
                 history.append(message)
+                if isinstance(event, ev.SteeringInjected):
+                    with contextlib.suppress(ValueError):
+                        history.queued.remove((event.mode, message.content))
+            case ev.SteeringQueued(text=text, mode=mode):
+                history.queued.append((mode, text))
             case ev.MessageCompleted(message=message):
                 close()
                 history.carry_over = None
@@ -88,6 +94,7 @@ def rebuild(
                 apply_compaction(history, event)
             case ev.LoopAborted(carry_over=carry):
                 history.carry_over = carry
+                history.queued.clear()  # a cancel drops what was queued, as it does live
             case ev.MessagePartial(text=text):
                 history.carry_over = text
             case ev.Session():
