@@ -165,9 +165,7 @@ async def _record(
             }
         )
     root = owner.root_agent.name
-    waiting = open_items(
-        state.store, state.project.agents, tenant, agent=root, session_id=owner.root_session_id
-    )
+    waiting = open_items(state.store, tenant, agent=root, session_id=owner.root_session_id)
     return owner, waiting
 
 
@@ -211,14 +209,12 @@ async def agent_items(request: Request) -> JSONResponse:
     if "id" in request.path_params:
         session_id = session_record(state, request).id
     kind = "approval" if request.url.path.endswith("/approvals") else "question"
-    items = open_items(
-        state.store, state.project.agents, tenant_of(request), agent=name, session_id=session_id
-    )
+    items = open_items(state.store, tenant_of(request), agent=name, session_id=session_id)
     listed = [p.listed() for p in items if p.item.kind == kind]
     return JSONResponse({f"{kind}s": listed})
 
 
 async def all_items(request: Request) -> JSONResponse:
     state = state_of(request)
-    items = open_items(state.store, state.project.agents, tenant_of(request))
+    items = open_items(state.store, tenant_of(request))
     return JSONResponse({"items": [p.listed(typed=True) for p in items]})

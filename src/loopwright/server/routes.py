@@ -72,7 +72,7 @@ async def post_message(request: Request) -> Response:
             raise ApiError(
                 409, f"session {session_id} belongs to agent '{record.agent}', not '{agent.name}'"
             )
-        waiting = open_items(state.store, state.project.agents, tenant, session_id=session_id)
+        waiting = open_items(state.store, tenant, session_id=session_id)
         if waiting:
             ids = ", ".join(p.item.id for p in waiting)
             raise ApiError(
@@ -136,9 +136,7 @@ async def show_session(request: Request) -> JSONResponse:
     tenant = tenant_of(request)
     agent = state.agent(record.agent)
     session = await open_session(agent, state.store, record.id, tenant=tenant)
-    waiting = open_items(
-        state.store, state.project.agents, tenant, agent=record.agent, session_id=record.id
-    )
+    waiting = open_items(state.store, tenant, agent=record.agent, session_id=record.id)
     return JSONResponse(
         {
             "sessionId": record.id,

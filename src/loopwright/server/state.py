@@ -69,9 +69,7 @@ async def plain_answer(
         return JSONResponse({"error": f"the run failed: {describe(failure)}"}, status_code=500)
     events = turn_events(state.store, session_id, tenant) if whole_turn else live.stored_events()
     if live.done.stop_reason == "paused":
-        waiting = open_items(
-            state.store, state.project.agents, tenant, agent=agent, session_id=session_id
-        )
+        waiting = open_items(state.store, tenant, agent=agent, session_id=session_id)
         if waiting:
             ids = [p.item.id for p in waiting]
             return JSONResponse(waiting[0].paused_body(ids, events, profile), status_code=202)

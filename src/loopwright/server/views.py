@@ -18,10 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .. import events as ev
-from ..agent import Agent
-from ..errors import LoopwrightError
 from ..store import PendingRecord, Store, StoredEvent
-from ..store.durable import owner_of
+from ..store.durable import owner_session
 from ..wire import Profile, to_dict
 from .guard import TENANT
 
@@ -205,18 +203,13 @@ def scope_of(item: PendingRecord) -> dict[str, str]:
 
 
 def open_items(
-    store: Store,
-    agents: Mapping[str, Agent],
-    tenant: str,
-    *,
-    agent: str | None = None,
-    session_id: str | None = None,
+    store: Store, tenant: str, *, agent: str | None = None, session_id: str | None = None
 ) -> list[Pending]:
     """The tenant's open items, each under its top-level agent and session, optionally only
     those of one top-level agent (and session)."""
     out = []
     for item in store.pending(tenant):
-        placed = place(store, agents, item)
+        placed = place(store, item)
         if agent is not None and placed.root_agent != agent:
             continue
         if session_id is not None and placed.root_session != session_id:
@@ -225,12 +218,9 @@ def open_items(
     return out
 
 
-def place(store: Store, agents: Mapping[str, Agent], item: PendingRecord) -> Pending:
-    """Where an item belongs (its own agent and session when the chain cannot be walked)."""
+def place(store: Store, item: PendingRecord) -> Pending:
+    """Where an item belongs: a subagent's item under the top-level session it was raised in."""
     if "/" not in item.session_id:
         return Pending(item, item.agent, item.session_id)
-    try:
-        owner = owner_of(store, agents, item.id, tenant=item.tenant)
-    except LoopwrightError:
-        return Pending(item, item.agent, item.session_id)
-    return Pending(item, owner.root_agent.name, owner.root_session_id)
+    root = owner_session(store, item.session_id, item.tenant)
+    return Pending(item, store.session(root, item.tenant).agent, root)
