@@ -25,7 +25,7 @@ from loopwright.testing import check_events
 from loopwright.wire import loads
 
 ROOT = Path(__file__).resolve().parents[1]
-SUPPORT = ROOT / "examples" / "support"
+SUPPORT = ROOT / "examples" / "agents" / "support"
 SHARED = ROOT.parent / "shared"
 LOOPWRIGHT = str(Path(sys.executable).with_name("loopwright"))
 if not Path(LOOPWRIGHT).exists():

@@ -1,6 +1,6 @@
 """`loopwright demo`: the bundled support agent, end to end, offline (not stored).
 
-The example lives in the repository's `examples/support` folder, next to `src/`; it is there
+The example lives in the repository's `examples/agents/support` folder, next to `src/`; it is there
 when loopwright is installed from a clone (`pip install -e .`), and missing from a wheel.
 """
 
@@ -22,7 +22,7 @@ MESSAGE = "Hi, my order A-1001 arrived damaged. Can I get a refund?"
 
 def example_dir() -> Path:
     """The support example's folder (it may not exist outside a clone)."""
-    return Path(loopwright.__file__).resolve().parents[2] / "examples" / "support"
+    return Path(loopwright.__file__).resolve().parents[2] / "examples" / "agents" / "support"
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo",
         help="run the bundled support agent end to end (offline)",
-        description="Run the bundled support agent (examples/support) on its scripted model: it "
+        description="Run the bundled support agent (examples/agents/support) on its scripted model: it "
         "looks up an order, asks you to approve a refund, and answers. No network, no API key.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

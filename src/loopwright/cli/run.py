@@ -207,7 +207,7 @@ def _from_path(path: Path, args: argparse.Namespace) -> tuple[Agent, Place, str]
         raise CliError(
             f"no agent folder at {path}",
             hint="pass an agent's name in the project (see `loopwright agents`), or a folder "
-            "holding agent.py or agent.yaml, e.g. `loopwright run examples/support`",
+            "holding agent.py or agent.yaml, e.g. `loopwright run examples/agents/support`",
         )
     folder = path.parent if path.is_file() else path
     if path.is_dir() and not is_agent_folder(path):

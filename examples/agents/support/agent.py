@@ -1,6 +1,6 @@
 """A customer-support agent: looks up orders freely, needs a human to approve a refund.
 
-Runs offline on a scripted model (`script.yaml`), so `loopwright run examples/support "..."`
+Runs offline on a scripted model (`script.yaml`), so `loopwright run examples/agents/support "..."`
 and `loopwright demo` work without a network or an API key. Swap `model` for a real
 `"provider:model"` string to talk to a live model.
 """
