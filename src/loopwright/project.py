@@ -47,7 +47,7 @@ class _Spec(BaseModel):
     model: str | None = None
     tools: list[str] = []
     """Extra tools by import path, `package.module:name`."""
-    builtins: list[Literal["ask_user", "files", "files-readonly"]] = []
+    builtins: list[Literal["ask_user", "files", "files-readonly", "shell"]] = []
     max_turns: int = 25
     on_deny: Literal["stop", "continue"] = "stop"
     context_budget: int | None = None
@@ -246,6 +246,10 @@ def _tools(folder: Path, spec: _Spec, where: str) -> list[Tool]:
         from .builtins.files import workspace_tools
 
         tools += workspace_tools(folder / "workspace", writable="files" in spec.builtins)
+    if "shell" in spec.builtins:
+        from .builtins.shell import shell_tool
+
+        tools.append(shell_tool(folder / "workspace"))
     return tools
 
 

@@ -1,8 +1,9 @@
 """Opt-in built-in tools (SPEC §3.6). Nothing here is given to an agent unless you pass it:
 
-agent = Agent(model=..., tools=[*workspace_tools("./work")])
+agent = Agent(model=..., tools=[*workspace_tools("./work"), shell_tool("./work")])
 """
 
 from .files import workspace_tools
+from .shell import shell_tool
 
-__all__ = ["workspace_tools"]
+__all__ = ["shell_tool", "workspace_tools"]
