@@ -19,6 +19,7 @@ to the `openai`/`anthropic` endpoints when no base URL is configured.
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,7 @@ def make_model(endpoint: Endpoint, model: str, **options: Any) -> Model:
     """A `Model` for `model` at `endpoint` (the key is checked now, before any request)."""
     if not model:
         raise ConfigError(f"'{endpoint.name}:' needs a model name, e.g. '{endpoint.name}:NAME'")
+    _require_sdk(endpoint)
     key = endpoint.api_key()
     if endpoint.dialect == "openai-chat":
         from .openai_chat import OpenAIChatModel
@@ -114,6 +116,18 @@ def make_model(endpoint: Endpoint, model: str, **options: Any) -> Model:
     from .anthropic import AnthropicModel
 
     return AnthropicModel(endpoint, model, api_key=key, **options)
+
+
+def _require_sdk(endpoint: Endpoint) -> None:
+    """Fail with one sentence naming the extra to install when the dialect's SDK is missing."""
+    sdk = "anthropic" if endpoint.dialect == "anthropic" else "openai"
+    for module in (sdk, "jiter"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise ConfigError(
+                f'the {endpoint.name} provider needs the {sdk} SDK: pip install "loopwright[{sdk}]"'
+            ) from None
 
 
 def register_endpoint(endpoint: Endpoint) -> None:

@@ -29,10 +29,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anthropic
 import jiter
 
 from .. import catalog
-from ..errors import ConfigError
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import (
     AssistantMessage,
@@ -49,13 +49,6 @@ from ..messages import (
 from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
 from ._client import ClientModel
 from ._errors import TOO_LONG, failure_from
-
-try:
-    import anthropic
-except ImportError:  # pragma: no cover - the optional extra is missing
-    raise ConfigError(
-        "the anthropic provider needs its SDK: pip install 'loopwright[anthropic]'"
-    ) from None
 
 DEFAULT_MAX_TOKENS = 8192
 CACHED = {"type": "ephemeral"}
