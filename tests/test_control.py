@@ -11,6 +11,7 @@ from loopwright import Agent, Block, Hooks, Session, SessionBusy, Stop, tool
 from loopwright.messages import ToolResultMessage, UserMessage
 from loopwright.testing import types
 from loopwright.tools import Outcome
+from virtual_time import virtual
 
 gate = asyncio.Event()
 
@@ -23,8 +24,8 @@ def reset_gate() -> None:
 
 @tool
 async def wait_for_gate() -> str:
-    """Waits until the test opens the gate."""
-    await asyncio.wait_for(gate.wait(), 2)
+    """Waits until the test opens the gate (or a minute: a safety net, never reached)."""
+    await asyncio.wait_for(gate.wait(), 60)
     return "opened"
 
 
@@ -282,9 +283,10 @@ def test_run_sync_for_scripts():
 async def test_cancel_while_a_human_is_deciding_closes_the_approval():
     from loopwright import Approval, Rules
 
-    never = asyncio.Event()
+    deciding, never = asyncio.Event(), asyncio.Event()
 
     async def slow_human(request):
+        deciding.set()
         await never.wait()
         return Approval.approve()
 
@@ -292,11 +294,14 @@ async def test_cancel_while_a_human_is_deciding_closes_the_approval():
     model = scripted({"tool_calls": [call("echo", "e", text="x")]})
     session = Session(Agent(model=model, tools=[echo], rules=rules))
     run = session.run("go", approver=slow_human)
-    events = []
-    async for event in run:
-        events.append(event)
-        if event.type == "approval:pending":
-            asyncio.get_running_loop().call_later(0.01, session.cancel)
+
+    async def cancel_while_deciding():
+        await deciding.wait()
+        session.cancel()
+
+    canceller = asyncio.create_task(cancel_while_deciding())
+    events = [event async for event in run]
+    await canceller
     from conftest import verify
 
     verify(events)
@@ -350,6 +355,7 @@ async def test_the_journal_sees_every_event_and_the_intent_before_the_tool_runs(
 
 async def test_cancel_from_another_task_while_a_journal_is_writing():
     reset_gate()
+    writing, written = asyncio.Event(), asyncio.Event()
 
     class SlowJournal:
         async def begin(self, session, input):
@@ -359,17 +365,20 @@ async def test_cancel_from_another_task_while_a_journal_is_writing():
             pass
 
         async def append(self, session_id, event):
-            await asyncio.sleep(0.001)
+            if event.type == "tool:started":  # held until the other task has cancelled
+                writing.set()
+                await written.wait()
 
     model = scripted({"tool_calls": [call("wait_for_gate")]}, "never")
     session = Session(Agent(model=model, tools=[wait_for_gate]), journal=SlowJournal())
     run = session.run("go")
 
-    async def cancel_soon():
-        await asyncio.sleep(0.01)
+    async def cancel_while_writing():
+        await writing.wait()
         session.cancel()
+        written.set()
 
-    canceller = asyncio.create_task(cancel_soon())
+    canceller = asyncio.create_task(cancel_while_writing())
     result = await drive(run)
     await canceller
     assert result.stop_reason == "aborted"
@@ -385,19 +394,24 @@ async def test_cancel_from_another_task_while_a_journal_is_writing():
 # ---- the per-request deadline (SPEC §3.8) ------------------------------------------------------
 
 
+# These run on virtual time (tests/virtual_time.py): a stalled model hangs until a deadline
+# ends its request, the deadline fires at its exact time, and the times read are exact.
+
+
+@virtual
 async def test_a_request_past_its_deadline_is_retried():
     from loopwright import RetryPolicy
 
     model = scripted({"stall": 30}, "done")
     agent = Agent(model=model, retry=RetryPolicy(deadline=0.2, backoff=0))
-    started = asyncio.get_running_loop().time()
     result = await drive(Session(agent).run("go"))
-    assert asyncio.get_running_loop().time() - started < 2
+    assert asyncio.get_running_loop().time() == pytest.approx(0.2)  # not the stall's 30 s
     assert result.text == "done"
     [retry] = [e for e in result.events if e.type == "model:retry"]
     assert (retry.attempt, retry.error) == (1, "no complete reply within 0.2s")
 
 
+@virtual
 async def test_past_the_bound_a_stalled_model_ends_the_run_with_an_error():
     from loopwright import RetryPolicy
 
@@ -409,22 +423,28 @@ async def test_past_the_bound_a_stalled_model_ends_the_run_with_an_error():
     assert result.stop_reason == "error"
     assert types(result.events)[-2:] == ["loop:error", "done"]
     assert result.events[-2].error == "model request failed: no complete reply within 0.1s"
+    assert asyncio.get_running_loop().time() == pytest.approx(0.2)
 
 
+@virtual
 async def test_a_deadline_that_passes_while_the_caller_holds_an_event_lands_in_the_loop():
     """The caller is slow with a text delta while the deadline passes: its own await is never
     cancelled; the request fails when the loop next waits, and the retry carries the text."""
     from loopwright import RetryPolicy
 
+    loop = asyncio.get_running_loop()
     model = scripted({"text": "abcdef", "chunk": 2, "delay": 0.15}, "done")
     agent = Agent(model=model, retry=RetryPolicy(deadline=0.25, backoff=0))
-    events = []
+    events, held = [], []
     async with Session(agent).run("go") as run:
         async for event in run:
             events.append(event)
             if event.type == "text:delta" and len(events) < 10:
                 await asyncio.sleep(0.3)  # held past the deadline: must not be cancelled
+                held.append(loop.time())
     verify(events)
+    # "ab" came at 0.15 and was held 0.3 s in full; the retry's "done" at once, held as long
+    assert held == [pytest.approx(0.45), pytest.approx(0.75)]
     assert events[-1].text == "done"
     assert [e.delta for e in events if e.type == "text:delta"] == ["ab", "done"]
     assert [e.error for e in events if e.type == "model:retry"] == [
@@ -433,6 +453,7 @@ async def test_a_deadline_that_passes_while_the_caller_holds_an_event_lands_in_t
     assert model.requests[1].notes == ("[Your previous attempt was cut off after: ab]",)
 
 
+@virtual
 async def test_deadlines_bound_each_request_alone():
     """Requests of several runs at once, each with its own deadline; a request that ended in
     time is never cancelled afterwards (its tool runs past the deadline untouched)."""
@@ -458,12 +479,14 @@ async def test_deadlines_bound_each_request_alone():
         retry=RetryPolicy(deadline=0.2, backoff=0),
     )
     loop = asyncio.get_running_loop()
-    started = loop.time()
 
     async def timed(agent: Agent) -> tuple[str, float]:
         result = await drive(Session(agent).run("go"))
-        return result.text, loop.time() - started
+        return result.text, loop.time()
 
-    (a, ta), (b, tb), (c, tc) = await asyncio.gather(timed(fast), timed(later), timed(tooled))
-    assert (a, b, c) == ("fast retried", "later retried", "tool done")
-    assert 0.1 <= ta < 0.3 <= tb < 1.0 and 0.4 <= tc < 1.0
+    ended = await asyncio.gather(timed(fast), timed(later), timed(tooled))
+    assert ended == [
+        ("fast retried", pytest.approx(0.1)),  # its own deadline, not another run's
+        ("later retried", pytest.approx(0.3)),
+        ("tool done", pytest.approx(0.4)),  # the tool ran 0.4 s past a 0.2 s deadline
+    ]
