@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import call, run_agent, scripted
+from conftest import call, run_agent, scripted, verify
 from loopwright import Agent, Session, ToolError, ToolReturn, tool
 from loopwright.messages import ToolResultMessage
 from loopwright.testing import types
+from virtual_time import virtual
 
 
 @tool
@@ -83,24 +84,30 @@ async def test_max_turns_allows_exactly_n_requests():
 
 async def test_batch_runs_concurrently_and_results_keep_call_order():
     started: list[str] = []
-    both = asyncio.Event()
+    both, second_out = asyncio.Event(), asyncio.Event()
 
     @tool
     async def slow(label: str) -> str:
-        """Waits for its sibling to start, then finishes after it."""
+        """Waits for its sibling to start; the first also waits for the second's output."""
         started.append(label)
         if len(started) == 2:
             both.set()
-        await asyncio.wait_for(both.wait(), 2)
-        await asyncio.sleep(0.02 if label == "first" else 0)
+        await asyncio.wait_for(both.wait(), 60)  # (a safety net: run one at a time, it fails)
+        if label == "first":
+            await asyncio.wait_for(second_out.wait(), 60)
         return label
 
     model = scripted(
         {"tool_calls": [call("slow", "s1", label="first"), call("slow", "s2", label="second")]},
         "ok",
     )
-    result = await run_agent(Agent(model=model, tools=[slow]))
-    outputs = [e.id for e in result.events if e.type == "tool:output"]
+    events = []
+    async for event in Session(Agent(model=model, tools=[slow])).run("go"):
+        events.append(event)
+        if event.type == "tool:output" and event.id == "s2":
+            second_out.set()
+    verify(events)
+    outputs = [e.id for e in events if e.type == "tool:output"]
     assert outputs == ["s2", "s1"]  # finished out of order...
     assert [m.call_id for m in results_seen(model, 1)] == ["s1", "s2"]  # ...appended in order
 
@@ -112,7 +119,8 @@ async def test_a_sequential_tool_makes_the_batch_sequential():
     async def step(label: str) -> str:
         """Record start and end."""
         log.append(f"start {label}")
-        await asyncio.sleep(0.01 if label == "a" else 0)
+        for _ in range(5):  # yield to the loop: a call running beside this one would go on
+            await asyncio.sleep(0)
         log.append(f"end {label}")
         return label
 
@@ -183,11 +191,12 @@ async def test_tool_error_gives_a_clean_message():
     assert results_seen(model, 1)[0].content == "No order Z."
 
 
+@virtual
 async def test_timed_out_tool_is_an_error_result():
     @tool(timeout=0.05)
     async def hang() -> str:
-        """Never returns in time."""
-        await asyncio.sleep(5)
+        """Returns an hour later (on virtual time: at once, were there no timeout)."""
+        await asyncio.sleep(3600)
         return "late"
 
     model = scripted({"tool_calls": [call("hang")]}, "gave up")
@@ -196,11 +205,12 @@ async def test_timed_out_tool_is_an_error_result():
     assert result.stop_reason == "completed"
 
 
+@virtual
 async def test_agent_default_timeout_applies():
     @tool
     async def hang() -> str:
-        """Never returns in time."""
-        await asyncio.sleep(5)
+        """Returns an hour later (on virtual time: at once, were there no timeout)."""
+        await asyncio.sleep(3600)
         return "late"
 
     model = scripted({"tool_calls": [call("hang")]}, "gave up")
