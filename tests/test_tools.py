@@ -110,22 +110,30 @@ async def test_blocking_tools_run_in_a_worker_thread():
     assert await inline.call({}, ctx) == threading.current_thread().name
 
 
-async def test_async_tools_get_a_deadline_in_their_context():
+async def test_async_tools_get_a_deadline_in_their_context(monkeypatch: pytest.MonkeyPatch):
+    from types import SimpleNamespace
+
+    import loopwright.tools
     from loopwright.messages import ToolCall
     from loopwright.tools import Scheduled, execute
 
+    clock = SimpleNamespace(monotonic=lambda: 100.0)  # the tools' clock, injected
+    monkeypatch.setattr(loopwright.tools, "time", clock)
+
     @tool(timeout=5)
     async def timed(ctx: ToolContext) -> str:
-        """Report the time left."""
+        """Report the time left, before and after 1.5 s pass."""
+        before = ctx.time_left()
+        clock.monotonic = lambda: 101.5
         await asyncio.sleep(0)
-        return f"{ctx.time_left():.0f}"
+        return f"{before} {ctx.time_left()}"
 
     item = Scheduled(
         call=ToolCall(id="1", name="timed", args={}), tool=timed, args={}, kwargs={}, reason="r"
     )
     ctx = ToolContext(session_id="s", tenant="t", agent="a", call_id="1")
     outcome = await execute(item, ctx, timeout=None, max_output=100)
-    assert outcome.content == "5"
+    assert outcome.content == "5.0 3.5"
 
 
 def test_bad_tool_definitions_are_configuration_errors():
