@@ -1,6 +1,8 @@
 """Shared test helpers: every run a test drives goes through `drive`, which checks the event
 grammar, validates each event against the generated full schema (and its v1 projection against
-the loopengine v1 schema), and checks that each event survives a JSON round trip."""
+the repo's loopengine v1 schema, `protocol/loopengine-v1.schema.json`), and checks that each
+event survives a JSON round trip. Every v1 object the suite validates is also kept (`V1.corpus`)
+for the one test that compares our v1 schema with loopengine's own (test_protocol_v1.py)."""
 
 from __future__ import annotations
 
@@ -20,10 +22,49 @@ from loopwright.testing import ScriptedModel, check_events
 from loopwright.wire import event_schema, loads, to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-V1_SCHEMA = json.loads((SHARED / "protocol" / "loop-event.v1.schema.json").read_text())
-V1 = Draft202012Validator(V1_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
-FULL = Draft202012Validator(event_schema())
+V1_SCHEMA = json.loads((ROOT / "protocol" / "loopengine-v1.schema.json").read_text())
+# loopengine's own v1 schema, on our machines only (a fresh clone has nothing beside it)
+LOOPENGINE_V1 = ROOT.parent / "shared" / "protocol" / "loop-event.v1.schema.json"
+
+
+class EventValidator:
+    """An event schema (a `oneOf` of one definition per `type`) as a validator. An object is
+    checked against its own type's definition alone, which is what the `oneOf` amounts to (each
+    definition requires its own `type`) at a tenth of the cost; anything else against the whole.
+    With `keep`, each distinct object it accepted is kept in `corpus`."""
+
+    def __init__(self, schema: dict[str, Any], *, keep: bool = False) -> None:
+        checker = Draft202012Validator.FORMAT_CHECKER
+        self.validator = Draft202012Validator(schema, format_checker=checker)
+        self.by_type: dict[str, Draft202012Validator] = {}
+        for option in schema["oneOf"]:
+            definition = schema["$defs"][option["$ref"].removeprefix("#/$defs/")]
+            alone = {"$defs": schema["$defs"], "$ref": option["$ref"]}
+            self.by_type[definition["properties"]["type"]["const"]] = Draft202012Validator(
+                alone, format_checker=checker
+            )
+        self.keep = keep
+        self.corpus: dict[str, dict[str, Any]] = {}
+
+    def validate(self, instance: Any) -> None:
+        kind = instance.get("type") if isinstance(instance, dict) else None
+        validator = self.by_type.get(kind) if isinstance(kind, str) else None
+        (validator or self.validator).validate(instance)
+        if self.keep and len(self.corpus) < 5_000:
+            self.corpus.setdefault(json.dumps(instance, sort_keys=True), instance)
+
+
+FULL = EventValidator(event_schema())
+V1 = EventValidator(V1_SCHEMA, keep=True)
+
+
+def pytest_report_header() -> str:
+    if LOOPENGINE_V1.exists():
+        return "loopengine v1 schema: ../shared/protocol/ found, compared in test_protocol_v1.py"
+    return (
+        "loopengine v1 schema: not found beside the repo; the comparison with it is skipped "
+        "(v1 streams are validated against protocol/loopengine-v1.schema.json)"
+    )
 
 
 def verify(events: list[Event]) -> None:

@@ -19,14 +19,13 @@ from typing import Any
 
 import pytest
 import yaml
-from jsonschema import Draft202012Validator
 
+from conftest import V1
 from loopwright.testing import check_events
 from loopwright.wire import loads
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORT = ROOT / "examples" / "agents" / "support"
-SHARED = ROOT.parent / "shared"
 LOOPWRIGHT = str(Path(sys.executable).with_name("loopwright"))
 if not Path(LOOPWRIGHT).exists():
     LOOPWRIGHT = shutil.which("loopwright") or LOOPWRIGHT
@@ -109,13 +108,11 @@ def test_json_prints_one_event_per_line(make_agent):
 
 
 def test_json_profile_v1_validates_against_the_v1_schema(make_agent):
-    schema = json.loads((SHARED / "protocol" / "loop-event.v1.schema.json").read_text())
-    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
     out = loopwright("run", str(make_agent()), "--json", "--profile", "v1", "--yes", MESSAGE)
     assert out.returncode == 0, out.stderr
     events = events_of(out.stdout)
     for event in events:
-        validator.validate(event)
+        V1.validate(event)
     assert types(events)[0] == "session"
     assert events[-2:] == [{"type": "loop:done", "text": ANSWER}, {"type": "done", "text": ANSWER}]
 

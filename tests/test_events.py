@@ -1,11 +1,12 @@
-"""The event vocabulary: names, the v1 contract, the committed schema, the v1 projection."""
+"""The event vocabulary: names, the committed schema, the v1 projection (its schema:
+test_protocol_v1.py)."""
 
 from __future__ import annotations
 
 import json
 import typing
 
-from conftest import ROOT, V1, V1_SCHEMA
+from conftest import ROOT, V1
 from loopwright import events as ev
 from loopwright.messages import AssistantMessage, Text, ToolCall, Usage
 from loopwright.wire import dumps, event_schema, loads, to_dict
@@ -18,23 +19,6 @@ def test_class_names_are_the_camel_case_of_their_type():
         wire_type = cls.__dataclass_fields__["type"].default
         expected = "".join(w.capitalize() for w in wire_type.replace(":", "_").split("_"))
         assert cls.__name__ == expected, wire_type
-
-
-def test_every_v1_type_exists_with_exactly_the_v1_fields():
-    ours = {cls.__dataclass_fields__["type"].default: cls for cls in EVENT_CLASSES}
-    v1_defs = {
-        d["properties"]["type"]["const"]: d
-        for d in V1_SCHEMA["$defs"].values()
-        if "type" in d.get("properties", {})
-    }
-    assert set(v1_defs) == ev.V1_TYPES
-    for wire_type, definition in v1_defs.items():
-        schema = to_schema_props(ours[wire_type])
-        assert schema == set(definition["properties"]), wire_type
-
-
-def to_schema_props(cls) -> set[str]:
-    return set(event_schema()["$defs"][cls.__name__]["properties"])
 
 
 def test_committed_schema_is_current():

@@ -36,6 +36,13 @@ def _event_adapter() -> TypeAdapter[Any]:
 
 
 @cache
+def _v1_event_adapter() -> TypeAdapter[Any]:
+    from pydantic import Field, TypeAdapter
+
+    return TypeAdapter(Annotated[ev.V1Event, Field(discriminator="type")])
+
+
+@cache
 def _messages_adapter() -> TypeAdapter[Any]:
     from pydantic import Field, TypeAdapter
 
@@ -109,6 +116,34 @@ def event_schema() -> dict[str, Any]:
     }
 
 
+def v1_event_schema() -> dict[str, Any]:
+    """JSON Schema of the loopengine v1 profile: every object `to_dict(event, "v1")` can give,
+    generated from the v1 classes and refined as `_to_v1` and the v1 wire are: `done.stopReason`
+    is optional and only `max_turns` or `denied`, numbers are JSON numbers (v1 has no integer
+    type) and `requestedAt` is an RFC 3339 date-time."""
+    schema = _v1_event_adapter().json_schema(by_alias=True, mode="serialization")
+    definitions: dict[str, Any] = schema.get("$defs", {})
+    for definition in definitions.values():
+        _tighten(definition)
+        for name, prop in definition.get("properties", {}).items():
+            if prop.get("type") == "integer":
+                prop["type"] = "number"
+            if name == "requestedAt":
+                prop["format"] = "date-time"
+    done = definitions["Done"]
+    done["properties"]["stopReason"] = {"enum": sorted(V1_STOP_REASONS), "type": "string"}
+    done["required"].remove("stopReason")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://loopwright.dev/protocol/loopengine-v1.schema.json",
+        "title": "LoopengineV1Event",
+        "description": "What a loopengine v1 client receives from loopwright's v1 profile "
+        "(`profile=v1`). Generated from loopwright.events by "
+        "`python -m loopwright.wire --profile v1`; see PROTOCOL.md.",
+        **{k: v for k, v in schema.items() if k not in {"title", "description"}},
+    }
+
+
 def _tighten(definition: dict[str, Any]) -> None:
     """Make the generated schema say what the wire does: literal tags are required, unset
     optionals are absent rather than null, and no defaults or titles clutter it."""
@@ -130,9 +165,15 @@ def _tighten(definition: dict[str, Any]) -> None:
         definition.pop("required")
 
 
-def main() -> None:
-    """Print the generated schema (the committed `protocol/loop-event.schema.json`)."""
-    print(json.dumps(event_schema(), indent=2, sort_keys=True))
+def main(argv: list[str] | None = None) -> None:
+    """Print a generated schema: the full vocabulary (`protocol/loop-event.schema.json`) or,
+    with `--profile v1`, the v1 profile (`protocol/loopengine-v1.schema.json`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m loopwright.wire", description=main.__doc__)
+    parser.add_argument("--profile", choices=["full", "v1"], default="full")
+    schema = v1_event_schema() if parser.parse_args(argv).profile == "v1" else event_schema()
+    print(json.dumps(schema, indent=2, sort_keys=True))
 
 
 if __name__ == "__main__":
