@@ -334,7 +334,8 @@ RULE = "rules:\n  - name: a\n    tool: t\n    decision: allow\n"  # lines 1-4; a
         (
             RULE + "    when:\n      any:\n        - {field: n, op: exists, all: []}\n",
             7,
-            "a condition is exactly one of {field, op, value}, all, any or not",
+            "a condition is exactly one of {field, op, value} (e.g. {field: amount, op: lte, "
+            "value: 50}), all: [...], any: [...] or not: {...}",
         ),
         (RULE + "    when:\n      all: []\n", 6, "'all' must be a non-empty list"),
         (
@@ -465,3 +466,34 @@ def test_eq_and_ne_are_complementary_when_the_field_exists(actual: Any, value: A
     args = {"f": actual}
     kinds = (eq.decide("t", args, ACME_PROD).kind, ne.decide("t", args, ACME_PROD).kind)
     assert kinds in (("allow", "ask"), ("ask", "allow"))
+
+
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        ("amount <= 50", "a condition must be a mapping: "),
+        ("[{field: amount, op: lte, value: 50}]", "a condition must be a mapping: "),
+        (
+            "{field: amount, operator: lte, value: 50}",
+            "unknown key 'operator' in a condition; expected ",
+        ),
+        ("{op: lte, value: 50}", "a condition is "),
+        (
+            "{any: [{field: amount, op: lte, value: 50}], field: amount, op: exists}",
+            "a condition is ",
+        ),
+        ("{not: {amount: 50}}", "unknown key 'amount' in a condition; expected "),
+    ],
+)
+def test_a_malformed_condition_shows_the_expected_shape(
+    tmp_path: Path, when: str, message: str
+) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(RULE + f"    when: {when}\n")
+    with pytest.raises(ConfigError) as error:
+        Rules.load(path)
+    shape = (
+        "exactly one of {field, op, value} (e.g. {field: amount, op: lte, value: 50}), "
+        "all: [...], any: [...] or not: {...}"
+    )
+    assert str(error.value) == f"{path}:5: {message}{shape}"

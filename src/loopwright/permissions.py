@@ -330,6 +330,11 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
 # ---- parsing: from YAML nodes, which know their line numbers ---------------------------------
 
 _SCOPE_KEYS = ("tenant", "environment")
+_CONDITION = (
+    "exactly one of {field, op, value} (e.g. {field: amount, op: lte, value: 50}), "
+    "all: [...], any: [...] or not: {...}"
+)
+"""What a condition looks like, for the errors about one."""
 _OPERAND_KINDS: dict[str, tuple[str, ...]] = {
     "exists": ("a boolean",),
     "in": ("a list",),
@@ -377,7 +382,8 @@ class _Parser:
         return parts[0], parts[1]
 
     def condition(self, node: yaml.Node) -> Condition:
-        keys = self.mapping(node, "a condition", {"field", "op", "value", "all", "any", "not"})
+        allowed = {"field", "op", "value", "all", "any", "not"}
+        keys = self.mapping(node, "a condition", allowed, shape=_CONDITION)
         op = next(iter(keys)) if len(keys) == 1 else None
         if op == "not":
             return Condition("not", children=(self.condition(keys["not"]),))
@@ -385,7 +391,7 @@ class _Parser:
             children = (self.condition(item) for item in self.sequence(keys[op], op, 1))
             return Condition(cast(Literal["all", "any"], op), children=tuple(children))
         if not {"field", "op"} <= keys.keys() or keys.keys() & {"all", "any", "not"}:
-            self.fail(node, "a condition is exactly one of {field, op, value}, all, any or not")
+            self.fail(node, f"a condition is {_CONDITION}")
         return self.test(node, keys)
 
     def test(self, node: yaml.Node, keys: dict[str, yaml.Node]) -> Condition:
@@ -408,14 +414,18 @@ class _Parser:
         except re.error as error:
             self.fail(value_node, f"invalid pattern {value!r}: {error}")
 
-    def mapping(self, node: yaml.Node, what: str, allowed: set[str]) -> dict[str, yaml.Node]:
+    def mapping(
+        self, node: yaml.Node, what: str, allowed: set[str], shape: str = ""
+    ) -> dict[str, yaml.Node]:
+        """The mapping's keys (each in `allowed`); `shape` says what is expected when not."""
         if not isinstance(node, yaml.MappingNode):
-            self.fail(node, f"{what} must be a mapping")
+            self.fail(node, f"{what} must be a mapping" + (f": {shape}" if shape else ""))
         keys: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
             key = self.value(key_node)
             if not isinstance(key, str) or key not in allowed:
-                self.fail(key_node, f"unknown key {key!r} in {what}")
+                expected = f"; expected {shape}" if shape else ""
+                self.fail(key_node, f"unknown key {key!r} in {what}{expected}")
             if key in keys:
                 self.fail(key_node, f"duplicate key '{key}' in {what}")
             keys[key] = value_node
