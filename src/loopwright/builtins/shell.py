@@ -60,9 +60,9 @@ class _Output:
         if room > 0:
             self.head += data[:room]
             data = data[room:]
-        if data and self.tail_cap:
-            self.tail += data
-            del self.tail[: len(self.tail) - self.tail_cap]
+        self.tail += data
+        if (excess := len(self.tail) - self.tail_cap) > 0:
+            del self.tail[:excess]
 
     def text(self) -> str:
         head, tail = self.head.decode(errors="replace"), self.tail.decode(errors="replace")
