@@ -4,6 +4,7 @@ approvals asked of the same human, cancellation passed down."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -68,18 +69,31 @@ async def test_a_child_that_is_denied_gives_the_parent_an_error_result():
     assert output.is_error and output.content.startswith("The subagent 'billing' stopped (denied)")
 
 
+class SaysOneWord:
+    """A model that streams one word, then waits until its request is cancelled."""
+
+    name = "one-word"
+
+    async def stream(self, request):
+        from loopwright.events import TextDelta
+
+        yield TextDelta(delta="slowly")
+        await asyncio.Event().wait()
+
+
 async def test_cancelling_the_parent_cancels_the_child():
-    child = billing({"text": "slowly " * 50, "chunk": 1, "delay": 0.01})
+    child = dataclasses.replace(billing(), model=SaysOneWord())
     parent = Agent(
         model=scripted({"tool_calls": [call("billing", "b", request="go")]}),
         tools=[subagent_tool(child)],
     )
     session = Session(parent)
     events = []
-    async for event in session.run("go"):
-        events.append(event)
-        if event.type == "subagent:event" and event.event.type == "text:delta":
-            session.cancel()
+    async with asyncio.timeout(60):  # a safety net: only the cancel can end the child
+        async for event in session.run("go"):
+            events.append(event)
+            if event.type == "subagent:event" and event.event.type == "text:delta":
+                session.cancel()
     from conftest import verify
 
     verify(events)
