@@ -1,13 +1,16 @@
 """One measurement in this (fresh) process; bench/run.py starts one of these per run.
 
-    python bench/_run_one.py MODULE SCENARIO    # delegate to the shared run_one.py
+    python bench/_run_one.py MODULE SCENARIO    # one scenario of one adapter
     python bench/_run_one.py --flatness [STEPS] # loopwright only: A's per-step profile
     python bench/_run_one.py --store [STEPS]    # loopwright only: A with the SQLite store
 
-MODULE is an adapter module name (`floor`, `loopwright_adapter`, `pydantic_ai`, ...). The
-shared `run_one.py` imports `adapters.<MODULE>`; neither the shared `adapters/` nor ours has an
-`__init__.py`, so with both parent directories on sys.path `adapters` is one namespace package
-spanning both, and the shared runner (its timing, checks and JSON line) is used unchanged.
+MODULE is an adapter module name. Ours (`floor`, `loopwright_adapter`, in bench/adapters/) run
+here: the module's import is timed, its scenario function builds the agent (untimed) and
+returns an async thunk; only awaiting the thunk is timed; then `scenarios.check` looks at the
+output and the tools' call counters, and one JSON line is printed (the fields of the peer
+harness's runner: adapter, scenario, ok, count, seconds, us_per_unit, import_s, rss_ready_kb,
+rss_peak_kb, version). Any other MODULE is a peer: the run is handed to the shared harness's
+own `run_one.py` (found as in run.py), which measures the same way.
 
 `--flatness` prints one JSON line: {"ok", "ratio", "first_us", "last_us", "seconds", "steps"}
 where ratio = cost of the last 50 tool steps / cost of steps 2..51 (see
@@ -17,26 +20,66 @@ where ratio = cost of the last 50 tool steps / cost of steps 2..51 (see
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
+import resource
 import runpy
 import sys
+import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-# Same rule as loopwright_adapter.peers_dir(), without importing loopwright here: the shared
-# runner times the adapter's import, and the floor must not pay for loopwright's.
-PEERS = Path(
-    os.environ.get("LOOPWRIGHT_PEERS_DIR") or BENCH.parent / ".." / "shared" / "bench" / "peers"
-).resolve()
+OURS = BENCH / "adapters"
+
+
+def peers_dir() -> Path:
+    """The shared peer harness: $LOOPWRIGHT_PEERS_DIR, else ../shared/bench/peers beside the
+    repo. It may not exist: the repo runs floor and loopwright alone."""
+    override = os.environ.get("LOOPWRIGHT_PEERS_DIR")
+    return Path(override or BENCH.parent.parent / "shared" / "bench" / "peers").resolve()
+
+
+def run_scenario(module: str, scenario: str) -> int:
+    sys.path[:0] = [str(OURS), str(BENCH)]
+    import scenarios
+
+    started = time.perf_counter()
+    adapter = importlib.import_module(module)
+    import_s = time.perf_counter() - started
+
+    async def measure() -> tuple[object, float, int]:
+        thunk = getattr(adapter, scenario)(scenarios.ARGS[scenario])
+        rss_ready = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        out = await thunk()
+        return out, time.perf_counter() - t0, rss_ready
+
+    out, seconds, rss_ready_kb = asyncio.run(measure())
+    ok, count = scenarios.check(scenario, out)
+    units = scenarios.UNITS.get(scenario)
+    line = {
+        "adapter": module,
+        "scenario": scenario,
+        "ok": ok,
+        "count": count,
+        "seconds": seconds,
+        "us_per_unit": seconds / units * 1e6 if units else None,
+        "import_s": import_s,
+        "rss_ready_kb": rss_ready_kb,
+        "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "version": adapter.VERSION,
+    }
+    print("\n" + json.dumps(line))
+    return 0 if ok else 1
 
 
 def run_flatness(steps: int) -> int:
-    sys.path.insert(0, str(BENCH / "adapters"))
-    from loopwright_adapter import common, flatness, step_profile  # it puts common on the path
+    sys.path.insert(0, str(OURS))
+    from loopwright_adapter import flatness, scenarios, step_profile
 
     text, stamps = asyncio.run(step_profile(steps)())
-    ok = text == common.FINAL and common.CALLS["ping"] == steps and len(stamps) == steps + 2
+    ok = text == scenarios.FINAL and scenarios.CALLS["ping"] == steps and len(stamps) == steps + 2
     ratio = flatness(stamps) if ok else None
     first = (stamps[51] - stamps[1]) / 50 * 1e6 if ok else None
     last = (stamps[steps] - stamps[steps - 50]) / 50 * 1e6 if ok else None
@@ -59,12 +102,11 @@ def run_flatness(steps: int) -> int:
 
 
 def run_store(steps: int) -> int:
-    import time
-
-    sys.path.insert(0, str(BENCH / "adapters"))
     import shutil
 
-    from loopwright_adapter import common, long_loop_store
+    sys.path.insert(0, str(OURS))
+
+    from loopwright_adapter import long_loop_store, scenarios
 
     thunk = long_loop_store(steps)
     t0 = time.perf_counter()
@@ -73,7 +115,7 @@ def run_store(steps: int) -> int:
     stored = len(thunk.store.load("bench", "default"))
     thunk.store.close()
     shutil.rmtree(thunk.directory, ignore_errors=True)
-    ok = text == common.FINAL and common.CALLS["ping"] == steps and stored > steps * 5
+    ok = text == scenarios.FINAL and scenarios.CALLS["ping"] == steps and stored > steps * 5
     line = {
         "adapter": "loopwright",
         "scenario": "store",
@@ -91,12 +133,16 @@ def main() -> None:
     if sys.argv[1:2] == ["--store"]:
         sys.exit(run_store(int(sys.argv[2]) if len(sys.argv) > 2 else 500))
     if sys.argv[1:2] == ["--flatness"]:
-        steps = int(sys.argv[2]) if len(sys.argv) > 2 else 500  # common.LONG_STEPS
+        steps = int(sys.argv[2]) if len(sys.argv) > 2 else 500  # scenarios.LONG_STEPS
         sys.exit(run_flatness(steps))
-    # run_one.py puts the shared dir first; ours follows, so `adapters` spans both.
-    sys.path.insert(0, str(BENCH))
-    sys.argv = [str(PEERS / "run_one.py"), *sys.argv[1:]]
-    runpy.run_path(str(PEERS / "run_one.py"), run_name="__main__")
+    module, scenario = sys.argv[1:3]
+    if (OURS / f"{module}.py").exists():
+        sys.exit(run_scenario(module, scenario))
+    runner = peers_dir() / "run_one.py"
+    if not runner.exists():
+        sys.exit(f"{module} is a peer, and the shared harness is not there: {runner.parent}")
+    sys.argv = [str(runner), module, scenario]
+    runpy.run_path(str(runner), run_name="__main__")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
 """loopwright's benchmark: framework overhead with an instant fake model, against the floor
-(plain asyncio) and any installed peer, on the shared scenarios of /work/shared/bench/peers.
+(plain asyncio) and any installed peer, on the four scenarios of bench/scenarios.py.
 
 usage: python bench/run.py [-n 5] [--scenarios long_loop,...] [--adapters floor,loopwright,...]
                            [--json out.json] [--timeout 300]
 
-Every (adapter, scenario) run is a fresh process (bench/_run_one.py, which hands over to the
-shared run_one.py), N rounds interleaved so machine drift spreads over every adapter. One
-uncounted warm-up per adapter comes first. Medians go to stdout and bench/RESULTS.md (rewritten
-each time); --json writes every run. Not a test: it exits 0 even when a target is missed.
+The floor and loopwright need nothing beside the repo. The peer frameworks run only where the
+shared peer harness is found ($LOOPWRIGHT_PEERS_DIR, else ../shared/bench/peers beside the
+repo) and they are installed; otherwise a note says they were skipped. Every (adapter,
+scenario) run is a fresh process (bench/_run_one.py), N rounds interleaved so machine drift
+spreads over every adapter. One uncounted warm-up per adapter comes first. Medians go to stdout
+and bench/RESULTS.md (rewritten each time); --json writes every run. Not a test: it exits 0
+even when a target is missed.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 RUN_ONE = BENCH / "_run_one.py"
 PEERS = Path(
-    os.environ.get("LOOPWRIGHT_PEERS_DIR") or BENCH.parent / ".." / "shared" / "bench" / "peers"
+    os.environ.get("LOOPWRIGHT_PEERS_DIR") or BENCH.parent.parent / "shared" / "bench" / "peers"
 ).resolve()
+HARNESS = (PEERS / "run_one.py").exists()  # the peers come with the shared harness only
 
 SCENARIOS = ["long_loop", "wide_batch", "many_sessions", "streaming"]
 FLATNESS = "flatness"  # loopwright only: A's last 50 steps vs steps 2..51, in-process stamps
@@ -38,7 +42,8 @@ STORE = "store"  # loopwright only: A with the SQLite store (target ≤ 300 µs/
 TARGET_STORE_US = 300.0
 OWN = (FLATNESS, STORE)
 
-# adapter name -> (module under adapters/, import name that must be available, distribution)
+# adapter name -> (module, import name that must be available, distribution); floor and
+# loopwright are ours (bench/adapters/), the others are the shared harness's adapters
 ADAPTERS = {
     "floor": ("floor", None, None),
     "loopwright": ("loopwright_adapter", "loopwright", "loopwright"),
@@ -59,9 +64,9 @@ TARGET_FLAT = 1.3  # A: last 50 steps ≤ 1.3 × steps 2..51
 
 def available(name: str) -> bool:
     module, probe, _ = ADAPTERS[name]
-    if name == "loopwright":
+    if name in ALWAYS:
         return (BENCH / "adapters" / f"{module}.py").exists()
-    if not (PEERS / "adapters" / f"{module}.py").exists():
+    if not HARNESS or not (PEERS / "adapters" / f"{module}.py").exists():
         return False
     return probe is None or importlib.util.find_spec(probe) is not None
 
@@ -173,8 +178,10 @@ def render(results: list[dict], meta: dict) -> str:
         f"Machine: {meta['machine']}  ",
         f"Versions: {meta['versions']}  ",
         f"Command: `{meta['command']}`; {meta['runs']} runs per cell, each a fresh process, "
-        "interleaved; cells are medians. Scenarios and tools: the shared peer harness "
-        f"(`{meta['peers_dir']}`). See bench/README.md.",
+        "interleaved; cells are medians. Scenarios, tools and floor: bench/scenarios.py and "
+        "bench/adapters/ (the parameters of the shared peer harness"
+        + (", whose adapters ran the peers" if meta["peers"] else "")
+        + "). See bench/README.md.",
         "",
         "| adapter | version | A long loop µs/step | A ×floor | B wide batch s (ideal 0.05) "
         "| C 200 sessions s | C ×floor | D streaming µs/delta | D ×floor | A peak RSS MB | import s |",
@@ -278,9 +285,9 @@ def render(results: list[dict], meta: dict) -> str:
         ),
     ]
     if meta.get("skipped"):
+        why = "not installed" if HARNESS else "the shared peer harness was not found"
         lines.append(
-            f"Peers not installed (skipped): {', '.join(meta['skipped'])}. "
-            "See bench/README.md to add them."
+            f"Peers skipped ({why}): {', '.join(meta['skipped'])}. See bench/README.md to add them."
         )
     return "\n".join(lines) + "\n"
 
@@ -326,7 +333,13 @@ def main() -> None:
     adapters, skipped = [], []
     for a in wanted:
         (adapters if available(a) else skipped).append(a)
-    if skipped:
+    if skipped and not HARNESS:
+        print(
+            f"note: peers skipped ({', '.join(skipped)}): no shared peer harness at {PEERS} "
+            "(set LOOPWRIGHT_PEERS_DIR to run them)",
+            flush=True,
+        )
+    elif skipped:
         print(
             f"note: not installed, skipped: {', '.join(skipped)} "
             f"(pip install -r {PEERS / 'requirements.txt'})",
@@ -369,7 +382,7 @@ def main() -> None:
         "runs": args.n,
         "adapters": adapters,
         "skipped": skipped,
-        "peers_dir": str(PEERS),
+        "peers": [a for a in adapters if a not in ALWAYS],
         "command": "python bench/run.py " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
     }
     md = render(results, meta)

@@ -1,14 +1,14 @@
-"""loopwright adapter for the shared peer benchmark (/work/shared/bench/peers).
+"""loopwright adapter for the benchmark's four scenarios (bench/scenarios.py).
 
-Same interface as the shared adapters: `VERSION` and four functions `long_loop(steps)`,
+The interface of the peer harness's adapters: `VERSION` and four functions `long_loop(steps)`,
 `wide_batch(n)`, `many_sessions(n)`, `streaming(n)`. Each builds its agent (not timed) and
 returns a zero-argument async callable (timed). The fake model is loopwright's own
 `FunctionModel`; every reply carries a fixed `usage`, so no token estimate is made per step.
 
 Every option stays at its default except `max_turns` (default 25; A needs 501 model requests).
-The shared tools from `common.py` are wrapped with `@tool` unchanged, so the shared call
-counters count every call: `ping` is sync and runs inline on the loop (loopwright's default for
-sync tools), `wait` is async.
+The tools of `scenarios.py` are wrapped with `@tool` unchanged, so their call counters count
+every call: `ping` is sync and runs inline on the loop (loopwright's default for sync tools),
+`wait` is async.
 
 Extra, loopwright-only: `step_profile(steps)` runs A and returns the `time.perf_counter()`
 timestamp of every `step:started` (plus one at `done`), for the flatness check in bench/run.py.
@@ -17,28 +17,17 @@ timestamp of every `step:started` (plus one at `done`), for the flatness check i
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+_BENCH = str(Path(__file__).resolve().parents[1])
+if _BENCH not in sys.path:
+    sys.path.insert(0, _BENCH)
 
-def peers_dir() -> Path:
-    """The shared peer harness (common.py, run_one.py, adapters/): $LOOPWRIGHT_PEERS_DIR or
-    ../shared/bench/peers next to the repo."""
-    override = os.environ.get("LOOPWRIGHT_PEERS_DIR")
-    if override:
-        return Path(override).resolve()
-    return (Path(__file__).resolve().parents[2] / ".." / "shared" / "bench" / "peers").resolve()
-
-
-_PEERS = str(peers_dir())
-if _PEERS not in sys.path:
-    sys.path.insert(0, _PEERS)
-
-import common  # noqa: E402  (the shared module: its CALLS counters are what run_one checks)
-from common import FINAL, PROMPT, TOKENS, next_ping  # noqa: E402
+import scenarios  # noqa: E402  (its CALLS counters are what the runner checks)
+from scenarios import FINAL, PROMPT, TOKENS, next_ping  # noqa: E402
 
 from loopwright import Agent, Session, tool  # noqa: E402
 from loopwright import events as ev  # noqa: E402
@@ -53,9 +42,9 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
 USAGE = Usage(input_tokens=10, output_tokens=1)  # fixed usage: no per-step estimate
 MAX_TURNS = 10_000  # the default (25) would stop A after 25 requests
 
-# The shared functions themselves, unchanged: @tool only reads their signature and docstring.
-ping_tool = tool(common.ping)  # sync: runs inline on the event loop (the default)
-wait_tool = tool(common.wait)  # async: awaits asyncio.sleep(WIDE_SLEEP)
+# The scenario's functions themselves, unchanged: @tool only reads their signature and docstring.
+ping_tool = tool(scenarios.ping)  # sync: runs inline on the event loop (the default)
+wait_tool = tool(scenarios.wait)  # async: awaits asyncio.sleep(WIDE_SLEEP)
 
 _FINAL_REPLY = Reply(text=FINAL, usage=USAGE)
 
