@@ -31,6 +31,8 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 OURS = BENCH / "adapters"
+# The loopwright measured is this checkout's, whichever one the environment has installed.
+sys.path.insert(0, str(BENCH.parent / "src"))
 
 
 def peers_dir() -> Path:
