@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 import select
+import signal
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +90,26 @@ class Process:
             await readable(self.fd)
         except TimeoutError:
             return False
-        finally:
-            os.close(self.fd)
         return True
+
+
+Watch = Callable[[int], Process]
+
+
+@pytest.fixture
+def watch() -> Iterator[Watch]:
+    """Watch processes by pid; a test that fails leaves none of them running."""
+    watched: list[Process] = []
+
+    def start(pid: int) -> Process:
+        watched.append(Process(pid))
+        return watched[-1]
+
+    yield start
+    for process in watched:
+        if process.alive():  # through the pidfd: never another process that got the pid
+            signal.pidfd_send_signal(process.fd, signal.SIGKILL)
+        os.close(process.fd)
 
 
 class Clock:
@@ -262,16 +280,16 @@ async def test_no_secret_of_the_parent_reaches_the_command(
 
 
 async def test_a_timeout_stops_the_command_and_its_grandchild(
-    ws: Path, fifo: Fifo, clock: Clock
+    ws: Path, fifo: Fifo, watch: Watch, clock: Clock
 ) -> None:
     model = scripted(
         {"tool_calls": [call("shell", command=f"echo started; {GRANDCHILD}", timeout=5)]}, "Done."
     )
     run_ = Session(Agent(model=model, tools=[shell_tool(ws)])).run("go")
     finished = asyncio.ensure_future(drive(run_))
-    grandchild = Process(int(await fifo.line()))
+    grandchild = watch(int(await fifo.line()))
     assert grandchild.alive() and grandchild.group != os.getpgid(0)  # a group of its own
-    leader = Process(grandchild.group)  # the shell
+    leader = watch(grandchild.group)  # the shell
     assert clock.asked == [5.0]
     clock.expired.set()
     result = await finished
@@ -283,19 +301,19 @@ async def test_a_timeout_stops_the_command_and_its_grandchild(
 
 
 async def test_processes_left_running_are_stopped_when_the_command_ends(
-    ws: Path, fifo: Fifo
+    ws: Path, fifo: Fifo, watch: Watch
 ) -> None:
     result = await run(shell_tool(ws), command="sleep 300 & echo $! > ready; echo left")
     assert result.content == "left\n[exit status 0]" and not result.is_error
-    assert await Process(int(await fifo.line())).gone()
+    assert await watch(int(await fifo.line())).gone()
 
 
 async def test_cancelling_the_call_stops_the_grandchild_and_cancels_on(
-    ws: Path, fifo: Fifo
+    ws: Path, fifo: Fifo, watch: Watch
 ) -> None:
     task = asyncio.ensure_future(run(shell_tool(ws), command=GRANDCHILD))
-    grandchild = Process(int(await fifo.line()))
-    leader = Process(grandchild.group)
+    grandchild = watch(int(await fifo.line()))
+    leader = watch(grandchild.group)
     assert grandchild.alive()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -305,11 +323,11 @@ async def test_cancelling_the_call_stops_the_grandchild_and_cancels_on(
     assert not shell_module._STOPPING  # nothing left behind
 
 
-async def test_cancelling_a_run_stops_the_grandchild(ws: Path, fifo: Fifo) -> None:
+async def test_cancelling_a_run_stops_the_grandchild(ws: Path, fifo: Fifo, watch: Watch) -> None:
     model = scripted({"tool_calls": [call("shell", command=GRANDCHILD)]}, "Done.")
     session = Session(Agent(model=model, tools=[shell_tool(ws)]))
     finished = asyncio.ensure_future(drive(session.run("go")))
-    grandchild = Process(int(await fifo.line()))
+    grandchild = watch(int(await fifo.line()))
     session.cancel()
     result = await finished
     assert await grandchild.gone()
@@ -336,18 +354,20 @@ IGNORES_TERM = textwrap.dedent(
 )
 
 
-async def test_what_ignores_sigterm_is_killed_after_the_grace(ws: Path, fifo: Fifo) -> None:
+async def test_what_ignores_sigterm_is_killed_after_the_grace(
+    ws: Path, fifo: Fifo, watch: Watch
+) -> None:
     task = asyncio.ensure_future(run(shell_tool(ws, kill_grace=0.05), command=IGNORES_TERM))
-    grandchild = Process(int(await fifo.line()))
+    grandchild = watch(int(await fifo.line()))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await grandchild.gone()
 
 
-async def test_a_second_cancellation_kills_at_once(ws: Path, fifo: Fifo) -> None:
+async def test_a_second_cancellation_kills_at_once(ws: Path, fifo: Fifo, watch: Watch) -> None:
     task = asyncio.ensure_future(run(shell_tool(ws, kill_grace=BOUND * 10), command=IGNORES_TERM))
-    grandchild = Process(int(await fifo.line()))
+    grandchild = watch(int(await fifo.line()))
     task.cancel()
     assert await fifo.line() == "term"  # inside the grace, which would outlast the test
     task.cancel()
