@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from conftest import run_agent
-from loopwright import Agent, ConfigError, UnknownModel, get_model
+from loopwright import Agent, ConfigError, Session, UnknownModel, get_model, tool
+from loopwright.events import MessageCompleted
+from loopwright.messages import AssistantMessage, Text, ToolCall, ToolResultMessage, UserMessage
 from loopwright.models import ModelFailure, ModelRequest
 from loopwright.testing import FunctionModel, Reply, ScriptedModel, types
 
@@ -121,8 +125,6 @@ def test_providers_register_by_name_and_through_entry_points(tmp_path, monkeypat
 
 
 async def test_a_script_file_goes_on_where_the_conversation_is(tmp_path):
-    from loopwright import Session
-
     path = tmp_path / "s.yaml"
     path.write_text("replies:\n  - first\n  - {fail: {error: x, retryable: true}}\n  - second\n")
     agent = Agent(model=f"scripted:{path}")
@@ -131,3 +133,96 @@ async def test_a_script_file_goes_on_where_the_conversation_is(tmp_path):
     second = await session.run("two").result()  # a fresh model per run, as in another process
     assert second.text == "second"  # not "first" again
     assert types(second.events).count("model:retry") == 1  # the failure scripted before it
+
+
+# ---- one model, many conversations: each hears the script from the top --------------------
+
+
+async def test_two_sessions_on_one_model_each_replay_the_script_even_interleaved():
+    started, release, calls = asyncio.Event(), asyncio.Event(), []
+
+    @tool
+    async def hold() -> str:
+        """Hold on."""
+        calls.append(len(calls))
+        if len(calls) == 1:  # the first conversation waits here while the second runs
+            started.set()
+            await release.wait()
+        return "held"
+
+    model = ScriptedModel.from_script([{"tool_calls": [{"name": "hold"}]}, "done"])
+    agent = Agent(model=model, tools=[hold])
+    first = asyncio.create_task(run_agent(agent, "one"))
+    await started.wait()
+    second = await run_agent(agent, "two")
+    release.set()
+    first_result = await first
+    assert (first_result.text, second.text) == ("done", "done")
+    assert [(r.messages[0].content, len(r.messages)) for r in model.requests] == [
+        ("one", 1),
+        ("two", 1),
+        ("two", 3),
+        ("one", 3),
+    ]
+    assert model.unused == 0
+    model.assert_exhausted()
+
+
+async def test_a_session_goes_on_with_its_own_place_after_another_one_started():
+    model = ScriptedModel.from_script(["first", "second"])
+    a, b = Session(Agent(model=model)), Session(Agent(model=model))
+    assert (await a.run("one").result()).text == "first"
+    assert (await b.run("one").result()).text == "first"
+    assert (await a.run("two").result()).text == "second"
+    exhausted = await a.run("three").result()  # the script is over for this conversation only
+    assert exhausted.events[-2].error.endswith("script exhausted: all 2 replies were used")
+    assert (await b.run("two").result()).text == "second"
+
+
+async def test_a_scripted_failure_is_replayed_in_each_conversation():
+    model = ScriptedModel.from_script(
+        [{"fail": {"error": "busy", "retryable": True, "retry_after": 0}}, "hi"]
+    )
+    for text in ("one", "two"):
+        result = await run_agent(Agent(model=model), text)
+        assert result.text == "hi"
+        assert types(result.events).count("model:retry") == 1
+    assert len(model.requests) == 4
+
+
+async def answer(model: ScriptedModel, *messages) -> str:
+    """What the model answers a conversation it never saw (rebuilt from copies, as a store
+    reloads it): the reply's text, or the failure."""
+    async for item in model.stream(ModelRequest(system="", messages=list(messages))):
+        if isinstance(item, MessageCompleted):
+            return item.message.text
+        if isinstance(item, ModelFailure):
+            return f"failed: {item.error}"
+    raise AssertionError("no reply")
+
+
+async def test_a_reloaded_conversation_goes_on_after_its_latest_scripted_reply():
+    def said(text):
+        return AssistantMessage(parts=(Text(text=text),))
+
+    def user(text):
+        return UserMessage(content=text)
+
+    model = ScriptedModel.from_script(["ok", "ok", "done"])
+    assert await answer(model, user("a")) == "ok"
+    two_oks = (user("a"), said("ok"), user("b"), said("ok"), user("c"))
+    assert await answer(model, *two_oks) == "done"  # alike replies: its count of answers decides
+    # a call's id is not part of what was said: a script read again numbers its calls afresh
+    model = ScriptedModel.from_script(
+        [{"tool_calls": [{"name": "lookup", "args": {"id": 7}}]}, "found it"]
+    )
+    called = AssistantMessage(parts=(ToolCall(id="call_99", name="lookup", args={"id": 7}),))
+    result = ToolResultMessage(call_id="call_99", tool="lookup", content="7")
+    assert await answer(model, user("find 7"), called, result) == "found it"
+    # a history holding none of the script's replies starts at the top (a script that holds
+    # only what is still to come)
+    model = ScriptedModel.from_script(["next"])
+    assert await answer(model, user("a"), said("elsewhere"), user("b")) == "next"
+    assert await answer(model, user("a"), said("next"), user("b")) == (
+        "failed: script exhausted: all 1 replies were used"
+    )

@@ -22,14 +22,25 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
 from ..errors import ConfigError
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
-from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
+from ..messages import (
+    AssistantMessage,
+    Message,
+    Part,
+    StopReason,
+    Text,
+    Thinking,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
 from . import ModelFailure, ModelRequest, StreamItem
 
 _ids = itertools.count(1)
@@ -50,6 +61,17 @@ class Reply:
     fail_after_text: str = ""
     """With `fail`: text streamed before the failure (a stream cut mid-reply)."""
     stall: float = 0.0
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """The parts of the message this reply completes."""
+        thinking = (Thinking(text=self.thinking),) if self.thinking else ()
+        text = (Text(text=self.text),) if self.text else ()
+        return (*thinking, *text, *self.tool_calls)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return _key(self.parts)
 
     @classmethod
     def parse(cls, entry: Any, *, where: str = "reply") -> Reply:
@@ -133,38 +155,48 @@ class Reply:
                 if self.delay:
                     await asyncio.sleep(self.delay)
                 yield ToolDelta(id=call.id, tool=call.name, delta=encoded[i : i + self.chunk])
-        parts: list[Part] = []
-        if self.thinking:
-            parts.append(Thinking(text=self.thinking))
-        if self.text:
-            parts.append(Text(text=self.text))
-        parts.extend(self.tool_calls)
         stop = self.stop_reason or ("tool_use" if self.tool_calls else "end_turn")
         usage = self.usage or Usage(
             input_tokens=sum(len(str(m)) for m in request.messages[-4:]) // 4 + 1,
             output_tokens=(len(self.text) + len(self.thinking)) // 4 + 1,
         )
-        message = AssistantMessage(parts=tuple(parts), stop_reason=stop, usage=usage, model=model)
+        message = AssistantMessage(parts=self.parts, stop_reason=stop, usage=usage, model=model)
         yield MessageCompleted(message=message)
+
+
+@dataclass(slots=True, eq=False)
+class _Conversation:
+    """One conversation's place in the script: the entry its next request gets."""
+
+    next: int = 0
 
 
 @dataclass(slots=True)
 class ScriptedModel:
-    """Replays scripted replies in order and records every request it receives.
+    """Replays scripted replies in order, once per conversation, and records every request.
+
+    Each conversation has its own place in the script, so one model serves any number of
+    sessions (a server, a playground) and each of them hears the script from the top. A request
+    goes on with the conversation whose messages it holds (the very message objects the model
+    was sent or answered before, which survives compaction's cuts); a compaction's summary
+    request goes on with the conversation it summarises (the one served last). A request that
+    holds none of them starts a conversation: at the top of the script, or, when it already
+    holds assistant replies (a session continued in another process, or reloaded from a store),
+    just after as many successful replies as it holds, so it goes on where it was.
 
     Running out of replies ends the stream with a (non-retryable) failure; `unused` tells how
-    many replies were never requested, and `assert_exhausted()` complains about them.
-
-    With `catch_up` (models made from a `scripted:<path>` string, new for every run), the first
-    request skips as many successful replies as the conversation already holds assistant
-    messages, so a session continued or resumed in another process goes on where it was.
+    many replies no conversation reached, and `assert_exhausted()` complains about them.
     """
 
     replies: list[Reply]
     name: str = "scripted:inline"
     requests: list[ModelRequest] = field(default_factory=list)
-    _next: int = 0
-    catch_up: bool = False
+    _reached: int = 0
+    _seen: dict[int, tuple[Message, _Conversation]] = field(default_factory=dict)
+    """Every message a conversation was sent or answered, by identity (held, so ids stay
+    unique), with its conversation."""
+    _last: _Conversation | None = None
+    _summarised: _Conversation | None = None
 
     @classmethod
     def from_script(cls, data: Any, *, name: str = "scripted:inline") -> ScriptedModel:
@@ -190,34 +222,74 @@ class ScriptedModel:
             raise ConfigError(f"cannot read script: {exc.strerror}", source=str(source)) from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"invalid script: {exc}", source=str(source)) from None
-        model = cls.from_script(data, name=f"scripted:{source}")
-        model.catch_up = True
-        return model
+        return cls.from_script(data, name=f"scripted:{source}")
 
     @property
     def unused(self) -> int:
-        return len(self.replies) - self._next
+        return len(self.replies) - self._reached
 
     def assert_exhausted(self) -> None:
         if self.unused:
             raise AssertionError(f"{self.unused} scripted replies were never requested")
 
-    def _skip_answered(self, request: ModelRequest) -> None:
-        answered = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
-        while answered and self._next < len(self.replies):
-            if self.replies[self._next].fail is None:
-                answered -= 1
-            self._next += 1
-
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        if self.catch_up and not self.requests:
-            self._skip_answered(request)
+        conversation = self._conversation(request)
         self.requests.append(replace(request, messages=tuple(request.messages)))
-        if self._next >= len(self.replies):
+        if conversation.next >= len(self.replies):
             return _fail(f"script exhausted: all {len(self.replies)} replies were used")
-        reply = self.replies[self._next]
-        self._next += 1
-        return reply.stream(request, self.name)
+        reply = self.replies[conversation.next]
+        conversation.next += 1
+        self._reached = max(self._reached, conversation.next)
+        return self._answer(reply, request, conversation)
+
+    def _conversation(self, request: ModelRequest) -> _Conversation:
+        """The conversation `request` belongs to; its new messages are noted as its own."""
+        messages = request.messages
+        found, new = None, 0
+        for message in reversed(messages):  # the newest messages are the unknown ones
+            seen = self._seen.get(id(message))
+            if seen is not None and seen[0] is message:
+                found = seen[1]
+                break
+            new += 1
+        if request.system == SUMMARY_SYSTEM and self._last is not None:
+            found = self._summarised = self._last
+        elif found is None:
+            head = messages[0] if messages else None
+            if isinstance(head, UserMessage) and head.content.startswith(SUMMARY_HEADER):
+                found, self._summarised = self._summarised, None  # compacted to a new tail
+        if found is None:
+            found = _Conversation(next=self._after(messages))
+        for message in messages[len(messages) - new :]:
+            self._seen[id(message)] = (message, found)
+        self._last = found
+        return found
+
+    def _after(self, messages: Sequence[Message]) -> int:
+        """Where a conversation the model never saw goes on: after the reply that wrote its
+        latest scripted answer (by content; the one nearest its count of answers when several
+        read alike), or at the top when it holds none of the script's replies (a new session,
+        or a script that holds only what is still to come)."""
+        answered = sum(1 for m in messages if isinstance(m, AssistantMessage))
+        for message in reversed(messages):
+            if not isinstance(message, AssistantMessage):
+                continue
+            key = _key(message.parts)
+            written = [i for i, r in enumerate(self.replies) if r.fail is None and r.key == key]
+            if written:
+                ok = [i for i, r in enumerate(self.replies) if r.fail is None]
+                expected = ok[min(answered, len(ok)) - 1]
+                return min(written, key=lambda i: (abs(i - expected), i)) + 1
+            answered -= 1
+        return 0
+
+    async def _answer(
+        self, reply: Reply, request: ModelRequest, conversation: _Conversation
+    ) -> AsyncIterator[StreamItem]:
+        async for item in reply.stream(request, self.name):
+            if isinstance(item, MessageCompleted):  # the answer joins its conversation
+                self._seen[id(item.message)] = (item.message, conversation)
+            yield item
 
 
 ReplyFunction = Callable[[ModelRequest], "Reply | str | Awaitable[Reply | str]"]
@@ -249,6 +321,18 @@ class FunctionModel:
             reply = Reply(text=reply)
         async for item in reply.stream(request, self.name):
             yield item
+
+
+def _key(parts: Sequence[Part]) -> tuple[Any, ...]:
+    """What a reply said: its texts and its calls' names and arguments, never their ids (a
+    script read again numbers its calls afresh)."""
+    said: list[Any] = []
+    for part in parts:
+        if isinstance(part, ToolCall):
+            said.append(("call", part.name, json.dumps(part.args, sort_keys=True)))
+        else:
+            said.append((part.type, part.text))
+    return tuple(said)
 
 
 async def _fail(error: str) -> AsyncIterator[StreamItem]:
