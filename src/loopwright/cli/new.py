@@ -27,9 +27,12 @@ MODEL_DEFAULT = """\
 # The model is [defaults] model in loopwright.toml ({model}); set one here to override it,
 # e.g. `model: scripted:script.yaml` to run offline."""
 SCRIPT_YAML = """\
-# What the scripted model says, reply by reply (format: loopwright/models/scripted.py).
+# What the scripted model says: one reply per request, each conversation from the top (a
+# conversation continued later goes on where it was). Replies can call tools, think and fail;
+# the format is in docs/scripted-models.md of the loopwright repository.
 replies:
   - text: "Hello! I am {name}, running on a scripted model. Set `model:` in agent.yaml to talk to a real one."
+  - text: "That was my last scripted reply: add replies to script.yaml, or set a real model in agent.yaml."
 """
 TOOLS_PY = '''\
 """Tools of the {name} agent: every @tool in this file is the agent's, found automatically."""
@@ -47,8 +50,10 @@ def echo(text: str) -> str:
     return text
 '''
 RULES_YAML = """\
-# Who may do what without asking (SPEC 5.1): the first rule that matches decides; calls no rule
-# matches get default_decision (allow, ask or deny).
+# Who may do what without asking: the first rule that matches a call decides (allow, ask or
+# deny); calls no rule matches get default_decision. Rules can match tool-name globs, conditions
+# on the arguments and tenant/environment/agent scopes: see docs/rules.md of the loopwright
+# repository (this file is re-read when it changes).
 default_decision: ask
 rules:
   - name: echo-freely
