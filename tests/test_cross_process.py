@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from loopwright import events as ev
@@ -98,20 +99,37 @@ def test_denied_with_a_sibling_outstanding_in_another_process(tmp_path):
 
 
 def test_two_processes_racing_for_one_session_exactly_one_proceeds(tmp_path):
+    """Both start at once. The one that claims the session keeps it (its model prints "holding"
+    and waits for a line) until the other has tried and been refused; then it is let go."""
     env = {**os.environ, "LEDGER": str(tmp_path / "ledger.txt")}
     out(work(tmp_path, "run", "warm up"))  # the session and its schema exist
+    argv = [sys.executable, str(WORKER), str(tmp_path / "db.sqlite"), "s", "run"]
     racers = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(tmp_path / "db.sqlite"), "s", "run", f"slow {i}"],
+            [*argv, f"slow {i}"],
             env=env,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for i in range(2)
     ]
-    outcomes = sorted(json.loads(r.communicate(timeout=60)[0])["stop"] for r in racers)
-    assert outcomes == ["busy", "completed"]
+    watchdog = threading.Timer(60, lambda: [r.kill() for r in racers])  # a safety net
+    watchdog.start()
+    try:
+        firsts = [r.stdout.readline() for r in racers]  # type: ignore[union-attr]
+        [holder] = [r for r, line in zip(racers, firsts, strict=True) if line == "holding\n"]
+        rests = [r.communicate("go\n" if r is holder else None)[0] for r in racers]
+    finally:
+        watchdog.cancel()
+        for racer in racers:  # (none is left running when the test fails)
+            if racer.poll() is None:
+                racer.kill()
+            racer.communicate()
+    last_lines = [json.loads((a + b).splitlines()[-1]) for a, b in zip(firsts, rests, strict=True)]
+    assert sorted(line["stop"] for line in last_lines) == ["busy", "completed"]
+    assert [line["text"] for line in last_lines if "text" in line] == ["released"]
     check_log(tmp_path)
 
 

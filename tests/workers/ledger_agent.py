@@ -5,7 +5,8 @@ usage: python ledger_agent.py DB SESSION ACTION [ARG...]
   resume                 resume a paused run
   resolve ID approve|deny [JSON_ARGS]
   answer ID TEXT         answer a pending question
-Tools write one line per real execution to $LEDGER, so "never ran twice" is counted. With
+Tools write one line per real execution to $LEDGER, so "never ran twice" is counted. A
+message starting "slow" holds the session: the model prints "holding" and waits for a line. With
 $CRASH_IN_TOOL=name the tool kills the process after its side effect (a kill mid-call).
 Prints the stop reason (and pending ids) as one JSON line.
 """
@@ -78,7 +79,7 @@ def reply(request: ModelRequest) -> Reply:
             tool_calls=(question, ToolCall(id=f"fetch-a{k}", name="fetch", args={"n": int(k)}))
         )
     elif isinstance(last, UserMessage) and last.content.startswith("slow"):
-        return Reply(text="slowly " * 20, chunk=7, delay=0.02)
+        return held()  # type: ignore[return-value]
     else:
         done = "done" if isinstance(last, ToolResultMessage) else "ok"
         return Reply(text=done)
@@ -90,6 +91,13 @@ def reply(request: ModelRequest) -> Reply:
             ToolCall(id=call_id, name=name, args={"n": int(k)}) for name, call_id in calls
         ),
     )
+
+
+async def held() -> Reply:
+    """A reply that keeps the session claimed: says "holding", then waits for a line on stdin."""
+    print("holding", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+    return Reply(text="released")
 
 
 AGENT = Agent(
