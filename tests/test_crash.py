@@ -11,7 +11,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from conftest import assert_history_valid
+from long_run import examples
 from loopwright import events as ev
 from loopwright.store import open_store
 from loopwright.store.durable import CRASH_ENV
@@ -85,11 +88,13 @@ POINTS = [
     (None, "charge"),
     (None, "fetch"),
 ]
+PASSES = examples(quick=1, long=3)  # each pass crashes once at every point, on a longer log
 
 
+@pytest.mark.long
 def test_killed_at_every_crash_point_the_log_and_the_ledger_stay_right(tmp_path):
     interrupted_runs = 0
-    for k, (point, in_tool) in enumerate(POINTS * 2):
+    for k, (point, in_tool) in enumerate(POINTS * PASSES):
         crashed = work(tmp_path, "run", f"cycle {k}", crash=point, in_tool=in_tool)
         assert crashed.returncode in (86, 87), (point, in_tool, crashed.stderr[-2000:])
         after = work(tmp_path, "run", f"continue {k}")
@@ -105,4 +110,4 @@ def test_killed_at_every_crash_point_the_log_and_the_ledger_stay_right(tmp_path)
     charges = {line: n for line, n in counts.items() if line.startswith("charge")}
     assert all(n == 1 for n in charges.values()), charges  # a side effect never runs twice
     assert any(n == 2 for line, n in counts.items() if line.startswith("fetch"))  # idempotent
-    assert interrupted_runs == 2 * (len(POINTS) - 1)  # every crash but the one after `done`
+    assert interrupted_runs == PASSES * (len(POINTS) - 1)  # every crash but the one after `done`

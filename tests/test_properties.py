@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import assert_history_valid, drive
+from long_run import examples
 from loopwright import Agent, Approval, Rules, Session, tool
 from loopwright.messages import ToolResultMessage
 from loopwright.testing import ScriptedModel
@@ -76,7 +77,10 @@ def script(batches: list[list[tuple[str, dict]]]) -> ScriptedModel:
 
 
 @settings(
-    max_examples=80, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(quick=20, long=500),
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(
     batches=replies,
