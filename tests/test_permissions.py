@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from long_run import examples
 from loopwright.errors import ConfigError
 from loopwright.events import Scope
 from loopwright.permissions import AllowAll, Condition, Decision, Rule, Rules, RulesFile
@@ -425,7 +426,7 @@ FIELDS = st.fixed_dictionaries(
 )
 
 
-@settings(database=None, max_examples=300)
+@settings(database=None, max_examples=examples(quick=100, long=3000))
 @given(order=st.permutations(EVERY_OP.rules), args=FIELDS | json_values)
 def test_any_json_arguments_get_a_rule_decision_or_the_default(
     order: list[Rule], args: Any
