@@ -85,6 +85,8 @@ def issue_refund(order_id: str, amount: float, reason: str) -> dict[str, Any]:
 
 agent = Agent(
     name="support",
+    description="Answers questions about orders and refunds damaged items; a human approves "
+    "every refund.",
     instructions=(
         "You are a friendly support agent for a small online shop. Greet the customer warmly, "
         "look up their order before answering anything about it, and keep replies short and "
