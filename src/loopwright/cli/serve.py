@@ -61,6 +61,12 @@ def serve_command(args: argparse.Namespace) -> int:
     place = place_of(args)
     place.require_project()
     project = place.project()
+    if not project.agents:
+        raise CliError(
+            f"no agents to serve in {place.root.resolve()} (an agent is a folder "
+            "agents/NAME/ holding agent.yaml or agent.py)",
+            hint=f"create one with `loopwright new NAME{place.flags()}`, then serve again",
+        )
     try:
         settings = ServerSettings.from_project(project.settings, host=args.host, port=args.port)
     except ConfigError as exc:
