@@ -103,8 +103,8 @@ def make_model(endpoint: Endpoint, model: str, **options: Any) -> Model:
     """A `Model` for `model` at `endpoint` (the key is checked now, before any request)."""
     if not model:
         raise ConfigError(f"'{endpoint.name}:' needs a model name, e.g. '{endpoint.name}:NAME'")
+    key = endpoint.api_key()  # first: a missing key is found without importing an SDK
     _require_sdk(endpoint)
-    key = endpoint.api_key()
     if endpoint.dialect == "openai-chat":
         from .openai_chat import OpenAIChatModel
 
