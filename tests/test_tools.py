@@ -77,7 +77,7 @@ def test_flags_and_overrides():
         idempotent=True,
         timeout=3,
         max_output=10,
-        blocking=True,
+        inline=True,
     )
     def fetch(url: str) -> str:
         return url
@@ -89,36 +89,47 @@ def test_flags_and_overrides():
         fetch.idempotent,
         fetch.timeout,
         fetch.max_output,
-        fetch.blocking,
+        fetch.inline,
         fetch.is_async,
     ) == ("fetch-page", "Fetch.", True, True, 3, 10, True, False)
 
 
-async def test_blocking_tools_run_in_a_worker_thread():
-    @tool(blocking=True)
+async def test_sync_tools_run_in_a_worker_thread_unless_inline():
+    @tool
     def where() -> str:
         """Which thread."""
         return threading.current_thread().name
 
-    @tool
-    def inline() -> str:
+    @tool(inline=True)
+    def here() -> str:
         """Which thread."""
         return threading.current_thread().name
 
     ctx = ToolContext(session_id="s", tenant="t", agent="a", call_id="c")
-    assert await where.call({}, ctx) != threading.current_thread().name
-    assert await inline.call({}, ctx) == threading.current_thread().name
+    assert (await where.call({}, ctx)).startswith("loopwright-tool")
+    assert await here.call({}, ctx) == threading.current_thread().name
+
+
+def test_blocking_is_deprecated_and_means_the_default():
+    with pytest.warns(DeprecationWarning, match="inline=True"):
+        threaded = tool(name="a", blocking=True)(lambda: "x")
+    with pytest.warns(DeprecationWarning):
+        inline = tool(name="b", blocking=False)(lambda: "x")
+    assert (threaded.inline, inline.inline) == (False, True)
 
 
 async def test_async_tools_get_a_deadline_in_their_context(monkeypatch: pytest.MonkeyPatch):
     from types import SimpleNamespace
 
+    import loopwright.runner
     import loopwright.tools
     from loopwright.messages import ToolCall
-    from loopwright.tools import Scheduled, execute
+    from loopwright.runner import execute
+    from loopwright.tools import Scheduled
 
     clock = SimpleNamespace(monotonic=lambda: 100.0)  # the tools' clock, injected
     monkeypatch.setattr(loopwright.tools, "time", clock)
+    monkeypatch.setattr(loopwright.runner, "time", clock)
 
     @tool(timeout=5)
     async def timed(ctx: ToolContext) -> str:

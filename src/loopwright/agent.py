@@ -68,7 +68,11 @@ class Agent:
     tool_concurrency: int = 64
     """Calls of one batch that may run at once."""
     tool_timeout: float | None = 120.0
-    """Default seconds before an async or blocking tool call is cancelled."""
+    """Default seconds before a tool call is cancelled (an inline one cannot be)."""
+    tool_grace: float = 5.0
+    """Seconds a run waits, before it ends, for the threads of calls it gave up on (cancelled
+    or timed out while they ran), so that what they really did is logged (`tool:late_result`);
+    a thread that finishes later is reported to the `loopwright.tools` logger only."""
     max_tool_output: int = 50_000
     """Default characters of tool output beyond which the result is an error."""
     steering: Literal["one", "all"] = "one"

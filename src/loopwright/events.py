@@ -10,16 +10,17 @@ and travels in its own type (never as a new field of a v1 type). The legal order
         ( (approval:pending approval:resolved?)? actauth:decision )*   one per call, model order
         ( tool:started tool:update* toollane:result tool:output tool:result )*   calls that run
         ( loop:skipped? tool:output tool:result )*                   calls that do not run
-        step:finished steering:injected* )*
-    <terminal> done
+        step:finished (tool:late_result | steering:injected)* )*
+    tool:late_result* <terminal> done
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
 loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. Per tool call:
 `approval:pending` `pending:requested` (only if asked) → `approval:resolved` (a live human
-answered) →
-`actauth:decision` → `tool:started` (only if it runs) → `tool:update`* → `tool:output` →
-`tool:result`. Calls of one batch may interleave while they run. A resumed batch (a paused run
-continued) opens with the humans' `approval:resolved`/`actauth:decision` pairs and the results.
+answered) → `actauth:decision` → `tool:started` (only if it runs) → `tool:update`* →
+`tool:output` → `tool:result`, then `tool:late_result` when a thread the call was given up on
+(cancelled, timed out) finishes while the run is still open. Calls of one batch may interleave
+while they run. A resumed batch (a paused run continued) opens with the humans'
+`approval:resolved`/`actauth:decision` pairs and the results.
 `loopwright.testing.check_events` enforces this grammar.
 """
 
@@ -360,11 +361,25 @@ class ToolOutput:
 
 @value
 class ToolInterrupted:
-    """A call was cut off (cancel or crash); its output says `[interrupted: …]`."""
+    """A call was cut off (cancel, crash or failure) before its result; its output says what is
+    known: `[interrupted: …]` after a crash, `[cancelled: …]` after a cancel."""
 
     id: str
     tool: str
     type: Literal["tool:interrupted"] = "tool:interrupted"
+
+
+@value
+class ToolLateResult:
+    """What a call really did, known only after its result was given: its thread ran on after
+    the call was cancelled or timed out, and finished while the run was still open. The model's
+    history keeps the result it was given; the log keeps this."""
+
+    id: str
+    tool: str
+    content: str
+    is_error: bool = False
+    type: Literal["tool:late_result"] = "tool:late_result"
 
 
 @value
@@ -522,6 +537,7 @@ Event: TypeAlias = (
     | ToolUpdate
     | ToolOutput
     | ToolInterrupted
+    | ToolLateResult
     | ToolSuspended
     | PendingRequested
     | ApprovalResolved

@@ -2,17 +2,20 @@
 
 `run_loop` is one async generator of events; it reads top to bottom. Each thing it does is a
 named step of `steps.Steps`, which holds the run's state, and policy lives in collaborators: the
-gate (`permissions`, `decide`), the approver (`approvals`), the scheduler (`tools.ToolRunner`),
+gate (`permissions`, `decide`), the approver (`approvals`), the scheduler (`runner`),
 retries (`retry`), the budget (`budget`), compaction and the hooks. The generator is suspended
-at every `yield`, so a consumer that persists an event (the store) has done so before the loop
-goes on: `tool:started` is the intent, committed before the tool runs.
+at every `yield`, so a driver that persists an event (`session.Run` with a store) has done so
+before the loop goes on: `tool:started` is the intent, committed before the tool runs.
+Cancellation is the driving task's: it lands where the loop awaits (model, tools, a human) and
+the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,21 +30,26 @@ from .hooks import RunInfo, call_hook
 from .messages import AssistantMessage, History
 from .models import Model, ModelFailure
 from .permissions import Gate
+from .runner import cancel_point
 from .steps import Steps
 
 
 @dataclass(slots=True)
 class Control:
-    """Signals from outside a run: steering and follow-up queues, and cancellation."""
+    """What reaches a run from outside: steering and follow-up queues, and the stop signals of
+    its calls in flight (`ToolContext.cancelled`)."""
 
     steering: deque[str] = field(default_factory=deque)
     follow_ups: deque[str] = field(default_factory=deque)
-    cancelled: bool = False
-    expired: bool = False
-    """The model request in flight ran past its deadline (`RetryPolicy.deadline`)."""
-    on_deadline: Callable[[], None] | None = None
-    """Set by the driver of the run: lands the deadline where the loop waits (a `Run` cancels
-    its task only while the loop awaits, never in the caller's code)."""
+    signals: set[threading.Event] = field(default_factory=set)
+
+    def cancel(self) -> None:
+        """Drop what is queued and tell the calls in flight, at once: a thread cannot be
+        cancelled, and a job still waiting for a thread must never start."""
+        self.steering.clear()
+        self.follow_ups.clear()
+        for signal in self.signals:
+            signal.set()
 
 
 async def run_loop(
@@ -65,12 +73,13 @@ async def run_loop(
     4. Decide every call in model order; run the allowed ones concurrently; append results in
        call order. A denial skips the rest and stops (or is told to the model); a call with no
        live approver pauses the run once its siblings have run.
-    5. Exactly one terminal loop event, then `done`.
+    5. Late results of threads given up on (within a grace), exactly one terminal loop event,
+       then `done`.
     """
     run = Steps(agent, model, gate, history, info, control, approver, children)
     hooks = agent.hooks
-    yield ev.Session(session_id=info.session_id)
     try:
+        yield ev.Session(session_id=info.session_id)
         if hooks.on_run_start:
             await call_hook(hooks.on_run_start, info)
         if history.recovery is not None:
@@ -86,8 +95,7 @@ async def run_loop(
                 yield event
             run.stop(ev.LoopDone(text=""), "", "completed")
         while run.terminal is None:
-            if control.cancelled:
-                raise asyncio.CancelledError
+            await cancel_point()
             if run.step >= agent.max_turns:
                 text = f"Stopped after {agent.max_turns} turns without a final answer."
                 run.stop(ev.LoopMaxTurns(max_turns=agent.max_turns), text, "max_turns")
@@ -107,8 +115,9 @@ async def run_loop(
             while reply is None:
                 request = await run.request(check)
                 failure = None
+                deadline = run.deadline()
                 try:
-                    with run.deadline:
+                    async with deadline:
                         async for item in run.model_for(request).stream(request):
                             if type(item) is ev.TextDelta:
                                 run.partial.append(item.delta)
@@ -118,8 +127,10 @@ async def run_loop(
                             elif isinstance(item, ev.MessageCompleted):
                                 reply = item.message
                             yield item
-                except asyncio.CancelledError:
-                    failure = run.expired()  # the request's deadline passed: a failure
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise
+                    failure = run.expired()  # past the request's deadline: a retryable failure
                 if failure is not None and reply is None:
                     async for event in run.after_failure(failure, failures):
                         yield event
@@ -143,28 +154,15 @@ async def run_loop(
                 for event in await run.proceed(reply):
                     yield event
     except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
-        for event in run.interrupt():
+        for event in run.interrupt(cancelled=True):
             yield event
-        control.cancelled = False
-        control.steering.clear()
-        control.follow_ups.clear()
-        run.stop(
-            ev.LoopAborted(reason="cancelled", carry_over=history.carry_over),
-            "Cancelled.",
-            "aborted",
-        )
+        run.abort()
     except Exception as exc:
         for event in run.interrupt():
             yield event
         run.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
-    if agent.hooks.on_run_end:
-        try:
-            await call_hook(agent.hooks.on_run_end, info, run.stop_reason)
-        except Exception as exc:
-            run.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
+    async for event in run.wind_down():
+        yield event
     assert run.terminal is not None
     yield run.terminal
     yield ev.Done(text=run.text, stop_reason=run.stop_reason)

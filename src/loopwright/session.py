@@ -1,10 +1,11 @@
 """Sessions and runs: the Python way to drive the loop.
 
 A `Session` is one conversation with one agent; it holds the history and runs one input at a
-time. `session.run(text)` returns a `Run`: an async iterator of events that executes the loop in
-the caller's task; `steer`, `follow_up` and `cancel` work from anywhere while it runs.
-Leaving an `async with` block early cancels the run. A `Journal` (the store seam) sees every event before
-the loop goes on; `loopwright.store` implements it durably.
+time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and its events
+reach the caller through a buffer; `steer`, `follow_up` and `cancel` work from anywhere while it
+runs, and cancelling is cancelling that task. Leaving an `async with` block early cancels the
+run. A `Journal` (the store seam) sees every event, in the run's task, before the loop goes on;
+`loopwright.store` implements it durably.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, Protocol
 
 from . import events as ev
 from .agent import Agent
 from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest
 from .decide import Resolution
+from .driver import Run as Run
+from .driver import RunResult as RunResult
 from .errors import SessionBusy, UnknownPending
 from .hooks import RunInfo
 from .loop import Control, run_loop
@@ -32,13 +34,15 @@ class Journal(Protocol):
 
     `begin` claims the session for the run (and may refresh `session.history` in place from the
     log); `append` must make the event durable (or fail) before it returns — the loop is
-    suspended until it does, so an intent is recorded before its tool runs; `end` releases the
-    claim. `resolve` records a human's answer to a pending item durably.
+    suspended until it does, so an intent is recorded before its tool runs — and returns the
+    event's sequence number in the log (None when it is not logged); `end` releases the claim.
+    All three are called in the run's task. `resolve` records a human's answer to a pending
+    item durably.
     """
 
     async def begin(self, session: Session, input: str | None) -> None: ...
 
-    async def append(self, session_id: str, event: ev.Event) -> None: ...
+    async def append(self, session_id: str, event: ev.Event) -> int | None: ...
 
     async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None: ...
 
@@ -54,20 +58,6 @@ class Journal(Protocol):
         """Commit an event from outside the run (a steering message sent to it) while the run
         holds the session; nothing when no run does."""
         ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunResult:
-    """How a run ended: the final text, the stop reason and every event, in order."""
-
-    text: str
-    stop_reason: ev.RunStopReason
-    events: list[ev.Event]
-    session_id: str
-
-    @property
-    def pending_ids(self) -> list[str]:
-        return [p for e in self.events if isinstance(e, ev.LoopPaused) for p in e.pending_ids]
 
 
 class Session:
@@ -134,7 +124,6 @@ class Session:
             environment=self.environment,
             agent=self.agent.name,
         )
-        self._control.cancelled = self._control.expired = False
         waiting = {s.session_id for s in checkpoint.suspended.values()} if checkpoint else set()
         self._children = {k: v for k, v in self._children.items() if k in waiting}
         events = run_loop(
@@ -150,7 +139,6 @@ class Session:
             children=self.child,
         )
         self._run = Run(events, self._control, self.id, self.journal, self, input)
-        self._control.on_deadline = self._run.expire
         return self._run
 
     async def child(self, agent: Agent, session_id: str) -> Session:
@@ -220,123 +208,9 @@ class Session:
             self.journal.record(ev.SteeringQueued(text=message, mode=mode))
 
     def cancel(self) -> None:
-        """Cancel the running run: in-flight model request and tools are cancelled."""
+        """Cancel the running run (see `Run.cancel`)."""
         if self._run is not None:
             self._run.cancel()
-
-
-@dataclass(eq=False, slots=True)
-class Run:
-    """A run in progress: an async iterator of its events, pulled by the caller's task.
-
-    Use it as `async with session.run(...) as run: async for event in run: ...` or drain it
-    with `await run.result()`. Leaving an `async with` early cancels the run, which still ends
-    with `loop:aborted` and `done`. `cancel()` may be called from any task: it lands where the
-    loop is waiting (model, tools, a human), never in the caller's own code.
-    """
-
-    _events: AsyncGenerator[ev.Event, None]
-    _control: Control
-    session_id: str
-    _journal: Journal | None = None
-    _session: Session | None = None
-    _input: str | None = None
-    _task: asyncio.Task[Any] | None = None
-    _relayed: AsyncGenerator[ev.Event, None] | None = None
-
-    @property
-    def finished(self) -> bool:
-        """The loop has produced its last event (or was closed)."""
-        return _frame(self._events).ag_frame is None
-
-    def __aiter__(self) -> Run:
-        return self
-
-    def __anext__(self) -> Awaitable[ev.Event]:
-        if self._task is None:
-            self._task = asyncio.current_task()
-        if self._control.cancelled or self._control.expired:
-            # A cancel (or a deadline) that came while the caller held an event: deliver it
-            # at the loop's next suspension.
-            asyncio.get_running_loop().call_soon(self._fire)
-        if self._journal is None:
-            return self._events.__anext__()
-        if self._relayed is None:
-            self._relayed = self._through_journal(self._journal)
-        return self._relayed.__anext__()
-
-    async def _through_journal(self, journal: Journal) -> AsyncGenerator[ev.Event, None]:
-        """Each event reaches the journal before the loop is asked for the next one."""
-        assert self._session is not None
-        await journal.begin(self._session, self._input)
-        stop: ev.RunStopReason | None = None
-        try:
-            async for event in self._events:
-                try:
-                    await journal.append(self.session_id, event)
-                except asyncio.CancelledError:  # cancelled between two events: deliver it next
-                    _uncancel()
-                    self._control.cancelled = True
-                if type(event) is ev.Done:
-                    stop = event.stop_reason
-                yield event
-        finally:
-            await journal.end(self._session, stop)
-
-    def cancel(self) -> None:
-        """Abort the run: the in-flight model request and tools are cancelled."""
-        if not self.finished:
-            self._control.cancelled = True
-            self._fire()
-
-    def expire(self) -> None:
-        """The model request in flight ran past its deadline: its wait is cancelled like a
-        cancel is (the loop turns it into a retryable failure)."""
-        if not self.finished:
-            self._control.expired = True
-            self._fire()
-
-    def _fire(self) -> None:
-        # Only while the loop is suspended inside an await (not holding out an event).
-        control, task = self._control, self._task
-        waiting = _frame(self._events).ag_await is not None
-        if (control.cancelled or control.expired) and waiting and task is not None:
-            task.cancel()
-
-    async def aclose(self) -> None:
-        """Stop listening: an unfinished run is cancelled and drained to its `done`."""
-        if self._task is None:
-            await self._events.aclose()
-            return
-        self.cancel()
-        async for _ in self:
-            pass
-
-    async def __aenter__(self) -> Run:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def result(self) -> RunResult:
-        """Drain the run and return how it ended, with every event this call drained."""
-        events = [event async for event in self]
-        done = events[-1]
-        assert isinstance(done, ev.Done)
-        return RunResult(
-            text=done.text, stop_reason=done.stop_reason, events=events, session_id=self.session_id
-        )
-
-
-def _frame(generator: AsyncGenerator[ev.Event, None]) -> Any:
-    """The native async generator behind the protocol (`ag_frame`, `ag_await`)."""
-    return generator
-
-
-def _uncancel() -> None:
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()
 
 
 async def run(

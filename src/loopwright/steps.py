@@ -10,6 +10,7 @@ finish, proceed, compact, interrupt. Each delegates its policy to a collaborator
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -21,12 +22,14 @@ from .approvals import ApprovalRequest, Approver
 from .budget import context_budget
 from .compaction import CompactionReason, compact
 from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, Suspended
+from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .permissions import Gate
-from .retry import Deadline, ModelFailed, next_retry, partial_note
-from .tools import Outcome, Scheduled, ToolContext, ToolRunner
+from .retry import ModelFailed, next_retry, partial_note
+from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_point, result_events
+from .tools import Outcome, Scheduled, ToolContext
 
 if TYPE_CHECKING:
     from .loop import Control
@@ -49,7 +52,6 @@ class Steps:
     scope: ev.Scope = field(init=False)
     decider: Decider = field(init=False)
     runner: ToolRunner = field(init=False)
-    deadline: Deadline = field(init=False)
     step: int = 0
     budget: int = 100_000
     may_shrink: bool = True
@@ -69,7 +71,6 @@ class Steps:
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
         self.budget = context_budget(self.agent, self.model)
-        self.deadline = Deadline(self.agent.retry.deadline, self.control)
         self.decider = Decider(
             self.tools, self.gate, self.scope, self.info.session_id, self.approver, self.result
         )
@@ -81,21 +82,20 @@ class Steps:
             agent.tool_timeout,
             agent.max_tool_output,
             self.after_tool if agent.hooks.after_tool else None,
+            self.control.signals,
+            agent.tool_grace,
         )
 
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
         async for event in compact(self.history, self.model, self.agent.compaction, reason):
             yield event
 
+    def deadline(self) -> asyncio.Timeout:
+        """The model request's deadline (`RetryPolicy.deadline`), first byte to last."""
+        return asyncio.timeout(self.agent.retry.deadline)
+
     def expired(self) -> ModelFailure:
-        """The failure a request that ran past its deadline becomes (a cancellation from
-        anywhere else propagates)."""
-        if not self.control.expired:
-            raise asyncio.CancelledError
-        self.control.expired = False
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
+        """The failure a request that ran past its deadline becomes: a retryable one."""
         limit = self.agent.retry.deadline
         return ModelFailure(error=f"no complete reply within {limit:g}s", retryable=True)
 
@@ -132,6 +132,31 @@ class Steps:
 
     def stop(self, terminal: ev.Terminal, text: str, reason: ev.RunStopReason) -> None:
         self.terminal, self.text, self.stop_reason = terminal, text, reason
+
+    def abort(self) -> None:
+        """The run was cancelled: what was queued for it is dropped (the log says so too:
+        `loop:aborted` drops it on replay)."""
+        self.control.steering.clear()
+        self.control.follow_ups.clear()
+        aborted = ev.LoopAborted(reason="cancelled", carry_over=self.history.carry_over)
+        self.stop(aborted, "Cancelled.", "aborted")
+
+    async def wind_down(self) -> AsyncIterator[ev.Event]:
+        """After the loop: the late results of threads still running (within the grace), then
+        the run-end hook. A cancel that comes now aborts the run; a raising hook fails it."""
+        try:
+            async for event in self.runner.settle():
+                yield event
+        except asyncio.CancelledError:
+            self.abort()
+        hook = self.agent.hooks.on_run_end
+        if hook:
+            try:
+                await call_hook(hook, self.info, self.stop_reason)
+            except asyncio.CancelledError:
+                self.abort()
+            except Exception as exc:
+                self.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
 
     # ---- start and steering -------------------------------------------------------------
 
@@ -205,7 +230,8 @@ class Steps:
             if isinstance(verdict, Stop):
                 self.stop(ev.LoopTerminated(reason=verdict.reason), verdict.reason, "terminated")
                 return []
-        return self.inject(self.control.steering, self.agent.steering, "steer")
+        late = self.runner.arrived() if self.runner.late else []
+        return late + self.inject(self.control.steering, self.agent.steering, "steer")
 
     async def finish(self, reply: AssistantMessage) -> list[ev.Event]:
         """The model answered without tools: stop, unless there is more to say to it."""
@@ -287,9 +313,10 @@ class Steps:
             self.stop(ev.LoopDenied(denied_tools=batch.denied), text, "denied")
             return
         runner, scheduled = self.runner, batch.scheduled
-        if runner.can_inline(scheduled):  # the common case, without a task per call
+        if runner.alone(scheduled):  # the common case, without a task per call
+            await cancel_point()
             yield runner.started(scheduled[0])
-            for event in await runner.inline(scheduled[0]):
+            for event in await runner.one(scheduled[0]):
                 self.note(event)
                 yield event
         else:
@@ -359,24 +386,36 @@ class Steps:
         for call in self.open_calls:
             self.history.append(self.results.pop(call.id))
         self.open_calls = []
-        self.outcomes.clear()
+        self.runner.reset()
 
-    def interrupt(self) -> list[ev.Event]:
-        """Cancel or failure: keep the history valid for every provider (SPEC §3.9)."""
+    def interrupt(self, *, cancelled: bool = False) -> list[ev.Event]:
+        """Cancel or failure: every open call gets a result, and the history stays valid for
+        every provider (SPEC §3.9). A call that finished keeps its real result; any other says
+        what it was doing: not started, stopped while it ran, or still running in its thread
+        (its real outcome follows as `tool:late_result`)."""
         events: list[ev.Event] = self.decider.abandon()
         if self.partial:
             self.history.carry_over = "".join(self.partial)
             self.partial.clear()
+        runner = self.runner
         for call in self.open_calls:
-            if call.id not in self.results:
-                events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
-                events += self.result(call, INTERRUPTED, "Error.")
+            if call.id in self.results:
+                continue
+            outcome, item = runner.outcomes.get(call.id), runner.items.get(call.id)
+            if outcome is not None and item is not None and outcome.suspended is None:
+                for event in result_events(item, outcome):
+                    self.note(event)
+                    events.append(event)
+                continue
+            events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
+            text = STOPPED if outcome is not None else runner.unfinished.get(call.id)
+            events += self.result(call, text or (NOT_RUN if cancelled else INTERRUPTED), "Error.")
         self.close_batch()
         return events
 
     # ---- collaborators' adapters ------------------------------------------------------------
 
-    def tool_context(self, item: Scheduled, emit: Any) -> ToolContext:
+    def tool_context(self, item: Scheduled, emit: Any, cancelled: threading.Event) -> ToolContext:
         return ToolContext(
             session_id=self.info.session_id,
             tenant=self.info.tenant,
@@ -385,6 +424,7 @@ class Steps:
             tool=item.call.name,
             approver=self.approver,
             open_session=self.children,
+            cancelled=cancelled,
             _emit=emit,
         )
 

@@ -30,6 +30,7 @@ class _Checker:
         self.started: set[str] = set()
         self.resulted: set[str] = set()
         self.output: set[str] = set()
+        self.late: set[str] = set()
         self.in_step = False
         self.calls: dict[str, str] = {}
         self.allowed: list[str] = []
@@ -132,5 +133,9 @@ class _Checker:
                 if e.id not in self.output:
                     self.fail(i, e, f"result for {e.id} before its output")
                 self.resulted.add(e.id)
+            case ev.ToolLateResult():
+                if e.id not in self.resulted or e.id in self.late:
+                    self.fail(i, e, f"a late result for {e.id} must follow its one result")
+                self.late.add(e.id)
             case _:
                 pass

@@ -1,34 +1,31 @@
-"""Tools: plain functions the model may call, and the scheduler that runs a batch of them.
+"""Tools: plain functions the model may call.
 
 `@tool` turns a type-hinted function into a `Tool` whose JSON Schema and argument validation come
 from pydantic. Whatever goes wrong inside a call (bad arguments, an exception, a timeout, an
-oversized output) becomes an error result the model reads; running a tool never raises.
-Allowed calls run concurrently (bounded); one sequential tool makes the whole batch sequential
-(`ToolRunner`).
+oversized output) becomes an error result the model reads; running a tool never raises. Where a
+call runs: an async function on the event loop; a sync one in a worker thread of one bounded pool
+(`tool_threads`), so that a blocking call never stalls other sessions; a sync one marked
+`inline=True` on the loop itself. `runner.ToolRunner` runs a batch of calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 import re
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import warnings
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, get_args, get_type_hints, overload
 
 from .errors import ConfigError, ToolError
-from .events import (
-    Event,
-    ToollaneResult,
-    ToolOutput,
-    ToolResult,
-    ToolStarted,
-    ToolSuspended,
-    ToolUpdate,
-)
+from .events import Event, ToolUpdate
 from .messages import ToolCall
 from .models import ToolSpec
 
@@ -51,7 +48,12 @@ class ToolContext:
     """`await open_session(agent, id)`: a child session of this one, with its state (subagents)."""
     deadline: float | None = None
     """`time.monotonic()` value after which the call is cancelled, if it has a timeout."""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    """Set when the call is cancelled or times out. An async tool is stopped where it awaits;
+    a thread cannot be stopped, so a sync tool that runs long should check this (or wait on
+    it) and return early: its result is no longer awaited."""
     _emit: Callable[[Event], None] | None = None
+    _job: Future[Any] | None = None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
         """Report progress; it streams as a `tool:update` event."""
@@ -118,8 +120,9 @@ class Tool:
     """Seconds before the call is cancelled (None: the agent's default)."""
     max_output: int | None = None
     """Characters of output beyond which the result is an error (None: the agent's default)."""
-    blocking: bool = False
-    """A sync function that blocks (I/O): run it in a worker thread instead of on the loop."""
+    inline: bool = False
+    """A sync function cheap enough to run on the event loop itself (pure computation): no
+    thread hop, but nothing else runs while it does, and `timeout` cannot stop it."""
     is_async: bool = field(default=False)
     gated: bool = True
     """False for built-ins that are not actions (loading a skill): always allowed."""
@@ -137,9 +140,34 @@ class Tool:
             kwargs[self.context_param] = ctx
         if self.is_async:
             return await self.fn(**kwargs)
-        if self.blocking:
-            return await asyncio.to_thread(self.fn, **kwargs)
-        return self.fn(**kwargs)
+        if self.inline:
+            return self.fn(**kwargs)
+        job = ctx._job = tool_threads().submit(
+            contextvars.copy_context().run, _unless_cancelled, ctx.cancelled, self.fn, kwargs
+        )
+        return await asyncio.wrap_future(job)
+
+
+TOOL_THREADS = 32
+"""Worker threads shared by every sync tool of the process (calls beyond wait for one)."""
+NOT_STARTED = object()
+"""What a thread job returns when its call was cancelled before a worker picked it up."""
+_pool: ThreadPoolExecutor | None = None
+
+
+def tool_threads() -> ThreadPoolExecutor:
+    """The process's pool for sync tools, made on first use. One bounded pool, apart from the
+    loop's default executor (which resolves host names for model requests): tools that block
+    can hold at most its threads. A thread still running at exit delays the exit."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="loopwright-tool")
+    return _pool
+
+
+def _unless_cancelled(cancelled: threading.Event, fn: Callable[..., Any], kwargs: Any) -> Any:
+    # In the worker: a cancel that came while the job waited for a thread means it never starts.
+    return NOT_STARTED if cancelled.is_set() else fn(**kwargs)
 
 
 @overload
@@ -153,7 +181,8 @@ def tool(
     idempotent: bool = False,
     timeout: float | None = None,
     max_output: int | None = None,
-    blocking: bool = False,
+    inline: bool = False,
+    blocking: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -165,13 +194,23 @@ def tool(
     idempotent: bool = False,
     timeout: float | None = None,
     max_output: int | None = None,
-    blocking: bool = False,
+    inline: bool = False,
+    blocking: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool from a sync or async function: name from the function, description and
     parameter descriptions from its docstring (`Args:` section), schema from its type hints.
 
-    Sync functions run on the event loop; pass `blocking=True` for ones that wait on I/O.
+    Sync functions run in a worker thread; pass `inline=True` for a cheap pure function that
+    may run on the event loop. (`blocking=` is deprecated: threads are the default.)
     """
+    if blocking is not None:
+        warnings.warn(
+            "@tool(blocking=...) is deprecated: sync tools run in a worker thread by default; "
+            "use inline=True for one that may run on the event loop",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        inline = not blocking
 
     def build(f: Callable[..., Any]) -> Tool:
         return _build(
@@ -182,7 +221,7 @@ def tool(
             idempotent=idempotent,
             timeout=timeout,
             max_output=max_output,
-            blocking=blocking,
+            inline=inline,
         )
 
     return build(fn) if fn is not None else build
@@ -313,154 +352,6 @@ def to_content(value: Any) -> str:
         return json.dumps(str(value))
 
 
-async def execute(
-    item: Scheduled,
-    ctx: ToolContext,
-    *,
-    timeout: float | None,
-    max_output: int,
-) -> Outcome:
-    """Run one call; every failure becomes an error `Outcome`."""
-    name = item.tool.name
-    limit = item.tool.timeout if item.tool.timeout is not None else timeout
-    try:
-        if limit is None or not (item.tool.is_async or item.tool.blocking):
-            value = await item.tool.call(dict(item.kwargs), ctx)
-        else:
-            ctx.deadline = time.monotonic() + limit
-            async with asyncio.timeout(limit):
-                value = await item.tool.call(dict(item.kwargs), ctx)
-    except TimeoutError:
-        return Outcome(content=f"Tool '{name}' timed out after {limit:g}s.", is_error=True)
-    except ToolError as exc:
-        return Outcome(content=str(exc), is_error=True)
-    except Exception as exc:
-        return Outcome(content=f"Tool '{name}' failed: {_describe(exc)}", is_error=True)
-    if isinstance(value, Suspend):
-        return Outcome(content="", suspended=value)
-    terminate = is_error = False
-    if isinstance(value, ToolReturn):
-        terminate, is_error, value = value.terminate, value.is_error, value.content
-    content = to_content(value)
-    cap = item.tool.max_output if item.tool.max_output is not None else max_output
-    if len(content) > cap:
-        return Outcome(
-            content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
-            f"The first {cap} characters:\n{content[:cap]}",
-            is_error=True,
-        )
-    return Outcome(content=content, is_error=is_error, terminate=terminate)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
-    """The three events that close a call that ran: raw outcome, model-visible output, status
-    (or the one that says it is suspended)."""
-    call = item.call
-    if outcome.suspended is not None:
-        waits = outcome.suspended
-        return (
-            ToolSuspended(
-                id=call.id,
-                tool=call.name,
-                session_id=waits.session_id,
-                pending_ids=list(waits.pending_ids),
-            ),
-        )
-    return (
-        ToollaneResult(name=call.name, summary=outcome.content),
-        ToolOutput(id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error),
-        ToolResult(
-            id=call.id,
-            tool=call.name,
-            args=item.args,
-            detail_text=item.reason,
-            status_text="Error." if outcome.is_error else "Approved.",
-        ),
-    )
-
-
-@dataclass(slots=True)
-class ToolRunner:
-    """Runs allowed calls and streams their events; fills `outcomes` by call id as they finish.
-
-    Calls run concurrently (at most `concurrency` at once) unless any is sequential, in which case
-    they run one at a time in call order. `tool:started` is yielded before a call runs, so a
-    consumer that persists it has recorded the intent first. Each call's events stay in order
-    (`tool:started`, `tool:update`*, `toollane:result`, `tool:output`, `tool:result`); calls of a
-    concurrent group may interleave. On cancellation unfinished calls are cancelled and left
-    without an outcome.
-    """
-
-    make_context: Callable[[Scheduled, Callable[[Event], None]], ToolContext]
-    outcomes: dict[str, Outcome]
-    concurrency: int
-    timeout: float | None
-    max_output: int
-    after: Callable[[Scheduled, Outcome], Awaitable[Outcome]] | None = None
-
-    @staticmethod
-    def can_inline(batch: list[Scheduled]) -> bool:
-        """One sync call that does not block: nothing can interleave, no task is needed."""
-        return len(batch) == 1 and not (batch[0].tool.is_async or batch[0].tool.blocking)
-
-    @staticmethod
-    def started(item: Scheduled) -> ToolStarted:
-        call = item.call
-        return ToolStarted(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
-
-    async def inline(self, item: Scheduled) -> list[Event]:
-        """Run one call on the loop (after its `tool:started` went out)."""
-        updates: list[Event] = []
-        outcome = await self._finish(item, updates.append)
-        self.outcomes[item.call.id] = outcome
-        return [*updates, *result_events(item, outcome)]
-
-    async def run(self, batch: list[Scheduled]) -> AsyncIterator[Event]:
-        sequential = any(item.tool.sequential for item in batch)
-        for group in ([item] for item in batch) if sequential else [batch]:
-            for item in group:
-                yield self.started(item)
-            if self.can_inline(group):
-                for event in await self.inline(group[0]):
-                    yield event
-                continue
-            async for event in self._concurrently(group):
-                yield event
-
-    async def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
-        ctx = self.make_context(item, emit)
-        outcome = await execute(item, ctx, timeout=self.timeout, max_output=self.max_output)
-        if self.after is not None and outcome.suspended is None:
-            outcome = await self.after(item, outcome)
-        return outcome
-
-    async def _concurrently(self, group: list[Scheduled]) -> AsyncIterator[Event]:
-        queue: asyncio.Queue[Event | tuple[Scheduled, Outcome]] = asyncio.Queue()
-        limit = asyncio.Semaphore(max(1, self.concurrency))
-
-        async def worker(item: Scheduled) -> None:
-            async with limit:
-                queue.put_nowait((item, await self._finish(item, queue.put_nowait)))
-
-        async with asyncio.TaskGroup() as tasks:
-            for item in group:
-                tasks.create_task(worker(item))
-            for _ in range(len(group)):
-                got = await queue.get()
-                while not isinstance(got, tuple):
-                    yield got
-                    got = await queue.get()
-                done, outcome = got
-                self.outcomes[done.call.id] = outcome
-                for event in result_events(done, outcome):
-                    yield event
-
-
 # ---- the built-in question tool ---------------------------------------------------------------
 
 
@@ -497,4 +388,4 @@ def answered(tool: Tool) -> Tool:
     def answer_text(answer: str) -> str:
         return answer
 
-    return replace(tool, fn=answer_text, is_async=False, blocking=False, context_param=None)
+    return replace(tool, fn=answer_text, is_async=False, inline=True, context_param=None)

@@ -186,7 +186,7 @@ def workspace_tools(
     `max_write` the characters a write or an edit may produce."""
     ws = _Workspace(root)
 
-    @tool(blocking=True, idempotent=True, max_output=max_read + 1_000)
+    @tool(idempotent=True, max_output=max_read + 1_000)
     def read_file(path: str, offset: int = 0, limit: int | None = None) -> str:
         """Read a UTF-8 text file of the workspace. Each line is prefixed with its line number
         and a tab (like `cat -n`); the prefixes are not part of the file. Long output is cut
@@ -214,7 +214,7 @@ def workspace_tools(
             return f"(offset {offset} is past the end: {path} has {total} lines)"
         return "\n".join(out) + (f"\n[{note}]" if note else "")
 
-    @tool(blocking=True, idempotent=True, max_output=max_read + 1_000)
+    @tool(idempotent=True, max_output=max_read + 1_000)
     def list_files(path: str = ".", pattern: str | None = None) -> str:
         """List the entries of a workspace directory, sorted; directories end with "/" and
         symbolic links with "@". At most 1,000 entries are shown; the rest are counted.
@@ -239,7 +239,7 @@ def workspace_tools(
             shown.append(f"[search stopped after {MAX_SCAN} entries; narrow the path or pattern]")
         return "\n".join(shown)
 
-    @tool(blocking=True, idempotent=True)
+    @tool(idempotent=True)
     def write_file(path: str, content: str) -> str:
         """Create or overwrite a text file of the workspace with the given content (UTF-8).
         Missing parent directories are created. Prefer edit_file to change part of a file.
@@ -256,7 +256,7 @@ def workspace_tools(
             ws.replace(real, content.encode("utf-8"))
         return f"{verb} {ws.shown(real)} ({len(content)} characters)."
 
-    @tool(blocking=True)
+    @tool
     def edit_file(path: str, old: str, new: str, count: int = 1) -> str:
         """Replace exact text in a workspace file. `old` must match the file exactly (including
         whitespace and indentation, without read_file's line-number prefixes) and occur exactly

@@ -206,6 +206,9 @@ class Human:
             case ev.ToolInterrupted(id=call_id, tool=tool):
                 self.interrupted.add(call_id)
                 self.note(s.yellow(f"✗ {tool} interrupted"))
+            case ev.ToolLateResult(tool=tool, content=content, is_error=failed):
+                line = one_line(content, self.width - len(tool) - 16)
+                self.note(s.yellow(f"← {tool} finished late{' (error)' if failed else ''}: {line}"))
             case ev.LoopSkipped(name=name, denied_tools=denied):
                 self.note(s.dim(f"– {name} skipped (denied: {', '.join(denied)})"))
             case ev.BudgetCheck(action=action, ratio=ratio):

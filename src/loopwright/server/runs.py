@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from .. import events as ev
 from ..errors import SessionBusy
 from ..session import Run, Session
-from ..store.durable import NOT_STORED, DurableJournal
+from ..store.durable import DurableJournal
 
 log = logging.getLogger("loopwright.server")
 
@@ -62,9 +62,11 @@ class LiveRun:
         await asyncio.shield(self._started)
 
     async def _drive(self, run: Run) -> None:
+        journal = self.session.journal
+        assert isinstance(journal, DurableJournal)
         try:
             async for event in run:
-                item = Item(self._seq(event), event)
+                item = Item(run.seq, event)  # its sequence number in the log (None: not logged)
                 if self.base is None:
                     self.base = (item.seq or 1) - 1
                 self.items.append(item)
@@ -72,7 +74,7 @@ class LiveRun:
                     queue.put_nowait(item)
                 if isinstance(event, ev.Done):
                     self.done = event
-                if not self._started.done() and self._committed():
+                if not self._started.done() and item.seq and journal.committed(item.seq):
                     self._started.set_result(None)  # an answer now acknowledges a logged run
         except Exception as exc:
             if not self._started.done():
@@ -88,20 +90,6 @@ class LiveRun:
             for queue in self._queues:
                 queue.put_nowait(None)
             self._runs.forget(self)
-
-    def _committed(self) -> bool:
-        """The journal holds nothing uncommitted (the input is in the log: SPEC P1)."""
-        journal = self.session.journal
-        assert isinstance(journal, DurableJournal)
-        return not journal.buffer
-
-    def _seq(self, event: ev.Event) -> int | None:
-        """The event's sequence number in the log (the journal appended it just now)."""
-        if event.type in NOT_STORED:
-            return None
-        journal = self.session.journal
-        assert isinstance(journal, DurableJournal)
-        return journal.position
 
     async def follow(
         self, after: int | None = None, *, keepalive: float = 15.0

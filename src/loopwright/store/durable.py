@@ -43,6 +43,7 @@ COMMIT_AT = frozenset(
         "pending:requested",
         "tool:started",
         "tool:result",
+        "tool:late_result",
         "run:interrupted",
         "compaction:finished",
         "done",  # with the terminal event just before it: nothing runs between the two
@@ -90,19 +91,21 @@ class DurableJournal:
         tools = {t.name: t for t in self.agent.tools}
         return rebuild(stored, tools, decisions, died=died)
 
-    async def append(self, session_id: str, event: ev.Event) -> None:
+    async def append(self, session_id: str, event: ev.Event) -> int | None:
         kind = event.type
         if kind in NOT_STORED:
             if kind == "text:delta":
                 self.partial.append(event.delta)  # type: ignore[union-attr]
                 if time.monotonic() - self.last_commit >= self.partial_every:
                     self.commit([*self.buffer, ev.MessagePartial(text="".join(self.partial))])
-            return
+            return None
         if kind == "message:completed":
             self.partial.clear()
         self.buffer.append(event)
+        seq = self.position
         if kind in COMMIT_AT:
             self.commit(self.buffer)
+        return seq
 
     def record(self, event: ev.Event) -> None:
         if self.claim is not None:
@@ -113,6 +116,10 @@ class DurableJournal:
     def position(self) -> int:
         """The sequence number of the last event appended (committed, or buffered to be)."""
         return self.loaded_seq + len(self.buffer)
+
+    def committed(self, seq: int) -> bool:
+        """Whether the event with this sequence number is in the log (and all before it)."""
+        return self.loaded_seq >= seq
 
     def commit(self, events: Sequence[ev.Event]) -> None:
         assert self.claim is not None

@@ -1,0 +1,282 @@
+"""A run in progress: the task that drives the loop, and the buffer its reader takes events
+from.
+
+The loop (an async generator) runs in a task the `Run` owns. In that task each event goes to
+the journal first (the loop waits until it is durable) and then into a buffer; the reader takes
+it from there and is woken only when it waits. Cancelling a run is cancelling its task: the
+cancellation lands where the loop awaits, or — if it comes while the task awaits the journal or
+the reader — is handed to the loop at the event it is suspended on. Nothing lands in the
+reader's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import events as ev
+
+if TYPE_CHECKING:
+    from .loop import Control
+    from .session import Journal, Session
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """How a run ended: the final text, the stop reason and every event, in order."""
+
+    text: str
+    stop_reason: ev.RunStopReason
+    events: list[ev.Event]
+    session_id: str
+
+    @property
+    def pending_ids(self) -> list[str]:
+        return [p for e in self.events if isinstance(e, ev.LoopPaused) for p in e.pending_ids]
+
+
+HIGH_WATER = 1024
+"""Events a run holds for a consumer that does not read before its loop waits for it."""
+
+
+class Run:
+    """A run in progress: an async iterator of its events, produced by a task of its own.
+
+    Use it as `async with session.run(...) as run: async for event in run: ...` or drain it
+    with `await run.result()`; the first of these starts the loop in a task the run owns. The
+    journal sees each event in that task before the loop goes on; the caller reads them from a
+    buffer, so nothing it does (or is slow at) holds the loop up, short of `HIGH_WATER` unread
+    events. `cancel()` cancels that task, never the caller's; the run still ends with
+    `loop:aborted` and `done`. Leaving an `async with` early cancels the run and drains it to
+    its `done`.
+    """
+
+    __slots__ = (
+        "_buffer",
+        "_cancelled",
+        "_control",
+        "_entered",
+        "_events",
+        "_exhausted",
+        "_input",
+        "_journal",
+        "_room",
+        "_seqs",
+        "_session",
+        "_task",
+        "_unbounded",
+        "_waiter",
+        "seq",
+        "session_id",
+    )
+
+    def __init__(
+        self,
+        events: AsyncGenerator[ev.Event, None],
+        control: Control,
+        session_id: str,
+        journal: Journal | None = None,
+        session: Session | None = None,
+        input: str | None = None,
+    ) -> None:
+        self._events = events
+        self._control = control
+        self.session_id = session_id
+        self._journal = journal
+        self._session = session
+        self._input = input
+        self._buffer: deque[ev.Event] = deque()
+        self._seqs: deque[int | None] | None = deque() if journal is not None else None
+        self.seq: int | None = None
+        """The log's sequence number of the event last read (None: not logged, no journal)."""
+        self._task: asyncio.Task[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None  # the reader, waiting for an event
+        self._room: asyncio.Future[None] | None = None  # the loop, waiting for the reader
+        self._entered = self._cancelled = self._unbounded = self._exhausted = False
+
+    @property
+    def finished(self) -> bool:
+        """The run's task has ended (or the run was closed before it started)."""
+        return self._exhausted if self._task is None else self._task.done()
+
+    def cancel(self) -> None:
+        """Abort the run. Queued steering and follow-ups are dropped at once, and calls whose
+        thread has not started will not start; the run's task is cancelled, so the in-flight
+        model request, a human's prompt and running tools are cancelled where they wait (a
+        thread that runs on is given up: its result says so and its real outcome follows as
+        `tool:late_result`). Tools that finished keep their results. Idempotent."""
+        if self._cancelled or self.finished:
+            return
+        self._cancelled = True
+        self._control.cancel()
+        if self._entered:
+            assert self._task is not None
+            self._task.cancel()
+        else:  # not started yet: the loop starts by ending, right after `session`
+            self._events = _cancelled_at_start(self._events)
+
+    def _start(self) -> asyncio.Task[None]:
+        if self._task is None:
+            loop = asyncio.get_running_loop()
+            self._task = loop.create_task(self._drive(), name=f"loopwright run {self.session_id}")
+            self._task.add_done_callback(self._wake_reader)
+        return self._task
+
+    async def _drive(self) -> None:
+        """The run's task: each event goes to the journal, then to the reader's buffer."""
+        journal, buffer, seqs = self._journal, self._buffer, self._seqs
+        stop: ev.RunStopReason | None = None
+        if journal is not None:
+            assert self._session is not None
+            await journal.begin(self._session, self._input)
+        self._entered = True
+        events = self._events
+        try:
+            event = await events.__anext__()
+            while True:
+                kind, pushed = type(event), False
+                if kind is ev.Done:
+                    stop = event.stop_reason  # type: ignore[union-attr]
+                try:
+                    if seqs is not None:
+                        assert journal is not None
+                        seqs.append(await journal.append(self.session_id, event))
+                    buffer.append(event)
+                    pushed = True
+                    if self._waiter is not None:
+                        self._wake_reader()
+                    if kind is ev.Done:
+                        return
+                    if len(buffer) >= HIGH_WATER and not self._unbounded:
+                        self._room = asyncio.get_running_loop().create_future()
+                        await self._room
+                except asyncio.CancelledError as exc:
+                    # Cancelled here (a journal or the reader was awaited), not in the loop:
+                    # the loop gets it where it is suspended, at this event's `yield`.
+                    if not pushed:  # its append was cut short: it may not be in the log
+                        buffer.append(event)
+                        if seqs is not None:
+                            seqs.append(None)
+                        self._wake_reader()
+                    if kind is ev.Done:
+                        return
+                    event = await (events.__anext__() if kind in _ENDING else events.athrow(exc))
+                    continue
+                event = await events.__anext__()
+        finally:
+            if journal is not None:
+                assert self._session is not None
+                await journal.end(self._session, stop)
+
+    def _wake_reader(self, *_: object) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _make_room(self) -> None:
+        room, self._room = self._room, None
+        if room is not None and not room.done():
+            room.set_result(None)
+
+    def __aiter__(self) -> Run:
+        return self
+
+    async def __anext__(self) -> ev.Event:
+        buffer = self._buffer
+        while not buffer:
+            task = self._task or self._start()
+            if task.done():
+                self._end(task)
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            except asyncio.CancelledError:
+                self.cancel()  # the reader was cancelled while it waited: so is the run
+                raise
+        if self._seqs is not None:
+            self.seq = self._seqs.popleft()
+        if self._room is not None and len(buffer) <= HIGH_WATER // 2:
+            self._make_room()
+        return buffer.popleft()
+
+    def _end(self, task: asyncio.Task[None]) -> None:
+        """The run's task is over: raise what ended it without its `done` (a failing
+        journal), once."""
+        if self._exhausted:
+            return
+        self._exhausted = True
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            raise failure
+
+    async def aclose(self) -> None:
+        """Stop listening: an unfinished run is cancelled and drained to its `done`."""
+        if self._task is None:
+            self._exhausted = True
+            await self._events.aclose()
+            return
+        self._unbounded = True
+        self._make_room()
+        self.cancel()
+        await asyncio.wait((self._task,))
+        self._buffer.clear()
+        if self._seqs is not None:
+            self._seqs.clear()
+        self._end(self._task)
+
+    async def __aenter__(self) -> Run:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def result(self) -> RunResult:
+        """Drain the run and return how it ended, with every event this call drained. A caller
+        cancelled meanwhile cancels the run (and waits for its end)."""
+        task = self._start()
+        self._unbounded = True
+        self._make_room()
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            self.cancel()
+            await asyncio.wait((task,))
+            raise
+        events = list(self._buffer)
+        self._buffer.clear()
+        if self._seqs is not None:
+            self._seqs.clear()
+        self._end(task)
+        done = events[-1] if events else None
+        if not isinstance(done, ev.Done):  # its task was cancelled from outside
+            raise asyncio.CancelledError
+        return RunResult(
+            text=done.text, stop_reason=done.stop_reason, events=events, session_id=self.session_id
+        )
+
+
+_ENDING = frozenset(
+    {
+        ev.LoopDone,
+        ev.LoopMaxTurns,
+        ev.LoopDenied,
+        ev.LoopPaused,
+        ev.LoopAborted,
+        ev.LoopError,
+        ev.LoopTerminated,
+    }
+)
+
+
+async def _cancelled_at_start(
+    events: AsyncGenerator[ev.Event, None],
+) -> AsyncGenerator[ev.Event, None]:
+    """A run cancelled before it started: `session`, then the loop ends as cancelled."""
+    yield await events.__anext__()
+    yield await events.athrow(asyncio.CancelledError())
+    async for event in events:
+        yield event

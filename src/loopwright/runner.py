@@ -1,0 +1,391 @@
+"""Running the calls a batch allowed, and what becomes of a call that is cut off.
+
+`ToolRunner` runs allowed calls and streams their events: concurrently (at most `concurrency` at
+once) unless one is sequential, then one at a time in call order; a lone sync call runs in the
+run's own task. `tool:started` is yielded before its call starts (a journal commits the intent
+first) and each call's events stay in order. Nothing starts after a cancel: each call begins at
+a checkpoint where a cancel already requested lands first.
+
+A cancel or a timeout stops an async call where it awaits. A thread cannot be stopped, so its
+call is given up: its `ToolContext.cancelled` is set and its result says it was still running.
+When the thread finishes, its real outcome is recorded as `tool:late_result` while the run is
+open: the run waits up to `grace` seconds for such threads before it ends; one that finishes
+later is reported to the `loopwright.tools` logger only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ToolError
+from .events import (
+    Event,
+    ToollaneResult,
+    ToolLateResult,
+    ToolOutput,
+    ToolResult,
+    ToolStarted,
+    ToolSuspended,
+)
+from .tools import NOT_STARTED, Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
+
+log = logging.getLogger("loopwright.tools")
+
+NOT_RUN = "[cancelled: the call did not start]"
+STOPPED = "[cancelled: the call was stopped while it ran; it may have done part of its work]"
+STILL_RUNNING = (
+    "[cancelled: the tool was still running; its outcome will be recorded when it finishes]"
+)
+Adopt = Callable[[Scheduled, "Future[Any]"], None]
+
+
+async def cancel_point() -> None:
+    """Where a cancel already requested lands before anything new starts. asyncio delivers a
+    task's cancel only where the task suspends: one requested from inside the run's own task
+    (a hook, an inline tool) would otherwise land only after the next call had started."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        await asyncio.sleep(0)
+
+
+async def execute(
+    item: Scheduled,
+    ctx: ToolContext,
+    *,
+    timeout: float | None,
+    max_output: int,
+    adopt: Adopt | None = None,
+) -> Outcome:
+    """Run one call; every failure becomes an error `Outcome`. A thread still running when the
+    call times out is handed to `adopt`, which records its late result."""
+    tool = item.tool
+    limit = tool.timeout if tool.timeout is not None else timeout
+    try:
+        if limit is None or tool.inline:
+            value = await tool.call(dict(item.kwargs), ctx)
+        else:
+            ctx.deadline = time.monotonic() + limit
+            scope = asyncio.timeout(limit)
+            try:
+                async with scope:
+                    value = await tool.call(dict(item.kwargs), ctx)
+            except TimeoutError:
+                if not scope.expired():
+                    raise  # the tool's own TimeoutError: a failure like any other
+                return _timed_out(item, ctx, limit, max_output, adopt)
+    except Exception as exc:
+        return failed(item, exc)
+    return outcome_of(item, value, max_output)
+
+
+def _timed_out(
+    item: Scheduled, ctx: ToolContext, limit: float, max_output: int, adopt: Adopt | None
+) -> Outcome:
+    ctx.cancelled.set()
+    text = f"Tool '{item.tool.name}' timed out after {limit:g}s."
+    job = ctx._job
+    if job is None:
+        return Outcome(content=text, is_error=True)
+    if job.cancel() or _returned(job) is NOT_STARTED:
+        return Outcome(
+            content=f"{text} It never started: every tool thread was busy.", is_error=True
+        )
+    if job.done():  # it finished as the time ran out: what it really did
+        return settled(item, job, max_output)
+    if adopt is not None:
+        adopt(item, job)
+    text += " It is still running in its thread; its outcome will be recorded when it finishes."
+    return Outcome(content=text, is_error=True)
+
+
+def failed(item: Scheduled, exc: BaseException) -> Outcome:
+    if isinstance(exc, ToolError):
+        return Outcome(content=str(exc), is_error=True)
+    text = str(exc)
+    described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return Outcome(content=f"Tool '{item.tool.name}' failed: {described}", is_error=True)
+
+
+def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
+    """What a call that returned `value` produced, as the model will read it."""
+    if isinstance(value, Suspend):
+        return Outcome(content="", suspended=value)
+    terminate = is_error = False
+    if isinstance(value, ToolReturn):
+        terminate, is_error, value = value.terminate, value.is_error, value.content
+    content = to_content(value)
+    name = item.tool.name
+    cap = item.tool.max_output if item.tool.max_output is not None else max_output
+    if len(content) > cap:
+        return Outcome(
+            content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
+            f"The first {cap} characters:\n{content[:cap]}",
+            is_error=True,
+        )
+    return Outcome(content=content, is_error=is_error, terminate=terminate)
+
+
+def settled(item: Scheduled, job: Future[Any], max_output: int) -> Outcome:
+    """The outcome of a finished thread job."""
+    try:
+        value = job.result()
+    except Exception as exc:
+        return failed(item, exc)
+    if value is NOT_STARTED:
+        return Outcome(content=NOT_RUN, is_error=True)
+    return outcome_of(item, value, max_output)
+
+
+def _returned(job: Future[Any]) -> Any:
+    if job.done() and not job.cancelled() and job.exception() is None:
+        return job.result()
+    return None
+
+
+def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
+    """The three events that close a call that ran: raw outcome, model-visible output, status
+    (or the one that says it is suspended)."""
+    call = item.call
+    if outcome.suspended is not None:
+        waits = outcome.suspended
+        return (
+            ToolSuspended(
+                id=call.id,
+                tool=call.name,
+                session_id=waits.session_id,
+                pending_ids=list(waits.pending_ids),
+            ),
+        )
+    return (
+        ToollaneResult(name=call.name, summary=outcome.content),
+        ToolOutput(id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error),
+        ToolResult(
+            id=call.id,
+            tool=call.name,
+            args=item.args,
+            detail_text=item.reason,
+            status_text="Error." if outcome.is_error else "Approved.",
+        ),
+    )
+
+
+class _Never(threading.Event):
+    """The stop signal of an inline call: nothing can stop one, so it is never set."""
+
+    def set(self) -> None:
+        pass
+
+
+NEVER = _Never()
+
+
+@dataclass(slots=True)
+class ToolRunner:
+    """Runs allowed calls and streams their events; fills `outcomes` by call id as they finish.
+
+    On cancellation, `outcomes` holds the calls that finished and `unfinished` what each other
+    call announced was doing (the text its result gives); threads given up on still running are
+    in `strays` until their late results arrive.
+    """
+
+    make_context: Callable[[Scheduled, Callable[[Event], None], threading.Event], ToolContext]
+    outcomes: dict[str, Outcome]
+    concurrency: int
+    timeout: float | None
+    max_output: int
+    after: Callable[[Scheduled, Outcome], Awaitable[Outcome]] | None = None
+    signals: set[threading.Event] = field(default_factory=set)
+    """The stop signals of the calls in flight (the run's `cancel()` sets them at once)."""
+    grace: float = 5.0
+    items: dict[str, Scheduled] = field(default_factory=dict)
+    unfinished: dict[str, str] = field(default_factory=dict)
+    strays: dict[str, Future[Any]] = field(default_factory=dict)
+    late: deque[Event] = field(default_factory=deque)
+    _arrival: asyncio.Future[None] | None = None
+    _closed: bool = False
+
+    @staticmethod
+    def alone(batch: list[Scheduled]) -> bool:
+        """One sync call: it runs in the run's own task (nothing can interleave)."""
+        return len(batch) == 1 and not batch[0].tool.is_async
+
+    def started(self, item: Scheduled) -> ToolStarted:
+        call = item.call
+        self.items[call.id] = item
+        return ToolStarted(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
+
+    async def one(self, item: Scheduled) -> list[Event]:
+        """Run a lone sync call (after its `tool:started` went out)."""
+        updates: list[Event] = []
+        outcome = await self._finish(item, updates.append)
+        return [*updates, *result_events(item, outcome)]
+
+    async def run(self, batch: list[Scheduled]) -> AsyncIterator[Event]:
+        sequential = any(item.tool.sequential for item in batch)
+        for group in ([item] for item in batch) if sequential else [batch]:
+            await cancel_point()
+            for item in group:
+                yield self.started(item)
+            if self.alone(group):
+                for event in await self.one(group[0]):
+                    yield event
+                continue
+            async for event in self._concurrently(group):
+                yield event
+
+    def reset(self) -> None:
+        """The batch is closed."""
+        self.outcomes.clear()
+        self.items.clear()
+        self.unfinished.clear()
+
+    async def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
+        tool, call_id = item.tool, item.call.id
+        if tool.inline:
+            ctx = self.make_context(item, emit, NEVER)
+            outcome = await execute(item, ctx, timeout=None, max_output=self.max_output)
+        else:
+            signal = threading.Event()
+            ctx = self.make_context(
+                item, emit if tool.is_async else _from_thread(emit, signal), signal
+            )
+            self.signals.add(signal)
+            self.unfinished[call_id] = STOPPED
+            try:
+                outcome = await execute(
+                    item, ctx, timeout=self.timeout, max_output=self.max_output, adopt=self._adopt
+                )
+            except asyncio.CancelledError:
+                signal.set()
+                if ctx._job is not None:
+                    self._give_up(item, ctx._job)
+                raise
+            finally:
+                self.signals.discard(signal)
+            del self.unfinished[call_id]
+        self.outcomes[call_id] = outcome
+        if self.after is not None and outcome.suspended is None:
+            outcome = self.outcomes[call_id] = await self.after(item, outcome)
+        return outcome
+
+    async def _concurrently(self, group: list[Scheduled]) -> AsyncIterator[Event]:
+        queue: asyncio.Queue[Event | tuple[Scheduled, Outcome]] = asyncio.Queue()
+        limit = asyncio.Semaphore(max(1, self.concurrency))
+
+        async def worker(item: Scheduled) -> None:
+            async with limit:
+                # A cancel of the run that came before this task got here lands first: the
+                # run's task was woken for it before this one was for its call.
+                await asyncio.sleep(0)
+                queue.put_nowait((item, await self._finish(item, queue.put_nowait)))
+
+        async with asyncio.TaskGroup() as tasks:
+            for item in group:
+                tasks.create_task(worker(item))
+            for _ in range(len(group)):
+                got = await queue.get()
+                while not isinstance(got, tuple):
+                    yield got
+                    got = await queue.get()
+                for event in result_events(*got):
+                    yield event
+
+    # ---- calls given up while their thread runs -------------------------------------------
+
+    def _give_up(self, item: Scheduled, job: Future[Any]) -> None:
+        """The call was cancelled while its job was queued or running in a thread."""
+        call_id = item.call.id
+        if job.cancel() or _returned(job) is NOT_STARTED:
+            self.unfinished[call_id] = NOT_RUN
+        elif job.done():  # it finished as the cancel came: its real result stands
+            self.outcomes[call_id] = settled(item, job, self.max_output)
+        else:
+            self.unfinished[call_id] = STILL_RUNNING
+            self._adopt(item, job)
+
+    def _adopt(self, item: Scheduled, job: Future[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        self.strays[item.call.id] = job
+
+        def finished(job: Future[Any]) -> None:  # in the worker thread
+            try:
+                loop.call_soon_threadsafe(self._landed, item, job)
+            except RuntimeError:  # the event loop is gone
+                _log_late(item, settled(item, job, self.max_output))
+
+        job.add_done_callback(finished)
+
+    def _landed(self, item: Scheduled, job: Future[Any]) -> None:
+        self.strays.pop(item.call.id, None)
+        outcome = settled(item, job, self.max_output)
+        if self._closed:
+            _log_late(item, outcome)
+            return
+        call = item.call
+        self.late.append(
+            ToolLateResult(
+                id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error
+            )
+        )
+        if self._arrival is not None and not self._arrival.done():
+            self._arrival.set_result(None)
+
+    def arrived(self) -> list[Event]:
+        """The late results that arrived so far."""
+        events = list(self.late)
+        self.late.clear()
+        return events
+
+    async def settle(self) -> AsyncIterator[Event]:
+        """The late results, waiting up to `grace` seconds for threads still running. After
+        this, a thread that finishes is only logged."""
+        if not self.late and not self.strays:
+            self._closed = True
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.grace
+        try:
+            while True:
+                while self.late:
+                    yield self.late.popleft()
+                left = until - loop.time()
+                if not self.strays or left <= 0:
+                    return
+                self._arrival = loop.create_future()
+                await asyncio.wait((self._arrival,), timeout=left)
+        finally:
+            self._closed, self._arrival = True, None
+
+
+def _from_thread(emit: Callable[[Event], None], signal: threading.Event) -> Callable[[Event], None]:
+    """`emit` for a call in a worker thread: delivered on the loop, while the call is awaited."""
+    loop = asyncio.get_running_loop()
+
+    def deliver(event: Event) -> None:
+        if not signal.is_set():
+            emit(event)
+
+    def post(event: Event) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+            loop.call_soon_threadsafe(deliver, event)
+
+    return post
+
+
+def _log_late(item: Scheduled, outcome: Outcome) -> None:
+    log.warning(
+        "tool %s (call %s) finished after its run had ended%s: %s",
+        item.tool.name,
+        item.call.id,
+        " with an error" if outcome.is_error else "",
+        outcome.content[:1000],
+    )
