@@ -125,6 +125,7 @@ async def run_loop(
                                 failure = item  # the stream's last item: let it finish
                                 continue
                             elif isinstance(item, ev.MessageCompleted):
+                                item = run.received(item)  # malformed calls made data
                                 reply = item.message
                             yield item
                 except TimeoutError:

@@ -27,6 +27,7 @@ from .hooks import Block, RunInfo, Stop, call_hook
 from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .permissions import Gate
+from .replies import check_reply
 from .retry import ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_point, result_events
 from .tools import Outcome, Scheduled, ToolContext
@@ -58,6 +59,8 @@ class Steps:
     retries: int = 0
     partial: list[str] = field(default_factory=list)
     open_calls: list[ToolCall] = field(default_factory=list)
+    problems: dict[str, str] = field(default_factory=dict)
+    """Call id → why that call of the reply will not run (`replies.check_reply`)."""
     results: dict[str, ToolResultMessage] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     terminal: ev.Terminal | None = None
@@ -213,6 +216,11 @@ class Steps:
             request = await call_hook(agent.hooks.before_request, self.info, request) or request
         return request
 
+    def received(self, item: ev.MessageCompleted) -> ev.MessageCompleted:
+        """The complete reply, its malformed calls renamed before anyone sees it."""
+        message, self.problems = check_reply(item.message)
+        return item if message is item.message else ev.MessageCompleted(message=message)
+
     async def accept(self, reply: AssistantMessage) -> list[ToolCall]:
         """The reply is complete: it joins the history; its calls are now open."""
         self.partial.clear()
@@ -259,6 +267,10 @@ class Steps:
             return
         before_tool = self.agent.hooks.before_tool
         for call in calls:
+            if call.id in self.problems:  # a malformed call: an error result, never run
+                for event in self.result(call, self.problems[call.id], "Error."):
+                    yield event
+                continue
             verdict = await call_hook(before_tool, self.info, call) if before_tool else None
             events, pending = self.decider.check(call, verdict, batch)
             for event in events:

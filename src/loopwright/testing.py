@@ -78,6 +78,14 @@ class _Checker:
                 f"stop reason {done.stop_reason!r} after {events[-2].type} (expected {expected!r})",
             )
 
+    def reuse(self, i: int, e: ev.Event, call_id: str) -> None:
+        """A later reply may use a call id again (the OpenAI dialect falls back to
+        `call_<index>`) once the earlier call with that id has its result."""
+        if (call_id in self.started or call_id in self.output) and call_id not in self.resulted:
+            self.fail(i, e, f"call id {call_id} reused while that call is still open")
+        for seen in (self.started, self.output, self.resulted, self.late):
+            seen.discard(call_id)
+
     def step(self, i: int, e: ev.Event) -> None:
         if e.type in {"session", "done"}:
             self.fail(i, e, "may only open or close the stream")
@@ -92,7 +100,11 @@ class _Checker:
                 self.in_step = False
                 self.allowed.clear()
             case ev.MessageCompleted():
+                ids = [call.id for call in e.message.tool_calls]
+                if len(set(ids)) != len(ids):
+                    self.fail(i, e, f"one reply holds a call id twice: {ids}")
                 for call in e.message.tool_calls:
+                    self.reuse(i, e, call.id)
                     self.calls[call.id] = call.name
             case ev.ApprovalPending():
                 if self.asking is not None:

@@ -47,6 +47,7 @@ from ..messages import (
     UserMessage,
 )
 from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
+from ..replies import wire_text
 from ._client import ClientModel
 from ._errors import TOO_LONG, failure_from
 
@@ -242,7 +243,7 @@ class _Reply:
         block = _Block(kind=kind)
         self.blocks[index] = block
         if kind == "tool_use":
-            block.id, block.name = str(start.get("id", "")), str(start.get("name", ""))
+            block.id, block.name = wire_text(start.get("id")), wire_text(start.get("name"))
             block.start_input = dict(start.get("input") or {})
             return []
         if kind == "thinking":

@@ -27,6 +27,7 @@ from openai.types.completion_usage import CompletionUsage
 from ..events import TextDelta, ThinkingDelta
 from ..messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
 from ..models import ModelFailure, ModelRequest, StreamItem
+from ..replies import wire_text
 from ._errors import failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
 
@@ -152,9 +153,11 @@ class _Reader:
             for fragment in delta.tool_calls or ():
                 function = fragment.function
                 buffer = self.calls.get(fragment.index)
-                name = (function.name if function else None) or ""
+                name = wire_text(function.name if function else None)
                 if buffer is None:
-                    buffer = ToolCallBuffer(id=fragment.id or f"call_{fragment.index}", name=name)
+                    buffer = ToolCallBuffer(
+                        id=wire_text(fragment.id) or f"call_{fragment.index}", name=name
+                    )
                     self.calls[fragment.index] = buffer
                     self.parts.calls.append(buffer)
                 elif name and not buffer.name:  # a server that names the call late

@@ -42,6 +42,7 @@ from openai.types.responses import (
 from ..events import TextDelta, ThinkingDelta
 from ..messages import AssistantMessage, StopReason, ToolResultMessage, Usage
 from ..models import ModelFailure, ModelRequest, StreamItem
+from ..replies import wire_text
 from ._errors import TOO_LONG, failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
 
@@ -184,7 +185,7 @@ class _Reader:
         key = item.id or item.call_id
         buffer = self.calls.get(key)
         if buffer is None:
-            buffer = ToolCallBuffer(id=item.call_id, name=item.name)
+            buffer = ToolCallBuffer(id=wire_text(item.call_id), name=wire_text(item.name))
             self.calls[key] = buffer
             self.parts.calls.append(buffer)
         return buffer
