@@ -39,10 +39,10 @@ def matched(name: str, kind: str = "allow") -> Decision:
 
 
 def unevaluable(name: str, why: str, default: str = "ask") -> Decision:
-    reason = (
-        f"arguments could not be evaluated for rule '{name}': {why}; default decision '{default}'"
-    )
-    return Decision(default, reason)  # type: ignore[arg-type]
+    reason = f"arguments could not be evaluated for rule '{name}': {why}; "
+    if default == "deny":
+        return Decision("deny", reason + "default decision 'deny'")
+    return Decision("ask", reason + "a human decides (the gate fails closed)")
 
 
 @pytest.mark.parametrize(
@@ -324,7 +324,7 @@ RULE = "rules:\n  - name: a\n    tool: t\n    decision: allow\n"  # lines 1-4; a
         (
             RULE + "    scope: acme\n",
             5,
-            "scope must be 'tenant/environment' or {tenant: .., environment: ..}",
+            "scope must be 'tenant/environment[/agent]' or a mapping of tenant, environment, agent",
         ),
         (
             RULE + "    when:\n      field: n\n      op: between\n",

@@ -1,14 +1,18 @@
 """The permission gate: every tool call is allowed, asked about or denied before it runs (SPEC §5).
 
 Rules are tried most specific scope first, then in file order; the first whose scope, tool glob
-and condition hold decides, and `default_decision` covers the rest. The gate fails closed: when a
-condition cannot be evaluated on the arguments, the default decides at once. A rules file:
+and condition hold decides, and `default_decision` covers the rest. The loop hands the gate the
+validated arguments (what the tool will receive), never the model's raw text. The gate fails
+closed: when a condition cannot be evaluated on the arguments (a missing field, a type its op
+cannot compare), a human decides (`ask`) — or `deny` when the default is `deny` — at once,
+whatever the default, and the reason names the rule and the field. A rules file:
 
     default_decision: ask                  # allow | ask | deny (default ask)
     rules:
       - name: small-refunds                # unique; the reason "matched rule 'small-refunds'"
         tool: issue_*                      # exact name or fnmatch glob
-        scope: acme/production             # optional tenant/environment globs (or a mapping)
+        scope: acme/production             # optional tenant/environment[/agent] globs (or a
+                                           # mapping {tenant, environment, agent})
         when: {field: amount, op: lte, value: 50}   # or all: [..], any: [..], not: {..}
         decision: allow                    # ops: eq ne gt gte lt lte in contains matches exists
 """
@@ -16,11 +20,13 @@ condition cannot be evaluated on the arguments, the default decides at once. A r
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from fnmatch import fnmatchcase
 from typing import Any, Literal, NoReturn, Protocol, TypeAlias, cast, get_args
 
@@ -87,16 +93,20 @@ class Rule:
     decision: DecisionKind
     """The decision when the rule applies."""
     tenant: str = "*"
-    """Glob over the scope's tenant; a literal adds 2 to the specificity."""
+    """Glob over the scope's tenant; a literal adds 4 to the specificity."""
     environment: str = "*"
-    """Glob over the scope's environment; a literal adds 1 to the specificity."""
+    """Glob over the scope's environment; a literal adds 2 to the specificity."""
     when: Condition | None = None
     """The condition on the arguments, if any."""
+    agent: str = "*"
+    """Glob over the scope's agent; a literal adds 1 to the specificity."""
 
     @property
     def specificity(self) -> int:
-        """How literal the rule's scope is (0 to 3); more specific rules are tried first."""
-        return 2 * _is_literal(self.tenant) + _is_literal(self.environment)
+        """How literal the rule's scope is (0 to 7: tenant, then environment, then agent);
+        more specific rules are tried first."""
+        literal = _is_literal
+        return 4 * literal(self.tenant) + 2 * literal(self.environment) + literal(self.agent)
 
     def covers(self, tool: str, scope: Scope) -> bool:
         """Whether the tool and scope globs match, the condition aside."""
@@ -104,6 +114,7 @@ class Rule:
             _glob(self.tool, tool)
             and _glob(self.tenant, scope.tenant)
             and _glob(self.environment, scope.environment)
+            and _glob(self.agent, scope.agent)
         )
 
 
@@ -149,8 +160,9 @@ class Rules:
         return cls.from_yaml(text, source=source)
 
     def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
-        """The first covering rule whose condition holds decides; one that cannot be evaluated
-        hands the call to the default decision without trying later rules."""
+        """The first covering rule whose condition holds decides. One that cannot be evaluated
+        stops the search and fails closed: `ask` (a human decides), or `deny` when the default
+        is `deny` — never `allow`, whatever the default."""
         default = f"default decision '{self.default_decision}'"
         for rule in self.rules:
             if not rule.covers(tool, scope):
@@ -158,7 +170,9 @@ class Rules:
             outcome = True if rule.when is None else _evaluate(rule.when, args)
             if isinstance(outcome, _Unknown):
                 why = f"arguments could not be evaluated for rule '{rule.name}': {outcome.why}"
-                return Decision(self.default_decision, f"{why}; {default}")
+                if self.default_decision == "deny":
+                    return Decision("deny", f"{why}; {default}")
+                return Decision("ask", f"{why}; a human decides (the gate fails closed)")
             if outcome:
                 return Decision(rule.decision, f"matched rule '{rule.name}'")
         return Decision(self.default_decision, f"no rule matched: {default}")
@@ -277,6 +291,8 @@ def _test(condition: Condition, actual: Any) -> bool | _Unknown:
         return (actual is not _MISSING) is (expected is not False)
     if actual is _MISSING:
         return _Unknown(f"'{name}' is missing")
+    if _is_nan(actual):  # compares false with everything: `gt 100` would let it through
+        return _Unknown(f"'{name}' is NaN; op '{op}' cannot compare it")
     if op in ("eq", "ne"):
         return _equal(actual, expected) is (op == "eq")
     if op == "in" and not isinstance(actual, dict | list):
@@ -306,9 +322,15 @@ def _kind(value: Any) -> str:
     """The JSON name of a value's type, as reasons show it."""
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, int | float):
+    if isinstance(value, int | float | Decimal):  # a validated `Decimal` argument is a number
         return "a number"
     return _KINDS.get(type(value)) or f"a {type(value).__name__}"
+
+
+def _is_nan(value: Any) -> bool:
+    return (isinstance(value, float) and math.isnan(value)) or (
+        isinstance(value, Decimal) and value.is_nan()
+    )
 
 
 def _glob(pattern: str, text: str) -> bool:
@@ -329,7 +351,10 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
 
 # ---- parsing: from YAML nodes, which know their line numbers ---------------------------------
 
-_SCOPE_KEYS = ("tenant", "environment")
+_SCOPE_KEYS = ("tenant", "environment", "agent")
+_SCOPE_SHAPES = (
+    "scope must be 'tenant/environment[/agent]' or a mapping of tenant, environment, agent"
+)
 _CONDITION = (
     "exactly one of {field, op, value} (e.g. {field: amount, op: lte, value: 50}), "
     "all: [...], any: [...] or not: {...}"
@@ -366,20 +391,22 @@ class _Parser:
         if name in names:
             self.fail(keys["name"], f"duplicate rule name '{name}'")
         names.add(name)
-        tenant, environment = self.scope(keys["scope"]) if "scope" in keys else ("*", "*")
+        scope = self.scope(keys["scope"]) if "scope" in keys else ("*", "*", "*")
         when = self.condition(keys["when"]) if "when" in keys else None
         tool, decision = self.string(keys["tool"], "tool"), self.decision(keys["decision"])
-        return Rule(name, tool, decision, tenant, environment, when)
+        return Rule(name, tool, decision, scope[0], scope[1], when, scope[2])
 
-    def scope(self, node: yaml.Node) -> tuple[str, str]:
+    def scope(self, node: yaml.Node) -> tuple[str, str, str]:
+        """Every segment named is honoured; any other shape is an error."""
         if isinstance(node, yaml.MappingNode):
             keys = self.mapping(node, "a scope", set(_SCOPE_KEYS))
-            tenant, env = (self.string(keys[k], k) if k in keys else "*" for k in _SCOPE_KEYS)
-            return tenant, env
-        parts = self.string(node, "scope").split("/")
-        if len(parts) not in (2, 3) or not all(parts):
-            self.fail(node, "scope must be 'tenant/environment' or {tenant: .., environment: ..}")
-        return parts[0], parts[1]
+            parts = [self.string(keys[k], k) if k in keys else "*" for k in _SCOPE_KEYS]
+        else:
+            parts = self.string(node, "scope").split("/")
+            if len(parts) not in (2, 3) or not all(parts):
+                self.fail(node, _SCOPE_SHAPES)
+        tenant, environment, agent = (*parts, "*")[:3]
+        return tenant, environment, agent
 
     def condition(self, node: yaml.Node) -> Condition:
         allowed = {"field", "op", "value", "all", "any", "not"}
