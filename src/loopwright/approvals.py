@@ -109,12 +109,13 @@ MAX_INVALID_EDITS = 5
 async def ask_human(
     approver: Approver | None,
     request: Request,
-    validate: Callable[[dict[str, Any]], object],
+    vet: Callable[[dict[str, Any]], object],
 ) -> Approval | Answer | _Defer:
     """Ask the live approver until it answers validly; DEFER when there is no approver.
 
-    An approval with edited arguments that fail `validate` is refused: the approver is asked
-    again with `request.error` saying why (the call stays pending).
+    An approval with edited arguments that `vet` refuses (it raises `ValueError` saying why:
+    invalid, or denied by the rules) is refused: the approver is asked again with
+    `request.error` saying why (the call stays pending).
     """
     if approver is None:
         return DEFER
@@ -130,11 +131,11 @@ async def ask_human(
         if not (isinstance(answer, Approval) and answer.approved and answer.args is not None):
             return answer  # type: ignore[return-value]
         try:
-            validate(answer.args)
+            vet(answer.args)
             return answer
         except ValueError as exc:
-            request = replace(request, error=f"edited arguments are invalid: {exc}")
-    return Approval.deny(f"{MAX_INVALID_EDITS} invalid edits in a row", by="loopwright")
+            request = replace(request, error=str(exc))
+    return Approval.deny(f"{MAX_INVALID_EDITS} refused edits in a row", by="loopwright")
 
 
 def now_iso() -> str:

@@ -1,7 +1,11 @@
 """Deciding a batch: each call of a reply, in the order the model emitted them, goes through
 the tool lookup, the `before_tool` hook's verdict, argument validation, the gate and — for `ask`
 — a human (SPEC §3 step 5). Unknown tools, blocked calls and invalid arguments get their error
-result here, without a decision; denials get theirs after their decision."""
+result here, without a decision; denials get theirs after their decision.
+
+The gate decides on the validated arguments (`arguments.plain` of what the tool will receive),
+and the tool runs on exactly those values. A human's edit is validated, then put through the
+gate: a `deny` refuses it (the item stays open); otherwise the human's approval stands."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from .approvals import (
     ask_human,
     now_iso,
 )
+from .arguments import plain
 from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
 from .permissions import Decision, Gate
@@ -54,6 +59,9 @@ class Pending:
     decision: Approval | Answer | None = None
     """The human's answer, once resolved."""
     resolved_at: str | None = None
+    checked: tuple[dict[str, Any], dict[str, Any]] | None = None
+    """(arguments, their validated values) last checked in this process: the call runs on
+    those values when it runs with those arguments."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,21 +108,23 @@ class Checkpoint:
             return 0
         return sum(1 for item in self.pending.values() if item.decision is None)
 
-    def resolve(self, pending_id: str, approval: Approval | Answer) -> Resolution:
-        """Record a human's answer (edited arguments are validated first)."""
+    def resolve(self, pending_id: str, approval: Approval | Answer, gate: Gate) -> Resolution:
+        """Record a human's answer (edited arguments are validated, then put through `gate`:
+        see `vet_edit`)."""
         item = self.pending[pending_id]
         if self.closed or item.decision is not None:
             return Resolution("already_resolved", self.outstanding)
-        if isinstance(item.request, QuestionRequest) != isinstance(approval, Answer):
-            kind = "a question" if isinstance(item.request, QuestionRequest) else "an approval"
+        request = item.request
+        if isinstance(request, QuestionRequest) != isinstance(approval, Answer):
+            kind = "a question" if isinstance(request, QuestionRequest) else "an approval"
             return Resolution("invalid", self.outstanding, f"{pending_id} is {kind}")
         if isinstance(approval, Approval) and approval.approved and approval.args is not None:
+            assert isinstance(request, ApprovalRequest)
             try:
-                item.tool.validate(approval.args)
+                kwargs = vet_edit(item.tool, gate, request.scope, approval.args)
             except ValueError as exc:
-                return Resolution(
-                    "invalid", self.outstanding, f"edited arguments are invalid: {exc}"
-                )
+                return Resolution("invalid", self.outstanding, str(exc))
+            item.checked = (approval.args, kwargs)
         item.decision, item.resolved_at = approval, now_iso()
         if isinstance(approval, Approval) and not approval.approved:
             self.closed = True
@@ -151,7 +161,7 @@ class Decider:
             return self.record(call, text, "Error.", args=args), None
         if is_question(tool):  # a question for the person, never gated
             return self.question(call, tool, kwargs)
-        decision = self.gate.decide(call.name, args, self.scope) if tool.gated else UNGATED
+        decision = self.gate.decide(call.name, plain(kwargs), self.scope) if tool.gated else UNGATED
         reason = decision.reason
         if decision.kind == "allow":
             batch.scheduled.append(
@@ -179,7 +189,7 @@ class Decider:
             requested_at=request.requested_at,
         )
         requested = ev.PendingRequested(id=request.id, call_id=call.id)
-        return [announce, requested], Pending(request=request, tool=tool)
+        return [announce, requested], Pending(request=request, tool=tool, checked=(args, kwargs))
 
     def question(
         self, call: ToolCall, tool: Tool, kwargs: dict[str, Any]
@@ -208,7 +218,12 @@ class Decider:
         """Wait for the live approver (or defer), then decide the call."""
         request, tool, call = pending.request, pending.tool, pending.request.call
         self.asking = pending
-        answer = await ask_human(self.approver, request, tool.validate)
+
+        def vet(args: dict[str, Any]) -> None:
+            assert isinstance(request, ApprovalRequest)
+            pending.checked = (args, vet_edit(tool, self.gate, request.scope, args))
+
+        answer = await ask_human(self.approver, request, vet)
         self.asking = None
         if answer is DEFER:
             if isinstance(request, ApprovalRequest):
@@ -261,12 +276,31 @@ class Decider:
             )
             events.append(ev.ActauthDecision(tool=call.name, decision="deny", reason=why))
             return events + self.deny(call, why, batch, args, by_user=True)
+        try:
+            kwargs = self.approved_values(pending, args, edited=answer.args is not None)
+        except ValueError as exc:  # the tool or the rules changed since the human decided
+            why = f"{request.reason} — human approved, but {exc}"
+            events.append(ev.ActauthDecision(tool=call.name, decision="deny", reason=why))
+            return events + self.deny(call, why, batch, args)
         why = f"{request.reason} — human approved"
         events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=why))
         batch.scheduled.append(
-            Scheduled(call=call, tool=tool, args=args, kwargs=tool.validate(args), reason=why)
+            Scheduled(call=call, tool=tool, args=args, kwargs=kwargs, reason=why)
         )
         return events
+
+    def approved_values(self, pending: Pending, args: dict[str, Any], *, edited: bool) -> Any:
+        """The values an approved call runs on: those checked when it was asked or its edit
+        was vetted; else (a batch resumed from the log) checked again now."""
+        if pending.checked is not None and pending.checked[0] is args:
+            return pending.checked[1]
+        if edited:
+            assert isinstance(pending.request, ApprovalRequest)
+            return vet_edit(pending.tool, self.gate, pending.request.scope, args)
+        try:
+            return pending.tool.validate(args)
+        except ValueError as exc:
+            raise ValueError(f"the arguments are no longer valid: {exc}") from None
 
     def deny(
         self,
@@ -360,6 +394,21 @@ class Decider:
         request, self.asking = self.asking.request, None
         why = f"{request.reason} — run ended before a decision"
         return [ev.ActauthDecision(tool=request.call.name, decision="deny", reason=why)]
+
+
+def vet_edit(tool: Tool, gate: Gate, scope: ev.Scope, args: dict[str, Any]) -> dict[str, Any]:
+    """The validated values of a human's edited arguments, or `ValueError` saying why the edit
+    is refused: it fails the tool's schema, or the gate denies it (the reason names the rule).
+    An `ask` does not ask again: the human who made the edit approves it."""
+    try:
+        kwargs = tool.validate(args)
+    except ValueError as exc:
+        raise ValueError(f"edited arguments are invalid: {exc}") from None
+    if tool.gated:
+        decision = gate.decide(tool.name, plain(kwargs), scope)
+        if decision.kind == "deny":
+            raise ValueError(f"edited arguments are denied: {decision.reason}")
+    return kwargs
 
 
 @dataclass(slots=True)

@@ -169,10 +169,11 @@ class Session:
 
     async def resolve(self, pending_id: str, approval: Approval | Answer) -> Resolution:
         """Answer a pending item: an `Approval` for an approval, an `Answer` for a question.
-        Invalid edited arguments are refused (the item stays open); a denial closes the batch
-        (its other items are skipped); answering twice is a no-op. When nothing is outstanding,
-        `resume()` finishes the batch and continues the run. Items of a subagent the batch
-        waits on are resolved here too."""
+        Edited arguments that are invalid or that the rules deny are refused (the item stays
+        open; the error names the rule); a denial closes the batch (its other items are
+        skipped); answering twice is a no-op. When nothing is outstanding, `resume()` finishes
+        the batch and continues the run. Items of a subagent the batch waits on are resolved
+        here too."""
         checkpoint = self.history.checkpoint
         for waiting in checkpoint.suspended.values() if checkpoint else ():
             child = self._children.get(waiting.session_id)
@@ -183,7 +184,7 @@ class Session:
             return await self.journal.resolve(self, pending_id, approval)
         if checkpoint is None or pending_id not in checkpoint.pending:
             raise UnknownPending(f"no pending item {pending_id!r} in session {self.id}")
-        done = checkpoint.resolve(pending_id, approval)
+        done = checkpoint.resolve(pending_id, approval, self._gate)
         return Resolution(done.status, len(self.pending), done.error)
 
     def resume(self, *, approver: Approver | None = None) -> Run:

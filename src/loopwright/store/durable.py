@@ -22,7 +22,7 @@ from typing import IO
 from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval
-from ..decide import Resolution
+from ..decide import Resolution, vet_edit
 from ..errors import ConfigError, UnknownSession
 from ..messages import History
 from ..session import Session
@@ -197,8 +197,9 @@ async def resolve(
     """Record a human's answer to a pending item, from any process: an `Approval` for an
     approval, an `Answer` for a question.
 
-    Edited arguments are validated against the tool first (an invalid edit is refused and the
-    item stays open). A denial closes the batch (the open items of subagents its calls wait on
+    Edited arguments are validated against the tool, then put through the agent's rules in the
+    item's scope: an invalid edit, or one the rules deny, is refused (the item stays open and
+    the error names the rule); otherwise the human's approval stands. A denial closes the batch (the open items of subagents its calls wait on
     are skipped with it). A second answer, or one after the batch closed, changes nothing and
     says so. `outstanding` counts what is still open under the top-level session. A foreign
     tenant's id is unknown (`UnknownPending`).
@@ -220,9 +221,9 @@ async def resolve(
     tool = agent.find_tool(item.tool)
     if decision.approved and decision.args is not None and tool is not None:
         try:
-            tool.validate(decision.args)
+            vet_edit(tool, agent.gate(), _scope_of(store, item), decision.args)
         except ValueError as exc:
-            return Resolution("invalid", still_open(), f"edited arguments are invalid: {exc}")
+            return Resolution("invalid", still_open(), str(exc))
     changed, _ = store.decide(
         pending_id,
         tenant,
@@ -236,6 +237,14 @@ async def resolve(
             if nested.session_id != item.session_id:
                 store.decide(nested.id, tenant, status="skipped", by=decision.by)
     return Resolution("resolved" if changed else "already_resolved", still_open())
+
+
+def _scope_of(store: Store, item: PendingRecord) -> ev.Scope:
+    """The scope the item's call was decided in, as its `approval:pending` announced it."""
+    for stored in store.load(item.session_id, item.tenant, after=item.batch_seq):
+        if isinstance(stored.event, ev.ApprovalPending) and stored.event.id == item.id:
+            return stored.event.scope
+    raise ConfigError(f"pending item {item.id}: its announcement is not in the log")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,56 @@
+"""Arguments as the gate sees them: the validated values a tool will receive, as plain data.
+
+The gate decides on what will run. A tool's `validate` coerces the model's JSON (`"true"` → True,
+`"1000"` → 1000) and may build richer values (pydantic models, dataclasses, enums, dates);
+`plain` turns those back into the shapes rules are written against — objects keyed by field name
+(or alias), lists, numbers, strings, booleans and null. It reads the attributes the tool will
+read, never a model's custom serialisers, so what the gate judges is what runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+_SCALARS = (bool, int, float, str, Decimal, type(None))
+
+
+def plain(value: Any) -> Any:
+    """The JSON shape of a validated value (a `Decimal` stays exact; a value of a type with no
+    JSON shape stays as it is, and a rule's test on it fails closed)."""
+    if isinstance(value, Enum):
+        return plain(value.value)
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, Mapping):
+        return {_key(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [plain(item) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    fields = getattr(type(value), "__pydantic_fields__", None)
+    if isinstance(fields, dict):  # a pydantic model: its fields as the model's JSON names them
+        out = {(info.alias or name): plain(getattr(value, name)) for name, info in fields.items()}
+        extra = getattr(value, "__pydantic_extra__", None) or {}
+        return out | {_key(key): plain(item) for key, item in extra.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    try:  # dates, UUIDs, paths, bytes: the strings pydantic would send
+        from pydantic_core import to_jsonable_python
+
+        return to_jsonable_python(value)
+    except Exception:
+        return value
+
+
+def _key(key: Any) -> str:
+    key = plain(key)
+    return key if isinstance(key, str) else json.dumps(key, default=str)
