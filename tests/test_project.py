@@ -169,3 +169,65 @@ async def test_skills_are_found_and_loaded_without_the_gate(tmp_path):
     assert (decision.decision, decision.reason) == ("allow", "built-in: not gated")
     output = next(e for e in result.events if e.type == "tool:output")
     assert output.content.strip() == "Commit with the message: fix bug"
+
+
+PAYER_PY = """\
+    from pathlib import Path
+
+    from loopwright import Agent, Rules, tool
+    from loopwright.testing import ScriptedModel
+
+
+    @tool
+    def pay(amount: int) -> str:
+        \"\"\"Pay.\"\"\"
+        return f"paid {amount}"
+
+
+    script = [{"tool_calls": [{"name": "pay", "args": {"amount": 5}, "id": "p1"}]}, "ok"]
+    agent = Agent(
+        name="payer",
+        model=ScriptedModel.from_script(script),
+        tools=[pay],
+        RULES
+    )
+    """
+PAYER_RULES = "rules:\n  - {name: no-payments, tool: pay, decision: deny}\n"
+
+
+def payer(tmp_path: Path, rules: str, *, beside: bool = True) -> dict[str, str]:
+    files = {"agents/payer/agent.py": PAYER_PY.replace("RULES", rules)}
+    return files | ({"agents/payer/rules.yaml": PAYER_RULES} if beside else {})
+
+
+async def test_the_rules_yaml_beside_an_agent_py_applies_to_it(tmp_path):
+    agent = load_project(write(tmp_path, payer(tmp_path, ""))).agent("payer")
+    result = await drive(Session(agent).run("pay"))
+    decision = next(e for e in result.events if e.type == "actauth:decision")
+    assert (decision.decision, decision.reason) == ("deny", "matched rule 'no-payments'")
+    assert result.stop_reason == "denied"
+
+
+def test_an_agent_py_may_name_the_rules_yaml_beside_it(tmp_path):
+    same = 'rules=Path(__file__).with_name("rules.yaml"),'
+    agent = load_project(write(tmp_path, payer(tmp_path, same))).agent("payer")
+    assert agent.gate().rules.rules[0].name == "no-payments"
+    # without a rules.yaml beside it, an agent.py's own rules stand alone
+    own = 'rules=Rules.from_yaml("rules: []"),'
+    assert load_project(write(tmp_path / "own", payer(tmp_path, own, beside=False))).agent("payer")
+
+
+@pytest.mark.parametrize(
+    "rules", ['rules=Rules.from_yaml("rules: []"),', 'rules=Path(__file__).with_name("x.yaml"),']
+)
+def test_an_agent_py_with_its_own_rules_and_a_rules_yaml_beside_it_is_an_error(tmp_path, rules):
+    folder = tmp_path.resolve() / "agents" / "payer"
+    folder.mkdir(parents=True)
+    (folder / "x.yaml").write_text("rules: []\n")
+    with pytest.raises(ConfigError) as error:
+        load_project(write(tmp_path, payer(tmp_path, rules)))
+    assert str(error.value) == (
+        f"{folder}/agent.py:18: agent 'payer' sets `rules=` and {folder}/rules.yaml is beside "
+        "it: one of the two would be ignored; keep one (delete rules.yaml, or drop `rules=` so "
+        "that rules.yaml applies)"
+    )

@@ -5,7 +5,8 @@
     agents/<name>/
         agent.yaml | agent.py  # declarative, or Python exporting `agent`
         tools.py               # every Tool in it is the agent's (found automatically)
-        rules.yaml             # permission rules, re-read when they change
+        rules.yaml             # permission rules, re-read when they change (agent.py agents
+                               # too; an agent.py that also sets `rules=` is an error)
         skills/<skill>/SKILL.md
 
 Discovery errors (a duplicate name, a broken tools module, an unknown model provider, an invalid
@@ -17,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import sys
 import tomllib
 import traceback
@@ -123,9 +125,39 @@ def load_agent(folder: str | Path, *, defaults: dict[str, Any] | None = None) ->
             raise ConfigError(
                 "agent.py must export `agent = Agent(...)`", source=str(folder / "agent.py")
             )
+        agent = _rules_beside(agent, folder)
     else:
         agent = _from_yaml(folder, defaults or {})
     return _with_subagents(agent, folder, defaults or {})
+
+
+def _rules_beside(agent: Agent, folder: Path) -> Agent:
+    """The `rules.yaml` of an agent.py agent's folder applies to it, as to an agent.yaml one.
+    An agent.py that sets `rules=` to anything else as well is an error: one of the two would
+    be silently ignored."""
+    beside = folder / "rules.yaml"
+    if not beside.exists():
+        return agent
+    if agent.rules is None:
+        return replace(agent, rules=beside)
+    own = agent.rules.path if isinstance(agent.rules, RulesFile) else agent.rules
+    if isinstance(own, str | Path) and _same_file(own, beside):
+        return agent
+    source = folder / "agent.py"
+    lines = source.read_text(errors="replace").splitlines()
+    line = next((n for n, text in enumerate(lines, 1) if re.search(r"\brules\s*=", text)), 0)
+    raise ConfigError(
+        f"agent {agent.name!r} sets `rules=` and {beside} is beside it: one of the two would be "
+        "ignored; keep one (delete rules.yaml, or drop `rules=` so that rules.yaml applies)",
+        source=f"{source}:{line}" if line else str(source),
+    )
+
+
+def _same_file(a: str | Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _with_subagents(agent: Agent, folder: Path, defaults: dict[str, Any]) -> Agent:
@@ -293,8 +325,6 @@ def _line_of(node: Any, key: str) -> int:
 
 
 def _valid_name(name: str) -> bool:
-    import re
-
     return re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) is not None
 
 
@@ -325,6 +355,7 @@ def rules_of(agent: Agent) -> dict[str, Any]:
                 "decision": r.decision,
                 "tenant": r.tenant,
                 "environment": r.environment,
+                "agent": r.agent,
                 "when": None if r.when is None else _condition(r.when),
             }
             for r in rules.rules

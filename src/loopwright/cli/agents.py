@@ -144,11 +144,8 @@ def render(config: dict[str, Any]) -> str:
         where = shown(rules["file"]) if rules["file"] else "(in code)"
         out.append(f"rules: {where} · default decision: {rules['default_decision']}")
         for r in rules["rules"]:
-            scope = (
-                ""
-                if (r["tenant"], r["environment"]) == ("*", "*")
-                else (f" [tenant {r['tenant']}, environment {r['environment']}]")
-            )
+            named = [f"{k} {r[k]}" for k in ("tenant", "environment", "agent") if r[k] != "*"]
+            scope = f" [{', '.join(named)}]" if named else ""
             when = f" when {r['when']}" if r["when"] else ""
             out.append(f"  {r['name']}: {r['tool']} → {r['decision']}{when}{scope}")
     out.append("skills: " + (", ".join(config["skills"]) or "none"))

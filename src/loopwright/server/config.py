@@ -77,6 +77,7 @@ def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
                     "decision": r["decision"],
                     "tenant": r["tenant"],
                     "environment": r["environment"],
+                    "agent": r["agent"],
                     "when": r["when"],
                 }
                 for r in rules["rules"]
