@@ -1,0 +1,423 @@
+"""Cancellation owned by the run, and tools off the loop: a cancel never lets a call start that
+had not, never calls a finished call unfinished, and never lies about a thread that runs on
+(its real outcome follows as `tool:late_result`); sync tools run in worker threads (unless
+`inline=True`), so a blocking one stalls no other session and its timeout applies. Tests
+synchronise on events the tools set, never on time (the deadline tests give the clock a bound
+the model never meets)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import call, drive, run_agent, scripted, verify
+from loopwright import Agent, Hooks, RetryPolicy, Session, tool
+from loopwright import events as ev
+from loopwright.messages import UserMessage
+from loopwright.runner import NOT_RUN, STILL_RUNNING, STOPPED
+from loopwright.testing import types
+from loopwright.tools import ToolContext
+
+BOUND = 30.0  # a safety bound for threads and handshakes that a failing test would hang on
+
+
+def after(events: list[ev.Event], kind: str) -> list[str]:
+    """Event types after the first event of `kind`."""
+    names = types(events)
+    return names[names.index(kind) + 1 :]
+
+
+def outputs(events: list[ev.Event]) -> dict[str, str]:
+    return {e.id: e.content for e in events if isinstance(e, ev.ToolOutput)}
+
+
+def late(events: list[ev.Event]) -> list[tuple[str, str]]:
+    return [(e.id, e.content) for e in events if isinstance(e, ev.ToolLateResult)]
+
+
+async def until(event: threading.Event) -> None:
+    """Wait, off the loop, until a tool's thread sets `event`."""
+    assert await asyncio.to_thread(event.wait, BOUND)
+
+
+def recorder(ran: list[int]) -> Any:
+    @tool
+    def record(n: int) -> str:
+        """Records that it ran."""
+        ran.append(n)
+        return f"ran {n}"
+
+    return record
+
+
+def holder(entered: threading.Event, release: threading.Event) -> Any:
+    @tool
+    def hold() -> str:
+        """Blocks its thread until the test releases it."""
+        entered.set()
+        return "released" if release.wait(BOUND) else "never released"
+
+    return hold
+
+
+ABORTED_PAIRS = ["tool:interrupted", "tool:output", "tool:result"] * 2 + ["loop:aborted", "done"]
+
+
+# ---- a cancel starts nothing -------------------------------------------------------------------
+
+
+async def test_a_cancel_while_the_reader_holds_a_decision_starts_no_call():
+    ran: list[int] = []
+    model = scripted({"tool_calls": [call("record", "a", n=1), call("record", "b", n=2)]}, "no")
+    session = Session(Agent(model=model, tools=[recorder(ran)]))
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "actauth:decision" and types(events).count(event.type) == 1:
+            session.cancel()
+    verify(events)
+    assert ran == []
+    assert after(events, "message:completed") == [
+        "actauth:decision",
+        "actauth:decision",
+        "tool:started",
+        "tool:started",
+        *ABORTED_PAIRS,
+    ]
+    assert outputs(events) == {"a": NOT_RUN, "b": NOT_RUN}
+    assert len(model.requests) == 1
+
+
+async def test_a_cancel_from_a_before_tool_hook_starts_no_call():
+    ran: list[int] = []
+    session: Session
+
+    def cancel_first(info: Any, c: Any) -> None:
+        if c.id == "a":
+            session.cancel()  # inside the run's own task: it lands before anything starts
+
+    model = scripted({"tool_calls": [call("record", "a", n=1), call("record", "b", n=2)]}, "no")
+    agent = Agent(model=model, tools=[recorder(ran)], hooks=Hooks(before_tool=cancel_first))
+    session = Session(agent)
+    result = await drive(session.run("go"))
+    assert ran == []
+    assert after(result.events, "message:completed") == [
+        "actauth:decision",
+        "actauth:decision",
+        *ABORTED_PAIRS,
+    ]
+    assert outputs(result.events) == {"a": NOT_RUN, "b": NOT_RUN}
+
+
+async def test_finished_calls_keep_their_results_and_a_running_thread_reports_late():
+    """Cancelled once `b` has its result and `a` runs in its thread: `b` keeps its real
+    result, `a` says it was still running, and what `a` did follows when it finishes."""
+    ran: list[int] = []
+    entered, release = threading.Event(), threading.Event()
+    model = scripted({"tool_calls": [call("hold", "a"), call("record", "b", n=2)]}, "no")
+    session = Session(Agent(model=model, tools=[holder(entered, release), recorder(ran)]))
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:result" and event.id == "b":
+            await until(entered)
+            session.cancel()
+        if event.type == "tool:output" and event.id == "a":
+            release.set()
+    verify(events)
+    assert ran == [2]
+    assert outputs(events) == {"a": STILL_RUNNING, "b": "ran 2"}
+    assert after(events, "tool:result")[-6:] == [
+        "tool:interrupted",
+        "tool:output",
+        "tool:result",
+        "tool:late_result",
+        "loop:aborted",
+        "done",
+    ]
+    assert late(events) == [("a", "released")]
+    assert [m.content for m in session.messages[-2:]] == [STILL_RUNNING, "ran 2"]
+
+
+async def test_a_thread_sees_the_cancel_in_its_context():
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def watch(ctx: ToolContext) -> str:
+        """Works until it is told to stop, then tidies up until released."""
+        entered.set()
+        told = ctx.cancelled.wait(BOUND)
+        release.wait(BOUND)
+        return "stopped when told" if told else "never told"
+
+    session = Session(Agent(model=scripted({"tool_calls": [call("watch", "w")]}), tools=[watch]))
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:started":
+            await until(entered)
+            session.cancel()
+        if event.type == "tool:output":
+            release.set()
+    verify(events)
+    assert outputs(events) == {"w": STILL_RUNNING}
+    assert late(events) == [("w", "stopped when told")]
+
+
+async def test_an_async_call_stopped_while_it_ran_says_so():
+    entered = asyncio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Waits for what never comes."""
+        entered.set()
+        await asyncio.Event().wait()
+        return "impossible"
+
+    session = Session(
+        Agent(model=scripted({"tool_calls": [call("wait_forever", "w")]}), tools=[wait_forever])
+    )
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:started":
+            await entered.wait()
+            session.cancel()
+    verify(events)
+    assert outputs(events) == {"w": STOPPED}
+    assert types(events)[-5:] == [
+        "tool:interrupted",
+        "tool:output",
+        "tool:result",
+        "loop:aborted",
+        "done",
+    ]
+
+
+async def test_a_steer_then_a_cancel_drops_the_steer():
+    never = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Waits."""
+        await never.wait()
+        return "impossible"
+
+    model = scripted({"tool_calls": [call("wait", "w")]}, "again")
+    session = Session(Agent(model=model, tools=[wait]))
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "message:completed":
+            session.steer("change of plan")
+            session.follow_up("and then this")
+            session.cancel()
+    verify(events)
+    assert "steering:injected" not in types(events) and len(model.requests) == 1
+    await drive(session.run("next"))
+    said = [m.content for m in model.requests[1].messages if isinstance(m, UserMessage)]
+    assert said == ["go", "next"]
+
+
+async def test_a_run_cancelled_before_it_started_does_nothing():
+    model = scripted("never asked")
+    session = Session(Agent(model=model, hooks=Hooks(on_run_start=lambda info: 1 / 0)))
+    run = session.run("go")
+    run.cancel()
+    result = await drive(run)
+    assert types(result.events) == ["session", "loop:aborted", "done"]
+    assert model.requests == [] and session.messages == []
+
+
+async def test_a_reader_cancelled_while_it_waits_cancels_the_run():
+    session = Session(Agent(model=scripted({"stall": 3600})))
+    run = session.run("go")
+    seen: list[str] = []
+    asked = asyncio.Event()
+
+    async def read() -> None:
+        async for event in run:
+            seen.append(event.type)
+            if event.type == "budget:check":
+                asked.set()
+
+    reader = asyncio.create_task(read())
+    await asked.wait()
+    reader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+    rest = await run.result()
+    assert types(rest.events) == ["loop:aborted", "done"]
+    assert not session.busy
+
+
+# ---- deadlines -------------------------------------------------------------------------------
+
+
+async def test_a_request_past_its_deadline_fails_retryably_in_the_run_not_in_the_reader():
+    """The reader is busy with its first event (it awaits the journal seeing the retry) while
+    the deadline passes: its own await is not cancelled; the request is retried."""
+    retried = asyncio.Event()
+
+    class Watch:
+        async def begin(self, session: Any, input: Any) -> None:
+            pass
+
+        async def end(self, session: Any, stop_reason: Any) -> None:
+            pass
+
+        async def append(self, session_id: str, event: ev.Event) -> None:
+            if event.type == "model:retry":
+                retried.set()
+
+    agent = Agent(
+        model=scripted({"stall": 3600}, "done"), retry=RetryPolicy(deadline=0.05, backoff=0)
+    )
+    events = []
+    async for event in Session(agent, journal=Watch()).run("go"):
+        if not events:
+            await retried.wait()  # would raise CancelledError if the deadline landed here
+        events.append(event)
+    verify(events)
+    assert events[-1].text == "done"
+    assert [e.error for e in events if isinstance(e, ev.ModelRetry)] == [
+        "no complete reply within 0.05s"
+    ]
+
+
+# ---- where tools run --------------------------------------------------------------------------
+
+
+async def test_sync_tools_run_in_threads_and_inline_ones_on_the_loop():
+    @tool
+    def threaded() -> str:
+        """Where it runs."""
+        return threading.current_thread().name
+
+    @tool(inline=True)
+    def inline() -> str:
+        """Where it runs."""
+        asyncio.get_running_loop()  # only the loop's own thread has one
+        return threading.current_thread().name
+
+    model = scripted(
+        {"tool_calls": [call("threaded", "t")]}, {"tool_calls": [call("inline", "i")]}, "ok"
+    )
+    result = await run_agent(Agent(model=model, tools=[threaded, inline]))
+    found = outputs(result.events)
+    assert (
+        found["t"].startswith("loopwright-tool") and found["i"] == threading.current_thread().name
+    )
+
+
+async def test_a_blocking_sync_tool_does_not_stall_other_sessions():
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    @tool
+    def slow() -> str:
+        """Blocks its thread (as time.sleep would) until released."""
+        entered.set()
+        release.wait(BOUND)
+        order.append("the blocking tool returned")
+        return "slow done"
+
+    busy = Session(Agent(model=scripted({"tool_calls": [call("slow")]}, "after"), tools=[slow]))
+    blocked = asyncio.create_task(busy.run("go").result())
+    await until(entered)
+    other = await run_agent(Agent(model=scripted("hello")))  # while the tool still blocks
+    order.append(f"another session answered {other.text!r}")
+    release.set()
+    assert (await blocked).text == "after"
+    assert order == ["another session answered 'hello'", "the blocking tool returned"]
+
+
+async def test_a_sync_tool_times_out_and_reports_what_it_did_later():
+    release = threading.Event()
+
+    @tool
+    def stuck() -> str:
+        """Blocks until released."""
+        return "finally done" if release.wait(BOUND) else "never released"
+
+    model = scripted({"tool_calls": [call("stuck", "s")]}, "after")
+    agent = Agent(model=model, tools=[stuck], tool_timeout=0.05)
+    events = []
+    async for event in Session(agent).run("go"):
+        events.append(event)
+        if event.type == "tool:output":
+            release.set()
+    verify(events)
+    assert outputs(events) == {
+        "s": "Tool 'stuck' timed out after 0.05s. It is still running in its thread; "
+        "its outcome will be recorded when it finishes."
+    }
+    assert late(events) == [("s", "finally done")]
+    assert types(events)[-4:] == ["step:finished", "tool:late_result", "loop:done", "done"]
+
+
+async def test_a_thread_past_the_grace_is_logged_not_awaited():
+    entered, release = threading.Event(), threading.Event()
+    logged = asyncio.Event()
+    records: list[str] = []
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+            logged.set()  # on the loop's thread: the late outcome lands there first
+
+    handler = Seen()
+    logging.getLogger("loopwright.tools").addHandler(handler)
+    try:
+        hold = holder(entered, release)
+        agent = Agent(
+            model=scripted({"tool_calls": [call("hold", "h")]}), tools=[hold], tool_grace=0
+        )
+        session = Session(agent)
+        events = []
+        async for event in session.run("go"):
+            events.append(event)
+            if event.type == "tool:started":
+                await until(entered)
+                session.cancel()
+        verify(events)
+        assert outputs(events) == {"h": STILL_RUNNING} and late(events) == []
+        release.set()
+        await logged.wait()
+    finally:
+        logging.getLogger("loopwright.tools").removeHandler(handler)
+    assert records == ["tool hold (call h) finished after its run had ended: released"]
+
+
+async def test_a_durable_run_logs_the_late_result_before_it_ends(tmp_path: Path):
+    from loopwright.store import open_store
+    from loopwright.store.durable import open_session
+
+    store = open_store(tmp_path / "db.sqlite")
+    entered, release = threading.Event(), threading.Event()
+    agent = Agent(
+        model=scripted({"tool_calls": [call("hold", "h")]}, "after"),
+        tools=[holder(entered, release)],
+    )
+    session = await open_session(agent, store, "s")
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:started":
+            await until(entered)
+            session.cancel()
+        if event.type == "tool:output":
+            release.set()
+    verify(events)
+    stored = [e.event for e in store.load("s", "default")]
+    assert stored == [e for e in events if not e.type.endswith(":delta")]
+    assert types(stored)[-3:] == ["tool:late_result", "loop:aborted", "done"]
+    assert store.session("s", "default").status == "idle"
+    again = await open_session(agent, store, "s")
+    assert again.messages == session.messages
+    store.close()
