@@ -1,0 +1,202 @@
+"""Edits are decided again: an approval with edited arguments is validated, then put through the
+rules. A deny (a deny rule, or the default) refuses it — the item stays open and the message
+names the rule — while an `ask` does not ask again: the human's approval stands. Everywhere an
+edit comes in: a live approver, `session.resolve`, the durable `resolve`, HTTP and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import call, drive, run_agent, scripted
+from loopwright import Agent, Approval, ApprovalRequest, Rules, Session, tool
+from loopwright.cli.main import main
+from loopwright.project import load_project
+from loopwright.server import create_app
+from loopwright.store import open_store
+from loopwright.store.durable import open_session, resolve
+from test_server import LiveServer, body
+
+RULES = """\
+default_decision: deny
+rules:
+  - name: huge-refunds
+    tool: refund
+    decision: deny
+    when: {field: amount, op: gt, value: 1000}
+  - name: small-refunds-asked
+    tool: refund
+    decision: ask
+    when: {field: amount, op: lte, value: 100}
+"""
+HUGE = "edited arguments are denied: matched rule 'huge-refunds'"
+UNMATCHED = "edited arguments are denied: no rule matched: default decision 'deny'"
+refunded: list[int] = []
+
+
+@tool
+def refund(order: str, amount: int) -> str:
+    """Refund an order."""
+    refunded.append(amount)
+    return f"refunded {amount} on {order}"
+
+
+def till(model: Any, rules: Any = None) -> Agent:
+    refunded.clear()
+    return Agent(name="till", model=model, tools=[refund], rules=rules or Rules.from_yaml(RULES))
+
+
+def asked_refund() -> Any:
+    return scripted({"tool_calls": [call("refund", "r1", order="A-1", amount=50)]}, "done")
+
+
+async def test_a_live_edit_the_rules_deny_is_refused_and_asked_again():
+    errors: list[str | None] = []
+    edits = iter([{"amount": 5000}, {"amount": 500}, {"amount": "80"}])
+
+    def approver(request: ApprovalRequest) -> Approval:
+        errors.append(request.error)
+        return Approval.approve({"order": "A-1", **next(edits)}, by="ana")
+
+    result = await run_agent(till(asked_refund()), approver=approver)
+    assert errors == [None, HUGE, UNMATCHED]
+    assert refunded == [80]  # the string "80", validated: an ask rule matches, no second ask
+    assert [e.type for e in result.events].count("approval:pending") == 1
+    resolved = next(e for e in result.events if e.type == "approval:resolved")
+    assert (resolved.decision, resolved.args) == ("approve", {"order": "A-1", "amount": "80"})
+    decision = next(e for e in result.events if e.type == "actauth:decision")
+    assert (decision.decision, decision.reason) == (
+        "allow",
+        "matched rule 'small-refunds-asked' — human approved",
+    )
+
+
+async def test_a_live_approver_that_keeps_editing_into_a_deny_is_denied():
+    def approver(request: ApprovalRequest) -> Approval:
+        return Approval.approve({"order": "A-1", "amount": 5000})
+
+    result = await run_agent(till(asked_refund()), approver=approver)
+    assert refunded == [] and result.stop_reason == "denied"
+    decision = next(e for e in result.events if e.type == "actauth:decision")
+    assert decision.reason == (
+        "matched rule 'small-refunds-asked' — human denied: 5 refused edits in a row"
+    )
+
+
+async def test_session_resolve_refuses_a_denied_edit_and_keeps_the_item_open():
+    session = Session(till(asked_refund()))
+    assert (await drive(session.run("refund"))).stop_reason == "paused"
+    [item] = session.pending
+    for args, error in [({"amount": 5000}, HUGE), ({"amount": 101}, UNMATCHED)]:
+        refused = await session.resolve(item.id, Approval.approve({"order": "A-1", **args}))
+        assert (refused.status, refused.outstanding, refused.error) == ("invalid", 1, error)
+        assert [p.id for p in session.pending] == [item.id]
+    done = await session.resolve(item.id, Approval.approve({"order": "A-1", "amount": 7}))
+    assert (done.status, done.outstanding) == ("resolved", 0)
+    result = await drive(session.resume())
+    assert refunded == [7] and result.stop_reason == "completed"
+
+
+async def test_the_durable_resolve_refuses_a_denied_edit(tmp_path: Path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    agent, store = till(asked_refund(), rules), open_store(tmp_path / "db")
+    session = await open_session(agent, store)
+    assert (await drive(session.run("refund"))).stop_reason == "paused"
+    [item] = store.pending("default")
+    refused = await resolve(store, agent, item.id, Approval.approve({"order": "A", "amount": 5000}))
+    assert (refused.status, refused.outstanding, refused.error) == ("invalid", 1, HUGE)
+    assert store.pending_item(item.id, "default").status == "open"
+    done = await resolve(store, agent, item.id, Approval.approve({"order": "A", "amount": 90}))
+    assert (done.status, done.outstanding) == ("resolved", 0)
+    # the rules change before the run resumes: the edit is put through them again
+    rules.write_text(RULES.replace("value: 1000", "value: 80"))
+    session = await open_session(agent, store, session.id)
+    result = await drive(session.resume())
+    decision = next(e for e in result.events if e.type == "actauth:decision")
+    assert (decision.decision, decision.reason) == (
+        "deny",
+        f"matched rule 'small-refunds-asked' — human approved, but {HUGE}",
+    )
+    assert refunded == [] and result.stop_reason == "denied"
+    store.close()
+
+
+TILL_PY = '''\
+from loopwright import Agent, tool
+from loopwright.messages import ToolCall, ToolResultMessage
+from loopwright.testing import FunctionModel, Reply
+
+
+@tool
+def refund(order: str, amount: int) -> str:
+    """Refund an order."""
+    return f"refunded {amount} on {order}"
+
+
+def reply(request):
+    last = request.messages[-1]
+    if isinstance(last, ToolResultMessage):
+        return Reply(text=f"Done: {last.content}")
+    args = {"order": "A-1", "amount": 50}
+    return Reply(tool_calls=(ToolCall(id=f"r{len(request.messages)}", name="refund", args=args),))
+
+
+agent = Agent(name="till", model=FunctionModel(reply), tools=[refund])
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project whose agent.py agent gets the rules.yaml beside it."""
+    monkeypatch.delenv("LOOPWRIGHT_HOME", raising=False)
+    folder = tmp_path / "agents" / "till"
+    folder.mkdir(parents=True)
+    (tmp_path / "loopwright.toml").write_text("")
+    (folder / "agent.py").write_text(TILL_PY)
+    (folder / "rules.yaml").write_text(RULES)
+    return tmp_path
+
+
+def test_http_refuses_a_denied_edit_with_400_naming_the_rule(project: Path):
+    with LiveServer(create_app(load_project(project))) as live, live.client() as http:
+        paused = body(http.post("/agents/till/messages", json={"message": "refund"}), 202)
+        pid = paused["id"]
+        assert paused["reason"] == "matched rule 'small-refunds-asked'"
+        huge = {"args": {"order": "A-1", "amount": "5000"}}
+        assert body(http.post(f"/approvals/{pid}/approve", json=huge), 400) == {"error": HUGE}
+        v1 = {"decision": "approve", "editedArgs": {"order": "A-1", "amount": 500}}
+        refused = body(http.post(f"/pending-approvals/{pid}/resolve", json=v1), 400)
+        assert refused == {"error": f"editedArgs invalid — {UNMATCHED}"}
+        [still] = body(http.get("/agents/till/approvals"), 200)["approvals"]
+        assert still["id"] == pid
+        small = {"args": {"order": "A-1", "amount": 80}}
+        done = body(http.post(f"/approvals/{pid}/approve", json=small), 200)
+        assert (done["text"], done["stopReason"]) == ("Done: refunded 80 on A-1", "completed")
+
+
+def test_the_cli_refuses_a_denied_edit_with_exit_2_naming_the_rule(
+    project: Path, capsys: pytest.CaptureFixture[str]
+):
+    loaded = load_project(project)
+    agent, store = loaded.agent("till"), open_store(loaded.store_path())
+
+    async def pause() -> None:
+        session = await open_session(agent, store)
+        assert (await drive(session.run("refund"))).stop_reason == "paused"
+
+    asyncio.run(pause())
+    [item] = store.pending("default")
+    where = ["--project", str(project)]
+    capsys.readouterr()
+    assert main(["approvals", "edit", item.id, '{"amount": 5000}', *where]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == f"loopwright: error: {item.id}: {HUGE}"
+    assert store.pending_item(item.id, "default").status == "open"
+    assert main(["approvals", "edit", item.id, '{"amount": 80}', "--no-resume", *where]) == 0
+    decided = store.pending_item(item.id, "default")
+    assert (decided.status, decided.edited_args) == ("approved", {"order": "A-1", "amount": 80})
+    store.close()
