@@ -122,7 +122,7 @@ async def test_cancel_during_a_tool_interrupts_it_and_keeps_history_valid():
     ]
     results = [m for m in session.messages if isinstance(m, ToolResultMessage)]
     assert [(m.call_id, m.content) for m in results] == [
-        ("g", "[interrupted: tool call did not complete]"),
+        ("g", "[cancelled: the call was stopped while it ran; it may have done part of its work]"),
         ("e", "hi"),
     ]
     result = await drive(session.run("again"))
