@@ -10,14 +10,15 @@ Responses and Anthropic Messages on 127.0.0.1, streaming, from a fixture file pe
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
+import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,10 +28,7 @@ E2E = Path(__file__).parent / "e2e"
 LLMOCK = E2E / "node_modules" / ".bin" / "llmock"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+_numbers = itertools.count()
 
 
 @contextlib.contextmanager
@@ -44,19 +42,11 @@ def aimock(
     path_env = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     if shutil.which("node", path=path_env) is None:
         raise RuntimeError("node is not installed (pip install -e .[test] brings it)")
-    path = tmp / f"fixtures-{time.monotonic_ns()}.json"
+    path = tmp / f"fixtures-{next(_numbers)}.json"
     path.write_text(json.dumps({"fixtures": fixtures}))
-    port = _free_port()
     argv = [
         str(LLMOCK),
-        "-p",
-        str(port),
-        "-h",
-        "127.0.0.1",
-        "-f",
-        str(path),
-        "--log-level",
-        "warn",
+        *("-p", "0", "-h", "127.0.0.1", "-f", str(path), "--log-level", "info"),
         *(("--strict",) if strict else ()),
         *extra,
     ]
@@ -68,30 +58,45 @@ def aimock(
         env={**os.environ, "PATH": path_env},
         start_new_session=True,  # its own group: the venv's `node` wraps the real node
     )
-    url = f"http://127.0.0.1:{port}"
+    assert process.stdout is not None
+    output: list[str] = []
+    drain = threading.Thread(target=output.extend, args=(process.stdout,), daemon=True)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/__aimock/journal", timeout=1).read()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    output = process.stdout.read() if process.stdout else ""
-                    raise RuntimeError(f"aimock did not start: {output[-2000:]}") from None
-                time.sleep(0.05)
+        url = _listening(process, output)
+        drain.start()  # the rest of its output, read as it comes (a full pipe stalls it)
         yield url
     finally:
+        _stop(process)
+        if drain.is_alive():
+            drain.join()
+        process.stdout.close()
+
+
+def _listening(process: subprocess.Popen[str], output: list[str]) -> str:
+    """The URL of aimock's "listening on" line: it accepts connections from then on."""
+    assert process.stdout is not None
+    watchdog = threading.Timer(60, _stop, (process,))  # a safety net: a silent aimock fails
+    watchdog.start()
+    try:
+        for line in process.stdout:
+            output.append(line)
+            if found := re.search(r"listening on (http://127\.0\.0\.1:\d+)", line):
+                return found[1]
+    finally:
+        watchdog.cancel()
+    raise RuntimeError(f"aimock did not start: {''.join(output)[-2000:]}")
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM to its group (the venv's node wrapper and the real node), SIGKILL past 5 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)  # the wrapper and the real node
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def journal(url: str) -> list[dict[str, Any]]:
