@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,8 @@ import httpx2
 import pytest
 
 from aimock import aimock, chaos, journal
-from conftest import call, drive, scripted
+from conftest import call, drive, scripted, verify
+from local_api import Answer, LocalAPI
 from loopwright import Agent, ConfigError, RetryPolicy, Session, get_model, tool
 from loopwright.events import MessageCompleted, ModelRetry
 from loopwright.messages import (
@@ -30,6 +30,7 @@ from loopwright.models import Model, ModelFailure, ModelRequest, StreamItem
 from loopwright.providers import Endpoint, make_model
 from loopwright.session import RunResult
 from loopwright.testing import types
+from virtual_time import virtual
 
 pytestmark = [
     # The SDK deprecates claude-sonnet-4-5 (end of life 2026-11-30) with a DeprecationWarning on
@@ -61,7 +62,7 @@ def ran() -> list[dict[str, Any]]:
 @pytest.fixture
 def clock(ran: list[dict[str, Any]]) -> Any:
     @tool
-    def clock(tz: str) -> str:
+    async def clock(tz: str) -> str:  # (async: on the event loop, as virtual time needs)
         """The current time in a timezone."""
         ran.append({"tz": tz})
         return "12:00"
@@ -169,13 +170,18 @@ def tool_use(name: str, *pieces: str, id: str = "toolu_1") -> tuple[str, dict[st
     return ("tool_use", {"id": id, "name": name, "input": {}}, deltas)
 
 
-def fake(*bodies: bytes, delay: float = 0.0) -> tuple[httpx2.AsyncClient, list[dict[str, Any]]]:
-    """A client whose n-th request gets the n-th SSE body."""
+def fake(
+    *bodies: bytes, arrived: asyncio.Event | None = None
+) -> tuple[httpx2.AsyncClient, list[dict[str, Any]]]:
+    """A client whose n-th request gets the n-th SSE body (with `arrived`: never; the event
+    is set when the request is at the server)."""
     sent: list[dict[str, Any]] = []
 
     async def handle(request: httpx2.Request) -> httpx2.Response:
         sent.append(json.loads(request.content))
-        await asyncio.sleep(delay)
+        if arrived is not None:
+            arrived.set()
+            await asyncio.Event().wait()
         body = bodies[len(sent) - 1]
         return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
@@ -392,31 +398,37 @@ async def test_overloaded_and_server_errors_are_retried(tmp_path: Path, clock: A
     assert [r.error[:8] for r in of(result, ModelRetry)] == ["HTTP 529", "HTTP 500"]
 
 
+@virtual
 async def test_stream_cut_mid_tool_call_is_retried(tmp_path: Path, clock: Any, ran: list):
-    # message_start, the tool_use start, two 4-character argument deltas, then a reset; chunks
-    # 40 ms apart, so the client has read the first delta before the reset discards what is unread
-    cut_early = {"chunkSize": 4, "truncateAfterChunks": 4, "latency": 40}
-    fixtures = [
-        {"match": {**LEG1, "sequenceIndex": 0}, "response": CLOCK_CALL, **cut_early},
-        {"match": {**LEG1, "sequenceIndex": 1}, "response": CLOCK_CALL},
-        {"match": LEG2, "response": {"content": ANSWER}},
-    ]
-    with aimock(tmp_path, fixtures) as url:
-        result = await run_with(model_at(url), clock)
-        cut = journal(url)[0]["response"]
-    assert cut["interrupted"] is True
-    names = types(result.events)
+    """The first attempt's connection is cut inside the tool call's arguments, once the loop
+    has emitted a tool delta (the test cuts it on seeing one)."""
+    cut = asyncio.Event()
+    tool_call = sse(*reply(tool_use("clock", '{"tz": ', '"UTC"}'), stop="tool_use"))
+    answers = [Answer(tool_call[: tool_call.index(b'"UTC')], then=cut), Answer(tool_call)]
+    async with LocalAPI(tmp_path, [*answers, Answer(sse(*reply(text(ANSWER))))]) as api:
+        model = model_at("http://api", http_client=api.client())
+        agent = Agent(model=model, tools=[clock], retry=FAST)
+        events = []
+        async with Session(agent).run(ASK) as run:
+            async for event in run:
+                events.append(event)
+                if event.type == "tool:delta":
+                    cut.set()
+        await close(model)
+    verify(events)
+    names = types(events)
     assert names.index("tool:delta") < names.index("model:retry")  # cut after a tool delta
-    retries = len(of(result, ModelRetry))
-    assert (result.stop_reason, ran, retries) == ("completed", [{"tz": "UTC"}], 1)
+    [retry] = [e for e in events if e.type == "model:retry"]
+    assert retry.error.startswith("RemoteProtocolError: peer closed connection")
+    assert events[-1].stop_reason == "completed"
+    assert (ran, len(api.requests)) == ([{"tz": "UTC"}], 3)
 
 
 async def test_stalled_stream_fails_past_the_bound(tmp_path: Path, clock: Any, ran: list):
+    """aimock holds every request 30 s (its most): only the 0.5 s timeout can end them."""
     fixtures = [{"match": LEG1, "response": CLOCK_CALL}]
-    started = time.monotonic()
-    with aimock(tmp_path, fixtures, extra=("--chaos-latency", "3000")) as url:
+    with aimock(tmp_path, fixtures, extra=("--chaos-latency", "30000")) as url:
         result = await run_with(model_at(url, timeout=0.5), clock)
-    assert time.monotonic() - started < 5
     assert (result.stop_reason, ran, len(of(result, ModelRetry))) == ("error", [], 2)
     assert types(result.events)[-2:] == ["loop:error", "done"]
     assert "timed out" in result.events[-2].error
@@ -447,13 +459,15 @@ async def test_prompt_too_long_is_flagged(tmp_path: Path):
 
 
 async def test_cancellation_propagates():
-    client, _ = fake(sse(*reply(text("late"))), delay=30)
+    arrived = asyncio.Event()
+    client, _ = fake(sse(*reply(text("late"))), arrived=arrived)
     request = ModelRequest(system="", messages=[UserMessage(content="hi")])
-    task = asyncio.create_task(collect(model_at("http://fake", http_client=client), request))
-    await asyncio.sleep(0.05)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    async with asyncio.timeout(60):  # a safety net
+        task = asyncio.create_task(collect(model_at("http://fake", http_client=client), request))
+        await arrived.wait()  # the request is at the server, waiting for its answer
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
 
 
 # -- configuration ----------------------------------------------------------------------------

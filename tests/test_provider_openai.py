@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,7 +15,8 @@ import httpx2
 import pytest
 
 from aimock import aimock, chaos, journal
-from conftest import call, drive, scripted
+from conftest import call, drive, scripted, verify
+from local_api import Answer, LocalAPI
 from loopwright import Agent, ConfigError, RetryPolicy, Session, get_model, tool
 from loopwright.catalog import lookup
 from loopwright.events import MessageCompleted, StepFinished
@@ -24,6 +24,7 @@ from loopwright.messages import UserMessage
 from loopwright.models import ModelFailure, ModelRequest, ToolSpec
 from loopwright.providers import Endpoint, make_model
 from loopwright.testing import types
+from virtual_time import virtual
 
 KEY = "TEST_OPENAI_KEY"
 DIALECTS = ["openai-chat", "openai-responses"]
@@ -61,7 +62,7 @@ async def model_at(url, dialect, name="gpt-4o-mini", *, timeout=120.0, sent=None
 
 def clock(ran: list[str]):
     @tool
-    def get_time(timezone: str) -> str:
+    async def get_time(timezone: str) -> str:  # (async: on the event loop, as virtual time needs)
         """Tell the time in a timezone."""
         ran.append(timezone)
         return "12:00"
@@ -178,13 +179,9 @@ async def test_two_step_tool_run(tmp_path, dialect):
 BAD = {"toolCalls": [{"name": "get_time", "arguments": '{"timezone": "UT'}]}
 RATE_LIMITED = error(429, "Rate limit reached", "rate_limit_exceeded", retryAfter=0.1)
 SERVER_ERROR = error(500, "The server had an error", "server_error")
-STALL = {"chunkSize": 5, "streamingProfile": {"ttft": 0, "tps": 0.2}}  # then 5 s silence
-CUT = {"chunkSize": 5, "latency": 5, "truncateAfterChunks": 5}  # socket gone inside the args
 FIRST_ATTEMPTS = {  # fault → (the first attempt's fixture, the retry's error, its delay)
     "429": (leg(RATE_LIMITED, seq=0), "HTTP 429", 0.1),  # Retry-After, not our backoff
     "500": (leg(SERVER_ERROR, seq=0), "HTTP 500", 0.01),
-    "stall": (leg(CALL, seq=0, **STALL), "Timeout", 0.01),  # with a 0.5 s endpoint timeout
-    "cut": (leg(CALL, seq=0, **CUT), "Connection", 0.01),
     "malformed": (leg(BAD, seq=0), "malformed arguments for 'get_time'", 0.01),
 }
 
@@ -195,7 +192,7 @@ async def test_a_failed_attempt_is_retried_and_the_tool_runs_once(tmp_path, dial
     first, error_text, delay = FIRST_ATTEMPTS[fault]
     ran: list[str] = []
     with aimock(tmp_path, [first, leg(CALL, seq=1), SECOND]) as url:
-        async with model_at(url, dialect, timeout=0.5 if fault == "stall" else 120) as model:
+        async with model_at(url, dialect) as model:
             result = await ask(model, ran)
         assert len(journal(url)) == 3
     assert result.stop_reason == "completed" and ran == ["UTC"]
@@ -203,7 +200,7 @@ async def test_a_failed_attempt_is_retried_and_the_tool_runs_once(tmp_path, dial
     assert error_text in retry.error and retry.delay == pytest.approx(delay)
     first_try = types(result.events)[: types(result.events).index("model:retry")]
     assert "message:completed" not in first_try and "tool:started" not in first_try
-    if fault in ("cut", "malformed"):
+    if fault == "malformed":
         assert "tool:delta" in first_try  # failed inside the tool call
 
 
@@ -229,12 +226,11 @@ async def test_rate_limited_past_the_bound_never_reruns_the_tool(tmp_path):
 
 
 async def test_stalled_server_times_out_and_errors_past_the_bound(tmp_path):
+    """aimock holds every request 30 s (its most): only the 0.5 s timeout can end them."""
     ran: list[str] = []
-    started = time.monotonic()
-    with aimock(tmp_path, [leg(CALL), SECOND], extra=("--chaos-latency", "3000")) as url:
+    with aimock(tmp_path, [leg(CALL), SECOND], extra=("--chaos-latency", "30000")) as url:
         async with model_at(url, "openai-chat", timeout=0.5) as model:
             result = await ask(model, ran)
-    assert time.monotonic() - started < 3
     assert result.stop_reason == "error" and ran == []
     assert len(retries(result)) == 2 and "Timeout" in retries(result)[0].error
     assert types(result.events)[-2:] == ["loop:error", "done"]
@@ -349,6 +345,38 @@ async def test_stream_ending_early_mid_tool_call_is_retried(dialect):
     assert len(retries(result)) == 1
 
 
+@pytest.mark.parametrize("fault", ["stall", "cut"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+@virtual
+async def test_a_stalled_or_cut_attempt_is_retried_and_the_tool_runs_once(tmp_path, dialect, fault):
+    """The first attempt streams part of the tool call, then goes silent past the endpoint's
+    timeout (on virtual time: 10 s pass at once), or loses its connection once the loop has
+    emitted a tool delta; the retry completes and the tool runs once."""
+    cut = asyncio.Event()
+    partial, tool_call, answer = (body.encode() for body in REPLIES[dialect])
+    first = Answer(partial, then="stall" if fault == "stall" else cut)
+    loop, ran, events, retried = asyncio.get_running_loop(), [], [], []
+    async with (
+        LocalAPI(tmp_path, [first, Answer(tool_call), Answer(answer)]) as api,
+        model_at("http://api", dialect, timeout=10, http=api.client()) as model,
+    ):
+        agent = Agent(model=model, tools=[clock(ran)], instructions=SYSTEM, retry=FAST)
+        async for event in Session(agent).run(ASK):
+            events.append(event)
+            if event.type == "tool:delta":
+                cut.set()
+            if event.type == "model:retry":
+                retried.append(loop.time())
+    verify(events)
+    assert events[-1].stop_reason == "completed" and ran == ["UTC"] and len(api.requests) == 3
+    [retry] = [e for e in events if e.type == "model:retry"]
+    first_try = types(events)[: types(events).index("model:retry")]
+    assert "tool:delta" in first_try and "tool:started" not in first_try
+    stalled = ("APITimeoutError: Request timed out.", [pytest.approx(10)])  # the timeout's 10 s
+    cut_off = ("APIConnectionError: Connection error.", [0])  # at once
+    assert (retry.error, retried) == (stalled if fault == "stall" else cut_off)
+
+
 THINK_AND_SAY = (delta("reasoning_text", "hmm"), delta("output_text", "Hel", 1))
 SUMMARY_AND_SAY = (delta("reasoning_summary_text", "hmm"), delta("output_text", "Hel", 1))
 TRUNCATED = {"incomplete_details": {"reason": "max_output_tokens"}, "usage": USAGE}
@@ -403,14 +431,17 @@ async def test_output_limit_field_and_notes(endpoint, field):
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 async def test_cancel_propagates_out_of_a_waiting_stream(dialect):
+    arrived = asyncio.Event()
+
     async def never(request: httpx2.Request) -> httpx2.Response:
-        await asyncio.sleep(30)
+        arrived.set()
+        await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(never))
-    async with model_at("http://fake", dialect, http=http) as model:
+    async with model_at("http://fake", dialect, http=http) as model, asyncio.timeout(60):
         task = asyncio.create_task(collect(model))
-        await asyncio.sleep(0.05)
+        await arrived.wait()  # the request is at the server, waiting for its answer
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -6,9 +6,11 @@ timeouts then fire in a fixed order at exact times, as fast as the code runs, ho
 the machine is; a test may assert what `loop.time()` read when something happened.
 
 I/O between peers on this loop (a Unix socket: a write is readable at once) is seen before
-the clock moves, and it never moves while a worker thread (`asyncio.to_thread`) is busy. A
-loop with nothing to run, no timer and no I/O for a minute of real time is a deadlock: the
-test fails instead of hanging.
+the clock moves, and it never moves while a job of the loop's executor (`asyncio.to_thread`)
+runs. Threads the loop cannot see, it does not wait for: loopwright runs sync tools in its own
+pool, so the tools of a test on virtual time are async (or `inline`). A loop with nothing to
+run, no timer and no I/O for a minute of real time is a deadlock: the test fails instead of
+hanging.
 """
 
 from __future__ import annotations
