@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from typing import Any
 
 import httpx
@@ -121,17 +120,18 @@ def test_a_streamed_run_has_one_frame_per_event_with_the_log_seq(http: httpx.Cli
     check_v1(events_of(v1))
 
 
-def test_a_client_that_leaves_does_not_cancel_the_run(http: httpx.Client):
-    with stream(http, "refund slowly") as response:
-        first = frames(response, limit=3)
-    sid = first[0]["event"]["sessionId"]
-    deadline = time.monotonic() + 10
-    while not (items := body(http.get(f"/agents/shop/sessions/{sid}/approvals"), 200)["approvals"]):
-        assert time.monotonic() < deadline, "the run did not go on to its approval"
-        time.sleep(0.05)
+def test_a_client_that_leaves_does_not_cancel_the_run(http: httpx.Client, server: LiveServer):
+    with server.hold("refund, then leave") as release:
+        with stream(http, "refund, then leave") as response:
+            first = frames(response, limit=3)
+        sid = first[0]["event"]["sessionId"]  # the client has left; the reply is still held
+        release()
+        with http.stream("GET", f"/agents/shop/sessions/{sid}/stream") as joined:
+            assert types(events_of(frames(joined)))[-2:] == ["loop:paused", "done"]
+    [item] = body(http.get(f"/agents/shop/sessions/{sid}/approvals"), 200)["approvals"]
     stored = [e["event"]["type"] for e in logged(http, sid)]
     assert [t for t in stored if t != "message:partial"] == PAUSED_RUN
-    done = body(http.post(f"/approvals/{items[0]['id']}/approve"), 200)
+    done = body(http.post(f"/approvals/{item['id']}/approve"), 200)
     assert done["text"] == "Done: refunded 5 on A-1"
     check_full(done["events"])
 
@@ -148,8 +148,10 @@ def test_an_approval_streams_the_resumed_run_when_asked(http: httpx.Client):
     assert ids == list(range(len(PAUSED_RUN) + 1, len(PAUSED_RUN) + 1 + len(ids)))
 
 
-def test_a_second_message_to_a_running_session_is_409_and_steering_lands(http: httpx.Client):
-    with stream(http, "slow answer") as response:
+def test_a_second_message_to_a_running_session_is_409_and_steering_lands(
+    http: httpx.Client, server: LiveServer
+):
+    with server.hold("slow answer") as release, stream(http, "slow answer") as response:
         reader = Frames(response)
         read = reader.read(1)
         sid = read[0]["event"]["sessionId"]
@@ -163,6 +165,7 @@ def test_a_second_message_to_a_running_session_is_409_and_steering_lands(http: h
         }
         steer = http.post(f"/agents/shop/sessions/{sid}/steer", json={"message": "also this"})
         assert body(steer, 202) == {"queued": True}
+        release()
         rest = reader.read()
     events = events_of(read + rest)
     check_full(events, deltas=True)
@@ -193,14 +196,16 @@ def test_a_session_claimed_by_another_process_is_409(http: httpx.Client, server:
     assert body(again, 200)["text"] == "heard: first | second"
 
 
-def test_last_event_id_resumes_a_stream(http: httpx.Client):
-    with stream(http, "slow again") as response:
-        read = frames(response, limit=4)
-    assert [f["id"] for f in read] == [1, 2, 3, 4]
-    sid = read[0]["event"]["sessionId"]
-    url = f"/agents/shop/sessions/{sid}/stream"
-    with http.stream("GET", url, headers={"Last-Event-ID": "4"}) as response:
-        rest = frames(response)  # joins the live run: no repeat, no gap
+def test_last_event_id_resumes_a_stream(http: httpx.Client, server: LiveServer):
+    with server.hold("slow again") as release:
+        with stream(http, "slow again") as response:
+            read = frames(response, limit=4)
+        assert [f["id"] for f in read] == [1, 2, 3, 4]
+        sid = read[0]["event"]["sessionId"]
+        url = f"/agents/shop/sessions/{sid}/stream"
+        with http.stream("GET", url, headers={"Last-Event-ID": "4"}) as response:
+            release()
+            rest = frames(response)  # joins the live run: no repeat, no gap
     log = [e for e in logged(http, sid) if e["event"]["type"] != "message:partial"]
     assert [(f["id"], f["event"]) for f in rest] == [(e["seq"], e["event"]) for e in log[4:]]
     assert types([f["event"] for f in rest]) == [
@@ -222,12 +227,15 @@ def test_last_event_id_resumes_a_stream(http: httpx.Client):
         V1.validate(frame["event"])
 
 
-def test_a_stream_joined_mid_run_gets_the_log_then_the_live_events(http: httpx.Client):
-    with stream(http, "slow joined") as response:
+def test_a_stream_joined_mid_run_gets_the_log_then_the_live_events(
+    http: httpx.Client, server: LiveServer
+):
+    with server.hold("slow joined") as release, stream(http, "slow joined") as response:
         reader = Frames(response)
         first = reader.read(1)
         sid = first[0]["event"]["sessionId"]
         with http.stream("GET", f"/agents/shop/sessions/{sid}/stream") as joined:
+            release()
             everything = frames(joined)
         reader.read()
     events = events_of(everything)
@@ -240,8 +248,8 @@ def test_a_stream_joined_mid_run_gets_the_log_then_the_live_events(http: httpx.C
     ]
 
 
-def test_cancel_stops_the_run_and_records_it(http: httpx.Client):
-    with stream(http, "slow to cancel") as response:
+def test_cancel_stops_the_run_and_records_it(http: httpx.Client, server: LiveServer):
+    with server.hold("slow to cancel"), stream(http, "slow to cancel") as response:
         reader = Frames(response)
         read = reader.read(2)
         sid = read[0]["event"]["sessionId"]
