@@ -5,10 +5,12 @@ instructions (or keeps the old ones while a file is broken) without a restart.""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -44,7 +46,9 @@ class Served:
         self.reader.start()
         self.url = re.search(r"^playground: (\S+)/playground$", self.wait_for("playground: "))[1]  # type: ignore[index]
 
-    def wait_for(self, text: str, timeout: float = 15) -> str:
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """The next line with `text` (the timeout is a safety net: a line that never comes
+        fails the test instead of hanging it)."""
         deadline = time.monotonic() + timeout
         while True:
             for line in self.seen:
@@ -94,11 +98,18 @@ def test_serve_prints_its_url_answers_and_stops_on_sigint(served: Served, projec
     assert (project / ".loopwright" / "loopwright.db").is_file()
 
 
-def eventually(read: Callable[[], object], expected: object, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while (value := read()) != expected:
-        assert time.monotonic() < deadline, (value, expected)
-        time.sleep(0.05)
+def replace(path: Path, text: str) -> None:
+    """Write a file in one step (a rename), so that no reload reads it half written."""
+    part = path.with_name(path.name + "~")  # a name the watcher ignores
+    part.write_text(text)
+    os.replace(part, path)
+
+
+def reloaded_until(server: Served, serves: Callable[[], bool]) -> None:
+    """Wait for the server's reloads until it `serves()` what was written (a change may come
+    in more than one batch, each with its reload)."""
+    while not serves():
+        server.wait_for("reloaded: 3 agent(s): desk, greeter, shop")
 
 
 def test_dev_reloads_an_agent_when_its_files_change(project: Path):
@@ -108,21 +119,22 @@ def test_dev_reloads_an_agent_when_its_files_change(project: Path):
         def prompt() -> object:
             return httpx.get(f"{server.url}/agents/greeter/config").json()["systemPrompt"]
 
-        assert prompt() == "Greet people."
+        def shop_denies() -> bool:
+            shop = httpx.get(f"{server.url}/agents/shop/config").json()
+            return bool(shop["permissions"]["defaultDecision"] == "deny")
+
+        assert prompt() == "Greet people."  # (served: the watcher is watching)
         agent_yaml = project / "agents" / "greeter" / "agent.yaml"
         original = agent_yaml.read_text()
-        agent_yaml.write_text(original.replace("Greet people.", "Greet people warmly."))
-        server.wait_for("reloaded: 3 agent(s): desk, greeter, shop")
-        eventually(prompt, "Greet people warmly.")
-        agent_yaml.write_text(original + "unknown_key: 1\n")
+        replace(agent_yaml, original.replace("Greet people.", "Greet people warmly."))
+        reloaded_until(server, lambda: prompt() == "Greet people warmly.")
+        replace(agent_yaml, original + "unknown_key: 1\n")
         failed = server.wait_for("reload failed, still serving the previous version")
         assert "agent.yaml:4: unknown_key: Extra inputs are not permitted" in failed
         assert prompt() == "Greet people warmly."
-        (project / "agents" / "shop" / "rules.yaml").write_text("default_decision: deny\n")
-        agent_yaml.write_text(original)
-        eventually(prompt, "Greet people.")
-        shop = httpx.get(f"{server.url}/agents/shop/config").json()
-        assert shop["permissions"]["defaultDecision"] == "deny"
+        replace(project / "agents" / "shop" / "rules.yaml", "default_decision: deny\n")
+        replace(agent_yaml, original)
+        reloaded_until(server, lambda: prompt() == "Greet people." and shop_denies())
         assert server.stop(signal.SIGTERM) == 0
         server.wait_for("loopwright: stopped")
     finally:
@@ -193,18 +205,37 @@ def test_connections_past_the_limit_are_answered_503(tmp_path: Path):
     root = make_project(tmp_path / "shop", "[server]\nmax_connections = 2\n")
     server = Served("serve", "--project", str(root))
     try:
-        with (
-            httpx.Client(base_url=server.url, timeout=10) as one,
-            httpx.Client(base_url=server.url, timeout=10) as two,
-            httpx.Client(base_url=server.url, timeout=10) as three,
-        ):
-            path = "/agents/shop/messages/stream"
-            with (
-                one.stream("POST", path, json={"message": "slow one"}) as first,
-                two.stream("POST", path, json={"message": "slow two"}) as second,
-            ):
-                assert first.status_code == second.status_code == 200
+        with httpx.Client(base_url=server.url, timeout=10) as three:
+            held = [stream_held(server.url, "slow one"), stream_held(server.url, "slow two")]
+            try:
                 assert three.get("/health").status_code == 503
-            eventually(lambda: three.get("/health").status_code, 200)
+            finally:
+                for connection in held:
+                    let_go(connection)
+            assert three.get("/health").status_code == 200
     finally:
         server.kill()
+
+
+def stream_held(url: str, message: str) -> socket.socket:
+    """A streamed run's request on a connection of its own, answered 200: it holds a place."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = socket.create_connection((host, int(port)), timeout=60)  # (a safety net)
+    data = json.dumps({"message": message}).encode()
+    head = f"POST /agents/shop/messages/stream HTTP/1.1\r\nhost: {host}\r\n"
+    head += f"content-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
+    connection.sendall(head.encode() + data)
+    status = b""
+    while len(status) < 12 and (part := connection.recv(12 - len(status))):
+        status += part
+    assert status == b"HTTP/1.1 200"
+    return connection
+
+
+def let_go(connection: socket.socket) -> None:
+    """Close the connection from this end, then read until the server has closed its end:
+    by then the server has forgotten it (asyncio calls connection_lost, then closes)."""
+    connection.shutdown(socket.SHUT_WR)
+    while connection.recv(65536):
+        pass
+    connection.close()
