@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
-import time
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -115,9 +115,24 @@ replies:
     "subagents/clerk/tools.py": SHOP["tools.py"],
     "subagents/clerk/rules.yaml": SHOP["rules.yaml"],
 }
-SLOW = {
-    "agent.yaml": "description: Takes its time.\nmodel: scripted:script.yaml\n",
-    "script.yaml": "replies:\n  - {text: Thinking it over, chunk: 1, delay: 0.5}\n",
+SLOW = {  # says a few words, then thinks until its run is cancelled
+    "agent.py": """\
+import asyncio
+
+from loopwright import Agent
+from loopwright.events import TextDelta
+
+
+class Ponders:
+    name = "ponders"
+
+    async def stream(self, request):
+        yield TextDelta(delta="Thinking it over")
+        await asyncio.Event().wait()
+
+
+agent = Agent(name="slow", description="Takes its time.", model=Ponders())
+""",
 }
 
 
@@ -142,47 +157,53 @@ def write_project(root: Path) -> Path:
     return root
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class Server:
     """`loopwright serve` in its own process group, and a tiny JSON client for it."""
 
     def __init__(self, project: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.log = project.parent / "serve.log"
         env = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [LOOPWRIGHT, "serve", "--project", str(project), "--port", str(self.port)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
+        self.process = subprocess.Popen(
+            [LOOPWRIGHT, "serve", "--project", str(project), "--port", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        self.url = ""
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
 
-    def wait_healthy(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(
-                    f"loopwright serve exited ({self.process.returncode}):\n{self.output()}"
-                )
-            try:
-                if self.call("GET", "/health")[0] == 200:
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        with self.log.open("ab") as log:
+            for line in self.process.stdout:
+                log.write(line)
+                log.flush()
+
+    def wait_serving(self) -> None:
+        """Read the server's output up to its `playground: URL` line (it listens from then:
+        connections wait for the app)."""
+        assert self.process.stdout is not None
+        # a safety net: a server silent for a minute is killed, and the test fails
+        watchdog = threading.Timer(60, os.killpg, (self.process.pid, signal.SIGKILL))
+        watchdog.start()
+        try:
+            for raw in self.process.stdout:
+                self.lines.append(line := raw.decode(errors="replace"))
+                if found := re.match(r"playground: (http://\S+)/playground$", line.strip()):
+                    self.url = found[1]
+                    self.log.write_text("".join(self.lines))
+                    self.reader.start()  # the rest of its output goes to the log
                     return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        pytest.fail(f"loopwright serve did not answer GET /health in {timeout} s:\n{self.output()}")
+        finally:
+            watchdog.cancel()
+        pytest.fail(f"loopwright serve exited ({self.process.wait()}):\n{''.join(self.lines)}")
 
     def output(self) -> str:
+        if not self.log.exists():
+            return "".join(self.lines)[-4000:]
         return self.log.read_text(errors="replace")[-4000:]
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -205,6 +226,10 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
+        if self.reader.is_alive():
+            self.reader.join()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +237,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     project = write_project(tmp_path_factory.mktemp("playground") / "project")
     running = Server(project)
     try:
-        running.wait_healthy()
+        running.wait_serving()
         yield running
     finally:
         running.stop()
