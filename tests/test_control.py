@@ -130,6 +130,7 @@ async def test_cancel_during_a_tool_interrupts_it_and_keeps_history_valid():
     assert users(model, 1) == ["go", "again"]
 
 
+@virtual  # (a delay of the reply ends only when nothing else can run)
 async def test_cancel_while_streaming_carries_the_partial_reply_over():
     model = scripted(
         {"text": "A long answer that streams slowly", "chunk": 4, "delay": 0.01}, "fresh answer"
@@ -156,6 +157,7 @@ async def test_cancel_while_streaming_carries_the_partial_reply_over():
     ]
 
 
+@virtual  # (a delay of the reply ends only when nothing else can run)
 async def test_leaving_the_iterator_early_cancels_the_run():
     model = scripted({"text": "slow", "chunk": 1, "delay": 0.05})
     session = Session(Agent(model=model))
@@ -169,6 +171,7 @@ async def test_leaving_the_iterator_early_cancels_the_run():
     assert model.requests and seen[-1].type == "text:delta"
 
 
+@virtual  # (a delay of the reply ends only when nothing else can run)
 async def test_a_second_run_on_a_busy_session_fails_fast():
     model = scripted({"text": "slow", "delay": 0.05}, "x")
     session = Session(Agent(model=model))
