@@ -118,18 +118,14 @@ replies:
 SLOW = {  # says a few words, then thinks until its run is cancelled
     "agent.py": """\
 import asyncio
-
 from loopwright import Agent
 from loopwright.events import TextDelta
 
-
 class Ponders:
     name = "ponders"
-
     async def stream(self, request):
         yield TextDelta(delta="Thinking it over")
         await asyncio.Event().wait()
-
 
 agent = Agent(name="slow", description="Takes its time.", model=Ponders())
 """,
@@ -161,7 +157,6 @@ class Server:
     """`loopwright serve` in its own process group, and a tiny JSON client for it."""
 
     def __init__(self, project: Path) -> None:
-        self.log = project.parent / "serve.log"
         env = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
         self.process = subprocess.Popen(
             [LOOPWRIGHT, "serve", "--project", str(project), "--port", "0"],
@@ -172,15 +167,12 @@ class Server:
             start_new_session=True,
         )
         self.url = ""
-        self.lines: list[str] = []
+        self.lines: list[str] = []  # its output
         self.reader = threading.Thread(target=self._read, daemon=True)
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        with self.log.open("ab") as log:
-            for line in self.process.stdout:
-                log.write(line)
-                log.flush()
+        self.lines += (raw.decode(errors="replace") for raw in self.process.stdout)
 
     def wait_serving(self) -> None:
         """Read the server's output up to its `playground: URL` line (it listens from then:
@@ -194,17 +186,14 @@ class Server:
                 self.lines.append(line := raw.decode(errors="replace"))
                 if found := re.match(r"playground: (http://\S+)/playground$", line.strip()):
                     self.url = found[1]
-                    self.log.write_text("".join(self.lines))
-                    self.reader.start()  # the rest of its output goes to the log
+                    self.reader.start()  # the rest of its output, as it comes
                     return
         finally:
             watchdog.cancel()
         pytest.fail(f"loopwright serve exited ({self.process.wait()}):\n{''.join(self.lines)}")
 
     def output(self) -> str:
-        if not self.log.exists():
-            return "".join(self.lines)[-4000:]
-        return self.log.read_text(errors="replace")[-4000:]
+        return "".join(self.lines)[-4000:]
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
