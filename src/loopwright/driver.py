@@ -58,6 +58,7 @@ class Run:
         "_buffer",
         "_cancelled",
         "_control",
+        "_ending",
         "_entered",
         "_events",
         "_exhausted",
@@ -95,6 +96,7 @@ class Run:
         self._task: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None  # the reader, waiting for an event
         self._room: asyncio.Future[None] | None = None  # the loop, waiting for the reader
+        self._ending: asyncio.Future[None] | None = None  # `result()`, waiting for the end
         self._entered = self._cancelled = self._unbounded = self._exhausted = False
 
     @property
@@ -122,16 +124,19 @@ class Run:
         if self._task is None:
             loop = asyncio.get_running_loop()
             self._task = loop.create_task(self._drive(), name=f"loopwright run {self.session_id}")
-            self._task.add_done_callback(self._wake_reader)
         return self._task
 
     async def _drive(self) -> None:
         """The run's task: each event goes to the journal, then to the reader's buffer."""
         journal, buffer, seqs = self._journal, self._buffer, self._seqs
         stop: ev.RunStopReason | None = None
-        if journal is not None:
-            assert self._session is not None
-            await journal.begin(self._session, self._input)
+        try:
+            if journal is not None:
+                assert self._session is not None
+                await journal.begin(self._session, self._input)
+        except BaseException:
+            self._wake_all()
+            raise
         self._entered = True
         events = self._events
         try:
@@ -150,7 +155,7 @@ class Run:
                         self._wake_reader()
                     if kind is ev.Done:
                         return
-                    if len(buffer) >= HIGH_WATER and not self._unbounded:
+                    if not self._unbounded and len(buffer) >= HIGH_WATER:
                         self._room = asyncio.get_running_loop().create_future()
                         await self._room
                 except asyncio.CancelledError as exc:
@@ -167,14 +172,23 @@ class Run:
                     continue
                 event = await events.__anext__()
         finally:
-            if journal is not None:
-                assert self._session is not None
-                await journal.end(self._session, stop)
+            try:
+                if journal is not None:
+                    assert self._session is not None
+                    await journal.end(self._session, stop)
+            finally:
+                self._wake_all()  # the task ends in this step: whoever wakes sees it done
 
-    def _wake_reader(self, *_: object) -> None:
+    def _wake_reader(self) -> None:
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def _wake_all(self) -> None:
+        self._wake_reader()
+        ending, self._ending = self._ending, None
+        if ending is not None and not ending.done():
+            ending.set_result(None)
 
     def _make_room(self) -> None:
         room, self._room = self._room, None
@@ -240,12 +254,14 @@ class Run:
         task = self._start()
         self._unbounded = True
         self._make_room()
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            self.cancel()
-            await asyncio.wait((task,))
-            raise
+        if not task.done():
+            self._ending = asyncio.get_running_loop().create_future()
+            try:
+                await self._ending
+            except asyncio.CancelledError:
+                self.cancel()
+                await asyncio.wait((task,))
+                raise
         events = list(self._buffer)
         self._buffer.clear()
         if self._seqs is not None:

@@ -30,7 +30,6 @@ from .hooks import RunInfo, call_hook
 from .messages import AssistantMessage, History
 from .models import Model, ModelFailure
 from .permissions import Gate
-from .runner import cancel_point
 from .steps import Steps
 
 
@@ -95,7 +94,6 @@ async def run_loop(
                 yield event
             run.stop(ev.LoopDone(text=""), "", "completed")
         while run.terminal is None:
-            await cancel_point()
             if run.step >= agent.max_turns:
                 text = f"Stopped after {agent.max_turns} turns without a final answer."
                 run.stop(ev.LoopMaxTurns(max_turns=agent.max_turns), text, "max_turns")
@@ -162,7 +160,7 @@ async def run_loop(
         for event in run.interrupt():
             yield event
         run.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
-    async for event in run.wind_down():
+    for event in await run.wind_down():
         yield event
     assert run.terminal is not None
     yield run.terminal

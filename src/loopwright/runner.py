@@ -22,7 +22,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +35,8 @@ from .events import (
     ToolStarted,
     ToolSuspended,
 )
-from .tools import NOT_STARTED, Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
+from .threads import NOT_STARTED, Job
+from .tools import Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
 
 log = logging.getLogger("loopwright.tools")
 
@@ -45,7 +45,7 @@ STOPPED = "[cancelled: the call was stopped while it ran; it may have done part 
 STILL_RUNNING = (
     "[cancelled: the tool was still running; its outcome will be recorded when it finishes]"
 )
-Adopt = Callable[[Scheduled, "Future[Any]"], None]
+Adopt = Callable[[Scheduled, Job], None]
 
 
 async def cancel_point() -> None:
@@ -134,7 +134,7 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     return Outcome(content=content, is_error=is_error, terminate=terminate)
 
 
-def settled(item: Scheduled, job: Future[Any], max_output: int) -> Outcome:
+def settled(item: Scheduled, job: Job, max_output: int) -> Outcome:
     """The outcome of a finished thread job."""
     try:
         value = job.result()
@@ -145,10 +145,8 @@ def settled(item: Scheduled, job: Future[Any], max_output: int) -> Outcome:
     return outcome_of(item, value, max_output)
 
 
-def _returned(job: Future[Any]) -> Any:
-    if job.done() and not job.cancelled() and job.exception() is None:
-        return job.result()
-    return None
+def _returned(job: Job) -> Any:
+    return job.value if job.done() else None
 
 
 def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
@@ -208,7 +206,7 @@ class ToolRunner:
     grace: float = 5.0
     items: dict[str, Scheduled] = field(default_factory=dict)
     unfinished: dict[str, str] = field(default_factory=dict)
-    strays: dict[str, Future[Any]] = field(default_factory=dict)
+    strays: dict[str, Job] = field(default_factory=dict)
     late: deque[Event] = field(default_factory=deque)
     _arrival: asyncio.Future[None] | None = None
     _closed: bool = False
@@ -301,7 +299,7 @@ class ToolRunner:
 
     # ---- calls given up while their thread runs -------------------------------------------
 
-    def _give_up(self, item: Scheduled, job: Future[Any]) -> None:
+    def _give_up(self, item: Scheduled, job: Job) -> None:
         """The call was cancelled while its job was queued or running in a thread."""
         call_id = item.call.id
         if job.cancel() or _returned(job) is NOT_STARTED:
@@ -312,22 +310,14 @@ class ToolRunner:
             self.unfinished[call_id] = STILL_RUNNING
             self._adopt(item, job)
 
-    def _adopt(self, item: Scheduled, job: Future[Any]) -> None:
-        loop = asyncio.get_running_loop()
+    def _adopt(self, item: Scheduled, job: Job) -> None:
         self.strays[item.call.id] = job
+        job.add_done_callback(lambda job: self._landed(item, job))
 
-        def finished(job: Future[Any]) -> None:  # in the worker thread
-            try:
-                loop.call_soon_threadsafe(self._landed, item, job)
-            except RuntimeError:  # the event loop is gone
-                _log_late(item, settled(item, job, self.max_output))
-
-        job.add_done_callback(finished)
-
-    def _landed(self, item: Scheduled, job: Future[Any]) -> None:
+    def _landed(self, item: Scheduled, job: Job) -> None:
         self.strays.pop(item.call.id, None)
         outcome = settled(item, job, self.max_output)
-        if self._closed:
+        if self._closed or job.orphaned:  # the run has ended (or its loop is gone)
             _log_late(item, outcome)
             return
         call = item.call
@@ -345,25 +335,23 @@ class ToolRunner:
         self.late.clear()
         return events
 
-    async def settle(self) -> AsyncIterator[Event]:
-        """The late results, waiting up to `grace` seconds for threads still running. After
-        this, a thread that finishes is only logged."""
-        if not self.late and not self.strays:
-            self._closed = True
-            return
+    async def settle(self) -> None:
+        """Wait up to `grace` seconds for the threads still running (their late results
+        arrive meanwhile)."""
         loop = asyncio.get_running_loop()
         until = loop.time() + self.grace
-        try:
-            while True:
-                while self.late:
-                    yield self.late.popleft()
-                left = until - loop.time()
-                if not self.strays or left <= 0:
-                    return
-                self._arrival = loop.create_future()
+        while self.strays and (left := until - loop.time()) > 0:
+            self._arrival = loop.create_future()
+            try:
                 await asyncio.wait((self._arrival,), timeout=left)
-        finally:
-            self._closed, self._arrival = True, None
+            finally:
+                self._arrival = None
+
+    def close(self) -> list[Event]:
+        """The run ends: the late results that arrived; a thread that finishes after this is
+        only logged."""
+        self._closed = True
+        return self.arrived()
 
 
 def _from_thread(emit: Callable[[Event], None], signal: threading.Event) -> Callable[[Event], None]:

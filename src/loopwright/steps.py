@@ -144,14 +144,17 @@ class Steps:
         aborted = ev.LoopAborted(reason="cancelled", carry_over=self.history.carry_over)
         self.stop(aborted, "Cancelled.", "aborted")
 
-    async def wind_down(self) -> AsyncIterator[ev.Event]:
-        """After the loop: the late results of threads still running (within the grace), then
-        the run-end hook. A cancel that comes now aborts the run; a raising hook fails it."""
-        try:
-            async for event in self.runner.settle():
-                yield event
-        except asyncio.CancelledError:
-            self.abort()
+    async def wind_down(self) -> list[ev.Event]:
+        """After the loop: the late results of threads still running (waiting up to the grace
+        for them), then the run-end hook. A cancel that comes now aborts the run; a raising
+        hook fails it."""
+        runner = self.runner
+        if runner.strays:
+            try:
+                await runner.settle()
+            except asyncio.CancelledError:
+                self.abort()
+        events = runner.close()
         hook = self.agent.hooks.on_run_end
         if hook:
             try:
@@ -160,6 +163,7 @@ class Steps:
                 self.abort()
             except Exception as exc:
                 self.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
+        return events
 
     # ---- start and steering -------------------------------------------------------------
 

@@ -4,14 +4,12 @@
 from pydantic. Whatever goes wrong inside a call (bad arguments, an exception, a timeout, an
 oversized output) becomes an error result the model reads; running a tool never raises. Where a
 call runs: an async function on the event loop; a sync one in a worker thread of one bounded pool
-(`tool_threads`), so that a blocking call never stalls other sessions; a sync one marked
+(`threads`), so that a blocking call never stalls other sessions; a sync one marked
 `inline=True` on the loop itself. `runner.ToolRunner` runs a batch of calls.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import inspect
 import json
 import re
@@ -19,11 +17,11 @@ import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, get_args, get_type_hints, overload
 
+from . import threads
 from .errors import ConfigError, ToolError
 from .events import Event, ToolUpdate
 from .messages import ToolCall
@@ -53,7 +51,7 @@ class ToolContext:
     a thread cannot be stopped, so a sync tool that runs long should check this (or wait on
     it) and return early: its result is no longer awaited."""
     _emit: Callable[[Event], None] | None = None
-    _job: Future[Any] | None = None
+    _job: threads.Job | None = None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
         """Report progress; it streams as a `tool:update` event."""
@@ -142,32 +140,8 @@ class Tool:
             return await self.fn(**kwargs)
         if self.inline:
             return self.fn(**kwargs)
-        job = ctx._job = tool_threads().submit(
-            contextvars.copy_context().run, _unless_cancelled, ctx.cancelled, self.fn, kwargs
-        )
-        return await asyncio.wrap_future(job)
-
-
-TOOL_THREADS = 32
-"""Worker threads shared by every sync tool of the process (calls beyond wait for one)."""
-NOT_STARTED = object()
-"""What a thread job returns when its call was cancelled before a worker picked it up."""
-_pool: ThreadPoolExecutor | None = None
-
-
-def tool_threads() -> ThreadPoolExecutor:
-    """The process's pool for sync tools, made on first use. One bounded pool, apart from the
-    loop's default executor (which resolves host names for model requests): tools that block
-    can hold at most its threads. A thread still running at exit delays the exit."""
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="loopwright-tool")
-    return _pool
-
-
-def _unless_cancelled(cancelled: threading.Event, fn: Callable[..., Any], kwargs: Any) -> Any:
-    # In the worker: a cancel that came while the job waited for a thread means it never starts.
-    return NOT_STARTED if cancelled.is_set() else fn(**kwargs)
+        job = ctx._job = threads.submit(self.fn, kwargs, ctx.cancelled)
+        return await job.future
 
 
 @overload
