@@ -304,7 +304,7 @@ def document(version: str) -> Schema:
             f"{session}/compact": {
                 "post": _op(
                     "Compact the session's history now",
-                    {"200": ok, "409": _error("Busy.")},
+                    {"200": ok, "400": _error("Bad profile."), "409": _error("Busy.")},
                     NAME,
                     ID,
                     PROFILE,
