@@ -101,7 +101,7 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 def journal(url: str) -> list[dict[str, Any]]:
     """Every request aimock received, oldest first."""
-    with urllib.request.urlopen(f"{url}/__aimock/journal?limit=1000", timeout=5) as response:
+    with urllib.request.urlopen(f"{url}/__aimock/journal?limit=1000", timeout=60) as response:
         data = json.loads(response.read())
     entries = data if isinstance(data, list) else data.get("entries", data.get("journal", []))
     return list(entries)
@@ -117,4 +117,4 @@ def chaos(url: str, **rates: float) -> None:
         method=method,
         headers={"content-type": "application/json"},
     )
-    urllib.request.urlopen(request, timeout=5).read()
+    urllib.request.urlopen(request, timeout=60).read()

@@ -189,7 +189,7 @@ class LiveServer:
         self.sock.close()
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=10, **kwargs)
+        return httpx.Client(base_url=self.url, timeout=60, **kwargs)  # (a safety net)
 
     @contextlib.contextmanager
     def hold(self, message: str) -> Iterator[Callable[[], None]]:

@@ -79,7 +79,7 @@ def loopwright(*args: str) -> subprocess.CompletedProcess[str]:
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=60,  # (a safety net, as every timeout here)
     )
 
 
@@ -210,7 +210,7 @@ def in_terminal(agent: Path, *typed: str, json_out: bool = False) -> tuple[int, 
     flags = ["--json"] if json_out else []
     with terminal() as (keyboard, tty), spawn(agent, *flags, stdin=tty) as proc:
         os.write(keyboard, "".join(typed).encode())
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=60)
     return proc.returncode, out, err
 
 
@@ -260,7 +260,7 @@ def interrupt_after(proc: subprocess.Popen[str], wanted: str, nth: int = 1) -> l
     """Read JSON lines until the `nth` event of type `wanted`, then send SIGINT (Ctrl-C); the
     events of the whole run."""
     assert proc.stdout is not None
-    watchdog = threading.Timer(20, proc.kill)
+    watchdog = threading.Timer(60, proc.kill)
     watchdog.start()
     try:
         lines = []
@@ -270,7 +270,7 @@ def interrupt_after(proc: subprocess.Popen[str], wanted: str, nth: int = 1) -> l
             if nth == 0:
                 proc.send_signal(signal.SIGINT)
                 break
-        rest, _ = proc.communicate(timeout=20)
+        rest, _ = proc.communicate(timeout=60)
     finally:
         watchdog.cancel()
     return events_of("".join(lines) + rest)
@@ -278,7 +278,7 @@ def interrupt_after(proc: subprocess.Popen[str], wanted: str, nth: int = 1) -> l
 
 def test_ctrl_c_cancels_a_running_step(make_agent):
     lookup = {"name": "lookup_order", "args": {"order_id": "A-1001"}}
-    agent = make_agent([{"text": "Let me look.", "tool_calls": [lookup]}, {"stall": 30}])
+    agent = make_agent([{"text": "Let me look.", "tool_calls": [lookup]}, {"stall": 3600}])
     with spawn(agent, "--json", stdin=subprocess.DEVNULL) as proc:
         events = interrupt_after(proc, "budget:check", nth=2)  # the stalled second request
     assert proc.returncode == 130

@@ -23,6 +23,8 @@ import pytest
 from test_cli import LOOPWRIGHT
 from test_server import make_project
 
+SAFETY = 60
+"""Seconds after which a wait fails the test instead of hanging it (no test waits that long)."""
 ENV = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
 
 
@@ -46,7 +48,7 @@ class Served:
         self.reader.start()
         self.url = re.search(r"^playground: (\S+)/playground$", self.wait_for("playground: "))[1]  # type: ignore[index]
 
-    def wait_for(self, text: str, timeout: float = 60) -> str:
+    def wait_for(self, text: str, timeout: float = SAFETY) -> str:
         """The next line with `text` (the timeout is a safety net: a line that never comes
         fails the test instead of hanging it)."""
         deadline = time.monotonic() + timeout
@@ -62,7 +64,7 @@ class Served:
 
     def stop(self, sig: int) -> int:
         self.process.send_signal(sig)
-        return self.process.wait(15)
+        return self.process.wait(SAFETY)
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -87,7 +89,7 @@ def served(project: Path) -> Iterator[Served]:
 
 def test_serve_prints_its_url_answers_and_stops_on_sigint(served: Served, project: Path):
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", served.url)
-    with httpx.Client(base_url=served.url, timeout=10) as http:
+    with httpx.Client(base_url=served.url, timeout=SAFETY) as http:
         assert http.get("/health").json()["ok"] is True
         names = [a["name"] for a in http.get("/agents").json()["agents"]]
         assert names == ["desk", "greeter", "shop"]
@@ -117,10 +119,11 @@ def test_dev_reloads_an_agent_when_its_files_change(project: Path):
     try:
 
         def prompt() -> object:
-            return httpx.get(f"{server.url}/agents/greeter/config").json()["systemPrompt"]
+            greeter = httpx.get(f"{server.url}/agents/greeter/config", timeout=SAFETY)
+            return greeter.json()["systemPrompt"]
 
         def shop_denies() -> bool:
-            shop = httpx.get(f"{server.url}/agents/shop/config").json()
+            shop = httpx.get(f"{server.url}/agents/shop/config", timeout=SAFETY).json()
             return bool(shop["permissions"]["defaultDecision"] == "deny")
 
         assert prompt() == "Greet people."  # (served: the watcher is watching)
@@ -148,7 +151,7 @@ def test_a_busy_port_and_bad_settings_are_usage_errors(served: Served, project: 
         env=ENV,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=SAFETY,
     )
     assert out.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
@@ -158,7 +161,7 @@ def test_a_busy_port_and_bad_settings_are_usage_errors(served: Served, project: 
         env=ENV,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=SAFETY,
     )
     assert out.returncode == 2
     assert out.stderr.splitlines()[0] == "loopwright: error: [server] port must be an integer"
@@ -169,7 +172,7 @@ def test_an_approval_outlives_the_server_that_paused_the_run(project: Path):
     killed (SIGKILL, nothing cleaned up); a new server process approves it, and the run ends."""
     first = Served("serve", "--project", str(project))
     try:
-        with httpx.Client(base_url=first.url, timeout=10) as http:
+        with httpx.Client(base_url=first.url, timeout=SAFETY) as http:
             paused = http.post("/agents/shop/messages", json={"message": "refund A-1"})
         assert paused.status_code == 202
     finally:
@@ -178,7 +181,7 @@ def test_an_approval_outlives_the_server_that_paused_the_run(project: Path):
     sid, pid = paused.json()["sessionId"], paused.json()["id"]
     second = Served("serve", "--project", str(project))
     try:
-        with httpx.Client(base_url=second.url, timeout=10) as http:
+        with httpx.Client(base_url=second.url, timeout=SAFETY) as http:
             [listed] = http.get("/pending").json()["items"]
             assert (listed["id"], listed["sessionId"], listed["tool"]) == (pid, sid, "refund")
             done = http.post(f"/approvals/{pid}/approve", json={"by": "ana"})
@@ -205,7 +208,7 @@ def test_connections_past_the_limit_are_answered_503(tmp_path: Path):
     root = make_project(tmp_path / "shop", "[server]\nmax_connections = 2\n")
     server = Served("serve", "--project", str(root))
     try:
-        with httpx.Client(base_url=server.url, timeout=10) as three:
+        with httpx.Client(base_url=server.url, timeout=SAFETY) as three:
             held = [stream_held(server.url, "slow one"), stream_held(server.url, "slow two")]
             try:
                 assert three.get("/health").status_code == 503
@@ -220,7 +223,7 @@ def test_connections_past_the_limit_are_answered_503(tmp_path: Path):
 def stream_held(url: str, message: str) -> socket.socket:
     """A streamed run's request on a connection of its own, answered 200: it holds a place."""
     host, port = url.removeprefix("http://").split(":")
-    connection = socket.create_connection((host, int(port)), timeout=60)  # (a safety net)
+    connection = socket.create_connection((host, int(port)), timeout=SAFETY)
     data = json.dumps({"message": message}).encode()
     head = f"POST /agents/shop/messages/stream HTTP/1.1\r\nhost: {host}\r\n"
     head += f"content-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"

@@ -115,7 +115,7 @@ def test_two_processes_racing_for_one_session_exactly_one_proceeds(tmp_path):
         )
         for i in range(2)
     ]
-    watchdog = threading.Timer(60, lambda: [r.kill() for r in racers])  # a safety net
+    watchdog = threading.Timer(120, lambda: [r.kill() for r in racers])  # a safety net
     watchdog.start()
     try:
         firsts = [r.stdout.readline() for r in racers]  # type: ignore[union-attr]
@@ -163,7 +163,7 @@ from loopwright.testing import ScriptedModel
 
 async def main():
     store = open_store(sys.argv[1])
-    agent = Agent(model=ScriptedModel.from_script([{"stall": 30}]))
+    agent = Agent(model=ScriptedModel.from_script([{"stall": 3600}]))
     session = await open_session(agent, store, "s")
     async for event in session.run("first"):
         if event.type == "budget:check":  # the request is in flight: steer, then die
@@ -218,7 +218,7 @@ async def test_a_cancel_drops_what_was_queued_in_the_log_too(tmp_path):
 
     store = open_store(tmp_path / "db.sqlite")
     session = await open_session(
-        Agent(model=ScriptedModel.from_script([{"stall": 30}])), store, "s"
+        Agent(model=ScriptedModel.from_script([{"stall": 3600}])), store, "s"
     )
     events = []
     async with session.run("first") as run:

@@ -238,7 +238,7 @@ def browser() -> Iterator[Any]:
         pytest.fail("CI is set but /usr/bin/chromium is missing: scripts/test installs it")
     from playwright.sync_api import expect, sync_playwright
 
-    expect.set_options(timeout=15_000)
+    expect.set_options(timeout=60_000)  # a safety net: expectations wait for events
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
         try:
