@@ -259,6 +259,8 @@ async def test_no_secret_of_the_parent_reaches_the_command(
         "LC_SECRET_TOKEN": "lc-parent",  # an allowed prefix does not let a secret through
         "SOMETHING_ELSE": "not on the list",
     }
+    for name in [n for n in os.environ if n.startswith(("LC_", "LANG"))]:
+        monkeypatch.delenv(name)  # e.g. LC_CTYPE, set by Python's C-locale coercion
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
