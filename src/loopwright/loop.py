@@ -4,7 +4,7 @@
 named step of `steps.Steps`, which holds the run's state, and policy lives in collaborators: the
 gate (`permissions`, `decide`), the approver (`approvals`), the scheduler (`runner`),
 retries (`retry`), the budget (`budget`), compaction and the hooks. The generator is suspended
-at every `yield`, so a driver that persists an event (`session.Run` with a store) has done so
+at every `yield`, so a driver that persists an event (`driver.Run` with a store) has done so
 before the loop goes on: `tool:started` is the intent, committed before the tool runs.
 Cancellation is the driving task's: it lands where the loop awaits (model, tools, a human) and
 the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout`.
