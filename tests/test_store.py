@@ -3,6 +3,7 @@ session API on top of it."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import sqlite3
@@ -24,6 +25,7 @@ from loopwright.store.durable import (
     resolve,
 )
 from loopwright.store.sqlite import SQLiteStore
+from loopwright.testing import FunctionModel
 
 
 @pytest.fixture(params=["sqlite"])
@@ -226,14 +228,22 @@ async def test_a_denial_closes_the_batch_and_skips_the_rest(store):
 
 
 async def test_two_runs_on_one_session_exactly_one_proceeds(store):
-    a = agent({"text": "slow", "delay": 0.02, "chunk": 1}, "second")
+    refused = asyncio.Event()
+
+    async def answer(request):  # the first run holds its claim until the second was refused
+        await refused.wait()
+        return "first"
+
+    a = Agent(name="payer", model=FunctionModel(answer), tools=[look, pay], rules=RULES)
     first = await open_session(a, store, "s")
     second = await open_session(a, store, "s")
     run = first.run("one")
     await run.__anext__()
     with pytest.raises(SessionBusy):
         await second.run("two").result()
-    assert (await run.result()).stop_reason == "completed"
+    refused.set()
+    result = await run.result()
+    assert (result.stop_reason, result.text) == ("completed", "first")
 
 
 async def test_export_round_trips_and_traces_hold_the_context(store, tmp_path):
