@@ -432,6 +432,24 @@ class QuestionResolved:
 
 
 @value
+class PendingDecided:
+    """The authority's record of a decision on a pending item, in the log before any run acts
+    on it: first decision wins (a human's, or `skipped` when a denial in its batch or the
+    recovery of a dead run closed it). The run that continues reports it as
+    `approval:resolved` / `question:resolved`."""
+
+    id: str
+    status: Literal["approved", "denied", "answered", "skipped"]
+    by: str
+    decided_at: str
+    args: dict[str, Any] | None = None
+    """Edited arguments, when the approver replaced them."""
+    answer: str | None = None
+    reason: str | None = None
+    type: Literal["pending:decided"] = "pending:decided"
+
+
+@value
 class LoopPaused:
     """Terminal: waiting on pending items that no live human can answer now."""
 
@@ -542,6 +560,7 @@ Event: TypeAlias = (
     | PendingRequested
     | ApprovalResolved
     | QuestionResolved
+    | PendingDecided
     | LoopPaused
     | LoopAborted
     | LoopError

@@ -1,0 +1,204 @@
+"""The event-log seam: where sessions live, as an async interface a backend implements.
+
+A session is one append-only log of events, named by (tenant, agent, id): the same id under
+another agent or tenant is another session, and a foreign id is indistinguishable from an unused
+one. Everything else a backend keeps — the session's status, its pending items and who decided
+them, usage rows, a subagent session's parent — is *derived* from the events by
+`store.derive` (backend-neutral code) inside the transaction that appends them, so two backends
+cannot disagree about what a log means.
+
+Writers hold a **lease**: a run claims its session for `ttl` seconds and renews the lease by
+heartbeat while it lives. A lease that expired may be taken over by anyone, from any machine
+(there is no host or pid liveness): the takeover bumps the session's epoch, and every later append
+or renewal of the old lease is refused with `StaleWriter` inside the backend's transaction.
+
+Decisions on pending items are not writes of the run: `decide` appends a `pending:decided` event
+to the item's session whoever holds its lease (the run may be waiting on a live approver), and is
+single-use — the first decision wins, a second one changes nothing and returns the first.
+
+    log = await open_log(url)                     # SQLite file by default
+    claimed = await log.claim(key, owner, ttl=30)
+    seq = await log.append(claimed.lease, [event, ...])
+    async for stored in log.follow(key, after=seq): ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ..events import Event
+from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """A session's name: ids are unique per (tenant, agent), never globally."""
+
+    tenant: str
+    agent: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right to append to one session until `expires` (the backend's clock, Unix seconds),
+    fenced by `epoch`: a takeover bumps the epoch and this lease's appends are refused."""
+
+    key: SessionKey
+    owner: str
+    epoch: int
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    lease: Lease
+    died: bool
+    """The previous run ended without releasing the session (its lease expired): the caller
+    recovers its unfinished batch."""
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A human's (or the recovery's) decision on a pending item."""
+
+    status: Literal["approved", "denied", "answered", "skipped"]
+    by: str
+    edited_args: dict[str, Any] | None = None
+    answer: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What `decide` did: whether this call decided the item, and the item as it now stands
+    (the first decision when another one won)."""
+
+    changed: bool
+    item: PendingRecord
+    outstanding: int
+    """Open items left in the item's batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A session's state as of `seq`, serialised by the reducer; opening the session reads it
+    and the events after it."""
+
+    seq: int
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a listing; `cursor` fetches the next one (None at the end)."""
+
+    items: list[Any]
+    cursor: str | None
+
+
+class EventLog(Protocol):
+    """A backend. Every method is safe to call from many tasks and many processes at once."""
+
+    # ---- the writer's side -------------------------------------------------------------------
+
+    async def claim(
+        self, key: SessionKey, owner: str, *, ttl: float, parent: SessionKey | None = None
+    ) -> Claimed:
+        """Take the session for one run (an unknown key creates it; `parent` records a
+        subagent session's parent). Raises `SessionBusy` while another unexpired lease holds
+        it (the message says until when)."""
+        ...
+
+    async def renew(self, lease: Lease, *, ttl: float) -> Lease:
+        """Extend the lease (the heartbeat). Raises `StaleWriter` once it was taken over."""
+        ...
+
+    async def release(self, lease: Lease, status: SessionStatus) -> None:
+        """End the run; the session becomes `status` unless the lease was taken over."""
+        ...
+
+    async def append(self, lease: Lease, events: Sequence[Event]) -> int:
+        """Commit `events` in order, atomically and durably, with what they derive; returns the
+        last sequence number (gapless per session). Raises `StaleWriter`."""
+        ...
+
+    async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
+        """Record a decision as a `pending:decided` event in the item's session, atomically and
+        single-use. A denial also skips the batch's other open items (one event each).
+        `UnknownPending` for an unknown or foreign id."""
+        ...
+
+    async def save_snapshot(self, lease: Lease, snapshot: Snapshot) -> None:
+        """Keep the session's state as of `snapshot.seq` (only the newest is needed)."""
+        ...
+
+    # ---- the readers' side -------------------------------------------------------------------
+
+    async def read(
+        self, key: SessionKey, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """Committed events with `seq > after`, in order (at most `limit`). `UnknownSession`."""
+        ...
+
+    def follow(self, key: SessionKey, *, after: int) -> AsyncIterator[StoredEvent]:
+        """Committed events after `after`, then each new one as it is committed — by this
+        process or any other — without gaps, until the caller stops iterating."""
+        ...
+
+    async def wait_decided(self, tenant: str, pending_id: str) -> PendingRecord:
+        """Return once the item is no longer open (decided here or in another process)."""
+        ...
+
+    async def snapshot(self, key: SessionKey) -> Snapshot | None:
+        """The newest snapshot, if any. `UnknownSession`."""
+        ...
+
+    async def session(self, key: SessionKey) -> SessionRecord:
+        """`UnknownSession` for an unknown or foreign key."""
+        ...
+
+    async def sessions(
+        self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        """`SessionRecord`s, most recently updated first."""
+        ...
+
+    async def pending(
+        self,
+        tenant: str,
+        *,
+        agent: str | None = None,
+        session: SessionKey | None = None,
+        status: PendingStatus | None = "open",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        """`PendingRecord`s in the order they were requested."""
+        ...
+
+    async def pending_item(self, tenant: str, pending_id: str) -> PendingRecord:
+        """`UnknownPending` for an unknown or foreign id."""
+        ...
+
+    async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
+        """Model requests, tokens (input, output, cache read/write) and cost, summed."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    key: SessionKey
+    status: SessionStatus
+    """`running` while an unexpired lease holds it; `interrupted` once that lease expired."""
+    last_seq: int
+    created_at: str
+    updated_at: str
+    parent: SessionKey | None = None
+    lease_owner: str | None = None
+    lease_expires: float | None = None
