@@ -24,12 +24,14 @@ single-use — the first decision wins, a second one changes nothing and returns
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..events import Event
-from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent
+from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, data_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +58,9 @@ class Lease:
 class Claimed:
     lease: Lease
     died: bool
-    """The previous run ended without releasing the session (its lease expired): the caller
-    recovers its unfinished batch."""
+    """The previous run ended before its `done` (its lease expired, or it was released as
+    `interrupted`): the caller recovers its unfinished batch. A run whose lease expired after
+    its `done` was committed did not die."""
     last_seq: int
 
 
@@ -108,9 +111,9 @@ class EventLog(Protocol):
     async def claim(
         self, key: SessionKey, owner: str, *, ttl: float, parent: SessionKey | None = None
     ) -> Claimed:
-        """Take the session for one run (an unknown key creates it; `parent` records a
-        subagent session's parent). Raises `SessionBusy` while another unexpired lease holds
-        it (the message says until when)."""
+        """Take the session for one run (an unknown key creates it; `parent`, an existing
+        session, records a subagent session's parent). Raises `SessionBusy` while an unexpired
+        lease holds it — whoever its owner: one run at a time (the message says until when)."""
         ...
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
@@ -118,7 +121,8 @@ class EventLog(Protocol):
         ...
 
     async def release(self, lease: Lease, status: SessionStatus) -> None:
-        """End the run; the session becomes `status` unless the lease was taken over."""
+        """End the run; the session becomes `status`. Raises `StaleWriter` once the lease was
+        taken over (or released already)."""
         ...
 
     async def append(self, lease: Lease, events: Sequence[Event]) -> int:
@@ -133,7 +137,8 @@ class EventLog(Protocol):
         ...
 
     async def save_snapshot(self, lease: Lease, snapshot: Snapshot) -> None:
-        """Keep the session's state as of `snapshot.seq` (only the newest is needed)."""
+        """Keep the session's state as of `snapshot.seq` (only the newest is kept). Raises
+        `StaleWriter`."""
         ...
 
     # ---- the readers' side -------------------------------------------------------------------
@@ -154,7 +159,7 @@ class EventLog(Protocol):
         ...
 
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
-        """The newest snapshot, if any. `UnknownSession`."""
+        """The newest snapshot (highest seq), if any. `UnknownSession`."""
         ...
 
     async def session(self, key: SessionKey) -> SessionRecord:
@@ -177,7 +182,8 @@ class EventLog(Protocol):
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page:
-        """`PendingRecord`s in the order they were requested."""
+        """`PendingRecord`s in the order they were requested (an unknown or foreign `session`
+        has none)."""
         ...
 
     async def pending_item(self, tenant: str, pending_id: str) -> PendingRecord:
@@ -185,10 +191,29 @@ class EventLog(Protocol):
         ...
 
     async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
-        """Model requests, tokens (input, output, cache read/write) and cost, summed."""
+        """Model requests, tokens (input, output, cache read/write) and cost, summed over the
+        tenant or one session (`UnknownSession`)."""
         ...
 
     async def close(self) -> None: ...
+
+
+async def open_log(path_or_url: str | Path | None = None) -> EventLog:
+    """The event log at `path_or_url`: a SQLite file (a path or `sqlite:///path`), by default
+    `loopwright.db` in the data directory (as `open_store`). Opening migrates an older database
+    and refuses a foreign one or one newer than this loopwright (`StoreError`)."""
+    from .sqlite_log import SQLiteLog
+
+    if path_or_url is None:
+        path = data_dir() / "loopwright.db"
+    elif isinstance(path_or_url, Path) or "://" not in path_or_url:
+        path = Path(path_or_url)
+    elif path_or_url.startswith("sqlite:///"):
+        path = Path(path_or_url.removeprefix("sqlite:///"))
+    else:
+        scheme = path_or_url.partition("://")[0]
+        raise StoreError(f"no event log backend for {scheme}:// URLs (sqlite:///path is one)")
+    return await asyncio.to_thread(SQLiteLog, path)
 
 
 @dataclass(frozen=True, slots=True)
