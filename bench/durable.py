@@ -18,7 +18,7 @@ medians:
   store plus a one-step turn to its `done`; and the same over HTTP (the stack's ASGI app,
   in-process through httpx's ASGI transport), interleaved. ms per message, × the smallest SIZE.
 
-The durable stack is pluggable (`STACKS`): `old` is today's `open_store` +
+The durable stack is pluggable (`STACKS` in bench/durable_stacks.py): `old` is today's `open_store` +
 `store.durable.open_session`; `runtime` is the event log (`store.sqlite_log`) under the runtime
 service. Not a test: every run is checked, but nothing fails on a figure. The machine may be
 shared: compare the ratios within one run, not absolute figures across runs.
@@ -47,6 +47,8 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent / "src"))  # this checkout's loopwright comes first
+
+from durable_stacks import STACKS  # noqa: E402  (bench/ is the script's directory)
 
 from loopwright import Agent, Session, tool  # noqa: E402
 from loopwright.messages import ToolCall, ToolResultMessage, Usage  # noqa: E402
@@ -92,81 +94,6 @@ def make_agent() -> Agent:
         max_turns=100_000,
         name=AGENT,
     )
-
-
-# ---- stacks: what "durable" means --------------------------------------------------------------
-
-
-class OldStack:
-    """Today's stack: `open_store` (SQLiteStore) and `store.durable.open_session`, which rebuilds
-    the session by replaying its whole log.
-
-    A stack is used as: `await open()`; `append_turn(id, text)` (building: a turn through the
-    store; may keep a session open between calls); `last_seq(id)`; `session(id)` (open a
-    session from the store, as a new message does) and `run(session, text)` (one turn to its
-    `done`, returning the final text); `app()` (an ASGI app serving AGENT, or None to skip
-    HTTP); `await close()`."""
-
-    name = "old"
-
-    def __init__(self, directory: Path, agent: Agent) -> None:
-        self.directory, self.agent = directory, agent
-        self.building: dict[str, Any] = {}
-
-    async def open(self) -> None:
-        from loopwright.store import open_store
-
-        self.store = open_store(self.directory / "loopwright.db")
-
-    async def session(self, session_id: str) -> Any:
-        from loopwright.store.durable import open_session
-
-        return await open_session(self.agent, self.store, session_id)
-
-    async def run(self, session: Any, text: str) -> str:
-        return str((await session.run(text).result()).text)
-
-    async def append_turn(self, session_id: str, text: str) -> None:
-        if session_id not in self.building:
-            self.building[session_id] = await self.session(session_id)
-        await self.run(self.building[session_id], text)
-
-    async def last_seq(self, session_id: str) -> int:
-        """The session's last committed seq (0 while it does not exist)."""
-        from loopwright.errors import UnknownSession
-
-        try:
-            return int(self.store.session(session_id, "default").last_seq)
-        except UnknownSession:
-            return 0
-
-    def app(self) -> Any:
-        from loopwright.project import Project
-        from loopwright.server import create_app
-
-        project = Project(root=self.directory, agents={AGENT: self.agent})
-        return create_app(project, store=self.store)
-
-    async def close(self) -> None:
-        self.building.clear()
-        self.store.close()
-
-
-class RuntimeStack(OldStack):
-    """The new stack: `store.sqlite_log.SQLiteLog` (the `EventLog` of store/log.py) under
-    `loopwright.runtime`'s `Runtime` service with its `LogJournal`. STUB until those modules
-    are committed: fill in `open`, `session`, `run`, `last_seq`, `app` and `close`."""
-
-    name = "runtime"
-
-    async def open(self) -> None:
-        raise NotImplementedError(
-            "the runtime stack's adapter is a stub: loopwright.runtime and "
-            "loopwright.store.sqlite_log were not committed when bench/durable.py was written"
-        )
-
-
-STACKS = {"old": OldStack, "runtime": RuntimeStack}
 
 
 # ---- one measurement (in a child process) ------------------------------------------------------
@@ -463,6 +390,8 @@ def main() -> None:
     args = ap.parse_args()
     sizes = sorted(int(s.replace("_", "")) for s in args.sizes.split(",") if s)
     stack, http = args.stack, "0" if args.no_http else "1"
+    if getattr(STACKS[stack], "stub", None):
+        ap.exit(2, f"the {stack} stack's adapter is a stub: {STACKS[stack].stub}\n")
     load_start = os.getloadavg()[0]
     jobs = [
         ["floor", stack, str(args.steps)],
