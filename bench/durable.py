@@ -252,43 +252,49 @@ def measure(args: list[str], timeout: float) -> dict[str, Any]:
     return rec
 
 
-def median_of(runs: list[dict[str, Any]], key: str) -> float | None:
-    values = [r[key] for r in runs if r.get("ok") and r.get(key) is not None]
-    return statistics.median(values) if values else None
-
-
 def fmt(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
 
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
 def summarise(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
-    pick = lambda kind, arg=None: [  # noqa: E731
-        r for r in runs if r["kind"] == kind and (arg is None or r["arg"] == arg)
-    ]
-    floor = median_of(pick("floor"), "us_per_step")
-    durable = median_of(pick("durable"), "us_per_step")
-    memory = median_of(pick("memory"), "us_per_step")
+    """Medians; each `x` ratio is the median of the ratios taken within one round (the two
+    figures measured minutes apart at most), so drift between rounds cancels out."""
+
+    def cell(kind: str, key: str, arg: int | None = None) -> dict[int, float]:
+        return {
+            r["round"]: r[key]
+            for r in runs
+            if r["kind"] == kind and r.get("ok") and r.get(key) is not None
+            if arg is None or r["arg"] == arg
+        }
+
+    def med(values: dict[int, float]) -> float | None:
+        return statistics.median(values.values()) if values else None
+
+    def paired(a: dict[int, float], b: dict[int, float]) -> float | None:
+        return med({i: a[i] / b[i] for i in a.keys() & b.keys() if b[i]})
+
+    floor, durable = cell("floor", "us_per_step"), cell("durable", "us_per_step")
+    memory = cell("memory", "us_per_step")
+    share = {i: durable[i] - memory[i] for i in durable.keys() & memory.keys()}
     out: dict[str, Any] = {
-        "floor_us": floor,
-        "durable_us": durable,
-        "durable_x_floor": ratio(durable, floor),
-        "memory_us": memory,
-        "store_share_us": None if durable is None or memory is None else durable - memory,
+        "floor_us": med(floor),
+        "durable_us": med(durable),
+        "durable_x_floor": paired(durable, floor),
+        "memory_us": med(memory),
+        "memory_x_floor": paired(memory, floor),
+        "store_share_us": med(share),
+        "store_share_x_floor": paired(share, floor),
         "length": {},
     }
-    base = {key: median_of(pick("length", sizes[0]), key) for key in ("message_ms", "http_ms")}
+    first = {key: cell("length", key, sizes[0]) for key in ("message_ms", "http_ms")}
     for size in sizes:
-        cell = {
-            key: median_of(pick("length", size), key)
-            for key in ("stored_events", "open_ms", "run_ms", "message_ms", "http_ms", "build_s")
+        keys = ("stored_events", "open_ms", "run_ms", "message_ms", "http_ms", "build_s")
+        figures = {key: cell("length", key, size) for key in keys}
+        out["length"][size] = {key: med(values) for key, values in figures.items()} | {
+            "x_first": paired(figures["message_ms"], first["message_ms"]),
+            "http_x_first": paired(figures["http_ms"], first["http_ms"]),
         }
-        cell["x_first"] = ratio(cell["message_ms"], base["message_ms"])
-        cell["http_x_first"] = ratio(cell["http_ms"], base["http_ms"])
-        out["length"][size] = cell
     return out
 
 
@@ -302,7 +308,8 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         f"Machine: {meta['machine']}; load average {meta['load'][0]:.2f} at start, "
         f"{meta['load'][1]:.2f} at the end  ",
         f"loopwright git {meta['git']}; `{meta['command']}`: {meta['n']} rounds, each "
-        "measurement a fresh process with fresh files, interleaved; cells are medians.",
+        "measurement a fresh process with fresh files, interleaved; cells are medians, and "
+        "each × is the median of the ratios taken within one round.",
         "",
         f"Per step ({steps} steps, one inline `ping` call each, instant model):",
         "",
@@ -313,9 +320,9 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         f"| loopwright, durable session ({meta['stack']} stack, fresh SQLite file) "
         f"| {fmt(summary['durable_us'])} | {fmt(summary['durable_x_floor'], 2)} |",
         f"| loopwright, in-memory session (the loop alone) | {fmt(summary['memory_us'])} "
-        f"| {fmt(ratio(summary['memory_us'], floor), 2)} |",
+        f"| {fmt(summary['memory_x_floor'], 2)} |",
         f"| the store's share (durable − in-memory) | {fmt(summary['store_share_us'])} "
-        f"| {fmt(ratio(summary['store_share_us'], floor), 2)} |",
+        f"| {fmt(summary['store_share_x_floor'], 2)} |",
         "",
         f"One new message on a session of N stored events (open it from the store, run a "
         f"one-step turn to its `done`; {meta['messages']} messages per process after "
