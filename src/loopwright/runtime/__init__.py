@@ -1,0 +1,12 @@
+"""The runtime: one service between the core and every interface, over an event log.
+
+`Runtime` sends, resolves (and resumes), cancels, steers, compacts and follows sessions named by
+(tenant, agent, id); `LogJournal` is the core's `Journal` over an `EventLog`; `LiveRun` is a run
+in progress in this process.
+"""
+
+from .journal import LogJournal, Settings, open_session
+from .live import LiveRun
+from .service import Resolved, Runtime
+
+__all__ = ["LiveRun", "LogJournal", "Resolved", "Runtime", "Settings", "open_session"]

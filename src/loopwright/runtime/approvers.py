@@ -1,0 +1,98 @@
+"""The live approvers of runs the runtime drives; both answer with the decision the log records.
+
+- `held`: for a client that holds its stream. It waits for the item's decision, made anywhere
+  (`EventLog.wait_decided`), while at least one follower follows the session; with none left
+  (or none to begin with) it defers, and the run pauses durably as it always did.
+- `authoritative`: wraps a caller's approver (a terminal prompt, an in-process callback). The
+  prompt races a decision made elsewhere: an answer given here is recorded first (an edit vetted
+  as `resolve` vets it), and whichever decision the log holds first is the one the run acts on; a
+  prompt overtaken by a decision made elsewhere is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from ..agent import Agent
+from ..approvals import DEFER, Answer, Approval, Approver, ApproverResult, Request
+from ..store import PendingRecord
+from ..store.log import EventLog, SessionKey
+from .decisions import answer_of, owner_of, record
+from .live import Live, LiveRun
+
+
+def held(registry: Live, log: EventLog, key: SessionKey) -> Approver:
+    """The approver of a run of the top-level session `key` (and of its subagents' runs)."""
+
+    async def approve(request: Request) -> ApproverResult:
+        if registry.followers(key) == 0:
+            return DEFER
+        live = registry.get(key)
+        decided = asyncio.ensure_future(log.wait_decided(key.tenant, request.id))
+        if live is not None:
+            live.waiting.add(request.id)
+        try:
+            await asyncio.wait((decided, registry.gone(key)), return_when=asyncio.FIRST_COMPLETED)
+            item = decided.result() if decided.done() else None
+        finally:
+            if live is not None:
+                live.waiting.discard(request.id)
+            await _cancel(decided)
+        if item is None:
+            return DEFER  # nobody follows any more: the item stays open, the run pauses
+        return await _acted_on(live, item)
+
+    return approve
+
+
+def authoritative(
+    approver: Approver, log: EventLog, agents: Mapping[str, Agent], registry: Live, key: SessionKey
+) -> Approver:
+    """`approver`, answering with the decision the log records first (see the module)."""
+
+    async def approve(request: Request) -> ApproverResult:
+        asking = asyncio.ensure_future(_ask(approver, request))
+        elsewhere = asyncio.ensure_future(log.wait_decided(key.tenant, request.id))
+        live = registry.get(key)
+        try:
+            await asyncio.wait((asking, elsewhere), return_when=asyncio.FIRST_COMPLETED)
+            if elsewhere.done():
+                return await _acted_on(live, elsewhere.result())
+            answer = asking.result()
+        finally:
+            await _cancel(asking)  # a prompt overtaken is closed before the run goes on
+            await _cancel(elsewhere)
+        if not isinstance(answer, Approval | Answer):
+            return DEFER
+        owner = await owner_of(log, agents, key.tenant, request.id)
+        outcome = await record(log, owner, answer)
+        if outcome.status == "invalid":  # an edit the run refuses too: it asks again, saying why
+            edited = isinstance(answer, Approval) and answer.args is not None
+            return answer if edited else DEFER
+        return await _acted_on(live, outcome.item)
+
+    return approve
+
+
+async def _acted_on(live: LiveRun | None, item: PendingRecord) -> ApproverResult:
+    """The recorded decision as the run takes it, once its stream has shown the record."""
+    if live is not None:
+        await live.journal.catch_up()
+    answer = answer_of(item)
+    return DEFER if answer is None else answer
+
+
+async def _ask(approver: Approver, request: Request) -> ApproverResult:
+    reply = approver(request)
+    if inspect.isawaitable(reply):
+        reply = await reply
+    return reply
+
+
+async def _cancel(task: asyncio.Future[Any]) -> None:
+    if not task.done():
+        task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,186 @@
+"""Decisions on pending items, as the event log records them: whose item it is, whether a
+decision may be recorded (an edit is vetted first), and how a recorded decision reads back.
+
+The log is the one authority (`EventLog.decide`: single-use, the first decision wins); this
+module is what every door — a route, a command, a live approver — goes through to reach it. A
+subagent's item belongs to a session whose parent chain (recorded by the log) leads up to the
+top-level session: that session's run is the one that resumes once nothing under it is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import Answer, Approval
+from ..decide import vet_edit
+from ..errors import ConfigError
+from ..store import PendingRecord
+from ..store.log import Decision, EventLog, SessionKey
+
+Decided = Approval | Answer
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who a pending item belongs to: the agent whose call waits (a subagent for an item raised
+    in a subagent's run), and the top-level session whose run resumes once it is decided."""
+
+    item: PendingRecord
+    key: SessionKey
+    """The item's own session."""
+    agent: Agent
+    root: SessionKey
+    root_agent: Agent
+
+
+def key_of(item: PendingRecord) -> SessionKey:
+    return SessionKey(item.tenant, item.agent, item.session_id)
+
+
+async def chain(log: EventLog, key: SessionKey) -> list[SessionKey]:
+    """A session and its parents, up to the top-level session."""
+    keys = [key]
+    record = await log.session(key)
+    while record.parent is not None:
+        keys.append(record.parent)
+        record = await log.session(record.parent)
+    return keys
+
+
+async def owner_of(
+    log: EventLog, agents: Mapping[str, Agent], tenant: str, pending_id: str
+) -> Owner:
+    """Find a pending item of `tenant` and the agents it belongs to: the chain of sessions is
+    walked up to the top-level one, whose agent must be in `agents`, and down again through the
+    subagent tools. `UnknownPending` for an unknown or foreign id; `ConfigError` when the agents
+    no longer match the log."""
+    item = await log.pending_item(tenant, pending_id)
+    keys = await chain(log, key_of(item))
+    root = keys[-1]
+    root_agent = agents.get(root.agent)
+    if root_agent is None:
+        raise ConfigError(f"session {root.id} belongs to agent {root.agent!r}, which is not loaded")
+    return Owner(item, keys[0], descend(root_agent, keys), root, root_agent)
+
+
+def descend(root_agent: Agent, keys: list[SessionKey]) -> Agent:
+    """The agent of `keys[0]`, found from the top-level agent through its subagent tools."""
+    agent = root_agent
+    for key in reversed(keys[:-1]):
+        found = agent.find_tool(key.agent)
+        if found is None or found.subagent is None:
+            raise ConfigError(f"agent {agent.name!r} has no subagent {key.agent!r} ({key.id})")
+        agent = found.subagent
+    return agent
+
+
+async def refusal(log: EventLog, owner: Owner, decided: Decided) -> str | None:
+    """Why `decided` may not be recorded, or None: the wrong kind of answer, or edited
+    arguments that fail the tool's schema or that the rules deny (the reason names the rule;
+    the edit is judged in the scope the item was asked in)."""
+    item = owner.item
+    if (item.kind == "question") != isinstance(decided, Answer):
+        kind = "a question: answer it" if item.kind == "question" else "an approval"
+        return f"{item.id} is {kind}"
+    if not isinstance(decided, Approval) or not decided.approved or decided.args is None:
+        return None
+    tool = owner.agent.find_tool(item.tool)
+    if tool is None:
+        return f"{item.id}: the tool {item.tool!r} no longer exists"
+    try:
+        vet_edit(tool, owner.agent.gate(), await scope_of(log, owner), decided.args)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+async def scope_of(log: EventLog, owner: Owner) -> ev.Scope:
+    """The scope the item's call was decided in, as its `approval:pending` announced it."""
+    item = owner.item
+    for stored in await log.read(owner.key, after=max(0, item.batch_seq - 1)):
+        if isinstance(stored.event, ev.ApprovalPending) and stored.event.id == item.id:
+            return stored.event.scope
+    raise ConfigError(f"pending item {item.id}: its announcement is not in the log")
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What recording a decision did, and the item as it now stands (with the decision that
+    won, when another one was first)."""
+
+    status: Literal["resolved", "already_resolved", "invalid"]
+    item: PendingRecord
+    error: str | None = None
+    """Why the decision was refused (`invalid`): the message names the rule."""
+
+
+async def record(log: EventLog, owner: Owner, decided: Decided) -> Recorded:
+    """Record a decision on the owner's item, unless it is refused or another one came first.
+    A denial closes the item's batch (the log skips its other items) and the items of the
+    subagent sessions its calls wait on."""
+    item = owner.item
+    if item.status != "open":
+        return Recorded("already_resolved", item)
+    why = await refusal(log, owner, decided)
+    if why is not None:
+        return Recorded("invalid", item, why)
+    done = await log.decide(item.tenant, item.id, decision_of(decided))
+    if not done.changed:
+        return Recorded("already_resolved", done.item)
+    if done.item.status == "denied":
+        for nested in await open_under(log, owner.key):
+            if key_of(nested) != owner.key:
+                closed = Decision("skipped", by=f"closed by {item.id}")
+                await log.decide(item.tenant, nested.id, closed)
+    return Recorded("resolved", done.item)
+
+
+def decision_of(decided: Decided) -> Decision:
+    """A human's answer as the log records it."""
+    if isinstance(decided, Answer):
+        return Decision("answered", by=decided.by, answer=decided.text)
+    status: Literal["approved", "denied"] = "approved" if decided.approved else "denied"
+    return Decision(status, by=decided.by, edited_args=decided.args, note=decided.reason)
+
+
+def answer_of(item: PendingRecord) -> Decided | None:
+    """What a recorded decision means to the run waiting on it (None: still open). An item
+    skipped (a sibling's denial closed its batch) reads as a denial; a skipped question has
+    no answer."""
+    by = item.decided_by or "unknown"
+    match item.status:
+        case "approved":
+            return Approval(approved=True, args=item.edited_args, reason=item.note, by=by)
+        case "denied":
+            return Approval(approved=False, reason=item.note, by=by)
+        case "answered":
+            return Answer(text=item.answer or "", by=by)
+        case "skipped" if item.kind == "approval":
+            return Approval(approved=False, reason=f"skipped ({by})", by=by)
+        case _:
+            return None
+
+
+async def open_under(log: EventLog, root: SessionKey) -> list[PendingRecord]:
+    """The open items of a session and of the subagent sessions under it, in request order."""
+    out: list[PendingRecord] = []
+    under: dict[SessionKey, bool] = {}
+    cursor: str | None = None
+    while True:
+        page = await log.pending(root.tenant, status="open", cursor=cursor)
+        for item in page.items:
+            key = key_of(item)
+            if key == root:
+                out.append(item)
+            elif item.session_id.startswith(root.id + "/"):  # a subagent's id nests its parent's
+                if key not in under:
+                    under[key] = root in await chain(log, key)
+                if under[key]:
+                    out.append(item)
+        cursor = page.cursor
+        if cursor is None:
+            return out

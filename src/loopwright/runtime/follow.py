@@ -1,0 +1,97 @@
+"""A session's events for a follower: the log after a seq, then — when following — the events
+of its runs as they come, across pauses, up to a `done` that is not a pause.
+
+A run of this process is followed live (token deltas included, uncommitted events without a
+seq); a run elsewhere through the log (`EventLog.follow`: committed events only). The follower
+switches to a run of this process as soon as one starts, and back to the log when it ends
+paused or stops without its `done` (taken over elsewhere). Nothing the log holds is skipped: a
+seq is only ever that of a committed event, and an event may at worst come twice (once live
+without a seq, once from the log) when a follower switches right as it is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from .. import events as ev
+from ..store.log import EventLog, SessionKey
+
+if TYPE_CHECKING:
+    from .live import Follower, Live
+
+Item = tuple[int | None, ev.Event]
+
+
+def final(event: ev.Event | None) -> bool:
+    """A `done` that ends a held stream: the run stopped for good (not paused)."""
+    return type(event) is ev.Done and event.stop_reason != "paused"  # type: ignore[union-attr]
+
+
+async def follow(
+    log: EventLog,
+    registry: Live,
+    key: SessionKey,
+    *,
+    after: int,
+    follower: Follower | None = None,
+) -> AsyncIterator[Item]:
+    """See the module docstring; `follower` is counted until the caller stops (one is made
+    when none is given)."""
+    follower = follower or registry.attach(key)
+    position = after
+    try:
+        while True:
+            live = registry.get(key)
+            if live is not None:
+                await live.settled()
+                if live.failure is None:
+                    if position < live.start_seq:
+                        for stored in await log.read(
+                            key, after=position, limit=live.start_seq - position
+                        ):
+                            position = stored.seq
+                            yield stored.seq, stored.event
+                    async for seq, event in live.subscribe(position):
+                        position = seq if seq is not None else position
+                        yield seq, event
+                    if final(live.done):
+                        return
+                    continue
+            ended = False
+            async for seq, event in _from_log(log, registry, key, position):
+                position = seq
+                yield seq, event
+                if final(event) and (await log.session(key)).last_seq == seq:
+                    ended = True  # the session's latest run ended for good
+                    break
+            if ended:
+                return
+    finally:
+        follower.close()
+
+
+async def _from_log(
+    log: EventLog, registry: Live, key: SessionKey, after: int
+) -> AsyncIterator[tuple[int, ev.Event]]:
+    """The log's events after `after` as they are committed, until a run of the session starts
+    in this process (the caller then follows it live)."""
+    started = registry.started(key)
+    if registry.get(key) is not None:
+        return
+    events = aiter(log.follow(key, after=after))
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(events))
+            await asyncio.wait((step, started), return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                step.cancel()
+                await asyncio.gather(step, return_exceptions=True)
+                return
+            stored = step.result()
+            yield stored.seq, stored.event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()

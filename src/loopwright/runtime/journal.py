@@ -1,0 +1,414 @@
+"""The journal of a session kept in an event log: a run's events go to the log as it goes.
+
+What is committed when (SPEC §7): token deltas never one by one; every other event is committed,
+grouped so that a commit happens at each point that matters — the input before the first step,
+each complete reply, each pending item before anyone is asked, each tool call's intent before it
+runs and its result right after, and the end of the run. A reply still streaming is committed as
+`message:partial` every `partial_every` seconds, so a crash leaves carry-over. An event gets its
+sequence number when it is committed: `append` returns it for the event that made the commit and
+None for one still buffered — a number is never handed out for an event the log does not hold.
+
+A run holds its session under a lease renewed by a heartbeat; a lease that expired is taken over
+by the next run (the dead run's unfinished batch is recovered, its items that can no longer be
+resumed are closed), and the old run ends at its next append or renewal (`StaleWriter`). At the
+end of a run, items left open that no resumption can reach (the run was cancelled at a prompt, or
+stopped before pausing) are closed too: an item is either resumable or shown closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, fields
+
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import Answer, Approval
+from ..decide import Resolution
+from ..errors import UnknownPending, UnknownSession
+from ..messages import History
+from ..session import Session
+from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
+from ..store.log import Decision, EventLog, Lease, SessionKey
+from ..store.rebuild import rebuild
+from .decisions import Owner, chain, descend, key_of, open_under, record
+
+logger = logging.getLogger("loopwright.runtime")
+
+NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})
+COMMIT_AT = frozenset(
+    {
+        "input:received",
+        "steering:injected",
+        "message:completed",
+        "pending:requested",
+        "tool:started",
+        "tool:result",
+        "tool:late_result",
+        "run:interrupted",
+        "compaction:finished",
+        "done",  # with the terminal event just before it: nothing runs between the two
+    }
+)
+CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
+"""Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type."""
+LEASE_ENV = "LOOPWRIGHT_LEASE_SECONDS"
+"""Overrides every lease's length (tests)."""
+
+
+def new_owner() -> str:
+    """A writer's name in leases: the host, the process and a random part (two runtimes of one
+    process are two owners)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """How a runtime's journals write."""
+
+    owner: str = field(default_factory=new_owner)
+    ttl: float = 30.0
+    """Seconds a lease lasts unless renewed; the heartbeat renews it every third of that."""
+    partial_every: float = 0.5
+    environment: str | None = None
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    """How the heartbeat waits (tests inject a clock)."""
+
+    @property
+    def lease_seconds(self) -> float:
+        override = os.environ.get(LEASE_ENV)
+        return float(override) if override else self.ttl
+
+
+class LogJournal:
+    """A `session.Journal` writing one session's runs to an `EventLog` under a lease."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        agent: Agent,
+        key: SessionKey,
+        settings: Settings,
+        *,
+        parent: SessionKey | None = None,
+    ) -> None:
+        self.log = log
+        self.agent = agent
+        self.key = key
+        self.settings = settings
+        self.parent = parent
+        self.lease: Lease | None = None
+        self.stale: StaleWriter | None = None
+        """Set once the lease was taken over: the run ends at its next append."""
+        self.loaded_seq = 0
+        """The log's last seq when the session's history was read from it (-1: reread)."""
+        self.last_seq = 0
+        """The last seq this journal knows the log holds."""
+        self.start_seq = 0
+        """The log's last seq before the current run's first event."""
+        self.seqs: dict[int, int] = {}
+        """id(event) → its seq, for the events of the current run the log holds."""
+        self.on_foreign: Callable[[list[StoredEvent]], None] | None = None
+        """Called with events others appended to the session during the run (decisions)."""
+        self.buffer: list[ev.Event] = []
+        self.partial: list[str] = []
+        self.last_commit = 0.0
+        self.crash = _crash_points(os.environ.get(CRASH_ENV, ""))
+        self._session: Session | None = None
+        self._lock = asyncio.Lock()
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    # ---- the run's side ----------------------------------------------------------------------
+
+    async def begin(self, session: Session, input: str | None) -> None:
+        self._session, self.stale, self.seqs = session, None, {}
+        ttl = self.settings.lease_seconds
+        claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
+        lease, self.last_seq = claimed.lease, claimed.last_seq
+        try:
+            if claimed.died or claimed.last_seq != self.loaded_seq:
+                had_checkpoint = session.history.checkpoint is not None
+                _refill(session.history, await self.load(died=claimed.died))
+                if claimed.died:
+                    await self.close_unreachable(session, "recovery", "its run died")
+                    self.last_seq = (await self.log.session(self.key)).last_seq
+                if input is None and had_checkpoint and session.history.checkpoint is None:
+                    raise StaleWriter(
+                        f"session {self.key.id}: the paused run was finished elsewhere"
+                    )
+        except BaseException:
+            with contextlib.suppress(StoreError):
+                await self.log.release(lease, _status_of(session.history))
+            raise
+        self.lease, self.start_seq = lease, self.last_seq
+        self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+
+    async def append(self, session_id: str, event: ev.Event) -> int | None:
+        if self.stale is not None:
+            raise self.stale
+        kind = event.type
+        if kind in NOT_STORED:
+            if kind == "text:delta":
+                self.partial.append(event.delta)  # type: ignore[union-attr]
+                due = time.monotonic() - self.last_commit >= self.settings.partial_every
+                if due and not self._lock.locked():
+                    await self._commit(ev.MessagePartial(text="".join(self.partial)))
+            return None
+        if kind == "message:completed":
+            self.partial.clear()
+        self.buffer.append(event)
+        if kind in COMMIT_AT:
+            await self._commit()
+            return self.seqs.get(id(event))
+        return None
+
+    def record(self, event: ev.Event) -> None:
+        if self.lease is None or self.stale is not None:
+            return
+        self.buffer.append(event)
+        task = asyncio.get_running_loop().create_task(self._flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None:
+        """Commit what is left, close what became unreachable, and release the lease; after a
+        failure (a full or locked database) the original error stands and the session is left
+        `interrupted`; after a takeover, nothing is written."""
+        lease = self.lease
+        if lease is None:
+            return
+        await self._stop_heartbeat()
+        status: SessionStatus = "paused" if stop_reason == "paused" else "idle"
+        try:
+            if self.stale is None:
+                await self._commit()
+            if self.stale is None and stop_reason is not None:
+                why = f"the run ended ({stop_reason}) before a decision"
+                await self.close_unreachable(session, "loopwright", why)
+        except StaleWriter:
+            pass
+        except StoreError as exc:
+            logger.warning("session %s: could not finish its log: %s", self.key.id, exc)
+            status = "interrupted"
+        finally:
+            self.lease, self.buffer = None, []
+        if stop_reason is None:
+            status = "interrupted"  # the run stopped without its `done` (an exception)
+        if self.stale is None:
+            with contextlib.suppress(StoreError):
+                await self.log.release(lease, status)
+
+    async def catch_up(self) -> None:
+        """Hand over what others appended to the session since the last commit (a decision a
+        live approver waited for), before the run goes on."""
+        if self.lease is None or self.on_foreign is None:
+            return
+        async with self._lock:
+            if self.lease is not None:
+                foreign = await self.log.read(self.key, after=self.last_seq)
+                if foreign:
+                    self._foreign(foreign)
+                    self.last_seq = foreign[-1].seq
+
+    # ---- opening -----------------------------------------------------------------------------
+
+    async def load(self, *, died: bool) -> History:
+        """The session's history from its log (`died`: its last run stopped before `done`)."""
+        stored = await self.log.read(self.key)
+        self.loaded_seq = self.last_seq = stored[-1].seq if stored else 0
+        tools = {t.name: t for t in self.agent.tools}
+        return rebuild(stored, tools, decisions_in(stored, self.key), died=died)
+
+    async def resolve(
+        self, session: Session, pending_id: str, approval: Approval | Answer
+    ) -> Resolution:
+        item = await self.log.pending_item(self.key.tenant, pending_id)
+        keys = await chain(self.log, key_of(item))
+        if self.key not in keys:
+            raise UnknownPending(f"no pending item {pending_id!r} in session {self.key.id}")
+        mine = keys[: keys.index(self.key) + 1]
+        owner = Owner(item, keys[0], descend(self.agent, mine), keys[-1], self.agent)
+        outcome = await record(self.log, owner, approval)
+        left = len(await open_under(self.log, keys[-1]))
+        return Resolution(outcome.status, left, outcome.error)
+
+    async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
+        key = SessionKey(self.key.tenant, agent.name, session_id)
+        return await open_session(self.log, agent, key, self.settings, parent=self.key)
+
+    async def close_unreachable(self, session: Session, by: str, why: str) -> None:
+        """Skip the open items under this session that no resumption can reach: those that are
+        neither in the paused batch nor under a subagent session the batch waits on."""
+        checkpoint = session.history.checkpoint
+        ids: set[str] = set()
+        nested: list[str] = []
+        if checkpoint is not None and not checkpoint.closed:
+            ids = {i for i, p in checkpoint.pending.items() if p.decision is None}
+            nested = [s.session_id for s in checkpoint.suspended.values()]
+        for item in await open_under(self.log, self.key):
+            if item.id in ids or any(
+                item.session_id == s or item.session_id.startswith(s + "/") for s in nested
+            ):
+                continue
+            decision = Decision("skipped", by=by, note=why)
+            await self.log.decide(self.key.tenant, item.id, decision)
+
+    # ---- inside ------------------------------------------------------------------------------
+
+    async def _commit(self, extra: ev.Event | None = None) -> None:
+        async with self._lock:
+            events = self.buffer if extra is None else [*self.buffer, extra]
+            if not events:
+                return
+            self.buffer = []
+            if self.stale is not None:
+                raise self.stale
+            if self.lease is None:
+                return  # the run ended: a late steering message is dropped with it
+            try:
+                last = await self.log.append(self.lease, events)
+            except StaleWriter as exc:
+                self.stale = exc
+                raise
+            first = last - len(events) + 1
+            if first > self.last_seq + 1 and self.on_foreign is not None:
+                gap = first - 1 - self.last_seq
+                self._foreign(await self.log.read(self.key, after=self.last_seq, limit=gap))
+            for seq, event in enumerate(events, first):
+                self.seqs[id(event)] = seq
+            self.last_seq = last
+            self.last_commit = time.monotonic()
+        if self.crash:
+            _maybe_crash(self.crash, events)
+
+    async def _flush(self) -> None:
+        try:
+            await self._commit()
+        except StoreError as exc:
+            logger.warning("session %s: a steering message was not logged: %s", self.key.id, exc)
+
+    def _foreign(self, stored: list[StoredEvent]) -> None:
+        self.loaded_seq = -1  # the history in memory no longer matches the log
+        for item in stored:
+            self.seqs[id(item.event)] = item.seq
+        if self.on_foreign is not None:
+            self.on_foreign(stored)
+
+    async def _beat(self) -> None:
+        """Renew the lease every third of its length; a takeover ends the run."""
+        ttl = self.settings.lease_seconds
+        while True:
+            await self.settings.sleep(ttl / 3)
+            lease = self.lease
+            if lease is None:
+                return
+            try:
+                self.lease = await self.log.renew(lease, ttl=ttl)
+            except StaleWriter as exc:
+                self.stale = exc
+                if self._session is not None:
+                    self._session.cancel()
+                return
+            except StoreError as exc:  # a busy database: the next beat tries again
+                logger.warning("session %s: lease not renewed: %s", self.key.id, exc)
+
+    async def _stop_heartbeat(self) -> None:
+        beat, self._heartbeat = self._heartbeat, None
+        if beat is not None:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+
+
+async def open_session(
+    log: EventLog,
+    agent: Agent,
+    key: SessionKey,
+    settings: Settings,
+    *,
+    parent: SessionKey | None = None,
+) -> Session:
+    """A session kept in the log: its history is read from the log (nothing when new)."""
+    journal = LogJournal(log, agent, key, settings, parent=parent)
+    session = Session(
+        agent,
+        session_id=key.id,
+        tenant=key.tenant,
+        environment=settings.environment,
+        journal=journal,
+    )
+    try:
+        record = await log.session(key)
+    except UnknownSession:
+        return session
+    _refill(session.history, await journal.load(died=record.status == "interrupted"))
+    for mode, text in session.history.queued:  # sent, logged, not delivered yet
+        (session.steer if mode == "steer" else session.follow_up)(text)
+    checkpoint = session.history.checkpoint
+    for waiting in checkpoint.suspended.values() if checkpoint else ():
+        if waiting.tool.subagent is not None:  # so that its items are this session's too
+            await session.child(waiting.tool.subagent, waiting.session_id)
+    return session
+
+
+def decisions_in(stored: Sequence[StoredEvent], key: SessionKey) -> dict[str, PendingRecord]:
+    """The decisions the log records (`pending:decided`, the first per item), as the records
+    `rebuild` reads them from."""
+    out: dict[str, PendingRecord] = {}
+    for item in stored:
+        event = item.event
+        if isinstance(event, ev.PendingDecided) and event.id not in out:
+            out[event.id] = PendingRecord(
+                id=event.id,
+                session_id=key.id,
+                tenant=key.tenant,
+                agent=key.agent,
+                kind="question" if event.status == "answered" else "approval",
+                call_id="",
+                tool="",
+                args={},
+                reason="",
+                requested_at="",
+                batch_seq=0,
+                status=event.status,
+                decided_by=event.by,
+                decided_at=event.decided_at,
+                edited_args=event.args,
+                answer=event.answer,
+                note=event.reason,
+            )
+    return out
+
+
+def _status_of(history: History) -> SessionStatus:
+    if history.checkpoint is not None:
+        return "paused"
+    return "interrupted" if history.recovery is not None else "idle"
+
+
+def _refill(history: History, fresh: History) -> None:
+    """Replace a history's contents in place (the run's loop holds the object)."""
+    for f in fields(History):
+        setattr(history, f.name, getattr(fresh, f.name))
+
+
+def _crash_points(spec: str) -> dict[str, int]:
+    points = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        kind, _, count = part.partition("#")
+        points[kind] = int(count or 1)
+    return points
+
+
+def _maybe_crash(points: dict[str, int], events: Sequence[ev.Event]) -> None:
+    for event in events:
+        if event.type in points:
+            points[event.type] -= 1
+            if points[event.type] == 0:
+                os._exit(86)

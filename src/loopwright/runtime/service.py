@@ -1,0 +1,291 @@
+"""The runtime service: what every interface (HTTP routes, CLI commands, later the editor
+protocol and notifications) does to sessions, implemented once, over an event log.
+
+Sessions are named by (tenant, agent, id). `send` starts a run, `resolve` records a decision on a
+pending item and resumes the run it belongs to when nothing under that run is left open — once,
+here, for every door. A run of this process is driven by a task the runtime owns; `events`
+follows a session live across pauses. Another process with its own runtime on the same log is a
+peer: a run there holds the session's lease, decisions made there wake runs waiting here (and the
+reverse), and a paused run is resumed by whichever process records the last decision.
+
+    runtime = Runtime({"support": agent}, await open_log())
+    run = await runtime.send("acme", "support", "order-1001", "where is my parcel?", hold=True)
+    async for seq, event in run.stream(): ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import Answer, Approval, Approver
+from ..errors import ConfigError, SessionBusy
+from ..session import Run, Session
+from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
+from ..store.log import EventLog, Page, SessionKey, SessionRecord
+from . import follow as following
+from .approvers import authoritative, held
+from .decisions import open_under, owner_of, record
+from .follow import Item
+from .journal import Settings, open_session
+from .live import Follower, Live, LiveRun
+
+logger = logging.getLogger("loopwright.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What `resolve` did.
+
+    - `waiting`: recorded; items under the same run are still open (`outstanding`).
+    - `resumed`: recorded, and the run goes on: `run` is its live run in this process, or None
+      when it goes on in another process (one that was live there, or that resumed it first).
+    - `already_resolved`: another decision came first; `item` holds it (and who made it).
+    - `invalid`: refused (an edit the schema or the rules reject, or the wrong kind of answer);
+      `error` names the rule; the item stays open.
+    """
+
+    status: Literal["waiting", "resumed", "already_resolved", "invalid"]
+    item: PendingRecord
+    """The item as it now stands."""
+    root: SessionKey
+    """The top-level session the item belongs to (the one that resumes)."""
+    outstanding: list[PendingRecord]
+    run: LiveRun | None = None
+    error: str | None = None
+
+
+class Runtime:
+    """Sessions of `agents` kept in `log`, driven in this process (see the module)."""
+
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        log: EventLog,
+        *,
+        owner: str | None = None,
+        ttl: float = 30.0,
+        environment: str | None = None,
+        partial_every: float = 0.5,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        self.agents = agents
+        self.log = log
+        self.live = Live(log)
+        options: dict[str, Any] = {"ttl": ttl, "partial_every": partial_every}
+        if owner is not None:
+            options["owner"] = owner
+        if sleep is not None:
+            options["sleep"] = sleep
+        self.settings = Settings(environment=environment, **options)
+        self._closing = False
+
+    def agent(self, name: str) -> Agent:
+        agent = self.agents.get(name)
+        if agent is None:
+            raise ConfigError(f"unknown agent {name!r}")
+        return agent
+
+    async def open(self, key: SessionKey) -> Session:
+        """The session as its log leaves it (a new one when the key is unused)."""
+        return await open_session(self.log, self.agent(key.agent), key, self.settings)
+
+    # ---- runs ----------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        tenant: str,
+        agent: str,
+        session_id: str | None,
+        text: str,
+        *,
+        approver: Approver | None = None,
+        hold: bool = False,
+    ) -> LiveRun:
+        """Start a run of `text` (a new session when `session_id` is None); returns once its
+        input is in the log. `approver` answers asks live (raced against decisions made
+        elsewhere); without one, asks wait for a decision while someone follows the session
+        (`hold` counts the caller from the start: iterate `run.stream()`, or `run.detach()`)
+        and pause durably otherwise. `SessionBusy` while a run holds the session, or while it
+        is paused on open items."""
+        key = SessionKey(tenant, agent, session_id or secrets.token_hex(16))
+        return await self._start(key, lambda s, a: s.run(text, approver=a), approver, hold)
+
+    async def resume(
+        self,
+        tenant: str,
+        agent: str,
+        session_id: str,
+        *,
+        approver: Approver | None = None,
+        hold: bool = False,
+    ) -> LiveRun:
+        """Continue a paused run whose items are all decided (`SessionBusy` otherwise)."""
+        key = SessionKey(tenant, agent, session_id)
+        return await self._start(key, lambda s, a: s.resume(approver=a), approver, hold)
+
+    async def compact(self, tenant: str, agent: str, session_id: str) -> LiveRun:
+        """Compact the session's history now (a run of its own)."""
+        key = SessionKey(tenant, agent, session_id)
+        return await self._start(key, lambda s, a: s.compact(), None, False)
+
+    async def _start(
+        self,
+        key: SessionKey,
+        begin: Callable[[Session, Approver], Run],
+        approver: Approver | None,
+        hold: bool,
+    ) -> LiveRun:
+        self.live.check_idle(key)
+        session = await self.open(key)
+        if approver is not None:
+            approver = authoritative(approver, self.log, self.agents, self.live, key)
+        follower = self.live.attach(key) if hold else None
+        try:
+            run = begin(session, approver or held(self.live, self.log, key))
+            live = self.live.start(key, session, run, self._after)
+            live.held = follower
+            await live.started()
+        except BaseException:
+            if follower is not None:
+                follower.close()
+            raise
+        return live
+
+    async def _after(self, live: LiveRun) -> None:
+        """A run ended paused: when its items were all decided meanwhile (a decision that came
+        while it was pausing, or while its approver deferred), it resumes here at once."""
+        if self._closing or live.done is None or live.done.stop_reason != "paused":
+            return
+        if await open_under(self.log, live.key):
+            return
+        with contextlib.suppress(SessionBusy, StaleWriter):
+            await self.resume(live.key.tenant, live.key.agent, live.key.id)
+
+    # ---- decisions -------------------------------------------------------------------------------
+
+    async def resolve(self, tenant: str, pending_id: str, decision: Approval | Answer) -> Resolved:
+        """Record a decision on a pending item — an `Approval` (with edited arguments, vetted)
+        or an `Answer` — and, when nothing under its top-level session is left open, make sure
+        the run goes on: a run of this process waiting on the item wakes by itself (so does
+        one elsewhere); a run still pausing resumes when it has paused; a paused session with
+        no live run resumes here. `UnknownPending` for an unknown or foreign id."""
+        owner = await owner_of(self.log, self.agents, tenant, pending_id)
+        outcome = await record(self.log, owner, decision)
+        outstanding = await open_under(self.log, owner.root)
+        if outcome.status != "resolved":
+            status: Literal["invalid", "already_resolved"] = (
+                "invalid" if outcome.status == "invalid" else "already_resolved"
+            )
+            return Resolved(status, outcome.item, owner.root, outstanding, error=outcome.error)
+        if outstanding:
+            return Resolved("waiting", outcome.item, owner.root, outstanding)
+        live = self.live.get(owner.root)
+        if live is None:
+            try:
+                root = owner.root
+                live = await self.resume(root.tenant, root.agent, root.id)
+            except (SessionBusy, StaleWriter):
+                live = self.live.get(owner.root)  # resumed by someone else (here or elsewhere)
+        return Resolved("resumed", outcome.item, owner.root, [], live)
+
+    # ---- a live run ------------------------------------------------------------------------------
+
+    def cancel(self, key: SessionKey) -> bool:
+        """Cancel the session's run in this process; False when none runs here."""
+        live = self.live.get(key)
+        if live is None:
+            return False
+        live.session.cancel()
+        return True
+
+    async def steer(self, key: SessionKey, text: str) -> None:
+        """Deliver `text` at the next step boundary of the session's run here, or at the start
+        of its next run (logged now, so a crash does not lose it). `SessionBusy` while a run in
+        another process holds the session."""
+        await self._queue(key, text, "steer")
+
+    async def follow_up(self, key: SessionKey, text: str) -> None:
+        """Deliver `text` when the session's run would otherwise stop (or with its next run)."""
+        await self._queue(key, text, "follow_up")
+
+    async def _queue(self, key: SessionKey, text: str, mode: Literal["steer", "follow_up"]) -> None:
+        live = self.live.get(key)
+        if live is not None:
+            (live.session.steer if mode == "steer" else live.session.follow_up)(text)
+            return
+        record = await self.log.session(key)  # an unknown or foreign key fails here
+        claimed = await self.log.claim(key, self.settings.owner, ttl=self.settings.lease_seconds)
+        status: SessionStatus = "paused" if record.status == "paused" else "idle"
+        try:
+            await self.log.append(claimed.lease, [ev.SteeringQueued(text=text, mode=mode)])
+        finally:
+            await self.log.release(claimed.lease, "interrupted" if claimed.died else status)
+
+    # ---- reading ---------------------------------------------------------------------------------
+
+    async def events(
+        self,
+        key: SessionKey,
+        *,
+        after: int = 0,
+        follow: bool = False,
+        follower: Follower | None = None,
+    ) -> AsyncIterator[Item]:
+        """The session's events after seq `after`, as (seq, event); with `follow`, then its
+        runs' events as they come — live for a run here (token deltas included, with no seq),
+        from the log for a run elsewhere — across pauses, up to a `done` that is not a pause
+        (at once when the session's latest run has ended so). `UnknownSession`."""
+        if not follow:
+            for stored in await self.log.read(key, after=after):
+                yield stored.seq, stored.event
+            return
+        if self.live.get(key) is None:
+            await self.log.session(key)  # an unknown or foreign key fails now
+        async for item in following.follow(
+            self.log, self.live, key, after=after, follower=follower
+        ):
+            yield item
+
+    async def pending(
+        self,
+        tenant: str,
+        *,
+        agent: str | None = None,
+        session: SessionKey | None = None,
+        status: PendingStatus | None = "open",
+    ) -> list[PendingRecord]:
+        """Pending items in the order they were requested (open ones by default)."""
+        out: list[PendingRecord] = []
+        cursor = None
+        while True:
+            page = await self.log.pending(
+                tenant, agent=agent, session=session, status=status, cursor=cursor
+            )
+            out += page.items
+            if (cursor := page.cursor) is None:
+                return out
+
+    async def usage(self, tenant: str, key: SessionKey | None = None) -> dict[str, Any]:
+        return await self.log.usage(tenant, key=key)
+
+    async def session(self, key: SessionKey) -> SessionRecord:
+        """`UnknownSession` for an unknown or foreign key."""
+        return await self.log.session(key)
+
+    async def sessions(
+        self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        return await self.log.sessions(tenant, agent, limit=limit, cursor=cursor)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Cancel the runs of this process and wait (bounded) until each has recorded its end;
+        the log stays open (its owner closes it)."""
+        self._closing = True
+        await self.live.stop_all(timeout)
