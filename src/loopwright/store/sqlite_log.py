@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import queue
 import sqlite3
 import threading
@@ -23,16 +22,15 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import events as ev
-from ..errors import SessionBusy, UnknownPending, UnknownSession
-from ..wire import dumps, loads
-from . import PendingRecord, PendingStatus, SessionStatus, StaleWriter, StoredEvent, StoreError
-from .derive import DecidePending, NewPending, NewUsage, SessionState, SetCallId, derive
-from .derive import decision_events as _decision_events
+from ..errors import SessionBusy, UnknownSession
+from ..wire import loads
+from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
+from . import sqlite_rows as sql
+from .derive import decision_events
 from .log import Claimed, Decided, Decision, Lease, Page, SessionKey, SessionRecord, Snapshot
 from .sqlite_schema import migrate
 
@@ -40,25 +38,6 @@ T = TypeVar("T")
 Job = tuple[
     Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, asyncio.Future[Any], bool
 ]
-
-_PENDING = (
-    "p.id, s.name, s.tenant, s.agent, p.kind, p.call_id, p.tool, p.args, p.reason, "
-    "p.requested_at, p.batch_seq, p.status, p.decided_by, p.decided_at, p.edited_args, "
-    "p.answer, p.note FROM pending p JOIN sessions s ON s.id = p.session"
-)
-_SESSION = (
-    "s.tenant, s.agent, s.name, s.status, s.last_seq, s.created_at, s.updated_at, s.owner, "
-    "s.lease_expires, p.tenant, p.agent, p.name, s.id "
-    "FROM sessions s LEFT JOIN sessions p ON p.id = s.parent"
-)
-_USAGE = (
-    "requests",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost",
-)
 
 
 class SQLiteLog:
@@ -173,7 +152,7 @@ class SQLiteLog:
         self._waiting += 1
         if self._poller is None or self._poller.done():
             # the baseline is queued now, before the waiter's first read
-            baseline = self._submit(_data_version, False)
+            baseline = self._submit(sql.data_version, False)
             self._poller = asyncio.get_running_loop().create_task(self._poll(baseline))
 
     def _unwatch(self) -> None:
@@ -186,7 +165,7 @@ class SQLiteLog:
                 await asyncio.sleep(self.poll_interval)
                 if self._waiting <= 0:
                     break
-                now = await self._call(_data_version)
+                now = await self._call(sql.data_version)
                 if now != version:
                     version = now
                     self._notify()
@@ -207,7 +186,7 @@ class SQLiteLog:
                     (key.tenant, key.agent, key.id),
                 ).fetchone()
                 if row is None:
-                    parent_id = None if parent is None else _session_id(db, parent)
+                    parent_id = None if parent is None else sql.session_id(db, parent)
                     db.execute(
                         "INSERT INTO sessions (tenant, agent, name, parent, status, epoch, owner, "
                         "lease_expires, created_at, updated_at) "
@@ -219,19 +198,19 @@ class SQLiteLog:
                             parent_id,
                             owner,
                             now + ttl,
-                            *[_iso(now)] * 2,
+                            *[sql.iso(now)] * 2,
                         ),
                     )
                     return Claimed(Lease(key, owner, 1, now + ttl), False, 0)
                 sid, status, epoch, holder, expires, last_seq = row
                 if holder is not None and expires is not None and expires > now:
                     raise SessionBusy(
-                        f"session {key.id} is held by another run until {_iso(expires)}"
+                        f"session {key.id} is held by another run until {sql.iso(expires)}"
                     )
                 db.execute(
                     "UPDATE sessions SET status='running', epoch=?, owner=?, lease_expires=?, "
                     "updated_at=? WHERE id=?",
-                    (epoch + 1, owner, now + ttl, _iso(now), sid),
+                    (epoch + 1, owner, now + ttl, sql.iso(now), sid),
                 )
                 died = status in ("running", "interrupted")
                 return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
@@ -242,7 +221,7 @@ class SQLiteLog:
         def job(db: sqlite3.Connection) -> Lease:
             now = self.clock()
             with self._write(db):
-                sid = _fence(db, lease)[0]
+                sid = sql.fence(db, lease)[0]
                 db.execute("UPDATE sessions SET lease_expires=? WHERE id=?", (now + ttl, sid))
             return replace(lease, expires=now + ttl)
 
@@ -251,11 +230,11 @@ class SQLiteLog:
     async def release(self, lease: Lease, status: SessionStatus) -> None:
         def job(db: sqlite3.Connection) -> None:
             with self._write(db):
-                sid = _fence(db, lease)[0]
+                sid = sql.fence(db, lease)[0]
                 db.execute(
                     "UPDATE sessions SET status=?, owner=NULL, lease_expires=NULL, updated_at=? "
                     "WHERE id=?",
-                    (status, _iso(self.clock()), sid),
+                    (status, sql.iso(self.clock()), sid),
                 )
 
         await self._call(job, write=True)
@@ -263,16 +242,16 @@ class SQLiteLog:
     async def append(self, lease: Lease, events: Sequence[ev.Event]) -> int:
         def job(db: sqlite3.Connection) -> int:
             with self._write(db):
-                sid, state = _fence(db, lease)
-                return _commit(db, sid, lease.key.tenant, state, events, _iso(self.clock()))
+                sid, state = sql.fence(db, lease)
+                return sql.commit(db, sid, lease.key.tenant, state, events, sql.iso(self.clock()))
 
         return await self._call(job, write=True)
 
     async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
         def job(db: sqlite3.Connection) -> Decided:
-            at = _iso(self.clock())
+            at = sql.iso(self.clock())
             with self._write(db):
-                item = _pending_item(db, tenant, pending_id)
+                item = sql.pending_item(db, tenant, pending_id)
                 sid = db.execute(
                     "SELECT session FROM pending WHERE id=?", (pending_id,)
                 ).fetchone()[0]
@@ -282,7 +261,7 @@ class SQLiteLog:
                     siblings = db.execute(
                         f"SELECT id {in_batch} ORDER BY rowid", (sid, item.batch_seq)
                     ).fetchall()
-                    decided = _decision_events(
+                    decided = decision_events(
                         pending_id,
                         decision.status,
                         decision.by,
@@ -292,8 +271,8 @@ class SQLiteLog:
                         note=decision.note,
                         open_in_batch=[r[0] for r in siblings],
                     )
-                    _commit(db, sid, tenant, _state(db, sid), decided, at)
-                    item = _pending_item(db, tenant, pending_id)
+                    sql.commit(db, sid, tenant, sql.state(db, sid), decided, at)
+                    item = sql.pending_item(db, tenant, pending_id)
                 left = db.execute(f"SELECT count(*) {in_batch}", (sid, item.batch_seq)).fetchone()
                 return Decided(changed, item, int(left[0]))
 
@@ -302,7 +281,7 @@ class SQLiteLog:
     async def save_snapshot(self, lease: Lease, snapshot: Snapshot) -> None:
         def job(db: sqlite3.Connection) -> None:
             with self._write(db):
-                sid, state = _fence(db, lease)
+                sid, state = sql.fence(db, lease)
                 if not 0 <= snapshot.seq <= state.last_seq:
                     raise StoreError(
                         f"session {lease.key.id}: a snapshot at seq {snapshot.seq} is past "
@@ -312,7 +291,7 @@ class SQLiteLog:
                     "INSERT INTO snapshots VALUES (?, ?, ?, ?) ON CONFLICT (session) DO UPDATE "
                     "SET seq=excluded.seq, data=excluded.data, at=excluded.at "
                     "WHERE excluded.seq >= snapshots.seq",
-                    (sid, snapshot.seq, snapshot.data, _iso(self.clock())),
+                    (sid, snapshot.seq, snapshot.data, sql.iso(self.clock())),
                 )
 
         await self._call(job)
@@ -325,7 +304,7 @@ class SQLiteLog:
         def job(db: sqlite3.Connection) -> list[StoredEvent]:
             rows = db.execute(
                 "SELECT seq, data, at FROM events WHERE session=? AND seq>? ORDER BY seq LIMIT ?",
-                (_session_id(db, key), after, -1 if limit is None else limit),
+                (sql.session_id(db, key), after, -1 if limit is None else limit),
             ).fetchall()
             return [StoredEvent(seq, loads(data), at) for seq, data, at in rows]
 
@@ -361,7 +340,7 @@ class SQLiteLog:
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
         def job(db: sqlite3.Connection) -> Snapshot | None:
             row = db.execute(
-                "SELECT seq, data FROM snapshots WHERE session=?", (_session_id(db, key),)
+                "SELECT seq, data FROM snapshots WHERE session=?", (sql.session_id(db, key),)
             ).fetchone()
             return None if row is None else Snapshot(row[0], row[1])
 
@@ -370,12 +349,12 @@ class SQLiteLog:
     async def session(self, key: SessionKey) -> SessionRecord:
         def job(db: sqlite3.Connection) -> SessionRecord:
             row = db.execute(
-                f"SELECT {_SESSION} WHERE s.tenant=? AND s.agent=? AND s.name=?",
+                f"SELECT {sql.SESSION} WHERE s.tenant=? AND s.agent=? AND s.name=?",
                 (key.tenant, key.agent, key.id),
             ).fetchone()
             if row is None:
-                raise _unknown(key)
-            return _session_record(row, self.clock())
+                raise sql.unknown(key)
+            return sql.session_record(row, self.clock())
 
         return await self._call(job)
 
@@ -385,13 +364,13 @@ class SQLiteLog:
         def job(db: sqlite3.Connection) -> Page:
             after_id, _, after_at = (cursor or "").partition(":")
             rows = db.execute(
-                f"SELECT {_SESSION} WHERE s.tenant=?1 AND (?2 IS NULL OR s.agent=?2) AND "
+                f"SELECT {sql.SESSION} WHERE s.tenant=?1 AND (?2 IS NULL OR s.agent=?2) AND "
                 "(?3 IS NULL OR s.updated_at < ?4 OR (s.updated_at = ?4 AND s.id < ?3)) "
                 "ORDER BY s.updated_at DESC, s.id DESC LIMIT ?5",
                 (tenant, agent, int(after_id) if cursor else None, after_at, limit + 1),
             ).fetchall()
             now = self.clock()
-            items = [_session_record(row, now) for row in rows[:limit]]
+            items = [sql.session_record(row, now) for row in rows[:limit]]
             more = len(rows) > limit
             return Page(items, f"{rows[limit - 1][12]}:{rows[limit - 1][6]}" if more else None)
 
@@ -413,37 +392,37 @@ class SQLiteLog:
                 if session.tenant != tenant:
                     return Page([], None)
                 try:
-                    sid = _session_id(db, session)
+                    sid = sql.session_id(db, session)
                 except UnknownSession:
                     return Page([], None)
             rows = db.execute(
-                f"SELECT p.rowid, {_PENDING} WHERE p.tenant=?1 "
+                f"SELECT p.rowid, {sql.PENDING} WHERE p.tenant=?1 "
                 "AND (?2 IS NULL OR s.agent=?2) AND (?3 IS NULL OR p.session=?3) "
                 "AND (?4 IS NULL OR p.status=?4) AND p.rowid > ?5 ORDER BY p.rowid LIMIT ?6",
                 (tenant, agent, sid, status, int(cursor or 0), limit + 1),
             ).fetchall()
-            items = [_pending_record(row[1:]) for row in rows[:limit]]
+            items = [sql.pending_record(row[1:]) for row in rows[:limit]]
             return Page(items, str(rows[limit - 1][0]) if len(rows) > limit else None)
 
         return await self._call(job)
 
     async def pending_item(self, tenant: str, pending_id: str) -> PendingRecord:
-        return await self._call(lambda db: _pending_item(db, tenant, pending_id))
+        return await self._call(lambda db: sql.pending_item(db, tenant, pending_id))
 
     async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
         def job(db: sqlite3.Connection) -> dict[str, Any]:
             sid = None
             if key is not None:
                 if key.tenant != tenant:
-                    raise _unknown(key)
-                sid = _session_id(db, key)
+                    raise sql.unknown(key)
+                sid = sql.session_id(db, key)
             row = db.execute(
                 "SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
                 "coalesce(sum(cache_read_tokens), 0), coalesce(sum(cache_write_tokens), 0), "
                 "sum(cost) FROM usage WHERE tenant=?1 AND (?2 IS NULL OR session=?2)",
                 (tenant, sid),
             ).fetchone()
-            return dict(zip(_USAGE, row, strict=True))
+            return dict(zip(sql.USAGE, row, strict=True))
 
         return await self._call(job)
 
@@ -457,166 +436,3 @@ class SQLiteLog:
         if self._poller is not None:
             self._poller.cancel()
         self._notify()
-
-
-# ---- inside a transaction, on the worker thread ------------------------------------------------
-
-
-def _session_id(db: sqlite3.Connection, key: SessionKey) -> int:
-    row = db.execute(
-        "SELECT id FROM sessions WHERE tenant=? AND agent=? AND name=?",
-        (key.tenant, key.agent, key.id),
-    ).fetchone()
-    if row is None:
-        raise _unknown(key)
-    return int(row[0])
-
-
-def _unknown(key: SessionKey) -> UnknownSession:
-    return UnknownSession(f"no session {key.id!r}")
-
-
-def _state(db: sqlite3.Connection, sid: int) -> SessionState:
-    row = db.execute(
-        "SELECT last_seq, last_reply_seq, status FROM sessions WHERE id=?", (sid,)
-    ).fetchone()
-    return SessionState(*row)
-
-
-def _fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionState]:
-    """The session's key and state, if `lease` still holds it; `StaleWriter` otherwise."""
-    key = lease.key
-    row = db.execute(
-        "SELECT id, epoch, owner, last_seq, last_reply_seq, status FROM sessions "
-        "WHERE tenant=? AND agent=? AND name=?",
-        (key.tenant, key.agent, key.id),
-    ).fetchone()
-    if row is None:
-        raise _unknown(key)
-    sid, epoch, owner, *state = row
-    if epoch != lease.epoch or owner is None:
-        how = "was released" if epoch == lease.epoch else f"was taken over (epoch {epoch})"
-        raise StaleWriter(f"session {key.id}: this run's lease (epoch {lease.epoch}) {how}")
-    return sid, SessionState(*state)
-
-
-def _commit(
-    db: sqlite3.Connection,
-    sid: int,
-    tenant: str,
-    state: SessionState,
-    events: Sequence[ev.Event],
-    at: str,
-) -> int:
-    """Append `events` after `state` with what they derive; returns the last seq."""
-    derived = derive(state, events)
-    db.executemany(
-        "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
-        [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
-    )
-    for op in derived.ops:
-        match op:
-            case NewPending():
-                db.execute(
-                    "INSERT INTO pending (id, session, tenant, kind, call_id, tool, args, scope, "
-                    "reason, requested_at, batch_seq, status) "
-                    "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, 'open')",
-                    (
-                        op.id,
-                        sid,
-                        tenant,
-                        op.kind,
-                        op.tool,
-                        json.dumps(op.args),
-                        None if op.scope is None else json.dumps(op.scope),
-                        op.reason,
-                        op.requested_at,
-                        op.batch_seq,
-                    ),
-                )
-            case SetCallId():
-                db.execute(
-                    "UPDATE pending SET call_id=? WHERE id=? AND session=?",
-                    (op.call_id, op.id, sid),
-                )
-            case DecidePending():
-                db.execute(
-                    "UPDATE pending SET status=?, decided_by=?, decided_at=?, edited_args=?, "
-                    "answer=?, note=? WHERE id=? AND session=? AND status='open'",
-                    (
-                        op.status,
-                        op.by,
-                        op.decided_at,
-                        None if op.edited_args is None else json.dumps(op.edited_args),
-                        op.answer,
-                        op.note,
-                        op.id,
-                        sid,
-                    ),
-                )
-            case NewUsage():
-                db.execute(
-                    "INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        sid,
-                        op.seq,
-                        tenant,
-                        op.model,
-                        op.input_tokens,
-                        op.output_tokens,
-                        op.cache_read_tokens,
-                        op.cache_write_tokens,
-                        op.cost,
-                        at,
-                    ),
-                )
-    new = derived.state
-    db.execute(
-        "UPDATE sessions SET last_seq=?, last_reply_seq=?, status=?, updated_at=? WHERE id=?",
-        (new.last_seq, new.last_reply_seq, new.status, at, sid),
-    )
-    return new.last_seq
-
-
-def _pending_item(db: sqlite3.Connection, tenant: str, pending_id: str) -> PendingRecord:
-    row = db.execute(f"SELECT {_PENDING} WHERE p.id=? AND p.tenant=?", (pending_id, tenant))
-    found = row.fetchone()
-    if found is None:
-        raise UnknownPending(f"no pending item {pending_id!r}")
-    return _pending_record(found)
-
-
-def _pending_record(row: Sequence[Any]) -> PendingRecord:
-    record = PendingRecord(*row)
-    return replace(
-        record,
-        args=json.loads(row[7]),
-        edited_args=None if row[14] is None else json.loads(row[14]),
-    )
-
-
-def _session_record(row: Sequence[Any], now: float) -> SessionRecord:
-    tenant, agent, name, status, last_seq, created, updated, owner, expires = row[:9]
-    if owner is not None and expires is not None and expires > now:
-        status = "running"
-    elif status == "running":
-        status = "interrupted"  # its run ended without its `done` and let the lease expire
-    parent = None if row[9] is None else SessionKey(row[9], row[10], row[11])
-    return SessionRecord(
-        SessionKey(tenant, agent, name),
-        status,
-        last_seq,
-        created,
-        updated,
-        parent,
-        owner,
-        expires if owner is not None else None,
-    )
-
-
-def _data_version(db: sqlite3.Connection) -> int:
-    return int(db.execute("PRAGMA data_version").fetchone()[0])
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

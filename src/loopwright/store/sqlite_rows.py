@@ -1,0 +1,196 @@
+"""The SQLite event log's statements: what runs inside a transaction, on the log's worker thread."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from .. import events as ev
+from ..errors import UnknownPending, UnknownSession
+from ..wire import dumps
+from . import PendingRecord, StaleWriter
+from .derive import DecidePending, NewPending, NewUsage, SessionState, SetCallId, derive
+from .log import Lease, SessionKey, SessionRecord
+
+PENDING = (
+    "p.id, s.name, s.tenant, s.agent, p.kind, p.call_id, p.tool, p.args, p.reason, "
+    "p.requested_at, p.batch_seq, p.status, p.decided_by, p.decided_at, p.edited_args, "
+    "p.answer, p.note FROM pending p JOIN sessions s ON s.id = p.session"
+)
+SESSION = (
+    "s.tenant, s.agent, s.name, s.status, s.last_seq, s.created_at, s.updated_at, s.owner, "
+    "s.lease_expires, p.tenant, p.agent, p.name, s.id "
+    "FROM sessions s LEFT JOIN sessions p ON p.id = s.parent"
+)
+USAGE = (
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost",
+)
+
+
+def session_id(db: sqlite3.Connection, key: SessionKey) -> int:
+    row = db.execute(
+        "SELECT id FROM sessions WHERE tenant=? AND agent=? AND name=?",
+        (key.tenant, key.agent, key.id),
+    ).fetchone()
+    if row is None:
+        raise unknown(key)
+    return int(row[0])
+
+
+def unknown(key: SessionKey) -> UnknownSession:
+    return UnknownSession(f"no session {key.id!r}")
+
+
+def state(db: sqlite3.Connection, sid: int) -> SessionState:
+    row = db.execute(
+        "SELECT last_seq, last_reply_seq, status FROM sessions WHERE id=?", (sid,)
+    ).fetchone()
+    return SessionState(*row)
+
+
+def fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionState]:
+    """The session's key and state, if `lease` still holds it; `StaleWriter` otherwise."""
+    key = lease.key
+    row = db.execute(
+        "SELECT id, epoch, owner, last_seq, last_reply_seq, status FROM sessions "
+        "WHERE tenant=? AND agent=? AND name=?",
+        (key.tenant, key.agent, key.id),
+    ).fetchone()
+    if row is None:
+        raise unknown(key)
+    sid, epoch, owner, *state = row
+    if epoch != lease.epoch or owner is None:
+        how = "was released" if epoch == lease.epoch else f"was taken over (epoch {epoch})"
+        raise StaleWriter(f"session {key.id}: this run's lease (epoch {lease.epoch}) {how}")
+    return sid, SessionState(*state)
+
+
+def commit(
+    db: sqlite3.Connection,
+    sid: int,
+    tenant: str,
+    state: SessionState,
+    events: Sequence[ev.Event],
+    at: str,
+) -> int:
+    """Append `events` after `state` with what they derive; returns the last seq."""
+    derived = derive(state, events)
+    db.executemany(
+        "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+        [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
+    )
+    for op in derived.ops:
+        match op:
+            case NewPending():
+                db.execute(
+                    "INSERT INTO pending (id, session, tenant, kind, call_id, tool, args, scope, "
+                    "reason, requested_at, batch_seq, status) "
+                    "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, 'open')",
+                    (
+                        op.id,
+                        sid,
+                        tenant,
+                        op.kind,
+                        op.tool,
+                        json.dumps(op.args),
+                        None if op.scope is None else json.dumps(op.scope),
+                        op.reason,
+                        op.requested_at,
+                        op.batch_seq,
+                    ),
+                )
+            case SetCallId():
+                db.execute(
+                    "UPDATE pending SET call_id=? WHERE id=? AND session=?",
+                    (op.call_id, op.id, sid),
+                )
+            case DecidePending():
+                db.execute(
+                    "UPDATE pending SET status=?, decided_by=?, decided_at=?, edited_args=?, "
+                    "answer=?, note=? WHERE id=? AND session=? AND status='open'",
+                    (
+                        op.status,
+                        op.by,
+                        op.decided_at,
+                        None if op.edited_args is None else json.dumps(op.edited_args),
+                        op.answer,
+                        op.note,
+                        op.id,
+                        sid,
+                    ),
+                )
+            case NewUsage():
+                db.execute(
+                    "INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        sid,
+                        op.seq,
+                        tenant,
+                        op.model,
+                        op.input_tokens,
+                        op.output_tokens,
+                        op.cache_read_tokens,
+                        op.cache_write_tokens,
+                        op.cost,
+                        at,
+                    ),
+                )
+    new = derived.state
+    db.execute(
+        "UPDATE sessions SET last_seq=?, last_reply_seq=?, status=?, updated_at=? WHERE id=?",
+        (new.last_seq, new.last_reply_seq, new.status, at, sid),
+    )
+    return new.last_seq
+
+
+def pending_item(db: sqlite3.Connection, tenant: str, pending_id: str) -> PendingRecord:
+    row = db.execute(f"SELECT {PENDING} WHERE p.id=? AND p.tenant=?", (pending_id, tenant))
+    found = row.fetchone()
+    if found is None:
+        raise UnknownPending(f"no pending item {pending_id!r}")
+    return pending_record(found)
+
+
+def pending_record(row: Sequence[Any]) -> PendingRecord:
+    record = PendingRecord(*row)
+    return replace(
+        record,
+        args=json.loads(row[7]),
+        edited_args=None if row[14] is None else json.loads(row[14]),
+    )
+
+
+def session_record(row: Sequence[Any], now: float) -> SessionRecord:
+    tenant, agent, name, status, last_seq, created, updated, owner, expires = row[:9]
+    if owner is not None and expires is not None and expires > now:
+        status = "running"
+    elif status == "running":
+        status = "interrupted"  # its run ended without its `done` and let the lease expire
+    parent = None if row[9] is None else SessionKey(row[9], row[10], row[11])
+    return SessionRecord(
+        SessionKey(tenant, agent, name),
+        status,
+        last_seq,
+        created,
+        updated,
+        parent,
+        owner,
+        expires if owner is not None else None,
+    )
+
+
+def data_version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA data_version").fetchone()[0])
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

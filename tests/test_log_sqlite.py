@@ -1,0 +1,202 @@
+"""The event-log conformance suite on `SQLiteLog` (a real file per test), and what only SQLite
+has: the schema's migrations from `SQLiteStore`'s database, refusals, the data-version watch."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from log_conformance import *  # noqa: F403
+from log_conformance import KEY, Clock, approval, reply, safely, said
+from log_conformance_decisions import *  # noqa: F403
+from loopwright import events as ev
+from loopwright.messages import Usage
+from loopwright.store import StoreError
+from loopwright.store.log import Decision, EventLog, SessionKey, open_log
+from loopwright.store.sqlite import SQLiteStore
+from loopwright.store.sqlite_log import SQLiteLog
+
+
+@pytest.fixture
+async def make_log(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[EventLog]]]:
+    opened: list[SQLiteLog] = []
+
+    async def make(clock: Callable[[], float] | None = None) -> EventLog:
+        log = SQLiteLog(tmp_path / "loopwright.db", **({"clock": clock} if clock else {}))
+        opened.append(log)
+        return log
+
+    yield make
+    for log in opened:
+        await log.close()
+
+
+def test_a_database_written_by_sqlite_store_migrates_with_everything_in_it(tmp_path):
+    path = tmp_path / "loopwright.db"
+    old = SQLiteStore(path)
+    claim, _ = old.claim("order-1", "acme", "support", "host:boot:1:1")
+    usage = Usage(input_tokens=12, output_tokens=3, cost=0.5)
+    old.append(claim, [said("refund"), reply("sure", usage), approval("p-1", n=1)])
+    old.append(claim, [ev.PendingRequested(id="p-1", call_id="c1"), approval("p-2", n=2)])
+    old.append(claim, [ev.PendingRequested(id="p-2", call_id="c2")])
+    old.append(claim, [ev.LoopPaused(pending_ids=["p-1", "p-2"])])
+    old.append(claim, [ev.Done(text="", stop_reason="paused")])
+    old.decide("p-1", "acme", status="approved", by="ann", edited_args={"n": 3}, note="ok")
+    old.release(claim, "paused")
+    child, _ = old.claim("order-1/billing/call-9", "acme", "billing", "host:boot:1:1")
+    old.append(child, [said("sub"), reply("done")])
+    old.release(child, "idle")
+    crashed = old.claim("order-9", "globex", "support", "gone:boot:2:2")[0]
+    old.append(crashed, [said("mid-run")])
+    before = {
+        (s.tenant, s.id): (old.session(s.id, s.tenant), old.load(s.id, s.tenant))
+        for tenant in ("acme", "globex")
+        for s in old.sessions(tenant)
+    }
+    pending_before = old.pending("acme", status=None)
+    usage_before = old.usage_totals("acme")
+    old.close()
+
+    async def check() -> None:
+        log = SQLiteLog(path, clock=Clock(2_000_000_000.0))
+        try:
+            for (tenant, sid), (record, stored) in before.items():
+                key = SessionKey(tenant, record.agent, sid)
+                assert await log.read(key) == stored
+                now = await log.session(key)
+                assert (now.last_seq, now.created_at, now.updated_at) == (
+                    record.last_seq,
+                    record.created_at,
+                    record.updated_at,
+                )
+            parent = SessionKey("acme", "support", "order-1")
+            assert (await log.session(parent)).status == "paused"
+            assert (await log.session(parent)).parent is None
+            child = await log.session(SessionKey("acme", "billing", "order-1/billing/call-9"))
+            assert (child.status, child.parent) == ("idle", parent)
+            left = SessionKey("globex", "support", "order-9")
+            assert (await log.session(left)).status == "interrupted"
+            assert (await log.pending("acme", status=None)).items == pending_before
+            assert await log.usage("acme") == usage_before
+            taken = await log.claim(left, "run-new", ttl=30)
+            assert (taken.died, taken.lease.epoch, taken.last_seq) == (True, 2, 1)
+            denied = await log.decide("acme", "p-2", Decision("denied", "bob"))
+            assert (denied.changed, denied.item.call_id, denied.item.batch_seq) == (True, "c2", 2)
+            assert (await log.read(parent))[-1].seq == 9
+        finally:
+            await log.close()
+
+    asyncio.run(check())
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+    with pytest.raises(StoreError, match="schema version 2 is newer"):
+        SQLiteStore(path)  # the old code does not write into the new schema
+
+
+def test_foreign_corrupt_and_newer_databases_are_refused(tmp_path):
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a usable loopwright database"):
+        SQLiteLog(garbage)
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE invoices (id INTEGER)")
+    with pytest.raises(StoreError, match="belongs to another application"):
+        SQLiteLog(foreign)
+    newer = tmp_path / "newer.db"
+    asyncio.run(SQLiteLog(newer).close())
+    with sqlite3.connect(newer) as db:
+        db.execute("PRAGMA user_version=3")
+    with pytest.raises(StoreError, match="schema version 3 is newer than this loopwright knows"):
+        SQLiteLog(newer)
+
+
+async def test_open_log_opens_the_data_directorys_file_or_a_sqlite_url(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOPWRIGHT_HOME", str(tmp_path / "home"))
+    default = await open_log()
+    assert isinstance(default, SQLiteLog) and default.path == tmp_path / "home" / "loopwright.db"
+    await default.close()
+    url = await open_log(f"sqlite:///{tmp_path}/other.db")
+    assert isinstance(url, SQLiteLog) and url.path == tmp_path / "other.db"
+    await url.close()
+    with pytest.raises(StoreError, match="closed"):
+        await url.read(KEY)
+    with pytest.raises(StoreError, match="no event log backend for postgresql://"):
+        await open_log("postgresql://localhost/db")
+
+
+async def test_calls_run_on_the_logs_worker_thread(tmp_path):
+    threads = set()
+
+    def clock() -> float:
+        threads.add(threading.current_thread())
+        return 1_000.0
+
+    log = SQLiteLog(tmp_path / "loopwright.db", clock=clock)
+    lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+    await log.append(lease, [said("hi")])
+    await log.close()
+    assert threads == {log._worker} and log._worker is not threading.current_thread()
+
+
+async def test_a_locked_database_fails_clearly(tmp_path):
+    log = SQLiteLog(tmp_path / "locked.db", busy_timeout=0.05)
+    blocker = sqlite3.connect(tmp_path / "locked.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreError, match="locked"):
+        await log.claim(KEY, "run-1", ttl=30)
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert (await log.claim(KEY, "run-1", ttl=30)).lease.epoch == 1
+    await log.close()
+
+
+def parked(log: SQLiteLog, method: str, idle: Callable[[Any], bool]) -> asyncio.Event:
+    """Set once `log.<method>` returned an idle answer: its waiter then waits for a commit."""
+    event = asyncio.Event()
+    real = getattr(log, method)
+
+    async def watched(*args: Any, **kwargs: Any) -> Any:
+        result = await real(*args, **kwargs)
+        if idle(result):
+            event.set()
+        return result
+
+    setattr(log, method, watched)
+    return event
+
+
+async def test_a_waiting_follower_is_woken_by_another_processs_commit(tmp_path):
+    writer, reader = SQLiteLog(tmp_path / "l.db"), SQLiteLog(tmp_path / "l.db")
+    lease = (await writer.claim(KEY, "run-1", ttl=30)).lease
+    following = reader.follow(KEY, after=0)
+    for n in range(3):
+        waiting = parked(reader, "read", lambda rows: rows == [])
+        coming = asyncio.ensure_future(anext(following))
+        await safely(waiting.wait())  # the reader found nothing new and waits
+        assert await writer.append(lease, [said(str(n))]) == n + 1
+        assert (await safely(coming)).event == said(str(n))
+    await following.aclose()
+    await safely(reader._poller)  # the watch ends with its last waiter
+    await reader.close()
+    await writer.close()
+
+
+async def test_a_waiting_decision_is_woken_by_another_processs_commit(tmp_path):
+    approver, waiter = SQLiteLog(tmp_path / "l.db"), SQLiteLog(tmp_path / "l.db")
+    lease = (await approver.claim(KEY, "run-1", ttl=30)).lease
+    await approver.append(lease, [said("x"), reply(), approval("p-1")])
+    waiting = parked(waiter, "pending_item", lambda item: item.status == "open")
+    decided = asyncio.ensure_future(waiter.wait_decided("acme", "p-1"))
+    await safely(waiting.wait())
+    result = await approver.decide("acme", "p-1", Decision("approved", "ann"))
+    assert await safely(decided) == result.item
+    await safely(waiter._poller)
+    await waiter.close()
+    await approver.close()
