@@ -69,7 +69,6 @@ def _v2(db: sqlite3.Connection) -> None:
             owner TEXT, lease_expires REAL,
             created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
             UNIQUE (tenant, agent, name));
-        CREATE INDEX sessions_by_update ON sessions (tenant, updated_at, id);
         CREATE TABLE events (
             session INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,
             data TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID;

@@ -1,0 +1,158 @@
+"""What one append costs on the event log's SQLite backend, next to a plain sqlite3 commit.
+
+    .venv/bin/python bench/log_append.py [--n 2000] [--rounds 5]
+
+Rows (µs per call, median of the rounds; each round a fresh database in a temporary folder):
+
+- `sqlite3 commit, 1 row` / `5 rows`: the floor — one connection (WAL, synchronous=NORMAL),
+  `BEGIN IMMEDIATE`, the INSERTs of events as the log stores them, `COMMIT`, called inline.
+- `SQLiteStore.append`: today's synchronous store (runs on the caller's thread, the event loop).
+- `SQLiteLog.append`: the event log, awaited from a coroutine (its call runs on the log's worker
+  thread; the event loop is free meanwhile).
+- `SQLiteLog hop`: an empty call through the worker thread (the cost of being off the loop).
+
+A 5-event batch is a reply, its approval request with the call it is about, a tool's intent:
+`message:completed` (with usage), `approval:pending`, `pending:requested`, `tool:started` and
+`input:received`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from loopwright import events as ev
+from loopwright.messages import AssistantMessage, Text, Usage, UserMessage
+from loopwright.store.log import SessionKey
+from loopwright.store.sqlite import SQLiteStore
+from loopwright.store.sqlite_log import SQLiteLog
+from loopwright.wire import dumps
+
+ONE: list[ev.Event] = [ev.InputReceived(message=UserMessage(content="hello there"))]
+FIVE: list[ev.Event] = [
+    ev.MessageCompleted(
+        message=AssistantMessage(
+            parts=(Text(text="Refunding."),), usage=Usage(input_tokens=10, output_tokens=5)
+        )
+    ),
+    ev.ApprovalPending(
+        id="apr_x",
+        tool="refund",
+        args={"order": "1001"},
+        scope=ev.Scope(tenant="t", environment="e", agent="a"),
+        reason="refunds need a human",
+        requested_at="2026-01-01T00:00:00.000Z",
+    ),
+    ev.PendingRequested(id="apr_x", call_id="call_1"),
+    ev.ToolStarted(id="call_2", tool="ping", args={}, detail_text="ping"),
+    ev.InputReceived(message=UserMessage(content="and then?")),
+]
+
+
+def floor(path: Path, size: int, n: int) -> float:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(
+        "CREATE TABLE events (session INTEGER, seq INTEGER, type TEXT, data TEXT, at TEXT, "
+        "PRIMARY KEY (session, seq)) WITHOUT ROWID"
+    )
+    rows = [(e.type, dumps(e)) for e in (ONE if size == 1 else FIVE)]
+    seq = 0
+    start = time.perf_counter()
+    for _ in range(n):
+        db.execute("BEGIN IMMEDIATE")
+        for kind, data in rows:
+            seq += 1
+            db.execute("INSERT INTO events VALUES (1, ?, ?, ?, 'now')", (seq, kind, data))
+        db.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    db.close()
+    return elapsed / n * 1e6
+
+
+def store(path: Path, batch: list[ev.Event], n: int) -> float:
+    old = SQLiteStore(path)
+    claim, _ = old.claim("s", "t", "a", "bench")
+    batches = [_fresh(batch, i) for i in range(n)]
+    start = time.perf_counter()
+    for events in batches:
+        old.append(claim, events)
+    elapsed = time.perf_counter() - start
+    old.close()
+    return elapsed / n * 1e6
+
+
+async def log(path: Path, batch: list[ev.Event] | None, n: int) -> float:
+    sqlite_log = SQLiteLog(path)
+    lease = (await sqlite_log.claim(SessionKey("t", "a", "s"), "bench", ttl=3600)).lease
+    batches = [_fresh(batch, i) for i in range(n)] if batch is not None else []
+    start = time.perf_counter()
+    if batch is None:
+        for _ in range(n):
+            await sqlite_log._call(lambda db: None)
+    else:
+        for events in batches:
+            await sqlite_log.append(lease, events)
+    elapsed = time.perf_counter() - start
+    await sqlite_log.close()
+    return elapsed / n * 1e6
+
+
+def _fresh(batch: list[ev.Event], i: int) -> list[ev.Event]:
+    """The batch with pending ids unique per append (they are primary keys)."""
+    out: list[ev.Event] = []
+    for e in batch:
+        if isinstance(e, ev.ApprovalPending):
+            e = ev.ApprovalPending(**{**_fields(e), "id": f"apr_{i}"})
+        elif isinstance(e, ev.PendingRequested):
+            e = ev.PendingRequested(id=f"apr_{i}", call_id=e.call_id)
+        out.append(e)
+    return out
+
+
+def _fields(e: ev.ApprovalPending) -> dict[str, object]:
+    return {k: getattr(e, k) for k in ("id", "tool", "args", "scope", "reason", "requested_at")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    rows: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            cells = {
+                "sqlite3 commit, 1 row": lambda: floor(folder / "f1.db", 1, args.n),
+                "sqlite3 commit, 5 rows": lambda: floor(folder / "f5.db", 5, args.n),
+                "SQLiteStore.append, 1 event": lambda: store(folder / "s1.db", ONE, args.n),
+                "SQLiteStore.append, 5 events": lambda: store(folder / "s5.db", FIVE, args.n),
+                "SQLiteLog.append, 1 event": lambda: asyncio.run(log(folder / "l1.db", ONE, args.n)),
+                "SQLiteLog.append, 5 events": lambda: asyncio.run(
+                    log(folder / "l5.db", FIVE, args.n)
+                ),
+                "SQLiteLog hop (empty call)": lambda: asyncio.run(
+                    log(folder / "h.db", None, args.n)
+                ),
+            }
+            for name, cell in cells.items():
+                rows.setdefault(name, []).append(cell())
+    base = {1: statistics.median(rows["sqlite3 commit, 1 row"])}
+    base[5] = statistics.median(rows["sqlite3 commit, 5 rows"])
+    print(f"| ({args.n} calls × {args.rounds} rounds, medians) | µs per call | × floor |")
+    print("|---|--:|--:|")
+    for name, values in rows.items():
+        us = statistics.median(values)
+        size = 5 if "5" in name else 1
+        print(f"| {name} | {us:.1f} | {us / base[size]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
