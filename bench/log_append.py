@@ -120,6 +120,18 @@ def _fields(e: ev.ApprovalPending) -> dict[str, object]:
     return {k: getattr(e, k) for k in ("id", "tool", "args", "scope", "reason", "requested_at")}
 
 
+def one_round(folder: Path, n: int) -> dict[str, float]:
+    return {
+        "sqlite3 commit, 1 row": floor(folder / "f1.db", 1, n),
+        "sqlite3 commit, 5 rows": floor(folder / "f5.db", 5, n),
+        "SQLiteStore.append, 1 event": store(folder / "s1.db", ONE, n),
+        "SQLiteStore.append, 5 events": store(folder / "s5.db", FIVE, n),
+        "SQLiteLog.append, 1 event": asyncio.run(log(folder / "l1.db", ONE, n)),
+        "SQLiteLog.append, 5 events": asyncio.run(log(folder / "l5.db", FIVE, n)),
+        "SQLiteLog hop (empty call)": asyncio.run(log(folder / "h.db", None, n)),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=2000)
@@ -128,22 +140,8 @@ def main() -> None:
     rows: dict[str, list[float]] = {}
     for _ in range(args.rounds):
         with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            cells = {
-                "sqlite3 commit, 1 row": lambda: floor(folder / "f1.db", 1, args.n),
-                "sqlite3 commit, 5 rows": lambda: floor(folder / "f5.db", 5, args.n),
-                "SQLiteStore.append, 1 event": lambda: store(folder / "s1.db", ONE, args.n),
-                "SQLiteStore.append, 5 events": lambda: store(folder / "s5.db", FIVE, args.n),
-                "SQLiteLog.append, 1 event": lambda: asyncio.run(log(folder / "l1.db", ONE, args.n)),
-                "SQLiteLog.append, 5 events": lambda: asyncio.run(
-                    log(folder / "l5.db", FIVE, args.n)
-                ),
-                "SQLiteLog hop (empty call)": lambda: asyncio.run(
-                    log(folder / "h.db", None, args.n)
-                ),
-            }
-            for name, cell in cells.items():
-                rows.setdefault(name, []).append(cell())
+            for name, us in one_round(Path(tmp), args.n).items():
+                rows.setdefault(name, []).append(us)
     base = {1: statistics.median(rows["sqlite3 commit, 1 row"])}
     base[5] = statistics.median(rows["sqlite3 commit, 5 rows"])
     print(f"| ({args.n} calls × {args.rounds} rounds, medians) | µs per call | × floor |")
