@@ -255,6 +255,10 @@ async def test_a_subagent_session_records_its_parent(make_log: MakeLog) -> None:
     with pytest.raises(UnknownSession):
         missing = SessionKey("acme", "support", "missing")
         await log.claim(SessionKey("acme", "billing", "x"), "run-1", ttl=30, parent=missing)
+    with pytest.raises(UnknownSession):  # another tenant's session is no parent
+        await log.claim(SessionKey("globex", "billing", "x"), "run-1", ttl=30, parent=KEY)
+    with pytest.raises(UnknownSession):  # nothing was created by the refused claims
+        await log.session(SessionKey("acme", "billing", "x"))
 
 
 async def test_sessions_page_most_recently_updated_first(make_log: MakeLog) -> None:

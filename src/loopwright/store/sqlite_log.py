@@ -85,8 +85,11 @@ class SQLiteLog:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             fn, loop, future, write = job
+            error: BaseException | None
             try:
                 value, error = fn(self._db), None
+            except sqlite3.DatabaseError as exc:  # a read that failed (writes say more)
+                value, error = None, StoreError(f"{self.path}: {exc}")
             except BaseException as exc:  # handed to the caller
                 value, error = None, exc
             with contextlib.suppress(RuntimeError):  # its loop closed: nobody is left to tell
@@ -178,14 +181,16 @@ class SQLiteLog:
         self, key: SessionKey, owner: str, *, ttl: float, parent: SessionKey | None = None
     ) -> Claimed:
         def job(db: sqlite3.Connection) -> Claimed:
-            now = self.clock()
             with self._write(db):
+                now = self.clock()  # once the write lock is ours
                 row = db.execute(
                     "SELECT id, status, epoch, owner, lease_expires, last_seq FROM sessions "
                     "WHERE tenant=? AND agent=? AND name=?",
                     (key.tenant, key.agent, key.id),
                 ).fetchone()
                 if row is None:
+                    if parent is not None and parent.tenant != key.tenant:
+                        raise sql.unknown(parent)
                     parent_id = None if parent is None else sql.session_id(db, parent)
                     db.execute(
                         "INSERT INTO sessions (tenant, agent, name, parent, status, epoch, owner, "
@@ -219,8 +224,8 @@ class SQLiteLog:
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         def job(db: sqlite3.Connection) -> Lease:
-            now = self.clock()
             with self._write(db):
+                now = self.clock()
                 sid = sql.fence(db, lease)[0]
                 db.execute("UPDATE sessions SET lease_expires=? WHERE id=?", (now + ttl, sid))
             return replace(lease, expires=now + ttl)
@@ -249,8 +254,8 @@ class SQLiteLog:
 
     async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
         def job(db: sqlite3.Connection) -> Decided:
-            at = sql.iso(self.clock())
             with self._write(db):
+                at = sql.iso(self.clock())
                 item = sql.pending_item(db, tenant, pending_id)
                 sid = db.execute(
                     "SELECT session FROM pending WHERE id=?", (pending_id,)
