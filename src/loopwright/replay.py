@@ -1,0 +1,376 @@
+"""One reducer for a session's state: what its log means, event by event.
+
+`apply(state, event)` is the only place where an event changes a session's state; `fold(events,
+tools)` applies a log in order. The state is the history the model sees (messages, carry-over,
+queued steering, the usage and compaction counters) and the batch still open: the calls of the
+last reply with tools, their results so far, which of them started, which were asked about
+(announced, tied to their call, decided by `pending:decided`) and which were suspended on a
+subagent. A batch joins the history — its results in call order — as soon as every call has its
+result. `continued(state, died=...)` gives the history a run continues from: the checkpoint of a
+paused batch (with the decisions recorded), or the recovery of the batch a dead run left.
+
+The state is serialisable (`to_snapshot` / `from_snapshot`): folding the events after a snapshot
+into the restored state gives what folding the whole log gives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import events as ev
+from .approvals import Answer, Approval, ApprovalRequest, QuestionRequest
+from .compaction import apply as apply_compaction
+from .decide import Checkpoint, Pending, Recovery, Suspended
+from .messages import AssistantMessage, History, Message, ToolCall, ToolResultMessage
+from .tools import Tool
+from .wire import loads, messages_from_json, messages_to_json, to_dict
+
+Asked = ev.ApprovalPending | ev.QuestionPending
+
+
+@dataclass(slots=True)
+class OpenBatch:
+    """The calls of the last reply with tools, until each has its result."""
+
+    calls: list[ToolCall]
+    results: dict[str, ToolResultMessage] = field(default_factory=dict)
+    """Call id → its result, in the order the results came."""
+    started: set[str] = field(default_factory=set)
+    """Calls whose intent was committed (`tool:started`): they may have had effects."""
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Call id → the arguments it last started with (an approver may have edited them)."""
+    asked: dict[str, Asked] = field(default_factory=dict)
+    """Pending id → its announcement, in the order they were asked."""
+    asked_call: dict[str, str] = field(default_factory=dict)
+    """Pending id → the call it is about (`pending:requested`)."""
+    decided: dict[str, ev.PendingDecided] = field(default_factory=dict)
+    """Pending id → the first decision recorded for it."""
+    suspended: dict[str, ev.ToolSuspended] = field(default_factory=dict)
+    """Call id → what it waits on, until it starts again."""
+
+    @property
+    def complete(self) -> bool:
+        return all(call.id in self.results for call in self.calls)
+
+
+@dataclass(slots=True)
+class State:
+    """A session's state as its log defines it (see the module docstring)."""
+
+    tools: Mapping[str, Tool] = field(default_factory=dict, compare=False, repr=False)
+    """The agent's tools by name, for the checkpoint of a paused batch."""
+    history: History = field(default_factory=History)
+    batch: OpenBatch | None = None
+    paused: bool = False
+    """The last run ended with `loop:paused`."""
+    finished: bool = False
+    """The last run reached its `done`."""
+
+
+def apply(state: State, event: ev.Event) -> None:
+    """Apply one event to the state (events that change nothing are ignored)."""
+    handler = _HANDLERS.get(type(event))
+    if handler is not None:
+        handler(state, event)
+
+
+def fold(
+    events: Iterable[ev.Event], tools: Mapping[str, Tool], state: State | None = None
+) -> State:
+    """Apply events in order: to a fresh state, or to `state` (restored from a snapshot)."""
+    if state is None:
+        state = State(tools=tools)
+    for event in events:
+        apply(state, event)
+    return state
+
+
+def continued(state: State, *, died: bool) -> History:
+    """The history a run continues from: the state's history with the checkpoint of a paused
+    batch, or — when the last run's process stopped before its `done` (`died`) — the recovery
+    of its unfinished batch. Both are derived (set here, cleared by the next run's `session`).
+    Raises `LookupError` when a paused call's tool no longer exists."""
+    history, batch = state.history, state.batch
+    history.checkpoint = history.recovery = None
+    if batch is not None and state.paused:
+        history.checkpoint = checkpoint(batch, state.tools)
+    elif died and not state.finished:
+        history.recovery = Recovery(
+            calls=batch.calls if batch else [],
+            results=dict(batch.results) if batch else {},
+            started=set(batch.started) if batch else set(),
+        )
+    return history
+
+
+# ---- the handlers, by event type ----------------------------------------------------------------
+
+
+def _input(state: State, event: ev.InputReceived | ev.SteeringInjected) -> None:
+    history = state.history
+    history.carry_over = None
+    history.append(event.message)
+    if isinstance(event, ev.SteeringInjected):
+        entry = (event.mode, event.message.content)
+        if entry in history.queued:
+            history.queued.remove(entry)
+
+
+def _queued(state: State, event: ev.SteeringQueued) -> None:
+    state.history.queued.append((event.mode, event.text))
+
+
+def _reply(state: State, event: ev.MessageCompleted) -> None:
+    history, message = state.history, event.message
+    history.carry_over = None
+    history.append(message)
+    history.note_usage(message.usage)
+    calls = message.tool_calls
+    state.batch = OpenBatch(calls) if calls else None
+
+
+def _started(state: State, event: ev.ToolStarted) -> None:
+    if (batch := state.batch) is not None:
+        batch.started.add(event.id)
+        batch.args[event.id] = event.args
+        batch.suspended.pop(event.id, None)
+
+
+def _suspended(state: State, event: ev.ToolSuspended) -> None:
+    if (batch := state.batch) is not None:
+        batch.suspended[event.id] = event
+
+
+def _output(state: State, event: ev.ToolOutput) -> None:
+    batch = state.batch
+    if batch is None:
+        return
+    batch.results[event.id] = ToolResultMessage(
+        call_id=event.id, tool=event.tool, content=event.content, is_error=event.is_error
+    )
+    if batch.complete:  # the batch closes: its results join the history in call order
+        for call in batch.calls:
+            state.history.append(batch.results[call.id])
+        state.batch = None
+
+
+def _asked(state: State, event: Asked) -> None:
+    if (batch := state.batch) is not None:
+        batch.asked[event.id] = event
+
+
+def _requested(state: State, event: ev.PendingRequested) -> None:
+    if (batch := state.batch) is not None:
+        batch.asked_call[event.id] = event.call_id
+
+
+def _decided(state: State, event: ev.PendingDecided) -> None:
+    batch = state.batch
+    if batch is not None and event.id in batch.asked:
+        batch.decided.setdefault(event.id, event)  # the first decision wins
+
+
+def _compacted(state: State, event: ev.CompactionFinished) -> None:
+    apply_compaction(state.history, event)
+
+
+def _aborted(state: State, event: ev.LoopAborted) -> None:
+    state.history.carry_over = event.carry_over
+    state.history.queued.clear()  # a cancel drops what was queued, as it does live
+
+
+def _partial(state: State, event: ev.MessagePartial) -> None:
+    state.history.carry_over = event.text
+
+
+def _session(state: State, event: ev.Session) -> None:
+    state.paused = state.finished = False
+    state.history.checkpoint = state.history.recovery = None  # the new run takes them over
+
+
+def _done(state: State, event: ev.Done) -> None:
+    state.finished = True
+
+
+def _paused(state: State, event: ev.LoopPaused) -> None:
+    state.paused = True
+
+
+_HANDLERS: dict[type, Callable[[State, Any], None]] = {
+    ev.InputReceived: _input,
+    ev.SteeringInjected: _input,
+    ev.SteeringQueued: _queued,
+    ev.MessageCompleted: _reply,
+    ev.ToolStarted: _started,
+    ev.ToolSuspended: _suspended,
+    ev.ToolOutput: _output,
+    ev.ApprovalPending: _asked,
+    ev.QuestionPending: _asked,
+    ev.PendingRequested: _requested,
+    ev.PendingDecided: _decided,
+    ev.CompactionFinished: _compacted,
+    ev.LoopAborted: _aborted,
+    ev.MessagePartial: _partial,
+    ev.Session: _session,
+    ev.Done: _done,
+    ev.LoopPaused: _paused,
+}
+
+
+# ---- the checkpoint of a paused batch -----------------------------------------------------------
+
+
+def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
+    """A paused batch as the run resumes it: its pending items (with their decisions) and its
+    suspended calls, each with its tool looked up by name (`LookupError` when it is gone)."""
+    calls = {c.id: c for c in batch.calls}
+    pending: dict[str, Pending] = {}
+    closed = False
+    for pending_id, announced in batch.asked.items():
+        call = calls[batch.asked_call[pending_id]]
+        if call.id in batch.results:
+            continue  # decided live before the pause
+        tool = tools.get(call.name)
+        if tool is None:
+            raise LookupError(f"tool {call.name!r} of a paused call no longer exists")
+        item = Pending(request=_request(pending_id, call, announced, tool), tool=tool)
+        decided = batch.decided.get(pending_id)
+        if decided is not None and decided.status in ("approved", "denied"):
+            item.decision = Approval(
+                approved=decided.status == "approved",
+                args=decided.args,
+                reason=decided.reason,
+                by=decided.by,
+            )
+            item.resolved_at = decided.decided_at or None
+            closed = closed or decided.status == "denied"
+        elif decided is not None and decided.status == "answered":
+            item.decision = Answer(text=decided.answer or "", by=decided.by)
+            item.resolved_at = decided.decided_at or None
+        pending[pending_id] = item
+    suspended = {}
+    for call_id, waits in batch.suspended.items():
+        tool = tools.get(waits.tool)
+        if tool is None:
+            raise LookupError(f"tool {waits.tool!r} of a suspended call no longer exists")
+        args = batch.args.get(call_id, calls[call_id].args)
+        suspended[call_id] = Suspended(
+            calls[call_id], tool, args, waits.session_id, list(waits.pending_ids)
+        )
+    return Checkpoint(
+        calls=batch.calls,
+        results=dict(batch.results),
+        pending=pending,
+        closed=closed,
+        suspended=suspended,
+    )
+
+
+def _request(
+    pending_id: str, call: ToolCall, announced: Asked, tool: Tool
+) -> ApprovalRequest | QuestionRequest:
+    if isinstance(announced, ev.QuestionPending):
+        return QuestionRequest(
+            id=pending_id,
+            call=call,
+            question=announced.question,
+            options=announced.options,
+            agent=announced.agent,
+            session_id=announced.session_id or "",
+            requested_at=announced.requested_at,
+        )
+    return ApprovalRequest(
+        id=pending_id,
+        call=call,
+        args=announced.args,
+        parameters=tool.parameters,
+        scope=announced.scope,
+        reason=announced.reason,
+        requested_at=announced.requested_at,
+    )
+
+
+# ---- snapshots -------------------------------------------------------------------------------------
+
+_HEAD = '{"version":1,"state":'
+_MESSAGES = ',"messages":'
+
+
+def to_snapshot(state: State) -> str:
+    """The state as one JSON object: `{"version": 1, "state": {...}, "messages": [...]}`.
+
+    `messages` (wire form) holds the history's messages, then — while a batch is open — one
+    assistant message holding its calls and the results it has so far; `state` holds the rest.
+    The derived checkpoint and recovery are not kept (`continued` derives them again)."""
+    history, batch = state.history, state.batch
+    messages: list[Message] = list(history.messages)
+    head: dict[str, Any] = {
+        "history": len(messages),
+        "carryOver": history.carry_over,
+        "chars": history.chars,
+        "reportedTokens": history.reported_tokens,
+        "charsAtReport": history.chars_at_report,
+        "compactedAt": history.compacted_at,
+        "queued": [list(entry) for entry in history.queued],
+        "paused": state.paused,
+        "finished": state.finished,
+        "batch": None,
+    }
+    if batch is not None:
+        messages.append(AssistantMessage(parts=tuple(batch.calls)))
+        messages += batch.results.values()
+        head["batch"] = {
+            "started": sorted(batch.started),
+            "args": batch.args,
+            "asked": [to_dict(e) for e in batch.asked.values()],
+            "askedCall": batch.asked_call,
+            "decided": [to_dict(e) for e in batch.decided.values()],
+            "suspended": [to_dict(e) for e in batch.suspended.values()],
+        }
+    body = json.dumps(head, ensure_ascii=False, separators=(",", ":"))
+    return f"{_HEAD}{body}{_MESSAGES}{messages_to_json(messages)}}}"
+
+
+def from_snapshot(data: str, tools: Mapping[str, Tool]) -> State:
+    """The state `to_snapshot` wrote, with `tools` (looked up by name when a paused batch's
+    checkpoint is derived). `ValueError` for anything else, such as another version."""
+    if not (data.startswith(_HEAD) and data.endswith("}")):
+        raise ValueError("not a version 1 session snapshot")
+    head, end = json.JSONDecoder().raw_decode(data, len(_HEAD))
+    if not data.startswith(_MESSAGES, end):
+        raise ValueError("not a version 1 session snapshot")
+    messages = messages_from_json(data[end + len(_MESSAGES) : -1])
+    count = head["history"]
+    history = History(
+        messages=messages[:count],
+        carry_over=head["carryOver"],
+        chars=head["chars"],
+        reported_tokens=head["reportedTokens"],
+        chars_at_report=head["charsAtReport"],
+        compacted_at=head["compactedAt"],
+        queued=[(mode, text) for mode, text in head["queued"]],
+    )
+    state = State(tools=tools, history=history, paused=head["paused"], finished=head["finished"])
+    saved = head["batch"]
+    if saved is not None:
+        reply = messages[count]
+        assert isinstance(reply, AssistantMessage)
+        results = [m for m in messages[count + 1 :] if isinstance(m, ToolResultMessage)]
+        state.batch = OpenBatch(
+            calls=reply.tool_calls,
+            results={m.call_id: m for m in results},
+            started=set(saved["started"]),
+            args=saved["args"],
+            asked={e.id: e for e in _events(saved["asked"])},
+            asked_call=saved["askedCall"],
+            decided={e.id: e for e in _events(saved["decided"])},
+            suspended={e.id: e for e in _events(saved["suspended"])},
+        )
+    return state
+
+
+def _events(items: list[dict[str, Any]]) -> list[Any]:
+    return [loads(item) for item in items]
