@@ -63,6 +63,28 @@ async def test_a_decision_is_single_use_under_concurrency(make_log: MakeLog) -> 
     assert [s.seq for s in stored] == list(range(1, len(stored) + 1))
 
 
+async def test_seqs_stay_gapless_while_decisions_race_the_run(make_log: MakeLog) -> None:
+    runner, approver = await make_log(), await make_log()
+    ids = [f"p-{n}" for n in range(8)]
+    lease = (await runner.claim(KEY, "run-1", ttl=30)).lease
+    await runner.append(lease, [said("go"), reply(), *[approval(i) for i in ids]])
+    steps = [[said(f"step {n}"), reply(f"r{n}")] for n in range(8)]
+
+    async def run() -> None:
+        for step in steps:
+            await runner.append(lease, step)
+
+    decisions = [approver.decide("acme", i, Decision("approved", "ann")) for i in ids]
+    await safely(asyncio.gather(run(), *decisions))
+    stored = await runner.read(KEY)
+    assert [s.seq for s in stored] == list(range(1, 2 + len(ids) + 2 * len(steps) + len(ids) + 1))
+    assert [s.event for s in stored if s.event.type == "input:received"][1:] == [
+        step[0] for step in steps
+    ]
+    assert sorted(decided_events(stored)) == [(i, "approved", "ann") for i in ids]
+    assert (await runner.session(KEY)).last_seq == len(stored)
+
+
 async def test_a_decision_records_what_was_decided(make_log: MakeLog) -> None:
     clock = Clock(1_767_225_600.0)  # 2026-01-01T00:00:00Z
     log = await make_log(clock=clock)
