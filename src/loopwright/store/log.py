@@ -220,7 +220,8 @@ async def open_log(path_or_url: str | Path | None = None) -> EventLog:
 class SessionRecord:
     key: SessionKey
     status: SessionStatus
-    """`running` while an unexpired lease holds it; `interrupted` once that lease expired."""
+    """`running` while an unexpired lease holds it; `interrupted` once that lease expired
+    before the run's `done` (or the run was released so); otherwise as the run ended."""
     last_seq: int
     created_at: str
     updated_at: str
