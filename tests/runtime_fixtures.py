@@ -17,7 +17,7 @@ from loopwright import events as ev
 from loopwright.runtime import LiveRun, Runtime
 from loopwright.store.log import EventLog, SessionKey
 from loopwright.store.sqlite_log import SQLiteLog
-from loopwright.testing import FunctionModel
+from loopwright.testing import FunctionModel, Reply
 
 __all__ = ["logs", "runtimes"]  # the fixtures; import the rest by name
 
@@ -106,7 +106,8 @@ class Held:
             self.asked.clear()
 
     def give(self, reply: Any) -> None:
-        self.replies.put_nowait(reply)
+        """A reply: text, or a script entry (`{"tool_calls": [...]}`)."""
+        self.replies.put_nowait(Reply.parse(reply))
 
 
 @pytest.fixture

@@ -61,7 +61,7 @@ class LiveRun:
         self._queues: set[asyncio.Queue[ev.Event | None]] = set()
         self._first: asyncio.Future[None] = loop.create_future()
         self._first.add_done_callback(_retrieve)
-        journal.on_foreign = self._foreign.extend
+        journal.on_foreign = self._foreign_events
         self.task = loop.create_task(self._drive(), name=f"loopwright run {key.id}")
 
     @property
@@ -138,6 +138,9 @@ class LiveRun:
         self.items.append(event)
         for queue in self._queues:
             queue.put_nowait(event)
+
+    def _foreign_events(self, stored: list[StoredEvent]) -> None:
+        self._foreign += stored  # published before the run's next event, in log order
 
     def _publish_foreign(self) -> None:
         foreign, self._foreign = self._foreign, []

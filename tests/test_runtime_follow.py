@@ -1,0 +1,179 @@
+"""Held streams go on: a follower of a session sees a pause, the decision made anywhere, and the
+resumed run up to the real `done`; a holder that goes away leaves a durable pause; every seq a
+stream carries is that of a committed event."""
+
+from __future__ import annotations
+
+from conftest import call
+from loopwright import Agent, Approval
+from loopwright import events as ev
+from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
+from runtime_fixtures import KEY, Held, ended, kinds, logged, look, paid, payer, pays, until
+
+ASKED = [
+    "session",
+    "input:received",
+    "step:started",
+    "budget:check",
+    "message:completed",
+    "approval:pending",
+    "pending:requested",
+]
+RAN = [
+    "tool:started",
+    "toollane:result",
+    "tool:output",
+    "tool:result",
+    "step:finished",
+    "step:started",
+    "budget:check",
+    "message:completed",
+    "step:finished",
+    "loop:done",
+    "done",
+]
+
+
+def committed_as_logged(items, stored) -> None:
+    """Each seq a stream carried is the seq of that very event in the log, in order."""
+    by_seq = {s.seq: s.event for s in stored}
+    seqs = [seq for seq, _ in items if seq is not None]
+    assert seqs == sorted(set(seqs))
+    for seq, event in items:
+        if seq is not None:
+            assert by_seq[seq] == event
+
+
+async def test_a_held_stream_goes_on_after_a_decision_made_in_another_process(logs, runtimes):
+    agent = payer(*pays(1))
+    log = await logs()
+    here = runtimes({"payer": agent}, log)
+    elsewhere = runtimes({"payer": agent}, await logs())
+    live = await here.send("acme", "payer", "s1", "go", hold=True)
+    stream = live.stream()
+    asked = await until(stream, "pending:requested")
+    [item] = await elsewhere.pending("acme")
+    decided = await elsewhere.resolve("acme", item.id, Approval.approve(by="bo"))
+    assert (decided.status, decided.run) == ("resumed", None)  # the run waits on it, there
+    rest = [pair async for pair in stream]
+    assert kinds(asked + rest) == [
+        *ASKED,
+        "pending:decided",
+        "approval:resolved",
+        "actauth:decision",
+        *RAN,
+    ]
+    resolution = rest[1][1]
+    assert (resolution.decision, resolution.by) == ("approve", "bo")
+    assert (await ended(live)).stop_reason == "completed" and paid == [1]
+    committed_as_logged(asked + rest, await log.read(KEY))
+    assert await logged(log, KEY) == [e.type for e in live.items if not e.type.endswith("delta")]
+
+
+async def test_a_follower_of_a_paused_session_sees_it_resumed_elsewhere(logs, runtimes):
+    agent = payer(*pays(2))
+    log = await logs()
+    here = runtimes({"payer": agent}, log)
+    elsewhere = runtimes({"payer": agent}, await logs())
+    paused = await ended(await here.send("acme", "payer", "s1", "go"))
+    assert paused.stop_reason == "paused"
+    end = (await log.session(KEY)).last_seq
+    stream = here.events(KEY, after=end, follow=True)  # held across the pause
+    [item] = await here.pending("acme")
+    resumed = await elsewhere.resolve("acme", item.id, Approval.approve(by="bo"))
+    assert resumed.run is not None  # nothing was live: it resumed there
+    seen = [pair async for pair in stream]
+    assert kinds(seen) == [
+        "pending:decided",
+        "session",
+        "approval:resolved",
+        "actauth:decision",
+        *RAN[:4],
+        *RAN[5:],  # a resumed batch is outside a step: no `step:finished` after it
+    ]
+    assert all(seq is not None for seq, _ in seen)  # from the log: committed, with their seqs
+    committed_as_logged(seen, await log.read(KEY))
+
+
+async def test_a_follower_switches_to_a_run_resumed_here_with_its_token_deltas(logs, runtimes):
+    runtime = runtimes({"payer": payer(*pays(3, "all paid, thanks"))}, await logs())
+    await ended(await runtime.send("acme", "payer", "s1", "go"))
+    stream = runtime.events(KEY, after=0, follow=True)
+    replayed = await until(stream, "done")  # the paused run, from the log
+    assert kinds(replayed) == [*ASKED, "actauth:decision", "step:finished", "loop:paused", "done"]
+    [item] = await runtime.pending("acme")
+    resolved = await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
+    rest = [pair async for pair in stream]
+    assert resolved.run is not None and rest[-1][1] == resolved.run.done
+    deltas = [e.delta for _, e in rest if isinstance(e, ev.TextDelta)]
+    assert "".join(deltas) == "all paid, thanks"  # live: the tokens came too
+    assert kinds(rest)[:3] == ["pending:decided", "session", "approval:resolved"]
+    committed_as_logged(replayed + rest, await runtime.log.read(KEY))
+
+
+async def test_a_holder_that_goes_away_leaves_a_durable_pause(logs, runtimes):
+    log = await logs()
+    runtime = runtimes({"payer": payer(*pays(1))}, log)
+    live = await runtime.send("acme", "payer", "s1", "go", hold=True)
+    stream = live.stream()
+    await until(stream, "pending:requested")  # the run waits for a decision, live
+    await stream.aclose()  # the client disconnects
+    assert (await ended(live)).stop_reason == "paused"
+    [item] = await runtime.pending("acme")
+    assert item.status == "open" and (await runtime.session(KEY)).status == "paused"
+    assert paid == []
+    resumed = await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
+    assert resumed.run is not None and (await ended(resumed.run)).text == "all paid"
+
+
+async def test_seqs_are_only_those_of_committed_events(logs, runtimes):
+    held = Held()
+    log = await logs()
+    runtime = runtimes({"payer": Agent(name="payer", model=held.model, tools=[look])}, log)
+    live = await runtime.send("acme", "payer", "s1", "go", hold=True)
+    stream = live.stream()
+    thinking = await until(stream, "budget:check")  # the model has not replied yet
+    assert [(seq, e.type) for seq, e in thinking] == [
+        (1, "session"),
+        (2, "input:received"),
+        (None, "step:started"),  # not in the log yet: no id a client could resume after
+        (None, "budget:check"),
+    ]
+    assert (await log.session(KEY)).last_seq == 2
+    held.give({"tool_calls": [call("look", "l1", n=1)]})
+    held.give("seen it")
+    rest = [pair async for pair in stream]
+    assert all(seq is None for seq, e in rest if e.type.endswith(":delta"))
+    committed = [e.type for seq, e in rest if seq is not None]
+    assert {"message:completed", "tool:started", "tool:result", "done"} <= set(committed)
+    stored = await log.read(KEY)
+    committed_as_logged(thinking + rest, stored)
+    resumed = [s.event.type for s in await log.read(KEY, after=2)]  # Last-Event-ID: 2
+    assert resumed[:2] == ["step:started", "budget:check"]  # nothing was skipped
+    assert [s.event.type for s in stored] == kinds(thinking + rest)
+    late = [pair async for pair in runtime.events(KEY, after=0, follow=True)]
+    assert late == [(s.seq, s.event) for s in stored]  # the session ended: the log, then done
+
+
+async def test_a_late_follower_of_a_live_run_gets_each_event_once(logs, runtimes):
+    held = Held()
+    log = await logs()
+    runtime = runtimes({"payer": Agent(name="payer", model=held.model)}, log)
+    live = await runtime.send("acme", "payer", "s1", "first", hold=True)
+    await held.asked.wait()
+    mid = (await log.session(KEY)).last_seq  # the input is in, the reply is not
+    late = runtime.events(KEY, after=mid - 1, follow=True)
+    live.detach()
+    held.give("the answer")
+    seen = [pair async for pair in late]
+    assert kinds(seen) == [
+        "input:received",
+        "step:started",
+        "budget:check",
+        "message:completed",
+        "step:finished",
+        "loop:done",
+        "done",
+    ]
+    assert seen[0][0] == mid
+    committed_as_logged(seen, await log.read(KEY))
