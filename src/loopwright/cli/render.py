@@ -260,6 +260,7 @@ class Human:
                 ev.Session()
                 | ev.SteeringQueued()
                 | ev.PendingRequested()
+                | ev.PendingDecided()  # the run reports it as approval:/question:resolved
                 | ev.MessagePartial()
                 | ev.InputReceived()
                 | ev.StepFinished()
