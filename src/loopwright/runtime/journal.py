@@ -37,7 +37,7 @@ from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Decision, EventLog, Lease, SessionKey
 from ..store.rebuild import rebuild
-from .decisions import Owner, chain, descend, key_of, open_under, record
+from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
 
 logger = logging.getLogger("loopwright.runtime")
 
@@ -205,6 +205,19 @@ class LogJournal:
             with contextlib.suppress(StoreError):
                 await self.log.release(lease, status)
 
+    async def recover(self, session: Session) -> None:
+        """Take over a session whose run died (its lease expired before its `done`) without
+        running: the dead run's items that no resumption can reach are closed; its unfinished
+        batch stays for the next run to recover. `SessionBusy` while a run holds it."""
+        ttl = self.settings.lease_seconds
+        claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
+        try:
+            if claimed.died:
+                _refill(session.history, await self.load(died=True))
+                await self.close_unreachable(session, "recovery", "its run died")
+        finally:
+            await self.log.release(claimed.lease, _status_of(session.history))
+
     async def catch_up(self) -> None:
         """Hand over what others appended to the session since the last commit (a decision a
         live approver waited for), before the run goes on."""
@@ -236,6 +249,10 @@ class LogJournal:
         mine = keys[: keys.index(self.key) + 1]
         owner = Owner(item, keys[0], descend(self.agent, mine), keys[-1], self.agent)
         outcome = await record(self.log, owner, approval)
+        checkpoint = session.history.checkpoint
+        decided = answer_of(outcome.item)
+        if checkpoint is not None and pending_id in checkpoint.pending and decided is not None:
+            checkpoint.resolve(pending_id, decided, self.agent.gate())  # as the log has it
         left = len(await open_under(self.log, keys[-1]))
         return Resolution(outcome.status, left, outcome.error)
 
@@ -283,6 +300,8 @@ class LogJournal:
                 self._foreign(await self.log.read(self.key, after=self.last_seq, limit=gap))
             for seq, event in enumerate(events, first):
                 self.seqs[id(event)] = seq
+            if first == self.last_seq + 1 and self.loaded_seq == self.last_seq:
+                self.loaded_seq = last  # nobody else wrote: the history in memory is the log's
             self.last_seq = last
             self.last_commit = time.monotonic()
         if self.crash:

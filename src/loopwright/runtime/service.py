@@ -31,9 +31,9 @@ from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
 from ..store.log import EventLog, Page, SessionKey, SessionRecord
 from . import follow as following
 from .approvers import authoritative, held
-from .decisions import open_under, owner_of, record
+from .decisions import chain, key_of, open_under, owner_of, record
 from .follow import Item
-from .journal import Settings, open_session
+from .journal import LogJournal, Settings, open_session
 from .live import Follower, Live, LiveRun
 
 logger = logging.getLogger("loopwright.runtime")
@@ -177,6 +177,8 @@ class Runtime:
         one elsewhere); a run still pausing resumes when it has paused; a paused session with
         no live run resumes here. `UnknownPending` for an unknown or foreign id."""
         owner = await owner_of(self.log, self.agents, tenant, pending_id)
+        if await self._recover(owner.root):  # a dead run's item: closed, not resumable
+            owner = await owner_of(self.log, self.agents, tenant, pending_id)
         outcome = await record(self.log, owner, decision)
         outstanding = await open_under(self.log, owner.root)
         if outcome.status != "resolved":
@@ -194,6 +196,19 @@ class Runtime:
             except (SessionBusy, StaleWriter):
                 live = self.live.get(owner.root)  # resumed by someone else (here or elsewhere)
         return Resolved("resumed", outcome.item, owner.root, [], live)
+
+    async def _recover(self, key: SessionKey) -> bool:
+        """Close what a dead run of the session left open (see `LogJournal.recover`); whether
+        it had died."""
+        if self.live.get(key) is not None or key.agent not in self.agents:
+            return False
+        if (await self.log.session(key)).status != "interrupted":
+            return False
+        session = await self.open(key)
+        assert isinstance(session.journal, LogJournal)
+        with contextlib.suppress(SessionBusy):  # taken over meanwhile: by a run that recovers
+            await session.journal.recover(session)
+        return True
 
     # ---- a live run ------------------------------------------------------------------------------
 
@@ -261,7 +276,24 @@ class Runtime:
         session: SessionKey | None = None,
         status: PendingStatus | None = "open",
     ) -> list[PendingRecord]:
-        """Pending items in the order they were requested (open ones by default)."""
+        """Pending items in the order they were requested (open ones by default). Items of a
+        run that died are closed first (they could never resume): none is listed open that
+        could not be resolved and resumed."""
+        listed = await self._pending(tenant, agent, session, status)
+        if status not in ("open", None):
+            return listed
+        dead = False
+        for root in {(await chain(self.log, key_of(p)))[-1] for p in listed if p.status == "open"}:
+            dead = await self._recover(root) or dead
+        return await self._pending(tenant, agent, session, status) if dead else listed
+
+    async def _pending(
+        self,
+        tenant: str,
+        agent: str | None,
+        session: SessionKey | None,
+        status: PendingStatus | None,
+    ) -> list[PendingRecord]:
         out: list[PendingRecord] = []
         cursor = None
         while True:

@@ -1,0 +1,203 @@
+"""The journal over the event log: seqs for committed events only, leases renewed by a heartbeat,
+a dead run's session taken over (its open items closed, its batch recovered), and the old run
+ended by `StaleWriter` at its next append or renewal. Clocks are injected; nothing sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT, call
+from loopwright import Agent, Approval
+from loopwright.errors import SessionBusy
+from loopwright.runtime import Settings, open_session
+from loopwright.store import StaleWriter
+from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
+from runtime_fixtures import KEY, Beats, Clock, Held, ended, logged, never, paid, payer, pays
+
+
+async def test_append_numbers_only_the_events_it_committed(logs):
+    log = await logs()
+    agent = payer({"tool_calls": [call("look", "l1", n=1)]}, "seen")
+    session = await open_session(log, agent, KEY, Settings())
+    numbered = []
+    async with session.run("go") as run:
+        async for event in run:
+            if not event.type.endswith(":delta"):
+                numbered.append((run.seq, event.type))
+    assert numbered == [
+        (None, "session"),
+        (2, "input:received"),
+        (None, "step:started"),
+        (None, "budget:check"),
+        (5, "message:completed"),
+        (None, "actauth:decision"),
+        (7, "tool:started"),
+        (None, "toollane:result"),
+        (None, "tool:output"),
+        (10, "tool:result"),
+        (None, "step:finished"),
+        (None, "step:started"),
+        (None, "budget:check"),
+        (14, "message:completed"),
+        (None, "step:finished"),
+        (None, "loop:done"),
+        (17, "done"),
+    ]
+    assert await logged(log, KEY) == [kind for _, kind in numbered]
+    assert session.journal.loaded_seq == 17  # its next run need not read the log again
+    again = await open_session(log, agent, KEY, Settings())
+    assert again.messages == session.messages
+
+
+async def test_a_session_kept_open_is_resolved_and_resumed_in_place(logs):
+    log = await logs()
+    session = await open_session(log, payer(*pays(5)), KEY, Settings())
+    assert (await session.run("go").result()).stop_reason == "paused"
+    [item] = session.pending
+    resolution = await session.resolve(item.id, Approval.approve(by="ann"))
+    assert (resolution.status, resolution.outstanding) == ("resolved", 0)
+    assert (await session.resolve(item.id, Approval.deny())).status == "already_resolved"
+    assert (await session.resume().result()).text == "all paid" and paid == [5]
+    assert (await log.pending_item("acme", item.id)).decided_by == "ann"
+
+
+async def test_the_heartbeat_renews_the_lease(logs, runtimes):
+    clock, beats, held = Clock(), Beats(), Held()
+    agent = Agent(name="payer", model=held.model)
+    here = runtimes({"payer": agent}, await logs(clock), sleep=beats.sleep)
+    other = runtimes({"payer": agent}, await logs(clock))
+    live = await here.send("acme", "payer", "s1", "one")
+    clock.advance(20)
+    await beats.beat()  # renewed for 30 s from now
+    await beats.asleep.wait()
+    clock.advance(20)  # past the first expiry, within the renewed one
+    with pytest.raises(SessionBusy, match="held by another run"):
+        await other.send("acme", "payer", "s1", "two")
+    held.give("done")
+    assert (await ended(live)).text == "done"
+
+
+async def test_an_expired_lease_is_taken_over_and_the_old_run_ends_at_its_next_append(
+    logs, runtimes
+):
+    clock, held = Clock(), Held()
+    log = await logs(clock)
+    dead = runtimes({"payer": Agent(name="payer", model=held.model)}, log, sleep=never)
+    heir = runtimes({"payer": payer("fresh start")}, await logs(clock))
+    stalled = await dead.send("acme", "payer", "s1", "one")
+    await held.asked.wait()
+    with pytest.raises(SessionBusy):
+        await heir.send("acme", "payer", "s1", "two")
+    clock.advance(31)  # its process stopped renewing: the lease expired
+    assert (await heir.session(KEY)).status == "interrupted"
+    taken = await heir.send("acme", "payer", "s1", "two")
+    assert (await ended(taken)).text == "fresh start"
+    assert "run:interrupted" in [e.type for e in taken.items]  # the dead run was recovered
+    held.give("too late")
+    assert await stalled.wait() is None
+    assert isinstance(stalled.failure, StaleWriter)
+    replies = [e async for _, e in heir.events(KEY) if e.type == "message:completed"]
+    assert [e.message.text for e in replies] == ["fresh start"]  # nothing of the old run
+
+
+async def test_a_takeover_found_by_the_heartbeat_ends_the_old_run(logs, runtimes):
+    clock, beats, held = Clock(), Beats(), Held()
+    log = await logs(clock)
+    old = runtimes({"payer": Agent(name="payer", model=held.model)}, log, sleep=beats.sleep)
+    heir = runtimes({"payer": payer("mine now")}, await logs(clock))
+    stalled = await old.send("acme", "payer", "s1", "one")
+    await held.asked.wait()
+    clock.advance(31)  # the heartbeat was late (a stalled machine)
+    assert (await ended(await heir.send("acme", "payer", "s1", "two"))).text == "mine now"
+    await beats.beat()  # the renewal is refused: the run stops where it waits
+    assert await stalled.wait() is None
+    assert isinstance(stalled.failure, StaleWriter)
+    assert not held.asked.is_set()  # the model's request was cancelled, never answered
+
+
+async def test_a_takeover_closes_the_items_the_dead_run_left_open(logs, runtimes):
+    clock = Clock()
+    log = await logs(clock)
+    dead = runtimes({"payer": payer(*pays(1))}, log, sleep=never)
+    heir = runtimes({"payer": payer("carrying on")}, await logs(clock))
+    waiting = await dead.send("acme", "payer", "s1", "go", hold=True)
+    stream = waiting.stream()
+    async for _, event in stream:
+        if event.type == "pending:requested":
+            break  # its approver waits for a decision, live
+    [item] = await heir.pending("acme")
+    clock.advance(31)
+    assert await heir.pending("acme") == []  # the dead run's item is closed, not left open
+    closed = await log.pending_item("acme", item.id)
+    assert (closed.status, closed.decided_by) == ("skipped", "recovery")
+    late = await heir.resolve("acme", item.id, Approval.approve(by="ann"))
+    assert (late.status, late.item.decided_by) == ("already_resolved", "recovery")
+    taken = await heir.send("acme", "payer", "s1", "next")
+    assert (await ended(taken)).text == "carrying on"
+    [interrupted] = [e for e in taken.items if e.type == "run:interrupted"]
+    assert interrupted.interrupted_calls == ["p1"] and paid == []
+    await stream.aclose()
+    assert await waiting.wait() is None and isinstance(waiting.failure, StaleWriter)
+
+
+CRASHING = """
+import asyncio, sys
+sys.path.insert(0, {tests!r})
+from runtime_fixtures import payer, pays
+from loopwright.runtime import Runtime
+from loopwright.store.sqlite_log import SQLiteLog
+
+async def main():
+    log = SQLiteLog({path!r})
+    runtime = Runtime({{"payer": payer(*pays(1))}}, log)
+    live = await runtime.send("acme", "payer", "s1", "go")
+    await live.wait()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("point", ["pending:requested", "done"])
+async def test_a_crash_at_a_commit_leaves_items_resumable_or_closed(
+    logs, runtimes, tmp_path, point
+):
+    log = await logs()
+    path = tmp_path / "loopwright.db"
+    script = CRASHING.format(tests=str(ROOT / "tests"), path=str(path))
+    env = {**os.environ, "LOOPWRIGHT_CRASH_AFTER": point, "LOOPWRIGHT_LEASE_SECONDS": "0.001"}
+    crashed = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", textwrap.dedent(script)], env=env, timeout=60
+    )
+    assert crashed.returncode == 86  # killed right after that commit
+    runtime = runtimes({"payer": payer("recovered")}, log)
+    listed = await runtime.pending("acme")
+    [item] = await runtime.pending("acme", status=None)
+    if point == "done":  # paused for good before it died: resolvable, then resumable
+        assert [p.id for p in listed] == [item.id]
+        resolved = await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
+        assert resolved.run is not None and (await ended(resolved.run)).text == "recovered"
+    else:  # died before pausing: closed, and shown closed
+        assert listed == [] and (item.status, item.decided_by) == ("skipped", "recovery")
+        done = await ended(await runtime.send("acme", "payer", "s1", "again"))
+        assert done.text == "recovered"
+
+
+def test_lease_seconds_may_be_overridden_for_tests(monkeypatch):
+    assert Settings(ttl=12).lease_seconds == 12
+    monkeypatch.setenv("LOOPWRIGHT_LEASE_SECONDS", "0.5")
+    assert Settings(ttl=12).lease_seconds == 0.5
+
+
+async def test_a_session_paused_on_open_items_takes_no_new_input(logs, runtimes):
+    runtime = runtimes({"payer": payer(*pays(1))}, await logs())
+    await ended(await runtime.send("acme", "payer", "s1", "go"))
+    with pytest.raises(SessionBusy, match="paused on pending items"):
+        await runtime.send("acme", "payer", "s1", "something else")
+    with pytest.raises(SessionBusy, match="open items"):
+        await runtime.resume("acme", "payer", "s1")
