@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT, call
-from loopwright import Agent, Approval
+from loopwright import Agent, Approval, replay
 from loopwright.errors import SessionBusy
 from loopwright.runtime import Settings, open_session
 from loopwright.store import StaleWriter
@@ -201,3 +201,24 @@ async def test_a_session_paused_on_open_items_takes_no_new_input(logs, runtimes)
         await runtime.send("acme", "payer", "s1", "something else")
     with pytest.raises(SessionBusy, match="open items"):
         await runtime.resume("acme", "payer", "s1")
+
+
+async def test_sessions_open_from_their_newest_snapshot(logs, runtimes):
+    log = await logs()
+    agent = payer({"tool_calls": [call("look", "l1", n=1)]}, "seen", *pays(2, "bye"))
+    runtime = runtimes({"payer": agent}, log, snapshot_every=5)
+    await ended(await runtime.send("acme", "payer", "s1", "first"))
+    kept = await log.snapshot(KEY)
+    assert kept is not None and kept.seq == (await log.session(KEY)).last_seq
+    await ended(await runtime.send("acme", "payer", "s1", "second"))  # pauses on `pay`
+    paused = await runtime.open(KEY)
+    assert paused.journal.snapshot_seq == (await log.snapshot(KEY)).seq > kept.seq
+    whole = replay.continued(
+        replay.fold((s.event for s in await log.read(KEY)), paused.journal.tools), died=False
+    )
+    assert paused.messages == whole.messages and paused.messages  # as folding the whole log
+    assert [p.id for p in paused.pending] == [p.id for p in await runtime.pending("acme")]
+    other = runtimes({"payer": agent}, await logs())  # another process, from the snapshot
+    [item] = await other.pending("acme")
+    resolved = await other.resolve("acme", item.id, Approval.approve(by="ann"))
+    assert resolved.run is not None and (await ended(resolved.run)).text == "bye"

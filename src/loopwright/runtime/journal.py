@@ -13,6 +13,9 @@ by the next run (the dead run's unfinished batch is recovered, its items that ca
 resumed are closed), and the old run ends at its next append or renewal (`StaleWriter`). At the
 end of a run, items left open that no resumption can reach (the run was cancelled at a prompt, or
 stopped before pausing) are closed too: an item is either resumable or shown closed.
+
+A session opens from its newest snapshot and the events after it (`loopwright.replay` folds
+them); a run's end saves a new snapshot once `snapshot_every` events came since the last one.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from ..approvals import Answer, Approval
 from ..decide import Resolution
 from ..errors import UnknownPending, UnknownSession
 from ..messages import History
+from ..replay import State, continued, fold, from_snapshot, to_snapshot
 from ..session import Session
-from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
-from ..store.log import Decision, EventLog, Lease, SessionKey
-from ..store.rebuild import rebuild
+from ..store import SessionStatus, StaleWriter, StoredEvent, StoreError
+from ..store.log import Decision, EventLog, Lease, SessionKey, Snapshot
+from ..tools import Tool
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
 
 logger = logging.getLogger("loopwright.runtime")
@@ -58,6 +62,8 @@ COMMIT_AT = frozenset(
 )
 CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
 """Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type."""
+INLINE_FOLD = 500
+"""Events folded on the event loop when a session opens; a longer log is folded in a thread."""
 LEASE_ENV = "LOOPWRIGHT_LEASE_SECONDS"
 """Overrides every lease's length (tests)."""
 
@@ -76,6 +82,8 @@ class Settings:
     ttl: float = 30.0
     """Seconds a lease lasts unless renewed; the heartbeat renews it every third of that."""
     partial_every: float = 0.5
+    snapshot_every: int = 200
+    """Events appended since the newest snapshot past which a run's end saves another."""
     environment: str | None = None
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     """How the heartbeat waits (tests inject a clock)."""
@@ -112,6 +120,8 @@ class LogJournal:
         """The last seq this journal knows the log holds."""
         self.start_seq = 0
         """The log's last seq before the current run's first event."""
+        self.snapshot_seq = 0
+        """The seq of the session's newest snapshot, as far as this journal knows."""
         self.seqs: dict[int, int] = {}
         """id(event) → its seq, for the events of the current run the log holds."""
         self.on_foreign: Callable[[list[StoredEvent]], None] | None = None
@@ -192,6 +202,7 @@ class LogJournal:
             if self.stale is None and stop_reason is not None:
                 why = f"the run ended ({stop_reason}) before a decision"
                 await self.close_unreachable(session, "loopwright", why)
+                await self._save_snapshot(lease)
         except StaleWriter:
             pass
         except StoreError as exc:
@@ -233,11 +244,43 @@ class LogJournal:
     # ---- opening -----------------------------------------------------------------------------
 
     async def load(self, *, died: bool) -> History:
-        """The session's history from its log (`died`: its last run stopped before `done`)."""
-        stored = await self.log.read(self.key)
-        self.loaded_seq = self.last_seq = stored[-1].seq if stored else 0
-        tools = {t.name: t for t in self.agent.tools}
-        return rebuild(stored, tools, decisions_in(stored, self.key), died=died)
+        """The session's history from its log (`died`: its last run stopped before `done`):
+        its newest snapshot and the events after it, folded by the reducer."""
+        state, after = await self._restore()
+        stored = await self.log.read(self.key, after=after)
+        self.loaded_seq = self.last_seq = stored[-1].seq if stored else after
+        if state is None and len(stored) < INLINE_FOLD:
+            return continued(fold((s.event for s in stored), self.tools), died=died)
+        return await asyncio.to_thread(_continued, state, stored, self.tools, died)
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return {t.name: t for t in self.agent.tools}
+
+    async def _restore(self) -> tuple[State | None, int]:
+        """The state kept by the newest snapshot and its seq (None, 0: there is none, or it
+        cannot be read, and the whole log is folded)."""
+        snapshot = await self.log.snapshot(self.key)
+        if snapshot is None:
+            return None, 0
+        try:
+            state = await asyncio.to_thread(from_snapshot, snapshot.data, self.tools)
+        except (ValueError, LookupError, TypeError) as exc:
+            logger.warning("session %s: snapshot ignored (%s)", self.key.id, exc)
+            return None, 0
+        self.snapshot_seq = snapshot.seq
+        return state, snapshot.seq
+
+    async def _save_snapshot(self, lease: Lease) -> None:
+        """Keep the state as of the log's end when enough events came since the last one."""
+        if self.last_seq - self.snapshot_seq < self.settings.snapshot_every:
+            return
+        state, after = await self._restore()
+        stored = await self.log.read(self.key, after=after)
+        if stored:
+            data = await asyncio.to_thread(_snapshot_of, state, stored, self.tools)
+            await self.log.save_snapshot(lease, Snapshot(stored[-1].seq, data))
+            self.snapshot_seq = stored[-1].seq
 
     async def resolve(
         self, session: Session, pending_id: str, approval: Approval | Answer
@@ -376,33 +419,14 @@ async def open_session(
     return session
 
 
-def decisions_in(stored: Sequence[StoredEvent], key: SessionKey) -> dict[str, PendingRecord]:
-    """The decisions the log records (`pending:decided`, the first per item), as the records
-    `rebuild` reads them from."""
-    out: dict[str, PendingRecord] = {}
-    for item in stored:
-        event = item.event
-        if isinstance(event, ev.PendingDecided) and event.id not in out:
-            out[event.id] = PendingRecord(
-                id=event.id,
-                session_id=key.id,
-                tenant=key.tenant,
-                agent=key.agent,
-                kind="question" if event.status == "answered" else "approval",
-                call_id="",
-                tool="",
-                args={},
-                reason="",
-                requested_at="",
-                batch_seq=0,
-                status=event.status,
-                decided_by=event.by,
-                decided_at=event.decided_at,
-                edited_args=event.args,
-                answer=event.answer,
-                note=event.reason,
-            )
-    return out
+def _continued(
+    state: State | None, stored: list[StoredEvent], tools: dict[str, Tool], died: bool
+) -> History:
+    return continued(fold((s.event for s in stored), tools, state), died=died)
+
+
+def _snapshot_of(state: State | None, stored: list[StoredEvent], tools: dict[str, Tool]) -> str:
+    return to_snapshot(fold((s.event for s in stored), tools, state))
 
 
 def _status_of(history: History) -> SessionStatus:

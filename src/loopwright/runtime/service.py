@@ -73,12 +73,17 @@ class Runtime:
         ttl: float = 30.0,
         environment: str | None = None,
         partial_every: float = 0.5,
+        snapshot_every: int = 200,
         sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         self.agents = agents
         self.log = log
         self.live = Live(log)
-        options: dict[str, Any] = {"ttl": ttl, "partial_every": partial_every}
+        options: dict[str, Any] = {
+            "ttl": ttl,
+            "partial_every": partial_every,
+            "snapshot_every": snapshot_every,
+        }
         if owner is not None:
             options["owner"] = owner
         if sleep is not None:
