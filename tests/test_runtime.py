@@ -12,6 +12,7 @@ from loopwright import Agent, Answer, Approval, tool
 from loopwright.errors import SessionBusy, UnknownPending, UnknownSession
 from loopwright.store.log import SessionKey
 from loopwright.subagents import subagent_tool
+from loopwright.testing import FunctionModel
 from loopwright.tools import ask_user
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, RULES, Held, ended, logged, paid, payer, pays
@@ -280,3 +281,20 @@ async def test_a_running_session_is_busy(logs, runtimes):
     assert (await ended(live)).text == "faster it is"
     kinds = await logged(runtime.log, KEY)
     assert kinds.index("steering:queued") < kinds.index("steering:injected")
+
+
+async def test_a_session_whose_run_ended_here_is_kept_for_its_next_message(logs, runtimes):
+    def said(request) -> str:  # what the model saw: every user message so far
+        return " ".join(m.content for m in request.messages if m.role == "user")
+
+    agent = Agent(name="payer", model=FunctionModel(said))
+    here = runtimes({"payer": agent}, await logs())
+    elsewhere = runtimes({"payer": agent}, await logs())
+    first = await here.send("acme", "payer", "s1", "a")
+    await ended(first)
+    second = await here.send("acme", "payer", "s1", "b")
+    assert (await ended(second)).text == "a b" and second.session is first.session
+    await ended(await elsewhere.send("acme", "payer", "s1", "c"))  # another process wrote
+    fourth = await here.send("acme", "payer", "s1", "d")
+    assert (await ended(fourth)).text == "a b c d"  # so the log was read again
+    assert fourth.session is not first.session

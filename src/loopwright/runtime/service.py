@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,6 +38,10 @@ from .journal import LogJournal, Settings, open_session
 from .live import Follower, Live, LiveRun
 
 logger = logging.getLogger("loopwright.runtime")
+
+KEPT_SESSIONS = 256
+"""Sessions kept in memory after their runs end here, so that the next message need not open
+them from the log."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,8 @@ class Runtime:
         if sleep is not None:
             options["sleep"] = sleep
         self.settings = Settings(environment=environment, **options)
+        self._idle: OrderedDict[SessionKey, Session] = OrderedDict()
+        """Sessions whose runs ended here, most recently used last."""
         self._closing = False
 
     def agent(self, name: str) -> Agent:
@@ -100,6 +107,25 @@ class Runtime:
     async def open(self, key: SessionKey) -> Session:
         """The session as its log leaves it (a new one when the key is unused)."""
         return await open_session(self.log, self.agent(key.agent), key, self.settings)
+
+    async def _session(self, key: SessionKey, *, kept: bool) -> Session:
+        """The session for a new run: with `kept`, the one a run of this process left, while
+        the log holds nothing it has not seen (one small read); else opened from the log. (A
+        resumption always reads the log: decisions on its subagents' items are in theirs.)"""
+        session = self._idle.pop(key, None)
+        if session is not None and kept:
+            assert isinstance(session.journal, LogJournal)
+            seen = session.journal.loaded_seq
+            if seen >= 0 and (await self.log.session(key)).last_seq == seen:
+                return session
+        return await self.open(key)
+
+    def _keep(self, live: LiveRun) -> None:
+        if live.done is not None and live.failure is None:
+            self._idle[live.key] = live.session
+            self._idle.move_to_end(live.key)
+            while len(self._idle) > KEPT_SESSIONS:
+                self._idle.popitem(last=False)
 
     # ---- runs ----------------------------------------------------------------------------------
 
@@ -120,7 +146,7 @@ class Runtime:
         and pause durably otherwise. `SessionBusy` while a run holds the session, or while it
         is paused on open items."""
         key = SessionKey(tenant, agent, session_id or secrets.token_hex(16))
-        return await self._start(key, lambda s, a: s.run(text, approver=a), approver, hold)
+        return await self._start(key, lambda s, a: s.run(text, approver=a), approver, hold, True)
 
     async def resume(
         self,
@@ -133,12 +159,12 @@ class Runtime:
     ) -> LiveRun:
         """Continue a paused run whose items are all decided (`SessionBusy` otherwise)."""
         key = SessionKey(tenant, agent, session_id)
-        return await self._start(key, lambda s, a: s.resume(approver=a), approver, hold)
+        return await self._start(key, lambda s, a: s.resume(approver=a), approver, hold, False)
 
     async def compact(self, tenant: str, agent: str, session_id: str) -> LiveRun:
         """Compact the session's history now (a run of its own)."""
         key = SessionKey(tenant, agent, session_id)
-        return await self._start(key, lambda s, a: s.compact(), None, False)
+        return await self._start(key, lambda s, a: s.compact(), None, False, True)
 
     async def _start(
         self,
@@ -146,9 +172,10 @@ class Runtime:
         begin: Callable[[Session, Approver], Run],
         approver: Approver | None,
         hold: bool,
+        kept: bool,
     ) -> LiveRun:
         self.live.check_idle(key)
-        session = await self.open(key)
+        session = await self._session(key, kept=kept)
         if approver is not None:
             approver = authoritative(approver, self.log, self.agents, self.live, key)
         follower = self.live.attach(key) if hold else None
@@ -164,8 +191,10 @@ class Runtime:
         return live
 
     async def _after(self, live: LiveRun) -> None:
-        """A run ended paused: when its items were all decided meanwhile (a decision that came
-        while it was pausing, or while its approver deferred), it resumes here at once."""
+        """A run ended: its session is kept for the next one. Paused, with its items all decided
+        meanwhile (a decision that came while it was pausing, or while its approver deferred),
+        it resumes here at once."""
+        self._keep(live)
         if self._closing or live.done is None or live.done.stop_reason != "paused":
             return
         if await open_under(self.log, live.key):
