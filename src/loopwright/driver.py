@@ -139,8 +139,9 @@ class Run:
             raise
         self._entered = True
         events = self._events
+        step = events.__anext__
         try:
-            event = await events.__anext__()
+            event = await step()
             while True:
                 kind, pushed = type(event), False
                 if kind is ev.Done:
@@ -154,8 +155,9 @@ class Run:
                     if self._waiter is not None:
                         self._wake_reader()
                     if kind is ev.Done:
+                        await events.aclose()  # it waits at its last `yield`: end it now
                         return
-                    if not self._unbounded and len(buffer) >= HIGH_WATER:
+                    if len(buffer) >= HIGH_WATER and not self._unbounded:
                         self._room = asyncio.get_running_loop().create_future()
                         await self._room
                 except asyncio.CancelledError as exc:
@@ -167,10 +169,11 @@ class Run:
                             seqs.append(None)
                         self._wake_reader()
                     if kind is ev.Done:
+                        await events.aclose()
                         return
-                    event = await (events.__anext__() if kind in _ENDING else events.athrow(exc))
+                    event = await (step() if kind in _ENDING else events.athrow(exc))
                     continue
-                event = await events.__anext__()
+                event = await step()
         finally:
             try:
                 if journal is not None:
@@ -292,7 +295,10 @@ async def _cancelled_at_start(
     events: AsyncGenerator[ev.Event, None],
 ) -> AsyncGenerator[ev.Event, None]:
     """A run cancelled before it started: `session`, then the loop ends as cancelled."""
-    yield await events.__anext__()
-    yield await events.athrow(asyncio.CancelledError())
-    async for event in events:
-        yield event
+    try:
+        yield await events.__anext__()
+        yield await events.athrow(asyncio.CancelledError())
+        async for event in events:
+            yield event
+    finally:
+        await events.aclose()
