@@ -22,6 +22,11 @@ _SCALARS = (bool, int, float, str, Decimal, type(None))
 def plain(value: Any) -> Any:
     """The JSON shape of a validated value (a `Decimal` stays exact; a value of a type with no
     JSON shape stays as it is, and a rule's test on it fails closed)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:  # the common case, without the abstract `Mapping` check below
+        return {key if type(key) is str else _key(key): plain(item) for key, item in value.items()}
     if isinstance(value, Enum):
         return plain(value.value)
     if isinstance(value, _SCALARS):

@@ -28,7 +28,7 @@ from .approvals import (
 from .arguments import plain
 from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
-from .permissions import Decision, Gate
+from .permissions import AllowAll, Decision, Gate
 from .tools import Scheduled, Tool, answered, is_question
 
 INTERRUPTED = "[interrupted: tool call did not complete]"
@@ -161,7 +161,7 @@ class Decider:
             return self.record(call, text, "Error.", args=args), None
         if is_question(tool):  # a question for the person, never gated
             return self.question(call, tool, kwargs)
-        decision = self.gate.decide(call.name, plain(kwargs), self.scope) if tool.gated else UNGATED
+        decision = gate_decision(self.gate, tool, kwargs, self.scope) if tool.gated else UNGATED
         reason = decision.reason
         if decision.kind == "allow":
             batch.scheduled.append(
@@ -405,10 +405,18 @@ def vet_edit(tool: Tool, gate: Gate, scope: ev.Scope, args: dict[str, Any]) -> d
     except ValueError as exc:
         raise ValueError(f"edited arguments are invalid: {exc}") from None
     if tool.gated:
-        decision = gate.decide(tool.name, plain(kwargs), scope)
+        decision = gate_decision(gate, tool, kwargs, scope)
         if decision.kind == "deny":
             raise ValueError(f"edited arguments are denied: {decision.reason}")
     return kwargs
+
+
+def gate_decision(gate: Gate, tool: Tool, kwargs: dict[str, Any], scope: ev.Scope) -> Decision:
+    """The gate's decision on the values the tool will receive, as plain data (a gate without
+    rules reads none, so none are converted for it)."""
+    if type(gate) is AllowAll:
+        return gate.decide(tool.name, kwargs, scope)
+    return gate.decide(tool.name, plain(kwargs), scope)
 
 
 @dataclass(slots=True)
