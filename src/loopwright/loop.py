@@ -13,7 +13,6 @@ the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout`.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import deque
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from .messages import AssistantMessage, History
 from .models import Model, ModelFailure
 from .permissions import Gate
 from .steps import Steps
+from .threads import Signal
 
 
 @dataclass(slots=True)
@@ -40,7 +40,7 @@ class Control:
 
     steering: deque[str] = field(default_factory=deque)
     follow_ups: deque[str] = field(default_factory=deque)
-    signals: set[threading.Event] = field(default_factory=set)
+    signals: set[Signal] = field(default_factory=set)
 
     def cancel(self) -> None:
         """Drop what is queued and tell the calls in flight, at once: a thread cannot be

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import threads
 from .errors import ToolError
 from .events import (
     Event,
@@ -35,7 +36,7 @@ from .events import (
     ToolStarted,
     ToolSuspended,
 )
-from .threads import NOT_STARTED, Job
+from .threads import NOT_STARTED, Flag, Job, Signal
 from .tools import Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
 
 log = logging.getLogger("loopwright.tools")
@@ -45,7 +46,6 @@ STOPPED = "[cancelled: the call was stopped while it ran; it may have done part 
 STILL_RUNNING = (
     "[cancelled: the tool was still running; its outcome will be recorded when it finishes]"
 )
-Adopt = Callable[[Scheduled, Job], None]
 
 
 async def cancel_point() -> None:
@@ -58,53 +58,47 @@ async def cancel_point() -> None:
 
 
 async def execute(
-    item: Scheduled,
-    ctx: ToolContext,
-    *,
-    timeout: float | None,
-    max_output: int,
-    adopt: Adopt | None = None,
+    item: Scheduled, ctx: ToolContext | None, *, timeout: float | None, max_output: int
 ) -> Outcome:
-    """Run one call; every failure becomes an error `Outcome`. A thread still running when the
-    call times out is handed to `adopt`, which records its late result."""
+    """Run one async call (its tool's timeout, else `timeout`, cancels it where it awaits);
+    every failure becomes an error `Outcome`. `ctx` is None when the tool takes none."""
     tool = item.tool
     limit = tool.timeout if tool.timeout is not None else timeout
     try:
-        if limit is None or tool.inline:
-            value = await tool.call(dict(item.kwargs), ctx)
+        if limit is None:
+            value = await tool.call(dict(item.kwargs), ctx)  # type: ignore[arg-type]
         else:
-            ctx.deadline = time.monotonic() + limit
+            if ctx is not None:
+                ctx.deadline = time.monotonic() + limit
             scope = asyncio.timeout(limit)
             try:
                 async with scope:
-                    value = await tool.call(dict(item.kwargs), ctx)
+                    value = await tool.call(dict(item.kwargs), ctx)  # type: ignore[arg-type]
             except TimeoutError:
                 if not scope.expired():
                     raise  # the tool's own TimeoutError: a failure like any other
-                return _timed_out(item, ctx, limit, max_output, adopt)
+                if ctx is not None:
+                    ctx.cancelled.set()
+                return Outcome(content=_timed_out_text(item, limit), is_error=True)
     except Exception as exc:
         return failed(item, exc)
     return outcome_of(item, value, max_output)
 
 
-def _timed_out(
-    item: Scheduled, ctx: ToolContext, limit: float, max_output: int, adopt: Adopt | None
-) -> Outcome:
-    ctx.cancelled.set()
-    text = f"Tool '{item.tool.name}' timed out after {limit:g}s."
-    job = ctx._job
-    if job is None:
-        return Outcome(content=text, is_error=True)
-    if job.cancel() or _returned(job) is NOT_STARTED:
-        return Outcome(
-            content=f"{text} It never started: every tool thread was busy.", is_error=True
-        )
-    if job.done():  # it finished as the time ran out: what it really did
-        return settled(item, job, max_output)
-    if adopt is not None:
-        adopt(item, job)
-    text += " It is still running in its thread; its outcome will be recorded when it finishes."
-    return Outcome(content=text, is_error=True)
+def call_inline(item: Scheduled, ctx: ToolContext | None, max_output: int) -> Outcome:
+    """Run an inline call on the loop, as `execute` would (nothing can time it out)."""
+    tool, kwargs = item.tool, item.kwargs
+    if tool.context_param is not None:
+        kwargs = {**kwargs, tool.context_param: ctx}
+    try:
+        value = tool.fn(**kwargs)
+    except Exception as exc:
+        return failed(item, exc)
+    return outcome_of(item, value, max_output)
+
+
+def _timed_out_text(item: Scheduled, limit: float) -> str:
+    return f"Tool '{item.tool.name}' timed out after {limit:g}s."
 
 
 def failed(item: Scheduled, exc: BaseException) -> Outcome:
@@ -201,7 +195,7 @@ class ToolRunner:
     timeout: float | None
     max_output: int
     after: Callable[[Scheduled, Outcome], Awaitable[Outcome]] | None = None
-    signals: set[threading.Event] = field(default_factory=set)
+    signals: set[Signal] = field(default_factory=set)
     """The stop signals of the calls in flight (the run's `cancel()` sets them at once)."""
     grace: float = 5.0
     items: dict[str, Scheduled] = field(default_factory=dict)
@@ -249,31 +243,72 @@ class ToolRunner:
     async def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
         tool, call_id = item.tool, item.call.id
         if tool.inline:
-            ctx = self.make_context(item, emit, NEVER)
-            outcome = await execute(item, ctx, timeout=None, max_output=self.max_output)
-        else:
-            signal = threading.Event()
-            ctx = self.make_context(
-                item, emit if tool.is_async else _from_thread(emit, signal), signal
-            )
-            self.signals.add(signal)
+            ctx = None if tool.context_param is None else self.make_context(item, emit, NEVER)
+            outcome = call_inline(item, ctx, self.max_output)
+        elif tool.is_async:
+            ctx, signal = None, None
+            if tool.context_param is not None:  # a signal only a tool that sees it needs
+                signal = threading.Event()
+                ctx = self.make_context(item, emit, signal)
+                self.signals.add(signal)
             self.unfinished[call_id] = STOPPED
             try:
-                outcome = await execute(
-                    item, ctx, timeout=self.timeout, max_output=self.max_output, adopt=self._adopt
-                )
+                outcome = await execute(item, ctx, timeout=self.timeout, max_output=self.max_output)
             except asyncio.CancelledError:
-                signal.set()
-                if ctx._job is not None:
-                    self._give_up(item, ctx._job)
+                if signal is not None:
+                    signal.set()
                 raise
             finally:
-                self.signals.discard(signal)
+                if signal is not None:
+                    self.signals.discard(signal)
             del self.unfinished[call_id]
+        else:
+            outcome = await self._threaded(item, emit)
         self.outcomes[call_id] = outcome
         if self.after is not None and outcome.suspended is None:
             outcome = self.outcomes[call_id] = await self.after(item, outcome)
         return outcome
+
+    async def _threaded(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
+        """A sync call in a worker thread, awaited until it finishes or its time is up."""
+        tool, call_id = item.tool, item.call.id
+        limit = tool.timeout if tool.timeout is not None else self.timeout
+        kwargs = item.kwargs
+        signal: Signal
+        if tool.context_param is None:
+            signal = Flag()  # only the pool reads it
+        else:
+            signal = threading.Event()
+            ctx = self.make_context(item, _from_thread(emit, signal), signal)
+            if limit is not None:
+                ctx.deadline = time.monotonic() + limit
+            kwargs = {**kwargs, tool.context_param: ctx}
+        self.signals.add(signal)
+        self.unfinished[call_id] = STOPPED
+        job = threads.submit(tool.fn, kwargs, signal, limit)
+        try:
+            await job.future
+        except asyncio.CancelledError:
+            signal.set()
+            self._give_up(item, job)
+            raise
+        finally:
+            self.signals.discard(signal)
+        del self.unfinished[call_id]
+        if not job.timed_out:
+            return settled(item, job, self.max_output)
+        assert limit is not None
+        text = _timed_out_text(item, limit)
+        if job.cancel() or _returned(job) is NOT_STARTED:
+            text += " It never started: every tool thread was busy."
+        elif job.done():  # it finished as the time ran out: what it really did
+            return settled(item, job, self.max_output)
+        else:
+            self._adopt(item, job)
+            text += (
+                " It is still running in its thread; its outcome will be recorded when it finishes."
+            )
+        return Outcome(content=text, is_error=True)
 
     async def _concurrently(self, group: list[Scheduled]) -> AsyncIterator[Event]:
         queue: asyncio.Queue[Event | tuple[Scheduled, Outcome]] = asyncio.Queue()

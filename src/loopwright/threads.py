@@ -1,14 +1,17 @@
 """The worker threads that sync tools run in: one bounded pool per process.
 
-`submit(fn, kwargs, cancelled)` queues a job that runs `fn(**kwargs)` in a worker thread, in a
-copy of the caller's context, and settles `job.future` on the caller's event loop. A job whose
-`cancelled` event is set before a worker takes it never starts; one already running cannot be
-stopped (its tool may watch the event), and its done-callbacks learn how it ended. Threads
-start on demand, up to `MAX_THREADS`, and stay; they are daemon threads, so a tool still
-running does not hold the process at exit.
+`submit(fn, kwargs, cancelled, timeout)` queues a job that runs `fn(**kwargs)` in a worker
+thread, in a copy of the caller's context, and settles `job.future` on the caller's event loop
+(with None: the job holds what the call returned or raised). A job whose `cancelled` signal is
+set before a worker takes it never starts; one already running cannot be stopped (its tool may
+watch the signal), and its done-callbacks learn how it ended. With a `timeout`, the future
+settles when the time is up even if the thread runs on (`job.timed_out`). Threads start on
+demand, up to `MAX_THREADS`, and stay; they are daemon threads, so a tool still running does not
+hold the process at exit.
 
-Leaner than `ThreadPoolExecutor` + `asyncio.wrap_future` (a third of the work per call): one
-queue, one future, one wake-up of the loop per job.
+Leaner than `ThreadPoolExecutor` + `asyncio.wrap_future`: one queue, one future per job, and
+one wake-up of the loop for all the jobs that finish together (the workers drop them in the
+loop's inbox; the first one in wakes the loop, which settles them all).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import asyncio
 import contextvars
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 MAX_THREADS = 32
 """Sync tool calls that run at once in this process; more wait for a free thread."""
@@ -28,41 +32,74 @@ NOT_STARTED: Any = object()
 _QUEUED, _RUNNING, _DONE = 0, 1, 2
 
 
+class Signal(Protocol):
+    """A call's stop signal: `threading.Event` when its tool can see it (`ToolContext`)."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+
+class Flag:
+    """The stop signal of a call whose tool cannot see one: only the pool reads it (a job
+    whose flag is set before it starts never starts). Cheaper than a `threading.Event`."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 class Job:
     """One sync call handed to the pool."""
 
     __slots__ = (
         "_callbacks",
+        "_inbox",
+        "_timer",
         "cancelled",
         "context",
         "error",
         "fn",
         "future",
         "kwargs",
-        "loop",
         "orphaned",
         "state",
+        "timed_out",
         "value",
     )
 
     def __init__(
-        self, fn: Callable[..., Any], kwargs: dict[str, Any], cancelled: threading.Event
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        cancelled: Signal,
+        timeout: float | None = None,
     ) -> None:
         self.fn, self.kwargs, self.cancelled = fn, kwargs, cancelled
         self.context = contextvars.copy_context()
-        self.loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[Any] = self.loop.create_future()
+        inbox = self._inbox = _inbox()
+        self.future: asyncio.Future[None] = inbox.loop.create_future()
         self.state = _QUEUED
         self.value: Any = None
         self.error: BaseException | None = None
         self.orphaned = False
         """It finished after its event loop closed (its callbacks ran in the worker)."""
+        self.timed_out = False
+        """Its future settled because the timeout passed, not because it finished."""
         self._callbacks: list[Callable[[Job], None]] = []
+        self._timer = None if timeout is None else inbox.loop.call_later(timeout, self._expire)
 
     def cancel(self) -> bool:
         """Tell the call to stop; True when it will never start (no worker had taken it)."""
         self.cancelled.set()
-        return self.state == _QUEUED  # a worker marks it running before it checks the event
+        return self.state == _QUEUED  # a worker marks it running before it checks the signal
 
     def done(self) -> bool:
         return self.state == _DONE
@@ -84,30 +121,78 @@ class Job:
         self.state = _RUNNING
         if self.cancelled.is_set():
             self.value = NOT_STARTED
-        else:
-            try:
-                self.value = self.context.run(self.fn, **self.kwargs)
-            except Exception as exc:
-                self.error = exc
-            except BaseException as exc:  # SystemExit in a thread: a failure of this call only
-                self.error = RuntimeError(f"{type(exc).__name__} raised in a tool thread")
+            return
         try:
-            self.loop.call_soon_threadsafe(self._settle)
-        except RuntimeError:  # the loop is closed: nobody awaits it any more
-            self.orphaned = True
-            self._settle()
+            self.value = self.context.run(self.fn, **self.kwargs)
+        except Exception as exc:
+            self.error = exc
+        except BaseException as exc:  # SystemExit in a thread: a failure of this call only
+            self.error = RuntimeError(f"{type(exc).__name__} raised in a tool thread")
+
+    def _expire(self) -> None:
+        if not self.future.done():
+            self.timed_out = True
+            self.future.set_result(None)
 
     def _settle(self) -> None:
         self.state = _DONE
+        if self._timer is not None:
+            self._timer.cancel()
         future = self.future
         if not future.done() and not self.orphaned:
-            if self.error is not None:
-                future.set_exception(self.error)
-            else:
-                future.set_result(self.value)
+            future.set_result(None)
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback(self)
+
+
+class _Inbox:
+    """Jobs of one event loop that finished, settled on that loop in one callback per batch."""
+
+    __slots__ = ("jobs", "lock", "loop", "waking")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.jobs: deque[Job] = deque()
+        self.lock = threading.Lock()
+        self.waking = False
+
+    def put(self, job: Job) -> None:  # in a worker thread
+        with self.lock:
+            self.jobs.append(job)
+            if self.waking:
+                return  # the loop was woken and has not drained yet: it takes this one too
+            self.waking = True
+        try:
+            self.loop.call_soon_threadsafe(self.drain)
+        except RuntimeError:  # the loop is closed: nobody awaits these any more
+            for orphan in self.take():
+                orphan.orphaned = True
+                orphan._settle()
+
+    def take(self) -> list[Job]:
+        with self.lock:
+            jobs = list(self.jobs)
+            self.jobs.clear()
+            self.waking = False
+        return jobs
+
+    def drain(self) -> None:  # on the loop
+        for job in self.take():
+            job._settle()
+
+
+_last: _Inbox | None = None
+
+
+def _inbox() -> _Inbox:
+    """The running loop's inbox (one loop runs at a time in most processes: kept at hand)."""
+    global _last
+    loop = asyncio.get_running_loop()
+    inbox = _last
+    if inbox is None or inbox.loop is not loop:
+        inbox = _last = _Inbox(loop)
+    return inbox
 
 
 class _Pool:
@@ -131,16 +216,23 @@ class _Pool:
 
     def work(self) -> None:
         while True:
-            self.jobs.get().run()
-            with self.lock:
+            job = self.jobs.get()
+            job.run()
+            with self.lock:  # idle before its loop hears of it: the next call needs no thread
                 self.idle += 1
+            job._inbox.put(job)
 
 
 _pool = _Pool(MAX_THREADS)
 
 
-def submit(fn: Callable[..., Any], kwargs: dict[str, Any], cancelled: threading.Event) -> Job:
-    """Run `fn(**kwargs)` in a worker thread; await `job.future` for its result."""
-    job = Job(fn, kwargs, cancelled)
+def submit(
+    fn: Callable[..., Any],
+    kwargs: dict[str, Any],
+    cancelled: Signal,
+    timeout: float | None = None,
+) -> Job:
+    """Run `fn(**kwargs)` in a worker thread; await `job.future`, then read `job.result()`."""
+    job = Job(fn, kwargs, cancelled, timeout)
     _pool.submit(job)
     return job

@@ -51,7 +51,6 @@ class ToolContext:
     a thread cannot be stopped, so a sync tool that runs long should check this (or wait on
     it) and return early: its result is no longer awaited."""
     _emit: Callable[[Event], None] | None = None
-    _job: threads.Job | None = None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
         """Report progress; it streams as a `tool:update` event."""
@@ -140,8 +139,9 @@ class Tool:
             return await self.fn(**kwargs)
         if self.inline:
             return self.fn(**kwargs)
-        job = ctx._job = threads.submit(self.fn, kwargs, ctx.cancelled)
-        return await job.future
+        job = threads.submit(self.fn, kwargs, ctx.cancelled)
+        await job.future
+        return job.result()
 
 
 @overload
@@ -225,18 +225,17 @@ def _build(
     model = create_model(  # type: ignore[call-overload]
         f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
     )
-    names = tuple(fields)
 
     def validate(args: dict[str, Any]) -> dict[str, Any]:
         try:
-            parsed = model.model_validate(args)
+            parsed = model.__pydantic_validator__.validate_python(args)
         except ValidationError as exc:
             details = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
                 for e in exc.errors(include_url=False)
             )
             raise ValueError(details) from None
-        return {n: getattr(parsed, n) for n in names}
+        return dict(parsed.__dict__)  # every field, by name (extra arguments are forbidden)
 
     schema = model.model_json_schema()
     schema.pop("title", None)
