@@ -9,6 +9,7 @@ import pytest
 
 from conftest import call, scripted
 from loopwright import Agent, Answer, Approval, tool
+from loopwright.compaction import Compaction
 from loopwright.errors import SessionBusy, UnknownPending, UnknownSession
 from loopwright.store.log import SessionKey
 from loopwright.subagents import subagent_tool
@@ -298,3 +299,39 @@ async def test_a_session_whose_run_ended_here_is_kept_for_its_next_message(logs,
     fourth = await here.send("acme", "payer", "s1", "d")
     assert (await ended(fourth)).text == "a b c d"  # so the log was read again
     assert fourth.session is not first.session
+
+
+async def test_compact_follow_up_and_usage(logs, runtimes):
+    held = Held()
+    agent = Agent(name="payer", model=held.model, compaction=Compaction(keep_last=2))
+    runtime = runtimes({"payer": agent}, await logs())
+    held.give({"text": "a", "usage": {"input_tokens": 5, "output_tokens": 1}})  # (1 of 3)
+    await ended(await runtime.send("acme", "payer", "s1", "one"))
+    live = await runtime.send("acme", "payer", "s1", "two")
+    await runtime.follow_up(KEY, "and three")  # delivered when the run would stop
+    held.give("b")
+    held.give("c")
+    assert (await ended(live)).text == "c"
+    held.give("summary of it all")
+    compacted = await runtime.compact("acme", "payer", "s1")
+    assert [e.type for e in (await ended(compacted), compacted.items)[1]] == [
+        "session",
+        "compaction:started",
+        "compaction:finished",
+        "loop:done",
+        "done",
+    ]
+    reopened = await runtime.open(KEY)
+    assert reopened.messages[0].content.endswith("summary of it all")
+    replies = [
+        e.message
+        for _, e in [p async for p in runtime.events(KEY)]
+        if e.type == "message:completed"
+    ]
+    usage = await runtime.usage("acme")
+    assert (usage["requests"], usage["input_tokens"]) == (
+        3,
+        sum(m.usage.input_tokens for m in replies),
+    )
+    assert replies[0].usage.input_tokens == 5
+    assert await runtime.usage("acme", KEY) == usage

@@ -177,3 +177,16 @@ async def test_a_late_follower_of_a_live_run_gets_each_event_once(logs, runtimes
     ]
     assert seen[0][0] == mid
     committed_as_logged(seen, await log.read(KEY))
+
+
+async def test_a_decision_made_here_wakes_the_run_waiting_on_it(logs, runtimes):
+    runtime = runtimes({"payer": payer(*pays(1))}, await logs())
+    live = await runtime.send("acme", "payer", "s1", "go", hold=True)
+    stream = live.stream()
+    await until(stream, "pending:requested")
+    [item] = await runtime.pending("acme")
+    resolved = await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
+    assert (resolved.status, resolved.run) == ("resumed", live)  # it goes on: no second run
+    rest = [pair async for pair in stream]
+    assert kinds(rest) == ["pending:decided", "approval:resolved", "actauth:decision", *RAN]
+    assert (await ended(live)).stop_reason == "completed" and paid == [1]
