@@ -28,7 +28,7 @@ import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from .. import events as ev
 from ..agent import Agent
@@ -36,12 +36,12 @@ from ..approvals import Answer, Approval
 from ..decide import Resolution
 from ..errors import UnknownPending, UnknownSession
 from ..messages import History
-from ..replay import State, continued, fold, from_snapshot, to_snapshot
 from ..session import Session
-from ..store import SessionStatus, StaleWriter, StoredEvent, StoreError
-from ..store.log import Decision, EventLog, Lease, SessionKey, Snapshot
+from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
+from ..store.log import Decision, EventLog, Lease, SessionKey
 from ..tools import Tool
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
+from .state import read_history, refill, save_snapshot
 
 logger = logging.getLogger("loopwright.runtime")
 
@@ -62,8 +62,6 @@ COMMIT_AT = frozenset(
 )
 CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
 """Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type."""
-INLINE_FOLD = 500
-"""Events folded on the event loop when a session opens; a longer log is folded in a thread."""
 LEASE_ENV = "LOOPWRIGHT_LEASE_SECONDS"
 """Overrides every lease's length (tests)."""
 
@@ -134,6 +132,8 @@ class LogJournal:
         self._lock = asyncio.Lock()
         self._heartbeat: asyncio.Task[None] | None = None
         self._flushes: set[asyncio.Task[None]] = set()
+        self.children: dict[str, LogJournal] = {}
+        """Subagent session id → the journal of a child session a run of this one used."""
 
     # ---- the run's side ----------------------------------------------------------------------
 
@@ -145,9 +145,11 @@ class LogJournal:
         try:
             if claimed.died or claimed.last_seq != self.loaded_seq:
                 had_checkpoint = session.history.checkpoint is not None
-                _refill(session.history, await self.load(died=claimed.died))
+                refill(session.history, await self.load(died=claimed.died))
                 if claimed.died:
-                    await self.close_unreachable(session, "recovery", "its run died")
+                    await self.close_unreachable(
+                        session, "recovery", "its run died", everywhere=True
+                    )
                     self.last_seq = (await self.log.session(self.key)).last_seq
                 if input is None and had_checkpoint and session.history.checkpoint is None:
                     raise StaleWriter(
@@ -202,7 +204,8 @@ class LogJournal:
             if self.stale is None and stop_reason is not None:
                 why = f"the run ended ({stop_reason}) before a decision"
                 await self.close_unreachable(session, "loopwright", why)
-                await self._save_snapshot(lease)
+                if self.last_seq - self.snapshot_seq >= self.settings.snapshot_every:
+                    self.snapshot_seq = await save_snapshot(self.log, lease, self.tools)
         except StaleWriter:
             pass
         except StoreError as exc:
@@ -224,8 +227,8 @@ class LogJournal:
         claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
         try:
             if claimed.died:
-                _refill(session.history, await self.load(died=True))
-                await self.close_unreachable(session, "recovery", "its run died")
+                refill(session.history, await self.load(died=True))
+                await self.close_unreachable(session, "recovery", "its run died", everywhere=True)
         finally:
             await self.log.release(claimed.lease, _status_of(session.history))
 
@@ -246,41 +249,15 @@ class LogJournal:
     async def load(self, *, died: bool) -> History:
         """The session's history from its log (`died`: its last run stopped before `done`):
         its newest snapshot and the events after it, folded by the reducer."""
-        state, after = await self._restore()
-        stored = await self.log.read(self.key, after=after)
-        self.loaded_seq = self.last_seq = stored[-1].seq if stored else after
-        if state is None and len(stored) < INLINE_FOLD:
-            return continued(fold((s.event for s in stored), self.tools), died=died)
-        return await asyncio.to_thread(_continued, state, stored, self.tools, died)
+        history, self.loaded_seq, self.snapshot_seq = await read_history(
+            self.log, self.key, self.tools, died=died
+        )
+        self.last_seq = self.loaded_seq
+        return history
 
     @property
     def tools(self) -> dict[str, Tool]:
         return {t.name: t for t in self.agent.tools}
-
-    async def _restore(self) -> tuple[State | None, int]:
-        """The state kept by the newest snapshot and its seq (None, 0: there is none, or it
-        cannot be read, and the whole log is folded)."""
-        snapshot = await self.log.snapshot(self.key)
-        if snapshot is None:
-            return None, 0
-        try:
-            state = await asyncio.to_thread(from_snapshot, snapshot.data, self.tools)
-        except (ValueError, LookupError, TypeError) as exc:
-            logger.warning("session %s: snapshot ignored (%s)", self.key.id, exc)
-            return None, 0
-        self.snapshot_seq = snapshot.seq
-        return state, snapshot.seq
-
-    async def _save_snapshot(self, lease: Lease) -> None:
-        """Keep the state as of the log's end when enough events came since the last one."""
-        if self.last_seq - self.snapshot_seq < self.settings.snapshot_every:
-            return
-        state, after = await self._restore()
-        stored = await self.log.read(self.key, after=after)
-        if stored:
-            data = await asyncio.to_thread(_snapshot_of, state, stored, self.tools)
-            await self.log.save_snapshot(lease, Snapshot(stored[-1].seq, data))
-            self.snapshot_seq = stored[-1].seq
 
     async def resolve(
         self, session: Session, pending_id: str, approval: Approval | Answer
@@ -301,18 +278,33 @@ class LogJournal:
 
     async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
         key = SessionKey(self.key.tenant, agent.name, session_id)
-        return await open_session(self.log, agent, key, self.settings, parent=self.key)
+        child = await open_session(self.log, agent, key, self.settings, parent=self.key)
+        assert isinstance(child.journal, LogJournal)
+        self.children[session_id] = child.journal
+        return child
 
-    async def close_unreachable(self, session: Session, by: str, why: str) -> None:
+    def tree(self) -> list[SessionKey]:
+        """This session and the subagent sessions its runs used (as far as this process knows)."""
+        return [self.key, *(k for c in self.children.values() for k in c.tree())]
+
+    async def close_unreachable(
+        self, session: Session, by: str, why: str, *, everywhere: bool = False
+    ) -> None:
         """Skip the open items under this session that no resumption can reach: those that are
-        neither in the paused batch nor under a subagent session the batch waits on."""
+        neither in the paused batch nor under a subagent session the batch waits on. Items are
+        looked for in the sessions this journal's runs used; `everywhere`, in every session
+        under this one (a dead run's, which this process did not see)."""
         checkpoint = session.history.checkpoint
         ids: set[str] = set()
         nested: list[str] = []
         if checkpoint is not None and not checkpoint.closed:
             ids = {i for i, p in checkpoint.pending.items() if p.decision is None}
             nested = [s.session_id for s in checkpoint.suspended.values()]
-        for item in await open_under(self.log, self.key):
+        if everywhere:
+            items = await open_under(self.log, self.key)
+        else:
+            items = [p for k in self.tree() for p in await _open_in(self.log, k)]
+        for item in items:
             if item.id in ids or any(
                 item.session_id == s or item.session_id.startswith(s + "/") for s in nested
             ):
@@ -409,7 +401,7 @@ async def open_session(
         record = await log.session(key)
     except UnknownSession:
         return session
-    _refill(session.history, await journal.load(died=record.status == "interrupted"))
+    refill(session.history, await journal.load(died=record.status == "interrupted"))
     for mode, text in session.history.queued:  # sent, logged, not delivered yet
         (session.steer if mode == "steer" else session.follow_up)(text)
     checkpoint = session.history.checkpoint
@@ -419,26 +411,15 @@ async def open_session(
     return session
 
 
-def _continued(
-    state: State | None, stored: list[StoredEvent], tools: dict[str, Tool], died: bool
-) -> History:
-    return continued(fold((s.event for s in stored), tools, state), died=died)
-
-
-def _snapshot_of(state: State | None, stored: list[StoredEvent], tools: dict[str, Tool]) -> str:
-    return to_snapshot(fold((s.event for s in stored), tools, state))
+async def _open_in(log: EventLog, key: SessionKey) -> list[PendingRecord]:
+    page = await log.pending(key.tenant, session=key, status="open", limit=1000)
+    return list(page.items)
 
 
 def _status_of(history: History) -> SessionStatus:
     if history.checkpoint is not None:
         return "paused"
     return "interrupted" if history.recovery is not None else "idle"
-
-
-def _refill(history: History, fresh: History) -> None:
-    """Replace a history's contents in place (the run's loop holds the object)."""
-    for f in fields(History):
-        setattr(history, f.name, getattr(fresh, f.name))
 
 
 def _crash_points(spec: str) -> dict[str, int]:

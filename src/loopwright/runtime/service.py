@@ -174,6 +174,9 @@ class Runtime:
         hold: bool,
         kept: bool,
     ) -> LiveRun:
+        ending = self.live.get(key)
+        if ending is not None and ending.done is not None:  # its `done` is out: it is ending
+            await ending.finished.wait()
         self.live.check_idle(key)
         session = await self._session(key, kept=kept)
         if approver is not None:

@@ -1,0 +1,80 @@
+"""A session's state from its log: the newest snapshot and the events after it, folded by the
+reducer (`loopwright.replay`), and new snapshots as a session grows.
+
+Parsing a snapshot and folding a long tail are CPU work: they run in a thread, so that other
+sessions go on meanwhile; a short log without a snapshot is folded on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import fields
+
+from ..messages import History
+from ..replay import State, continued, fold, from_snapshot, to_snapshot
+from ..store import StoredEvent
+from ..store.log import EventLog, Lease, SessionKey, Snapshot
+from ..tools import Tool
+
+logger = logging.getLogger("loopwright.runtime")
+
+INLINE_FOLD = 500
+"""Events folded on the event loop when a session opens; a longer log is folded in a thread."""
+
+
+async def read_history(
+    log: EventLog, key: SessionKey, tools: dict[str, Tool], *, died: bool
+) -> tuple[History, int, int]:
+    """The history a run of the session continues from (`died`: its last run stopped before
+    its `done`), the seq it was read up to, and the seq of the snapshot it started from."""
+    state, after = await restore(log, key, tools)
+    stored = await log.read(key, after=after)
+    last = stored[-1].seq if stored else after
+    if state is None and len(stored) < INLINE_FOLD:
+        return continued(fold((s.event for s in stored), tools), died=died), last, after
+    history = await asyncio.to_thread(_continued, state, stored, tools, died)
+    return history, last, after
+
+
+async def restore(
+    log: EventLog, key: SessionKey, tools: dict[str, Tool]
+) -> tuple[State | None, int]:
+    """The state kept by the newest snapshot and its seq (None, 0: there is none, or it cannot
+    be read, and the whole log is folded)."""
+    snapshot = await log.snapshot(key)
+    if snapshot is None:
+        return None, 0
+    try:
+        state = await asyncio.to_thread(from_snapshot, snapshot.data, tools)
+    except (ValueError, LookupError, TypeError) as exc:
+        logger.warning("session %s: snapshot ignored (%s)", key.id, exc)
+        return None, 0
+    return state, snapshot.seq
+
+
+async def save_snapshot(log: EventLog, lease: Lease, tools: dict[str, Tool]) -> int:
+    """Keep the session's state as of its log's end (under the run's lease); returns its seq."""
+    state, after = await restore(log, lease.key, tools)
+    stored = await log.read(lease.key, after=after)
+    if not stored:
+        return after
+    data = await asyncio.to_thread(_snapshot_of, state, stored, tools)
+    await log.save_snapshot(lease, Snapshot(stored[-1].seq, data))
+    return stored[-1].seq
+
+
+def refill(history: History, fresh: History) -> None:
+    """Replace a history's contents in place (the run's loop holds the object)."""
+    for f in fields(History):
+        setattr(history, f.name, getattr(fresh, f.name))
+
+
+def _continued(
+    state: State | None, stored: list[StoredEvent], tools: dict[str, Tool], died: bool
+) -> History:
+    return continued(fold((s.event for s in stored), tools, state), died=died)
+
+
+def _snapshot_of(state: State | None, stored: list[StoredEvent], tools: dict[str, Tool]) -> str:
+    return to_snapshot(fold((s.event for s in stored), tools, state))
