@@ -9,6 +9,7 @@ import pytest
 
 from conftest import call, scripted
 from loopwright import Agent, Answer, Approval, tool
+from loopwright import events as ev
 from loopwright.compaction import Compaction
 from loopwright.errors import SessionBusy, UnknownPending, UnknownSession
 from loopwright.store.log import SessionKey
@@ -335,3 +336,33 @@ async def test_compact_follow_up_and_usage(logs, runtimes):
     )
     assert replies[0].usage.input_tokens == 5
     assert await runtime.usage("acme", KEY) == usage
+
+
+async def test_a_cancelled_parent_closes_the_items_of_its_paused_subagent(logs, runtimes):
+    @tool
+    async def stall(n: int) -> str:
+        """Take forever (until cancelled)."""
+        await asyncio.Event().wait()
+        return "never"
+
+    child = payer(*pays(3), name="billing", description="Pays bills.")
+    parent = Agent(
+        name="desk",
+        model=scripted(
+            {"tool_calls": [call("billing", "b1", request="pay"), call("stall", "s1", n=1)]}
+        ),
+        tools=[subagent_tool(child), stall],
+    )
+    runtime = runtimes({"desk": parent}, await logs())
+    live = await runtime.send("acme", "desk", "s1", "go")
+    async for _, event in live.subscribe(0):  # (watching, not following: nobody to ask)
+        if isinstance(event, ev.SubagentEvent) and event.event.type == "done":
+            break  # the subagent paused while its sibling runs on
+    assert [p.agent for p in await runtime.pending("acme")] == ["billing"]
+    assert runtime.cancel(SessionKey("acme", "desk", "s1"))
+    done = await live.wait()  # (not `ended`: the core reports the suspended call again on
+    # cancel — tool:suspended, then tool:interrupted/output/result for the same call)
+    assert done is not None and done.stop_reason == "aborted"
+    assert await runtime.pending("acme") == []
+    [item] = await runtime.pending("acme", status=None)
+    assert (item.agent, item.status, item.decided_by) == ("billing", "skipped", "loopwright")
