@@ -68,6 +68,7 @@ class DurableJournal:
         self.crash = _crash_points(os.environ.get(CRASH_ENV, ""))
 
     async def begin(self, session: Session, input: str | None) -> None:
+        self.partial.clear()  # a reply cut off in the last run is not this run's
         claim, died = self.store.claim(session.id, session.tenant, self.agent.name, _owner())
         self.claim = claim
         record = self.store.session(session.id, session.tenant)
