@@ -366,3 +366,22 @@ async def test_a_cancelled_parent_closes_the_items_of_its_paused_subagent(logs, 
     assert await runtime.pending("acme") == []
     [item] = await runtime.pending("acme", status=None)
     assert (item.agent, item.status, item.decided_by) == ("billing", "skipped", "loopwright")
+
+
+async def test_resolving_resumes_with_the_callers_approver_or_not_at_all(logs, runtimes):
+    agent = payer(*[{"tool_calls": [call("pay", f"p{n}", n=n)]} for n in (1, 2, 3)], "paid")
+    runtime = runtimes({"payer": agent}, await logs())
+    await ended(await runtime.send("acme", "payer", "s1", "go"))
+    [first] = await runtime.pending("acme")
+    recorded = await runtime.resolve("acme", first.id, Approval.approve(), resume=False)
+    assert (recorded.status, recorded.outstanding, recorded.run) == ("waiting", [], None)
+    assert (await runtime.session(KEY)).status == "paused" and paid == []
+    again = await ended(await runtime.resume("acme", "payer", "s1"))
+    assert again.stop_reason == "paused" and paid == [1]  # the next ask: nobody here
+    [second] = await runtime.pending("acme")
+    tty = lambda request: Approval.approve(by="tty")  # noqa: E731 (the person, at the prompt)
+    resolved = await runtime.resolve("acme", second.id, Approval.approve(), approver=tty)
+    assert resolved.run is not None and (await ended(resolved.run)).text == "paid"
+    assert paid == [1, 2, 3]
+    [third] = [p for p in await runtime.pending("acme", status=None) if p.call_id == "p3"]
+    assert third.decided_by == "tty"

@@ -207,12 +207,23 @@ class Runtime:
 
     # ---- decisions -------------------------------------------------------------------------------
 
-    async def resolve(self, tenant: str, pending_id: str, decision: Approval | Answer) -> Resolved:
+    async def resolve(
+        self,
+        tenant: str,
+        pending_id: str,
+        decision: Approval | Answer,
+        *,
+        approver: Approver | None = None,
+        hold: bool = False,
+        resume: bool = True,
+    ) -> Resolved:
         """Record a decision on a pending item — an `Approval` (with edited arguments, vetted)
         or an `Answer` — and, when nothing under its top-level session is left open, make sure
         the run goes on: a run of this process waiting on the item wakes by itself (so does
         one elsewhere); a run still pausing resumes when it has paused; a paused session with
-        no live run resumes here. `UnknownPending` for an unknown or foreign id."""
+        no live run resumes here, with `approver` and `hold` as `send` takes them (not with
+        `resume=False`: then the answer is `waiting` with nothing outstanding). `UnknownPending`
+        for an unknown or foreign id."""
         owner = await owner_of(self.log, self.agents, tenant, pending_id)
         if await self._recover(owner.root):  # a dead run's item: closed, not resumable
             owner = await owner_of(self.log, self.agents, tenant, pending_id)
@@ -223,13 +234,15 @@ class Runtime:
                 "invalid" if outcome.status == "invalid" else "already_resolved"
             )
             return Resolved(status, outcome.item, owner.root, outstanding, error=outcome.error)
-        if outstanding:
+        if outstanding or not resume:
             return Resolved("waiting", outcome.item, owner.root, outstanding)
         live = self.live.get(owner.root)
         if live is None:
             try:
                 root = owner.root
-                live = await self.resume(root.tenant, root.agent, root.id)
+                live = await self.resume(
+                    root.tenant, root.agent, root.id, approver=approver, hold=hold
+                )
             except (SessionBusy, StaleWriter):
                 live = self.live.get(owner.root)  # resumed by someone else (here or elsewhere)
         return Resolved("resumed", outcome.item, owner.root, [], live)
