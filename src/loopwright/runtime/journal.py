@@ -205,7 +205,7 @@ class LogJournal:
                 why = f"the run ended ({stop_reason}) before a decision"
                 await self.close_unreachable(session, "loopwright", why)
                 if self.last_seq - self.snapshot_seq >= self.settings.snapshot_every:
-                    self.snapshot_seq = await save_snapshot(self.log, lease, self.tools)
+                    await self._save_snapshot(lease)
         except StaleWriter:
             pass
         except StoreError as exc:
@@ -254,6 +254,15 @@ class LogJournal:
         )
         self.last_seq = self.loaded_seq
         return history
+
+    async def _save_snapshot(self, lease: Lease) -> None:
+        """A snapshot is an optimisation: failing to keep one never fails the run."""
+        try:
+            self.snapshot_seq = await save_snapshot(self.log, lease, self.tools)
+        except StaleWriter:
+            raise
+        except Exception as exc:
+            logger.warning("session %s: no snapshot kept: %r", self.key.id, exc)
 
     @property
     def tools(self) -> dict[str, Tool]:
