@@ -464,3 +464,5 @@ def test_a_paused_call_whose_tool_is_gone_cannot_continue_but_a_finished_one_can
     assert history.checkpoint is None and history.messages[-1].content == "denied"
     with pytest.raises(ValueError, match="not a version 1 session snapshot"):
         from_snapshot(snapshot.replace('"version":1', '"version":2'), BY_NAME)
+    with pytest.raises(ValueError, match="not a version 1 session snapshot"):
+        from_snapshot(snapshot.replace('"history":', '"messages":'), BY_NAME)

@@ -337,6 +337,13 @@ def to_snapshot(state: State) -> str:
 def from_snapshot(data: str, tools: Mapping[str, Tool]) -> State:
     """The state `to_snapshot` wrote, with `tools` (looked up by name when a paused batch's
     checkpoint is derived). `ValueError` for anything else, such as another version."""
+    try:
+        return _restore(data, tools)
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a version 1 session snapshot ({exc!r})") from None
+
+
+def _restore(data: str, tools: Mapping[str, Tool]) -> State:
     if not (data.startswith(_HEAD) and data.endswith("}")):
         raise ValueError("not a version 1 session snapshot")
     head, end = json.JSONDecoder().raw_decode(data, len(_HEAD))
@@ -357,7 +364,8 @@ def from_snapshot(data: str, tools: Mapping[str, Tool]) -> State:
     saved = head["batch"]
     if saved is not None:
         reply = messages[count]
-        assert isinstance(reply, AssistantMessage)
+        if not isinstance(reply, AssistantMessage):
+            raise ValueError("not a version 1 session snapshot (no open batch's calls)")
         results = [m for m in messages[count + 1 :] if isinstance(m, ToolResultMessage)]
         state.batch = OpenBatch(
             calls=reply.tool_calls,
