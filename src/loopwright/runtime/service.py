@@ -48,7 +48,8 @@ them from the log."""
 class Resolved:
     """What `resolve` did.
 
-    - `waiting`: recorded; items under the same run are still open (`outstanding`).
+    - `waiting`: recorded; items under the same run are still open (`outstanding`), or none
+      are but the caller asked not to resume (`resume=False`).
     - `resumed`: recorded, and the run goes on: `run` is its live run in this process, or None
       when it goes on in another process (one that was live there, or that resumed it first).
     - `already_resolved`: another decision came first; `item` holds it (and who made it).
