@@ -178,6 +178,8 @@ async def test_a_subagents_item_resumes_the_top_level_session(logs, runtimes):
     assert (await ended(first)).stop_reason == "paused"
     [item] = await runtime.pending("acme")
     assert (item.agent, item.session_id) == ("billing", "s1/billing/b1")
+    assert await runtime.outstanding(SessionKey("acme", "desk", "s1")) == [item]
+    assert await runtime.pending("acme", session=SessionKey("acme", "desk", "s1")) == []
     resolved = await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
     assert resolved.root == SessionKey("acme", "desk", "s1") and resolved.run is not None
     assert (await ended(resolved.run)).text == "all done"

@@ -338,6 +338,12 @@ class Runtime:
             dead = await self._recover(root) or dead
         return await self._pending(tenant, agent, session, status) if dead else listed
 
+    async def outstanding(self, key: SessionKey) -> list[PendingRecord]:
+        """The open items a paused session waits on: its own and its subagents' (what must be
+        decided before it resumes)."""
+        await self._recover(key)
+        return await open_under(self.log, key)
+
     async def _pending(
         self,
         tenant: str,
