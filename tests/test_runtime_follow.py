@@ -7,6 +7,7 @@ from __future__ import annotations
 from conftest import call
 from loopwright import Agent, Approval
 from loopwright import events as ev
+from loopwright.runtime.follow import keepalive
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Held, ended, kinds, logged, look, paid, payer, pays, until
 
@@ -190,3 +191,16 @@ async def test_a_decision_made_here_wakes_the_run_waiting_on_it(logs, runtimes):
     rest = [pair async for pair in stream]
     assert kinds(rest) == ["pending:decided", "approval:resolved", "actauth:decision", *RAN]
     assert (await ended(live)).stop_reason == "completed" and paid == [1]
+
+
+async def test_a_held_stream_is_kept_alive_through_a_pause(logs, runtimes):
+    runtime = runtimes({"payer": payer(*pays(1))}, await logs())
+    await ended(await runtime.send("acme", "payer", "s1", "go"))
+    end = (await runtime.session(KEY)).last_seq
+    stream = keepalive(runtime.events(KEY, after=end, follow=True), 0.01)
+    assert await anext(stream) is None  # nothing happens: a keep-alive
+    [item] = await runtime.pending("acme")
+    await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
+    rest = [pair async for pair in stream if pair is not None]
+    assert kinds(rest)[:3] == ["pending:decided", "session", "approval:resolved"]
+    assert rest[-1][1].type == "done" and rest[-1][1].stop_reason == "completed"

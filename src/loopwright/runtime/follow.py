@@ -12,8 +12,9 @@ without a seq, once from the log) when a follower switches right as it is commit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import events as ev
 from ..store.log import EventLog, SessionKey
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from .live import Follower, Live
 
 Item = tuple[int | None, ev.Event]
+T = TypeVar("T")
 
 
 def final(event: ev.Event | None) -> bool:
@@ -95,3 +97,39 @@ async def _from_log(
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+
+
+async def keepalive(items: AsyncIterator[T], every: float) -> AsyncIterator[T | None]:
+    """`items`, with a None after each `every` seconds of silence: a held stream stays open
+    through a long pause (an SSE comment line per None). A task of its own reads `items`, so a
+    silence never interrupts it mid-step; closing this iterator closes `items`."""
+    queue: asyncio.Queue[tuple[T] | BaseException | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for item in items:
+                queue.put_nowait((item,))
+            queue.put_nowait(None)
+        except Exception as exc:
+            queue.put_nowait(exc)
+
+    task = asyncio.get_running_loop().create_task(pump())
+    try:
+        while True:
+            try:
+                got = await asyncio.wait_for(queue.get(), every)
+            except TimeoutError:
+                yield None
+                continue
+            if got is None:
+                return
+            if isinstance(got, BaseException):
+                raise got
+            yield got[0]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        close = getattr(items, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(RuntimeError):  # closed already by its own end
+                await close()
