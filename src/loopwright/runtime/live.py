@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from .. import events as ev
 from ..errors import SessionBusy
 from ..session import Run, Session
-from ..store import StoredEvent
+from ..store import StaleWriter, StoredEvent
 from ..store.log import EventLog, SessionKey
 from .follow import Item, follow
 from .journal import NOT_STORED, LogJournal
@@ -115,6 +115,8 @@ class LiveRun:
             self.failure = exc
             if not self._first.done():
                 self._first.set_exception(exc)
+            elif isinstance(exc, StaleWriter):  # taken over: it went on elsewhere
+                logger.warning("run of session %s stopped: %s", self.key.id, exc)
             else:
                 logger.error("run of session %s ended: %r", self.key.id, exc)
         except BaseException:
