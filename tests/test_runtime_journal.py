@@ -15,7 +15,8 @@ import pytest
 from conftest import ROOT, call
 from loopwright import Agent, Approval, replay
 from loopwright.errors import SessionBusy
-from loopwright.runtime import Settings, open_session
+from loopwright.runtime import Settings
+from loopwright.runtime.journal import open_session
 from loopwright.store import StaleWriter
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Beats, Clock, Held, ended, logged, never, paid, payer, pays

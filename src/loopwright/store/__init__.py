@@ -1,14 +1,18 @@
-"""Durable sessions: one append-only event log per session, and the tables that make it fast to
-query (sessions, pending items, usage).
+"""Durable sessions: where they live, and the records read from them.
 
-The `Store` protocol is small on purpose: SQLite implements it here, PostgreSQL will be a second
-implementation. A writer appends under a *claim* whose epoch fences it: once another process has
-taken the session over, every append of the old claim fails with `StaleWriter`. Sequence numbers
-are gapless and increase by one per committed event.
+A session is one append-only log of events named by (tenant, agent, id), in an `EventLog`
+(`store.log`: the seam; `store.sqlite_log`: SQLite, the embedded default). Its status, pending
+items and usage rows are derived from its events as they are appended. A `Runtime`
+(`loopwright.runtime`) drives sessions over a log; `runtime.open_session` opens one for a
+script; `store.export` writes a session out as JSON lines or as its model contexts.
 
-    store = open_store()                        # .loopwright/loopwright.db, or $LOOPWRIGHT_HOME
-    session = await open_session(agent, store, session_id="s-1", tenant="acme")
-    async for event in session.run("hello"): ...
+    log = await open_log()            # .loopwright/loopwright.db, or $LOOPWRIGHT_HOME
+    runtime = Runtime({"support": agent}, log)
+    run = await runtime.send("acme", "support", "s-1", "hello")
+
+The records (`StoredEvent`, `PendingRecord`) and errors (`StoreError`, `StaleWriter`) are
+defined here. The synchronous `Store` protocol, `open_store` and `SQLiteStore` are the store
+before the event log, kept until the last of their users has moved.
 """
 
 from __future__ import annotations
@@ -163,3 +167,23 @@ def open_store(path: str | Path | None = None) -> Store:
     from .sqlite import SQLiteStore
 
     return SQLiteStore(Path(path) if path else data_dir() / "loopwright.db")
+
+
+from .log import EventLog, SessionKey, open_log  # noqa: E402 (log.py reads the records above)
+
+__all__ = [
+    "Claim",
+    "EventLog",
+    "PendingRecord",
+    "PendingStatus",
+    "SessionKey",
+    "SessionRecord",
+    "SessionStatus",
+    "StaleWriter",
+    "Store",
+    "StoreError",
+    "StoredEvent",
+    "data_dir",
+    "open_log",
+    "open_store",
+]
