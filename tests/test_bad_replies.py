@@ -31,8 +31,8 @@ from loopwright.providers.anthropic import _Reply
 from loopwright.providers.openai_chat import _Reader as ChatReader
 from loopwright.providers.openai_responses import _Reader as ResponsesReader
 from loopwright.replies import INVALID_NAME, check_reply
-from loopwright.store import open_store
-from loopwright.store.durable import open_session
+from loopwright.runtime import open_session
+from loopwright.store import open_log
 from loopwright.testing import FunctionModel, Reply, check_events, types
 
 ran: list[tuple[int, int]] = []
@@ -213,21 +213,21 @@ async def test_a_name_that_is_not_a_string_and_arguments_that_are_no_object_are_
 
 
 async def test_the_log_rebuilds_the_renamed_history(tmp_path):
-    store = open_store(tmp_path / "loopwright.db")
+    log = await open_log(tmp_path / "loopwright.db")
     try:
         model = scripted(
             {"tool_calls": [call("add", id="x", a=1, b=2), call("add", id="x", a=3, b=4)]}, "3"
         )
         agent = Agent(model=model, tools=[add])
-        session = await open_session(agent, store, "s1")
+        session = await open_session(agent, log, "s1")
         result = await drive(session.run("go"))
         assert result.stop_reason == "completed"
-        again = await open_session(agent, store, "s1")
+        again = await open_session(agent, log, "s1")
         assert again.history.messages == session.history.messages
         assert [c.id for c in again.history.messages[1].tool_calls] == ["x", "x-2"]
         assert_history_valid(again.history.messages)
     finally:
-        store.close()
+        await log.close()
 
 
 async def test_an_id_used_again_in_a_later_step_is_fine():

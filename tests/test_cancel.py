@@ -395,16 +395,16 @@ async def test_a_thread_past_the_grace_is_logged_not_awaited():
 
 
 async def test_a_durable_run_logs_the_late_result_before_it_ends(tmp_path: Path):
-    from loopwright.store import open_store
-    from loopwright.store.durable import open_session
+    from loopwright.runtime import open_session
+    from loopwright.store import SessionKey, open_log
 
-    store = open_store(tmp_path / "db.sqlite")
+    log = await open_log(tmp_path / "db.sqlite")
     entered, release = threading.Event(), threading.Event()
     agent = Agent(
         model=scripted({"tool_calls": [call("hold", "h")]}, "after"),
         tools=[holder(entered, release)],
     )
-    session = await open_session(agent, store, "s")
+    session = await open_session(agent, log, "s")
     events = []
     async for event in session.run("go"):
         events.append(event)
@@ -414,10 +414,11 @@ async def test_a_durable_run_logs_the_late_result_before_it_ends(tmp_path: Path)
         if event.type == "tool:output":
             release.set()
     verify(events)
-    stored = [e.event for e in store.load("s", "default")]
+    key = SessionKey("default", agent.name, "s")
+    stored = [e.event for e in await log.read(key)]
     assert stored == [e for e in events if not e.type.endswith(":delta")]
     assert types(stored)[-3:] == ["tool:late_result", "loop:aborted", "done"]
-    assert store.session("s", "default").status == "idle"
-    again = await open_session(agent, store, "s")
+    assert (await log.session(key)).status == "idle"
+    again = await open_session(agent, log, "s")
     assert again.messages == session.messages
-    store.close()
+    await log.close()

@@ -164,16 +164,17 @@ async def test_compaction_on_demand_and_the_compactability_probe():
     assert "compaction:started" not in types(again.events)
 
 
-async def test_a_compacted_session_resumes_from_the_store_without_compacting_again(tmp_path):
-    from loopwright.store import open_store
-    from loopwright.store.durable import export_traces, open_session
+async def test_a_compacted_session_resumes_from_the_log_without_compacting_again(tmp_path):
+    from loopwright.runtime import open_session
+    from loopwright.store import SessionKey, open_log
+    from loopwright.store.export import export_traces
 
-    store = open_store(tmp_path / "db.sqlite")
-    first = await open_session(agent(), store, "s")
+    log = await open_log(tmp_path / "db.sqlite")
+    first = await open_session(agent(), log, "s")
     await drive(first.run("read all pages"))
-    store.close()
-    store = open_store(tmp_path / "db.sqlite")  # a restart
-    again = await open_session(agent(), store, "s")
+    await log.close()
+    log = await open_log(tmp_path / "db.sqlite")  # a restart
+    again = await open_session(agent(), log, "s")
     assert again.messages == first.messages
     model_requests = []
 
@@ -190,13 +191,13 @@ async def test_a_compacted_session_resumes_from_the_store_without_compacting_aga
     result = await drive(again.run("anything else?"))
     assert "compaction:started" not in types(result.events)
     assert model_requests[0].messages[0].content.startswith(SUMMARY_HEADER)
-    traces = export_traces(store, again.agent, "s", tmp_path / "traces")
-    compactions = sum(
-        1 for e in store.load("s", "default") if e.event.type == "compaction:finished"
-    )
+    key = SessionKey("default", again.agent.name, "s")
+    traces = await export_traces(log, again.agent, key, tmp_path / "traces")
+    compactions = sum(1 for e in await log.read(key) if e.event.type == "compaction:finished")
     assert len(traces) == compactions + 1
     last = json.loads(traces[-1].read_text())
     assert last[0]["content"].startswith(SUMMARY_HEADER)
+    await log.close()
 
 
 def test_nudges_when_the_context_fills_up():
