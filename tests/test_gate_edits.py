@@ -1,11 +1,12 @@
 """Edits are decided again: an approval with edited arguments is validated, then put through the
 rules. A deny (a deny rule, or the default) refuses it — the item stays open and the message
 names the rule — while an `ask` does not ask again: the human's approval stands. Everywhere an
-edit comes in: a live approver, `session.resolve`, the durable `resolve`, HTTP and the CLI."""
+edit comes in: a live approver, `session.resolve`, a runtime's `resolve`, HTTP and the CLI."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,10 @@ from conftest import call, drive, run_agent, scripted
 from loopwright import Agent, Approval, ApprovalRequest, Rules, Session, tool
 from loopwright.cli.main import main
 from loopwright.project import load_project
+from loopwright.runtime import Runtime, open_session
 from loopwright.server import create_app
-from loopwright.store import open_store
-from loopwright.store.durable import open_session, resolve
+from loopwright.store import open_log
+from runtime_fixtures import ended
 from test_server import LiveServer, body
 
 RULES = """\
@@ -100,29 +102,37 @@ async def test_session_resolve_refuses_a_denied_edit_and_keeps_the_item_open():
     assert refunded == [7] and result.stop_reason == "completed"
 
 
-async def test_the_durable_resolve_refuses_a_denied_edit(tmp_path: Path):
+async def test_a_runtimes_resolve_refuses_a_denied_edit(tmp_path: Path):
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
-    agent, store = till(asked_refund(), rules), open_store(tmp_path / "db")
-    session = await open_session(agent, store)
+    agent, log = till(asked_refund(), rules), await open_log(tmp_path / "db")
+    session = await open_session(agent, log)
     assert (await drive(session.run("refund"))).stop_reason == "paused"
-    [item] = store.pending("default")
-    refused = await resolve(store, agent, item.id, Approval.approve({"order": "A", "amount": 5000}))
-    assert (refused.status, refused.outstanding, refused.error) == ("invalid", 1, HUGE)
-    assert store.pending_item(item.id, "default").status == "open"
-    done = await resolve(store, agent, item.id, Approval.approve({"order": "A", "amount": 90}))
-    assert (done.status, done.outstanding) == ("resolved", 0)
+    runtime = Runtime({"till": agent}, log)
+    [item] = await runtime.pending("default")
+    huge = Approval.approve({"order": "A", "amount": 5000})
+    refused = await runtime.resolve("default", item.id, huge)
+    assert (refused.status, [p.id for p in refused.outstanding], refused.error) == (
+        "invalid",
+        [item.id],
+        HUGE,
+    )
+    assert (await log.pending_item("default", item.id)).status == "open"
+    edited = Approval.approve({"order": "A", "amount": 90})
+    done = await runtime.resolve("default", item.id, edited, resume=False)
+    assert (done.status, done.outstanding) == ("waiting", [])
     # the rules change before the run resumes: the edit is put through them again
     rules.write_text(RULES.replace("value: 1000", "value: 80"))
-    session = await open_session(agent, store, session.id)
-    result = await drive(session.resume())
-    decision = next(e for e in result.events if e.type == "actauth:decision")
+    resumed = await runtime.resume("default", "till", session.id)
+    result = await ended(resumed)
+    decision = next(e for e in resumed.items if e.type == "actauth:decision")
     assert (decision.decision, decision.reason) == (
         "deny",
         f"matched rule 'small-refunds-asked' — human approved, but {HUGE}",
     )
     assert refunded == [] and result.stop_reason == "denied"
-    store.close()
+    await runtime.close()
+    await log.close()
 
 
 TILL_PY = '''\
@@ -181,22 +191,26 @@ def test_http_refuses_a_denied_edit_with_400_naming_the_rule(project: Path):
 def test_the_cli_refuses_a_denied_edit_with_exit_2_naming_the_rule(
     project: Path, capsys: pytest.CaptureFixture[str]
 ):
-    loaded = load_project(project)
-    agent, store = loaded.agent("till"), open_store(loaded.store_path())
-
-    async def pause() -> None:
-        session = await open_session(agent, store)
-        assert (await drive(session.run("refund"))).stop_reason == "paused"
-
-    asyncio.run(pause())
-    [item] = store.pending("default")
     where = ["--project", str(project)]
+    assert main(["run", "till", "refund", *where]) == 3  # no terminal: paused
     capsys.readouterr()
-    assert main(["approvals", "edit", item.id, '{"amount": 5000}', *where]) == 2
+
+    def listed() -> list[str]:
+        assert main(["approvals", "list", "--json", *where]) == 0
+        return [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()]
+
+    [item] = listed()
+    assert main(["approvals", "edit", item, '{"amount": 5000}', *where]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[0] == f"loopwright: error: {item.id}: {HUGE}"
-    assert store.pending_item(item.id, "default").status == "open"
-    assert main(["approvals", "edit", item.id, '{"amount": 80}', "--no-resume", *where]) == 0
-    decided = store.pending_item(item.id, "default")
-    assert (decided.status, decided.edited_args) == ("approved", {"order": "A-1", "amount": 80})
-    store.close()
+    assert err.splitlines()[0] == f"loopwright: error: {item}: {HUGE}"
+    assert listed() == [item]  # still open
+    assert main(["approvals", "edit", item, '{"amount": 80}', "--no-resume", *where]) == 0
+    assert listed() == []
+
+    async def decided() -> tuple[str, dict[str, Any] | None]:
+        log = await open_log(load_project(project).store_path())
+        record = await log.pending_item("default", item)
+        await log.close()
+        return record.status, record.edited_args
+
+    assert asyncio.run(decided()) == ("approved", {"order": "A-1", "amount": 80})
