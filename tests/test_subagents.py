@@ -272,10 +272,12 @@ async def test_resuming_while_the_subagent_still_waits_is_refused():
 
 
 async def test_a_durable_subagent_pause_is_resolved_and_resumed_from_a_fresh_process(tmp_path):
-    """Pause, drop everything, then (as another process would) find the owner of the child's
-    item by id, resolve it and resume the top-level session from the log alone."""
-    from loopwright.store import open_store
-    from loopwright.store.durable import open_session, owner_of, resolve
+    """Pause, drop everything, then (as another process would) resolve the child's item by id
+    through a runtime, which resumes the top-level session from the log alone."""
+    from loopwright.errors import UnknownPending
+    from loopwright.runtime import Runtime, open_session
+    from loopwright.store import SessionKey, open_log
+    from runtime_fixtures import ended
 
     def agents(*, resumed=False):  # a fresh process builds its agents again
         if resumed:  # (scripted models: only the replies still to come)
@@ -285,50 +287,47 @@ async def test_a_durable_subagent_pause_is_resolved_and_resumed_from_a_fresh_pro
         return {"support": support_with_billing(child)}
 
     db = tmp_path / "lw.db"
-    store = open_store(db)
-    first = await open_session(agents()["support"], store, "s1", tenant="acme")
+    log = await open_log(db)
+    first = await open_session(agents()["support"], log, "s1", tenant="acme")
     paused = await drive(first.run("refund me"))
     assert paused.stop_reason == "paused"
-    store.close()
+    await log.close()
 
-    store = open_store(db)
-    [row] = store.pending("acme")
+    log = await open_log(db)
+    runtime = Runtime(agents(resumed=True), log)
+    root, child = SessionKey("acme", "support", "s1"), SessionKey("acme", "billing", "s1/billing/b")
+    [row] = await runtime.pending("acme")
     assert (row.session_id, row.agent, row.tool, row.status) == (
         "s1/billing/b", "billing", "refund", "open"
     )  # fmt: skip
-    assert store.session("s1", "acme").status == "paused"
-    fresh = agents(resumed=True)
-    owner = owner_of(store, fresh, row.id, tenant="acme")
-    assert (owner.agent.name, owner.root_agent.name, owner.root_session_id) == (
-        "billing", "support", "s1"
-    )  # fmt: skip
-    reopened = await open_session(fresh["support"], store, "s1", tenant="acme")
+    assert (await log.session(root)).status == "paused"
+    assert (await log.session(child)).parent == root
+    reopened = await runtime.open(root)
     assert [p.id for p in reopened.pending] == [row.id]  # the log knows the parent waits on it
-    with pytest.raises(Exception, match="no pending item"):
-        owner_of(store, fresh, row.id, tenant="other")  # a foreign tenant's id is unknown
+    with pytest.raises(UnknownPending, match="no pending item"):
+        await runtime.resolve("other", row.id, Approval.approve())  # a foreign tenant's id
 
-    bad = await resolve(
-        store, owner.agent, row.id, Approval.approve({"amount": "x"}), tenant="acme"
-    )
-    assert bad.status == "invalid" and bad.outstanding == 1  # validated against the child's tool
-    good = await resolve(store, owner.agent, row.id, Approval.approve(by="ana"), tenant="acme")
-    assert (good.status, good.outstanding) == ("resolved", 0)
-    session = await open_session(owner.root_agent, store, "s1", tenant="acme")
-    done = await drive(session.resume())
+    bad = await runtime.resolve("acme", row.id, Approval.approve({"amount": "x"}))
+    assert (bad.status, bad.root) == ("invalid", root)  # validated against the child's tool
+    assert [p.id for p in bad.outstanding] == [row.id]
+    good = await runtime.resolve("acme", row.id, Approval.approve(by="ana"))
+    assert (good.status, good.outstanding) == ("resumed", []) and good.run is not None
+    done = await ended(good.run)
     assert done.text == "Billing says it is done."
-    assert [(e.id, e.content) for e in done.events if e.type == "tool:output"] == [
+    assert [(e.id, e.content) for e in good.run.items if e.type == "tool:output"] == [
         ("b", "Refund of 5 done.")
     ]
-    assert store.session("s1", "acme").status == "idle"
-    assert store.session("s1/billing/b", "acme").status == "idle"
-    assert store.pending_item(row.id, "acme").status == "approved"
-    parent_log = [s.event.type for s in store.load("s1", "acme")]
+    assert (await log.session(root)).status == "idle"
+    assert (await log.session(child)).status == "idle"
+    assert (await log.pending_item("acme", row.id)).status == "approved"
+    parent_log = [s.event.type for s in await log.read(root)]
     assert parent_log.count("tool:suspended") == 1 and parent_log.count("tool:output") == 1
-    child_log = [s.event.type for s in store.load("s1/billing/b", "acme")]
+    child_log = [s.event.type for s in await log.read(child)]
     assert child_log.count("approval:pending") == 1 and child_log.count("tool:result") == 1
-    again = await open_session(agents()["support"], store, "s1", tenant="acme")
+    again = await open_session(agents()["support"], log, "s1", tenant="acme")
     assert [m.role for m in again.messages] == ["user", "assistant", "tool", "assistant"]
-    store.close()
+    await runtime.close()
+    await log.close()
 
 
 def test_a_subagents_approval_is_resolved_from_a_second_process(tmp_path):
@@ -421,8 +420,8 @@ async def test_denying_the_parents_own_item_closes_the_batch_with_its_subagents_
     """One batch: the parent's own call waits for approval, its subagent's call waits on the
     child's approval. Denying the parent's item closes the batch at once: the child's item is
     skipped with it, nothing is left open, and the resumed run skips the subagent's call."""
-    from loopwright.store import open_store
-    from loopwright.store.durable import open_session, resolve
+    from loopwright.runtime import Runtime, open_session
+    from loopwright.store import open_log
 
     child = billing({"tool_calls": [call("refund", "r", amount=5)]}, "never")
     rules = Rules.from_yaml(
@@ -437,19 +436,23 @@ async def test_denying_the_parents_own_item_closes_the_batch_with_its_subagents_
         tools=[refund, subagent_tool(child)],
         rules=rules,
     )
-    store = open_store(tmp_path / "lw.db") if durable else None
-    session = await open_session(parent, store, "s1") if store else Session(parent, session_id="s1")
+    log = await open_log(tmp_path / "lw.db") if durable else None
+    session = await open_session(parent, log, "s1") if log else Session(parent, session_id="s1")
     paused = await drive(session.run("go"))
     own, nested = session.pending
     assert (own.call.id, nested.call.id) == ("own", "r")
     assert paused.pending_ids == [own.id, nested.id]
-    if store:
-        denied = await resolve(store, parent, own.id, Approval.deny("no", by="ana"))
-        assert store.pending_item(nested.id, "default").status == "skipped"
-        session = await open_session(parent, store, "s1")
+    if log:  # another process records the denial; the session resumes here
+        runtime = Runtime({"support": parent}, log)
+        closed = await runtime.resolve(
+            "default", own.id, Approval.deny("no", by="ana"), resume=False
+        )
+        assert (closed.status, closed.outstanding) == ("waiting", [])  # nothing left open
+        assert (await log.pending_item("default", nested.id)).status == "skipped"
+        session = await open_session(parent, log, "s1")
     else:
         denied = await session.resolve(own.id, Approval.deny("no", by="ana"))
-    assert (denied.status, denied.outstanding) == ("resolved", 0)
+        assert (denied.status, denied.outstanding) == ("resolved", 0)
     done = await drive(session.resume())
     assert done.stop_reason == "denied"
     assert [(e.type, e.name) for e in done.events if e.type == "loop:skipped"] == [
@@ -458,8 +461,8 @@ async def test_denying_the_parents_own_item_closes_the_batch_with_its_subagents_
     assert "subagent:event" not in types(done.events)  # the child is never resumed
     results = {e.id: e.status_text for e in done.events if e.type == "tool:result"}
     assert results == {"own": "Denied.", "b": "Skipped."}
-    if store:
-        store.close()
+    if log:
+        await log.close()
 
 
 async def test_a_parent_keeps_only_the_subagent_sessions_it_waits_on():
