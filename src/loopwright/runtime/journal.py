@@ -189,6 +189,11 @@ class LogJournal:
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
 
+    async def flushed(self) -> None:
+        """Wait until what `record` buffered (steering sent to the run) is committed, or failed
+        to be (logged)."""
+        await asyncio.gather(*self._flushes, return_exceptions=True)
+
     async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None:
         """Commit what is left, close what became unreachable, and release the lease; after a
         failure (a full or locked database) the original error stands and the session is left
