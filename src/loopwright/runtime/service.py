@@ -285,6 +285,7 @@ class Runtime:
         live = self.live.get(key)
         if live is not None:
             (live.session.steer if mode == "steer" else live.session.follow_up)(text)
+            await live.journal.flushed()
             return
         record = await self.log.session(key)  # an unknown or foreign key fails here
         claimed = await self.log.claim(key, self.settings.owner, ttl=self.settings.lease_seconds)
