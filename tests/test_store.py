@@ -21,7 +21,7 @@ from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.testing import FunctionModel, Reply
 from loopwright.tools import ask_user
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
-from runtime_fixtures import Clock, ended, never
+from runtime_fixtures import Clock, Held, ended, never
 
 RULES = Rules.from_yaml(
     "rules: [{name: ask-pay, tool: pay, decision: ask}]\ndefault_decision: allow"
@@ -273,3 +273,21 @@ async def test_a_cancelled_durable_run_is_logged_whole_and_resumes_cleanly(logs)
     assert again.messages == session.messages
     assert_history_valid(again.messages)
     assert (await drive(again.run("and now?"))).text == "after"
+
+
+async def test_a_message_sent_to_a_live_run_is_logged_when_steer_returns(logs, runtimes):
+    held = Held()
+    log = await logs()
+    runtime = runtimes({"payer": Agent(name="payer", model=held.model)}, log)
+    live = await runtime.send("default", "payer", "s", "first")
+    await held.asked.wait()
+    await runtime.steer(KEY, "mind the budget")
+    await runtime.follow_up(KEY, "and say goodbye")
+    queued = [s.event for s in await log.read(KEY) if s.event.type == "steering:queued"]
+    assert [(e.mode, e.text) for e in queued] == [
+        ("steer", "mind the budget"),
+        ("follow_up", "and say goodbye"),
+    ]
+    held.give("noted")
+    held.give("bye")
+    assert (await ended(live)).text == "bye"
