@@ -1,9 +1,11 @@
 """Killing real processes at named commits (RELIABILITY P2, P3): the log stays gapless, every
 call gets exactly one result, no side effect runs twice, and the session resumes to a valid
-conversation."""
+conversation. A killed process holds a short lease (`LOOPWRIGHT_LEASE_SECONDS`): it has expired
+by the time the next process claims the session, which takes it over."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,21 +18,28 @@ import pytest
 from conftest import assert_history_valid
 from long_run import examples
 from loopwright import events as ev
-from loopwright.store import open_store
-from loopwright.store.durable import CRASH_ENV
-from loopwright.store.rebuild import rebuild
+from loopwright.replay import continued, fold
+from loopwright.runtime.journal import CRASH_ENV, LEASE_ENV
+from loopwright.store import SessionKey, StoredEvent, open_log
+from loopwright.store.log import SessionRecord
 from loopwright.testing import check_events
 
 WORKER = Path(__file__).parent / "workers" / "ledger_agent.py"
+KEY = SessionKey("default", "ledger", "s")
+SHORT_LEASE = "0.001"
+"""The lease of a process that will be killed: expired before another one can claim."""
 
 
 def work(tmp: Path, *args: str, crash: str | None = None, in_tool: str | None = None):
     env = {**os.environ, "LEDGER": str(tmp / "ledger.txt")}
-    env.pop(CRASH_ENV, None)
+    for name in (CRASH_ENV, LEASE_ENV, "CRASH_IN_TOOL"):
+        env.pop(name, None)
     if crash:
         env[CRASH_ENV] = crash
     if in_tool:
         env["CRASH_IN_TOOL"] = in_tool
+    if crash or in_tool:
+        env[LEASE_ENV] = SHORT_LEASE
     return subprocess.run(
         [sys.executable, str(WORKER), str(tmp / "db.sqlite"), "s", *args],
         env=env,
@@ -54,9 +63,21 @@ def runs(stored) -> list[list[ev.Event]]:
     return out
 
 
+def read_log(tmp: Path, key: SessionKey = KEY) -> tuple[list[StoredEvent], SessionRecord]:
+    """The session's log and record, as a fresh process reads them."""
+
+    async def read() -> tuple[list[StoredEvent], SessionRecord]:
+        log = await open_log(tmp / "db.sqlite")
+        try:
+            return await log.read(key), await log.session(key)
+        finally:
+            await log.close()
+
+    return asyncio.run(read())
+
+
 def check_log(tmp: Path) -> None:
-    store = open_store(tmp / "db.sqlite")
-    stored = store.load("s", "default")
+    stored, record = read_log(tmp)
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))  # gapless
     calls = [
         c.id
@@ -71,10 +92,9 @@ def check_log(tmp: Path) -> None:
     last = runs(stored)[-1]
     check_events(last)  # the run after the crash is complete and well-formed
 
-    history = rebuild(stored, {}, {}, died=False)
+    history = continued(fold((e.event for e in stored), {}), died=False)
     assert_history_valid(history.messages)
-    assert store.session("s", "default").status == "idle"
-    store.close()
+    assert record.status == "idle"
 
 
 POINTS = [
@@ -101,10 +121,8 @@ def test_killed_at_every_crash_point_the_log_and_the_ledger_stay_right(tmp_path)
         assert after.returncode == 0, after.stderr[-2000:]
         assert json.loads(after.stdout)["stop"] == "completed"
         check_log(tmp_path)
-        store = open_store(tmp_path / "db.sqlite")
-        kinds = [e.event.type for e in store.load("s", "default")]
+        kinds = [e.event.type for e in read_log(tmp_path)[0]]
         interrupted_runs = kinds.count("run:interrupted")
-        store.close()
     counts = ledger(tmp_path)
     assert counts, "the tools really ran"
     charges = {line: n for line, n in counts.items() if line.startswith("charge")}

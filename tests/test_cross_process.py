@@ -1,9 +1,11 @@
 """Pending items across processes: a run pauses in one process that then exits, and another
-process decides (approve, approve with an edit, deny with a sibling outstanding) and finishes
-the run. Two processes racing for one session: exactly one proceeds."""
+process decides (approve, approve with an edit, deny with a sibling outstanding); the decision
+on the last open item resumes the run in the process that made it, which finishes it. Two
+processes racing for one session: exactly one proceeds."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -12,8 +14,9 @@ import threading
 from pathlib import Path
 
 from loopwright import events as ev
-from loopwright.store import open_store
-from test_crash import WORKER, check_log, ledger, work
+from loopwright.runtime.journal import LEASE_ENV
+from loopwright.store import PendingRecord, open_log
+from test_crash import KEY, SHORT_LEASE, WORKER, check_log, ledger, read_log, work
 
 
 def out(process: subprocess.CompletedProcess[str]) -> dict:
@@ -21,17 +24,19 @@ def out(process: subprocess.CompletedProcess[str]) -> dict:
     return json.loads(process.stdout)
 
 
-def pending(tmp: Path) -> list:
-    store = open_store(tmp / "db.sqlite")
-    items = store.pending("default", session_id="s")
-    store.close()
-    return items
+def pending(tmp: Path) -> list[PendingRecord]:
+    async def read() -> list[PendingRecord]:
+        log = await open_log(tmp / "db.sqlite")
+        try:
+            return list((await log.pending("default", session=KEY)).items)
+        finally:
+            await log.close()
+
+    return asyncio.run(read())
 
 
 def events_of_last_run(tmp: Path) -> list[ev.Event]:
-    store = open_store(tmp / "db.sqlite")
-    stored = [e.event for e in store.load("s", "default")]
-    store.close()
+    stored = [e.event for e in read_log(tmp)[0]]
     start = max(i for i, e in enumerate(stored) if e.type == "session")
     return stored[start:]
 
@@ -48,16 +53,19 @@ def pause(tmp: Path) -> tuple[str, str]:
 def test_approved_in_another_process_the_run_completes(tmp_path):
     first, second = pause(tmp_path)
     assert out(work(tmp_path, "resolve", first, "approve")) == {
-        "status": "resolved",
+        "status": "waiting",
         "outstanding": 1,
     }
     assert out(work(tmp_path, "resolve", second, "approve")) == {
-        "status": "resolved",
+        "status": "resumed",
+        "outstanding": 0,
+        "stop": "completed",
+        "text": "done",
+    }
+    assert out(work(tmp_path, "resolve", second, "deny")) == {
+        "status": "already_resolved",
         "outstanding": 0,
     }
-    assert out(work(tmp_path, "resolve", second, "deny"))["status"] == "already_resolved"
-    done = out(work(tmp_path, "resume"))
-    assert (done["stop"], done["text"]) == ("completed", "done")
     assert ledger(tmp_path) == {"fetch fetch-r1": 1, "refund refund-1-a": 1, "refund refund-1-b": 1}
     resumed = [e.type for e in events_of_last_run(tmp_path)]
     assert resumed[:5] == [
@@ -74,9 +82,8 @@ def test_approved_with_an_edit_in_another_process(tmp_path):
     first, second = pause(tmp_path)
     refused = out(work(tmp_path, "resolve", first, "approve", '{"n": "ten"}'))
     assert refused == {"status": "invalid", "outstanding": 2}
-    out(work(tmp_path, "resolve", first, "approve", '{"n": 10}'))
-    out(work(tmp_path, "resolve", second, "approve"))
-    assert out(work(tmp_path, "resume"))["stop"] == "completed"
+    assert out(work(tmp_path, "resolve", first, "approve", '{"n": 10}'))["status"] == "waiting"
+    assert out(work(tmp_path, "resolve", second, "approve"))["stop"] == "completed"
     results = [e for e in events_of_last_run(tmp_path) if e.type == "tool:output"]
     assert sorted((e.id, e.content) for e in results) == [  # threads: in either order
         ("refund-1-a", "refunded 10"),
@@ -87,9 +94,9 @@ def test_approved_with_an_edit_in_another_process(tmp_path):
 
 def test_denied_with_a_sibling_outstanding_in_another_process(tmp_path):
     first, second = pause(tmp_path)
-    assert out(work(tmp_path, "resolve", first, "deny")) == {"status": "resolved", "outstanding": 0}
+    denied = out(work(tmp_path, "resolve", first, "deny"))
+    assert (denied["status"], denied["outstanding"], denied["stop"]) == ("resumed", 0, "denied")
     assert out(work(tmp_path, "resolve", second, "approve"))["status"] == "already_resolved"
-    assert out(work(tmp_path, "resume"))["stop"] == "denied"
     assert ledger(tmp_path) == {"fetch fetch-r1": 1}
     statuses = [
         (e.id, e.status_text) for e in events_of_last_run(tmp_path) if e.type == "tool:result"
@@ -144,11 +151,12 @@ def test_a_question_answered_in_another_process(tmp_path):
     )
     wrong = out(work(tmp_path, "resolve", question.id, "approve"))
     assert wrong == {"status": "invalid", "outstanding": 1}
-    assert out(work(tmp_path, "answer", question.id, "amex")) == {
-        "status": "resolved",
-        "outstanding": 0,
-    }
-    assert out(work(tmp_path, "resume"))["stop"] == "completed"
+    answered = out(work(tmp_path, "answer", question.id, "amex"))
+    assert (answered["status"], answered["outstanding"], answered["stop"]) == (
+        "resumed",
+        0,
+        "completed",
+    )
     outputs = [(e.id, e.content) for e in events_of_last_run(tmp_path) if e.type == "tool:output"]
     assert outputs == [("ask-3", "amex")]
     check_log(tmp_path)
@@ -157,18 +165,19 @@ def test_a_question_answered_in_another_process(tmp_path):
 STEERED_WORKER = """
 import asyncio, os, sys
 from loopwright import Agent
-from loopwright.store import open_store
-from loopwright.store.durable import open_session
+from loopwright.runtime import open_session
+from loopwright.store import open_log
 from loopwright.testing import ScriptedModel
 
 async def main():
-    store = open_store(sys.argv[1])
+    log = await open_log(sys.argv[1])
     agent = Agent(model=ScriptedModel.from_script([{"stall": 3600}]))
-    session = await open_session(agent, store, "s")
+    session = await open_session(agent, log, "s")
     async for event in session.run("first"):
         if event.type == "budget:check":  # the request is in flight: steer, then die
             session.steer("mind the budget")
             session.follow_up("and say goodbye")
+            await session.journal.flushed()  # logged (by a task of the journal's)
             os._exit(9)
 
 asyncio.run(main())
@@ -176,18 +185,23 @@ asyncio.run(main())
 
 
 async def test_a_message_sent_to_a_run_survives_its_crash(tmp_path):
-    """P1 for steering: a steer and a follow-up sent to a running run are in the log at once;
-    the process dies before delivering them; the next run, in another process, delivers them."""
+    """P1 for steering: a steer and a follow-up sent to a running run are logged before it
+    delivers them (`flushed` waits for the journal's task); the process dies; the next run, in another process, delivers them
+    (it takes the session over once the dead process's short lease has expired)."""
     from conftest import drive
     from loopwright import Agent
-    from loopwright.store.durable import open_session
+    from loopwright.runtime import open_session
+    from loopwright.store import SessionKey
     from loopwright.testing import FunctionModel, Reply
 
     db = tmp_path / "db.sqlite"
-    died = subprocess.run([sys.executable, "-c", STEERED_WORKER, str(db)], capture_output=True)
+    env = {**os.environ, LEASE_ENV: SHORT_LEASE}
+    died = subprocess.run(
+        [sys.executable, "-c", STEERED_WORKER, str(db)], env=env, capture_output=True
+    )
     assert died.returncode == 9, died.stderr.decode()[-2000:]
-    store = open_store(db)
-    logged = [e.event for e in store.load("s", "default")]
+    log = await open_log(db)
+    logged = [e.event for e in await log.read(SessionKey("default", "agent", "s"))]
     assert [(e.mode, e.text) for e in logged if isinstance(e, ev.SteeringQueued)] == [
         ("steer", "mind the budget"),
         ("follow_up", "and say goodbye"),
@@ -196,7 +210,7 @@ async def test_a_message_sent_to_a_run_survives_its_crash(tmp_path):
     def heard(request):
         return Reply(text=" | ".join(m.content for m in request.messages if m.role == "user"))
 
-    session = await open_session(Agent(model=FunctionModel(heard)), store, "s")
+    session = await open_session(Agent(model=FunctionModel(heard)), log, "s")
     assert session.history.queued == [
         ("steer", "mind the budget"),
         ("follow_up", "and say goodbye"),
@@ -205,20 +219,21 @@ async def test_a_message_sent_to_a_run_survives_its_crash(tmp_path):
     injected = [(e.mode, e.message.content) for e in result.events if e.type == "steering:injected"]
     assert injected == [("steer", "mind the budget"), ("follow_up", "and say goodbye")]
     assert result.text == "first | second | mind the budget | and say goodbye"
-    again = await open_session(Agent(model=FunctionModel(heard)), store, "s")
+    again = await open_session(Agent(model=FunctionModel(heard)), log, "s")
     assert again.history.queued == []  # delivered: nothing is sent twice
-    store.close()
+    await log.close()
 
 
 async def test_a_cancel_drops_what_was_queued_in_the_log_too(tmp_path):
     from conftest import verify
     from loopwright import Agent
-    from loopwright.store.durable import open_session
+    from loopwright.runtime import open_session
+    from loopwright.store import SessionKey
     from loopwright.testing import ScriptedModel
 
-    store = open_store(tmp_path / "db.sqlite")
+    log = await open_log(tmp_path / "db.sqlite")
     session = await open_session(
-        Agent(model=ScriptedModel.from_script([{"stall": 3600}])), store, "s"
+        Agent(model=ScriptedModel.from_script([{"stall": 3600}])), log, "s"
     )
     events = []
     async with session.run("first") as run:
@@ -229,8 +244,8 @@ async def test_a_cancel_drops_what_was_queued_in_the_log_too(tmp_path):
                 run.cancel()
     verify(events)
     assert events[-2].type == "loop:aborted"
-    logged = [e.event.type for e in store.load("s", "default")]
+    logged = [e.event.type for e in await log.read(SessionKey("default", "agent", "s"))]
     assert "steering:queued" in logged and "steering:injected" not in logged
-    reopened = await open_session(Agent(model=ScriptedModel.from_script(["ok"])), store, "s")
+    reopened = await open_session(Agent(model=ScriptedModel.from_script(["ok"])), log, "s")
     assert reopened.history.queued == []
-    store.close()
+    await log.close()

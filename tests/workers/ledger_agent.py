@@ -3,12 +3,14 @@
 usage: python ledger_agent.py DB SESSION ACTION [ARG...]
   run MESSAGE            open the session and run MESSAGE (recovering a dead run first)
   resume                 resume a paused run
-  resolve ID approve|deny [JSON_ARGS]
-  answer ID TEXT         answer a pending question
+  resolve ID approve|deny [JSON_ARGS]   decide through a runtime: the last open item resumes
+                                        the run here, and the line says how it stopped
+  answer ID TEXT         answer a pending question (the same)
 Tools write one line per real execution to $LEDGER, so "never ran twice" is counted. A
 message starting "slow" holds the session: the model prints "holding" and waits for a line. With
 $CRASH_IN_TOOL=name the tool kills the process after its side effect (a kill mid-call).
-Prints the stop reason (and pending ids) as one JSON line.
+Prints the stop reason (and pending ids) as one JSON line. Sessions are the agent's, under the
+tenant `default`; $LOOPWRIGHT_LEASE_SECONDS shortens the lease of a process that will be killed.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import sys
 from loopwright import Agent, Answer, Approval, Rules, SessionBusy, ToolContext, tool
 from loopwright.messages import ToolResultMessage, UserMessage
 from loopwright.models import ModelRequest
-from loopwright.store import open_store
-from loopwright.store.durable import open_session, resolve
+from loopwright.runtime import Runtime, open_session
+from loopwright.store import open_log
 from loopwright.testing import FunctionModel, Reply
 from loopwright.tools import ask_user
 
@@ -111,19 +113,30 @@ AGENT = Agent(
 
 
 async def main(db: str, session_id: str, action: str, *args: str) -> None:
-    store = open_store(db)
-    if action == "answer":
-        result = await resolve(store, AGENT, args[0], Answer(text=args[1], by="worker"))
-        print(json.dumps({"status": result.status, "outstanding": result.outstanding}))
+    log = await open_log(db)
+    try:
+        await act(log, session_id, action, *args)
+    finally:
+        await log.close()
+
+
+async def act(log, session_id: str, action: str, *args: str) -> None:
+    if action in ("answer", "resolve"):
+        if action == "answer":
+            decision: Answer | Approval = Answer(text=args[1], by="worker")
+        else:
+            edited = json.loads(args[2]) if len(args) > 2 else None
+            decision = Approval(approved=args[1] == "approve", args=edited, by="worker")
+        runtime = Runtime({AGENT.name: AGENT}, log)
+        resolved = await runtime.resolve("default", args[0], decision)
+        line = {"status": resolved.status, "outstanding": len(resolved.outstanding)}
+        if resolved.run is not None:
+            done = await resolved.run.wait()
+            line |= {"stop": done.stop_reason, "text": done.text} if done else {"stop": None}
+        await runtime.close()
+        print(json.dumps(line))
         return
-    if action == "resolve":
-        pending_id, verdict = args[0], args[1]
-        edited = json.loads(args[2]) if len(args) > 2 else None
-        approval = Approval(approved=verdict == "approve", args=edited, by="worker")
-        result = await resolve(store, AGENT, pending_id, approval)
-        print(json.dumps({"status": result.status, "outstanding": result.outstanding}))
-        return
-    session = await open_session(AGENT, store, session_id)
+    session = await open_session(AGENT, log, session_id)
     try:
         run = session.resume() if action == "resume" else session.run(args[0])
         result = await run.result()
