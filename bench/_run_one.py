@@ -114,8 +114,8 @@ def run_store(steps: int) -> int:
     t0 = time.perf_counter()
     text = asyncio.run(thunk())
     seconds = time.perf_counter() - t0
-    stored = len(thunk.store.load("bench", "default"))
-    thunk.store.close()
+    stored = thunk.stored()
+    thunk.close()
     shutil.rmtree(thunk.directory, ignore_errors=True)
     ok = text == scenarios.FINAL and scenarios.CALLS["ping"] == steps and stored > steps * 5
     line = {

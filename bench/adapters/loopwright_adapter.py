@@ -159,23 +159,32 @@ def flatness(stamps, window=50):
 
 
 def long_loop_store(steps):
-    """Scenario A with the SQLite store: every committed event goes to a real database file
-    (WAL, synchronous=NORMAL) in a fresh temporary directory. The store and the session are
-    made before the clock starts, as the other scenarios build their agents untimed; the
-    thunk's `.store` lets the caller count what was committed afterwards."""
+    """Scenario A with the SQLite event log: every committed event goes to a real database file
+    (WAL, synchronous=NORMAL) in a fresh temporary directory, through `runtime.open_session`.
+    The log and the session are made before the clock starts, as the other scenarios build their
+    agents untimed; afterwards the thunk's `stored()` counts what was committed and `close()`
+    closes the log."""
     import tempfile
 
-    from loopwright.store import open_store
-    from loopwright.store.durable import open_session
+    from loopwright.runtime import open_session
+    from loopwright.store import SessionKey, open_log
 
     agent = ping_agent(steps)
     directory = tempfile.mkdtemp(prefix="loopwright-bench-")
-    store = open_store(Path(directory) / "bench.db")
-    session = asyncio.run(open_session(agent, store, "bench"))
+
+    async def setup():
+        log = await open_log(Path(directory) / "bench.db")
+        return log, await open_session(agent, log, "bench")
+
+    log, session = asyncio.run(setup())
 
     async def run():
         return (await session.run(PROMPT).result()).text
 
-    run.store = store
+    def stored():
+        return len(asyncio.run(log.read(SessionKey("default", agent.name, "bench"))))
+
+    run.stored = stored
+    run.close = lambda: asyncio.run(log.close())
     run.directory = directory
     return run
