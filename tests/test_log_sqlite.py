@@ -200,3 +200,24 @@ async def test_a_waiting_decision_is_woken_by_another_processs_commit(tmp_path):
     await safely(waiter._poller)
     await waiter.close()
     await approver.close()
+
+
+async def test_a_waiter_cancelled_leaves_the_others_waiting(tmp_path):
+    """Waiters share the next commit's future: one cancelled while it waits (a prompt answered
+    first, a stream closed) does not cancel it for the others, nor for a waiter that comes
+    after."""
+    log = SQLiteLog(tmp_path / "l.db")
+    lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+    await log.append(lease, [said("x"), reply(), approval("p-1")])
+    waiting = parked(log, "pending_item", lambda item: item.status == "open")
+    waiters = []
+    for _ in range(3):
+        waiting.clear()
+        waiters.append(asyncio.ensure_future(log.wait_decided("acme", "p-1")))
+        await safely(waiting.wait())  # parked on the next commit
+        if len(waiters) == 2:
+            waiters[1].cancel()
+            await asyncio.gather(waiters[1], return_exceptions=True)
+    result = await log.decide("acme", "p-1", Decision("approved", "ann"))
+    assert [await safely(w) for w in (waiters[0], waiters[2])] == [result.item] * 2
+    await log.close()

@@ -326,7 +326,7 @@ class SQLiteLog:
                     position = stored.seq
                     yield stored
                 if not batch:
-                    await tick
+                    await asyncio.shield(tick)  # shared: a waiter cancelled leaves it be
         finally:
             self._unwatch()
 
@@ -338,7 +338,7 @@ class SQLiteLog:
                 item = await self.pending_item(tenant, pending_id)
                 if item.status != "open":
                     return item
-                await tick
+                await asyncio.shield(tick)
         finally:
             self._unwatch()
 
