@@ -4,10 +4,13 @@ stream carries is that of a committed event."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from conftest import call
 from loopwright import Agent, Approval
 from loopwright import events as ev
 from loopwright.runtime.follow import keepalive
+from loopwright.testing import FunctionModel, Reply
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Held, ended, kinds, logged, look, paid, payer, pays, until
 
@@ -204,3 +207,20 @@ async def test_a_held_stream_is_kept_alive_through_a_pause(logs, runtimes):
     rest = [pair async for pair in stream if pair is not None]
     assert kinds(rest)[:3] == ["pending:decided", "session", "approval:resolved"]
     assert rest[-1][1].type == "done" and rest[-1][1].stop_reason == "completed"
+
+
+async def test_no_token_delta_takes_the_seq_of_a_carry_over_commit(logs, runtimes):
+    """A reply streamed past `partial_every` commits its text so far as `message:partial`, which
+    no stream carries: once that event is freed, a later delta must not inherit its seq."""
+
+    async def reply(request: Any) -> Reply:
+        return Reply(text="x" * 300, chunk=1)
+
+    agent = Agent(name="payer", model=FunctionModel(reply))
+    runtime = runtimes({"payer": agent}, await logs(), partial_every=0)
+    live = await runtime.send("acme", "payer", "s1", "go", hold=True)
+    items = [pair async for pair in live.stream()]
+    assert [seq for seq, e in items if e.type == "text:delta"] == [None] * 300
+    stored = await runtime.log.read(KEY)
+    assert "message:partial" in [s.event.type for s in stored]
+    committed_as_logged(items, stored)

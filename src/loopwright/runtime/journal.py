@@ -122,6 +122,9 @@ class LogJournal:
         """The seq of the session's newest snapshot, as far as this journal knows."""
         self.seqs: dict[int, int] = {}
         """id(event) → its seq, for the events of the current run the log holds."""
+        self.held: list[ev.Event] = []
+        """The events `seqs` names, kept alive while the run lasts: an event freed meanwhile (a
+        `message:partial`, which no stream carries) would leave its id to a later event."""
         self.on_foreign: Callable[[list[StoredEvent]], None] | None = None
         """Called with events others appended to the session during the run (decisions)."""
         self.buffer: list[ev.Event] = []
@@ -138,7 +141,7 @@ class LogJournal:
     # ---- the run's side ----------------------------------------------------------------------
 
     async def begin(self, session: Session, input: str | None) -> None:
-        self._session, self.stale, self.seqs = session, None, {}
+        self._session, self.stale, self.seqs, self.held = session, None, {}, []
         ttl = self.settings.lease_seconds
         claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
         lease, self.last_seq = claimed.lease, claimed.last_seq
@@ -349,6 +352,7 @@ class LogJournal:
                 self._foreign(await self.log.read(self.key, after=self.last_seq, limit=gap))
             for seq, event in enumerate(events, first):
                 self.seqs[id(event)] = seq
+            self.held += events
             if first == self.last_seq + 1 and self.loaded_seq == self.last_seq:
                 self.loaded_seq = last  # nobody else wrote: the history in memory is the log's
             self.last_seq = last
@@ -366,6 +370,7 @@ class LogJournal:
         self.loaded_seq = -1  # the history in memory no longer matches the log
         for item in stored:
             self.seqs[id(item.event)] = item.seq
+            self.held.append(item.event)
         if self.on_foreign is not None:
             self.on_foreign(stored)
 
