@@ -205,7 +205,23 @@ def test_session_continues_a_conversation(project):
     second = ok(lw(project, "run", "refunds", "--session", session, "--input", "who am I?"))
     assert second.stdout == "heard: my name is Ada | who am I?\n"
     assert "session" not in second.stderr  # no new session
-    one_error(lw(project, "run", "example", "--session", session, "hi"), "belongs to agent")
+    # ids belong to (tenant, agent): the same id under another agent is another session
+    other = ok(lw(project, "run", "example", "--session", session, "hi"))
+    assert other.stdout.startswith(HELLO)
+    assert other.stderr == f"session {session} (continue with --session {session})\n"
+    third = ok(lw(project, "run", "refunds", "--session", session, "--input", "and you?"))
+    assert third.stdout == "heard: my name is Ada | who am I? | and you?\n"
+    one_error(lw(project, "sessions", "show", session), "used by several agents (example, refunds)")
+    shown = ok(lw(project, "sessions", "show", session, "--agent", "example")).stdout
+    assert shown.splitlines()[:2] == [shown.splitlines()[0], "user: hi"]
+    assert shown.startswith(f"session {session} · agent example · idle")
+    exported = ok(lw(project, "sessions", "export", session, "--agent", "refunds")).stdout
+    inputs = [json.loads(line)["event"] for line in exported.splitlines()]
+    assert [e["message"]["content"] for e in inputs if e["type"] == "input:received"] == [
+        "my name is Ada",
+        "who am I?",
+        "and you?",
+    ]
 
 
 def test_sessions_list_show_and_export(project, tmp_path):

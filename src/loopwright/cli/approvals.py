@@ -1,23 +1,25 @@
 """`loopwright approvals`: the open pending items (list) and their resolution from any process
-(approve, deny, edit, answer). When the last open item of a paused batch is resolved, the run
+(approve, deny, edit, answer), through the runtime's `resolve`: the first decision on an item
+wins, wherever it is made. When the last open item of a paused batch is resolved, the run
 resumes right there and streams like `loopwright run` (unless `--no-resume`); the exit status
-is then the resumed run's."""
+is then the resumed run's. When a run elsewhere holds the session (a terminal waiting at its
+prompt, a server holding a stream), it goes on there with the decision."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from .. import events as ev
+from ..agent import Agent
 from ..approvals import Answer, Approval
-from ..errors import SessionBusy
-from ..store import PendingRecord, Store
-from ..store.durable import open_session, resolve
+from ..errors import ConfigError
+from ..runtime import Resolved, Runtime
+from ..store import PendingRecord
 from .common import (
     EXIT_CODES,
     CliError,
@@ -30,8 +32,9 @@ from .common import (
     place_of,
     print_json,
     table,
+    user_name,
 )
-from .runner import explain_pause, stream
+from .runner import Output, explain_pause, opened, show_run
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,17 +90,18 @@ def _list_options(parser: argparse.ArgumentParser) -> None:
 
 def approvals_command(args: argparse.Namespace) -> int:
     place = place_of(args)
-    store = place.store()
-    try:
-        if (args.action or "list") == "list":
-            return list_items(store, place, args)
-        return decide(store, place, args)
-    finally:
-        store.close()
+    agents = place.agents()  # a dead run's items are closed before they are listed
+    if (args.action or "list") == "list":
+        return asyncio.run(list_items(place, agents, args))
+    return asyncio.run(decide(place, agents, args))
 
 
-def list_items(store: Store, place: Place, args: argparse.Namespace) -> int:
-    items = store.pending(place.tenant, agent=opt(args, "agent"), session_id=opt(args, "session"))
+async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
+    async with opened(place, agents) as runtime:
+        items = await runtime.pending(place.tenant, agent=opt(args, "agent"))
+    session = opt(args, "session")
+    if session is not None:
+        items = [p for p in items if p.session_id == session]
     if opt(args, "json"):
         for item in items:
             print_json(asdict(item))
@@ -119,55 +123,77 @@ def list_items(store: Store, place: Place, args: argparse.Namespace) -> int:
     return 0
 
 
-def decide(store: Store, place: Place, args: argparse.Namespace) -> int:
-    item = store.pending_item(args.id, place.tenant)
-    owner = place.owner(store, item)
-    decision = _decision(args, item)
-    result = asyncio.run(resolve(store, owner.agent, item.id, decision, tenant=place.tenant))
-    say = sys.stderr.write
+async def decide(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
+    output = Output(args)  # the prompt answers the resumed run's next ask, at a terminal
+    async with opened(place, agents) as runtime:
+        item = await runtime.log.pending_item(place.tenant, args.id)
+        decision = _decision(args, item)
+        try:
+            result = await runtime.resolve(
+                place.tenant,
+                item.id,
+                decision,
+                approver=output.approver,
+                resume=not args.no_resume,
+            )
+        except ConfigError as exc:
+            raise CliError(str(exc), hint="the agent changed since the run paused") from None
+        return await _after(runtime, place, args, decision, result, output)
+
+
+async def _after(
+    runtime: Runtime,
+    place: Place,
+    args: argparse.Namespace,
+    decision: Approval | Answer,
+    result: Resolved,
+    output: Output,
+) -> int:
+    """Say what the decision did, and render the run it resumed here."""
+    say, item = sys.stderr.write, result.item
     if result.status == "invalid":
         raise CliError(
             f"{item.id}: {result.error}",
             hint="the item stays open; `loopwright approvals` shows its arguments",
         )
-    what = _verb(args.action)
     if result.status == "already_resolved":
-        now = store.pending_item(item.id, place.tenant)
-        say(f"{item.id}: already resolved ({now.status} by {now.decided_by}); nothing changed\n")
+        say(f"{item.id}: already resolved ({item.status} by {item.decided_by}); nothing changed\n")
         return 0
-    say(f"{item.id}: {what} ({item.kind}: {item.tool}) by {decision.by}\n")
+    say(f"{item.id}: {_verb(args.action)} ({item.kind}: {item.tool}) by {decision.by}\n")
+    root = result.root  # an item of a subagent resumes its top-level run
     if result.outstanding:
-        say(f"{result.outstanding} item(s) of the batch still open; the run resumes after them\n")
-        return 0
-    ref = folder_ref(place.root) if place.bare else owner.root_agent.name
-    session_id = owner.root_session_id  # an item of a subagent resumes its top-level run
-    if args.no_resume:
         say(
-            f"resume the run with: loopwright run {ref} --session {session_id} "
-            f"--resume{place.flags(run=True)}\n"
+            f"{len(result.outstanding)} item(s) of the batch still open; "
+            "the run resumes after them\n"
         )
         return 0
+    ref = folder_ref(place.root) if place.bare else root.agent
+    elsewhere = (
+        f"the run of session {root.id} goes on in another process (the terminal or server "
+        "that holds it) with this decision\n"
+    )
+    if result.status == "waiting":  # --no-resume
+        if (await runtime.session(root)).status == "running":
+            say(elsewhere)
+        else:
+            say(
+                f"resume the run with: loopwright run {ref} --session {root.id} "
+                f"--resume{place.flags(run=True)}\n"
+            )
+        return 0
+    if result.run is None:
+        say(elsewhere)
+        return 0
     if not args.json:
-        say(f"resuming session {session_id}\n")
-
-    async def go() -> ev.Done:
-        session = await open_session(owner.root_agent, store, session_id, tenant=place.tenant)
-        return await stream(lambda approver: session.resume(approver=approver), args)
-
-    try:
-        done = asyncio.run(go())
-    except SessionBusy as exc:
-        raise CliError(
-            f"the decision is recorded, but the run cannot resume here: {exc}",
-            hint=f"`loopwright sessions show {session_id}{place.flags()}` shows where it is",
-        ) from None
+        say(f"resuming session {root.id}\n")
+    done = await show_run(runtime, result.run, output)
     if done.stop_reason == "paused":
-        explain_pause(store, place, session_id, ref)
+        await explain_pause(runtime, place, root, ref)
     return EXIT_CODES[done.stop_reason]
 
 
 def _decision(args: argparse.Namespace, item: PendingRecord) -> Approval | Answer:
-    by = args.by or _user()
+    by = args.by or user_name()
     if args.action == "answer":
         if item.kind != "question":
             raise CliError(
@@ -207,10 +233,3 @@ def _verb(action: str) -> str:
     return {"approve": "approved", "deny": "denied", "edit": "approved with edits"}.get(
         action, "answered"
     )
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "cli"

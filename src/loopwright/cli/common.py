@@ -1,9 +1,10 @@
-"""What every command shares: the usage error, exit statuses, where the project and its store
-are, how an agent is found (by name in a project, or by folder), and small output helpers."""
+"""What every command shares: the usage error, exit statuses, where the project and its event
+log are, how an agent is found (by name in a project, or by folder), and small output helpers."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import importlib.util
 import json
 import os
@@ -20,8 +21,8 @@ from .. import events as ev
 from ..agent import Agent
 from ..errors import ConfigError
 from ..project import NAME_RULE, Project, load_project
-from ..store import PendingRecord, Store, StoreError, open_store
-from ..store.durable import Owner, owner_of, owner_session
+from ..store import StoreError
+from ..store.log import EventLog, open_log
 
 EXIT_CODES: dict[ev.RunStopReason, int] = {
     "completed": 0,
@@ -155,13 +156,22 @@ class Place:
         except OSError as exc:
             raise CliError(f"cannot read {shown(toml)}: {exc.strerror}") from None
 
-    def store(self) -> Store:
+    async def log(self) -> EventLog:
+        """The place's event log (created on first use, inside a project or a bare folder)."""
         if not os.environ.get("LOOPWRIGHT_HOME"):
-            self.require_project()  # never create a store in a folder that is not ours
+            self.require_project()  # never create a log in a folder that is not ours
         try:
-            return open_store(self.store_path())
+            return await open_log(self.store_path())
         except StoreError as exc:
             raise CliError(str(exc), hint="check [store] path in loopwright.toml") from None
+
+    def agents(self) -> dict[str, Agent]:
+        """Every agent here (a bare folder holds one)."""
+        if self.bare:
+            if self._agent is None:
+                self._agent = load_agent_folder(self.root)
+            return {self._agent.name: self._agent}
+        return dict(self.project().agents)
 
     def project(self) -> Project:
         if self._project is None:
@@ -170,15 +180,6 @@ class Place:
             except ConfigError as exc:
                 raise config_error(exc) from None
         return self._project
-
-    def owner(self, store: Store, item: PendingRecord) -> Owner:
-        """The agents a pending item belongs to (a subagent's item: its top-level agent too)."""
-        root_name = store.session(owner_session(store, item.session_id, self.tenant), self.tenant)
-        agent = self.agent(root_name.agent)
-        try:
-            return owner_of(store, {agent.name: agent}, item.id, tenant=self.tenant)
-        except ConfigError as exc:
-            raise CliError(str(exc), hint="the agent changed since the run paused") from None
 
     def agent(self, name: str) -> Agent:
         """The agent called `name` here."""
@@ -296,6 +297,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         padded = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=False)] + [row[-1]]
         lines.append("  ".join(padded).rstrip())
     return "\n".join(lines)
+
+
+def user_name() -> str:
+    """Who decides at this terminal, as decisions record it (`--by` overrides it)."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "cli"
 
 
 def print_json(value: Any) -> None:

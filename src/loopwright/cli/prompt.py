@@ -1,5 +1,10 @@
 """The approval prompt: `TerminalApprover` answers `ask` decisions and the agent's questions
-at a prompt on stderr, after the renderer has caught up with the stream."""
+at a prompt on stderr, after the renderer has caught up with the stream.
+
+The runtime races the prompt against decisions made elsewhere (another terminal, HTTP): when one
+of those wins, the prompt is cancelled and closes its line; the renderer then says what was
+decided and by whom. `given` keeps what was answered here, so the renderer can tell the two
+apart."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import os
 import sys
 from typing import Any, TextIO
 
+from .. import events as ev
 from ..approvals import Answer, Approval, ApprovalRequest, QuestionRequest
 from .render import Console, as_json
 
@@ -41,13 +47,36 @@ async def read_line(stream: TextIO) -> str | None:
 
 
 class TerminalApprover:
-    """Asks the person at the terminal to approve, deny or edit each `ask`ed tool call."""
+    """Asks the person at the terminal to approve, deny or edit each `ask`ed tool call; the
+    answers are recorded as decided `by` them."""
 
-    def __init__(self, stdin: TextIO, console: Console) -> None:
-        self.stdin, self.console = stdin, console
+    def __init__(self, stdin: TextIO, console: Console, *, by: str = "user") -> None:
+        self.stdin, self.console, self.by = stdin, console, by
         self.style = console.style
+        self.asked: set[str] = set()
+        """Pending items this prompt asked about."""
+        self.given: dict[str, Approval | Answer] = {}
+        """Pending item id → the answer given at this prompt."""
 
     async def __call__(self, request: ApprovalRequest | QuestionRequest) -> Approval | Answer:
+        self.asked.add(request.id)
+        answer = await self._ask(request)
+        self.given[request.id] = answer
+        return answer
+
+    def answered_here(self, resolved: ev.ApprovalResolved | ev.QuestionResolved) -> bool:
+        """Whether the decision a run acts on is the one given at this prompt (not one made
+        elsewhere that won the race)."""
+        given = self.given.get(resolved.id)
+        if isinstance(resolved, ev.QuestionResolved):
+            return isinstance(given, Answer) and (given.text, given.by) == (
+                resolved.answer,
+                resolved.by,
+            )
+        approved = resolved.decision == "approve"
+        return isinstance(given, Approval) and (given.approved, given.by) == (approved, resolved.by)
+
+    async def _ask(self, request: ApprovalRequest | QuestionRequest) -> Approval | Answer:
         await self.console.wait_shown(request.id)
         s, say = self.style, self.console.note
         if isinstance(request, QuestionRequest):
@@ -61,16 +90,16 @@ class TerminalApprover:
             answer = await self.ask(s.bold("  [a]pprove / [d]eny / [e]dit arguments? "))
             if answer is None:
                 say("")
-                return Approval.deny("no answer (end of input)")
+                return Approval.deny("no answer (end of input)", by=self.by)
             choice = answer.strip().lower()
             if choice in ("a", "approve", "y", "yes"):
-                return Approval.approve()
+                return Approval.approve(by=self.by)
             if choice in ("d", "deny", "n", "no"):
-                return Approval.deny()
+                return Approval.deny(by=self.by)
             if choice in ("e", "edit"):
                 edited = await self.edit(request)
                 if edited is not None:
-                    return Approval.approve(args=edited)
+                    return Approval.approve(args=edited, by=self.by)
             elif choice:
                 say("  please answer a, d or e")
 
@@ -83,12 +112,12 @@ class TerminalApprover:
         while True:
             text = await self.ask(s.bold("  your answer: "))
             if text is None:
-                return Answer(text="(no answer: end of input)")
+                return Answer(text="(no answer: end of input)", by=self.by)
             text = text.strip()
             if text.isdigit() and 1 <= int(text) <= len(options):
-                return Answer(text=options[int(text) - 1])
+                return Answer(text=options[int(text) - 1], by=self.by)
             if text:
-                return Answer(text=text)
+                return Answer(text=text, by=self.by)
 
     async def edit(self, request: ApprovalRequest) -> dict[str, Any] | None:
         """The arguments changed by a JSON object typed on one line, or None to go back.
@@ -115,8 +144,14 @@ class TerminalApprover:
             say(s.red("  ✗ the changes must be a JSON object: {...}"))
 
     async def ask(self, prompt: str) -> str | None:
+        """One line typed after `prompt`; a prompt cancelled meanwhile (decided elsewhere, or
+        Ctrl-C) ends its line before the run goes on."""
         self.console.prompt(prompt)
-        return await read_line(self.stdin)
+        try:
+            return await read_line(self.stdin)
+        except asyncio.CancelledError:
+            self.console.prompt("\n")
+            raise
 
 
 def running_in_terminal() -> bool:

@@ -13,11 +13,14 @@ import asyncio
 import json
 import os
 import shutil
-from typing import Any, TextIO, assert_never
+from typing import TYPE_CHECKING, Any, TextIO, assert_never
 
 from .. import events as ev
 from .. import wire
 from ..messages import Thinking
+
+if TYPE_CHECKING:
+    from .prompt import TerminalApprover
 
 
 class Console:
@@ -132,14 +135,14 @@ def mark_shown(console: Console, event: ev.Event) -> None:
 class Human:
     """Human output: streamed answer on `out`, one progress line per happening on `err`."""
 
-    def __init__(self, console: Console, *, live_approver: bool) -> None:
+    def __init__(self, console: Console, *, prompt: TerminalApprover | None = None) -> None:
         self.console = console
+        self.prompt = prompt
+        """The person answers approvals at this prompt, which shows them itself."""
         self.note = console.note
         self.style = console.style
         self.live = console.out.isatty()
         """Stream text deltas to stdout as they arrive (it is a terminal)."""
-        self.live_approver = live_approver
-        """A person answers approvals at the prompt, which shows them itself."""
         self.width = shutil.get_terminal_size((100, 24)).columns if console.err.isatty() else 120
         self.streamed = ""
         """Text streamed to stdout during the current reply."""
@@ -178,16 +181,17 @@ class Human:
                 elif decision == "deny":
                     self.note(s.red(f"✗ {tool} denied · {reason}"))
             case ev.ApprovalPending(id=pending_id, tool=tool, args=args, reason=reason):
-                if not self.live_approver:
+                if self.prompt is None:
                     self.note(s.yellow(f"? {tool} needs approval · {reason}"))
                     self.note(f"  {as_json(args)}  {s.dim('(pending ' + pending_id + ')')}")
                 self.console.shown(pending_id)
             case ev.ApprovalResolved(tool=tool, decision=decision, by=by, args=args):
-                if self.live_approver and args is None:
-                    return  # the person just answered at the prompt
                 edited = f" with {as_json(args)}" if args is not None else ""
                 verb = "approved" if decision == "approve" else "denied"
-                self.note(s.dim(f"  {tool} {verb} by {by}{edited}"))
+                if self.elsewhere(event):
+                    self.note(s.yellow(f"  {tool}: {verb} by {by}{edited} (decided elsewhere)"))
+                elif args is not None or not (self.prompt and self.prompt.answered_here(event)):
+                    self.note(s.dim(f"  {tool} {verb} by {by}{edited}"))
             case ev.ToolStarted(tool=tool, args=args):
                 self.note(s.cyan(f"→ {tool} {one_line(as_json(args), self.width - len(tool) - 3)}"))
             case ev.ToolUpdate(tool=tool, message=message, progress=progress):
@@ -227,14 +231,21 @@ class Human:
             case ev.QuestionPending(id=pending_id, question=question):
                 self.note(s.yellow(f"? the agent asks: {question}"))
                 self.console.shown(pending_id)  # the prompt below may ask for the answer now
-            case ev.QuestionResolved(answer=answer):
-                self.note(s.dim(f"  answered: {answer}"))
+            case ev.QuestionResolved(answer=answer, by=by):
+                if self.elsewhere(event):
+                    self.note(s.yellow(f"  answered by {by} (decided elsewhere): {answer}"))
+                else:
+                    self.note(s.dim(f"  answered: {answer}"))
             case ev.SubagentEvent(origin=origin, event=inner):
                 if isinstance(inner, ev.ToolStarted):
                     self.note(s.cyan(f"  {origin.agent} → {inner.tool} {as_json(inner.args)}"))
                 elif isinstance(inner, (ev.ApprovalPending, ev.QuestionPending)):
                     self.note(s.yellow(f"? the subagent {origin.agent} needs you:"))
                     mark_shown(self.console, inner)
+                elif isinstance(inner, ev.ApprovalResolved | ev.QuestionResolved) and (
+                    self.elsewhere(inner)
+                ):
+                    self.show(inner)
             case ev.LoopError(error=error):
                 self.note(s.red(f"✗ run failed: {error}"))
             case ev.LoopMaxTurns(max_turns=turns):
@@ -273,6 +284,15 @@ class Human:
                 pass
             case _:
                 assert_never(event)
+
+    def elsewhere(self, resolved: ev.ApprovalResolved | ev.QuestionResolved) -> bool:
+        """A decision made elsewhere (another terminal, HTTP) overtook the prompt here."""
+        prompt = self.prompt
+        return (
+            prompt is not None
+            and resolved.id in prompt.asked
+            and not prompt.answered_here(resolved)
+        )
 
     def finish(self, text: str, reason: ev.RunStopReason) -> None:
         """The answer: end the streamed line, or write the answer when it was not streamed."""

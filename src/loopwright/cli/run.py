@@ -1,9 +1,11 @@
 """`loopwright run AGENT`: one message through an agent, durably.
 
 AGENT is an agent's name in the project (`--project DIR`, default the current directory) or
-the path of an agent folder (agent.py or agent.yaml). Every run is stored: in the project's
-store, or for a bare folder in `<folder>/.loopwright` (or `$LOOPWRIGHT_HOME`). A new session's
-id is printed; `--session ID` continues one and `--session ID --resume` resumes a paused run.
+the path of an agent folder (agent.py or agent.yaml). Every run is stored, through the runtime,
+in the project's event log, or for a bare folder in `<folder>/.loopwright` (or
+`$LOOPWRIGHT_HOME`). A new session's id is printed; `--session ID` continues one (ids belong to
+the agent: the same id under another agent is another session) and `--session ID --resume`
+resumes a paused run.
 """
 
 from __future__ import annotations
@@ -16,12 +18,10 @@ from pathlib import Path
 
 from .. import events as ev
 from ..agent import Agent
-from ..approvals import Approver
-from ..errors import SessionBusy, UnknownSession
+from ..errors import ConfigError, SessionBusy, UnknownSession
 from ..project import with_model
-from ..session import Run
-from ..store import Store
-from ..store.durable import open_session
+from ..runtime import Runtime
+from ..store.log import SessionKey
 from .common import (
     EPILOG,
     EXIT_CODES,
@@ -37,7 +37,7 @@ from .common import (
     place_of,
     tenant_of,
 )
-from .runner import explain_pause, stream
+from .runner import Output, explain_pause, opened, show_run
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -110,54 +110,49 @@ def run_command(args: argparse.Namespace) -> int:
     agent, place, ref = find_agent(args)
     if args.model:
         agent = with_model(agent, args.model)
-    store = place.store()
-    try:
-        done, session_id = asyncio.run(_run(agent, store, place, ref, message, args))
-        if done.stop_reason == "paused":
-            explain_pause(store, place, session_id, ref)
-    finally:
-        store.close()
+    done = asyncio.run(_run(agent, place, ref, message, args))
     return EXIT_CODES[done.stop_reason]
 
 
 async def _run(
-    agent: Agent,
-    store: Store,
-    place: Place,
-    ref: str,
-    message: str | None,
-    args: argparse.Namespace,
-) -> tuple[ev.Done, str]:
-    try:
-        record = store.session(args.session, place.tenant) if args.session else None
-    except UnknownSession:
-        if args.resume:
+    agent: Agent, place: Place, ref: str, message: str | None, args: argparse.Namespace
+) -> ev.Done:
+    output = Output(args)  # before the log: the prompt's terminal is checked first
+    async with opened(place, {agent.name: agent}) as runtime:
+        new = not args.session or not await _exists(runtime, place, agent, args.session)
+        if new and args.resume:
             raise CliError(
-                f"no session {args.session!r}",
+                f"no session {args.session!r} of agent {agent.name!r}",
                 hint=f"`loopwright sessions{place.flags()}` lists them",
-            ) from None
-        record = None
-    if record is not None and record.agent != agent.name:
-        raise CliError(
-            f"session {record.id} belongs to agent {record.agent!r}, not {agent.name!r}",
-            hint=f"continue it with `loopwright run {record.agent} --session {record.id}`",
-        )
-    session = await open_session(agent, store, args.session, tenant=place.tenant)
+            )
+        try:
+            if message is None:
+                live = await runtime.resume(
+                    place.tenant, agent.name, args.session, approver=output.approver
+                )
+            else:
+                live = await runtime.send(
+                    place.tenant, agent.name, args.session, message, approver=output.approver
+                )
+        except SessionBusy as exc:
+            raise busy_error(exc, place, ref, args.session or "") from None
+        except ConfigError as exc:
+            raise CliError(str(exc), hint="check the agent's model") from None
+        session_id = live.key.id
+        if new and not args.json:  # the model is resolved: the run has started
+            print(f"session {session_id} (continue with --session {session_id})", file=sys.stderr)
+        done = await show_run(runtime, live, output)
+        if done.stop_reason == "paused":
+            await explain_pause(runtime, place, live.key, ref)
+    return done
 
-    def start(approver: Approver | None) -> Run:
-        if message is None:
-            run = session.resume(approver=approver)
-        else:
-            run = session.run(message, approver=approver)
-        if record is None and not args.json:  # the model is resolved: the run will start
-            print(f"session {session.id} (continue with --session {session.id})", file=sys.stderr)
-        return run
 
+async def _exists(runtime: Runtime, place: Place, agent: Agent, session_id: str) -> bool:
     try:
-        done = await stream(start, args)
-    except SessionBusy as exc:
-        raise busy_error(exc, place, ref, session.id) from None
-    return done, session.id
+        await runtime.session(SessionKey(place.tenant, agent.name, session_id))
+    except UnknownSession:
+        return False
+    return True
 
 
 def busy_error(exc: SessionBusy, place: Place, ref: str, session_id: str) -> CliError:

@@ -1,5 +1,10 @@
 """Driving a run from the terminal: who answers approvals, how events are rendered, Ctrl-C,
-and what a paused run tells the person (the exact commands that resolve and resume it)."""
+and what a paused run tells the person (the exact commands that resolve and resume it).
+
+A stored run goes through one `loopwright.runtime.Runtime` over the place's event log
+(`opened`): the command starts, resumes or resolves there and renders the live run it gets
+(`show_run`). The terminal prompt is raced against decisions made elsewhere (the runtime's
+authoritative approver); the demo's unstored session is rendered the same way (`drive`)."""
 
 from __future__ import annotations
 
@@ -10,50 +15,101 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import NoReturn
 
 from .. import events as ev
+from ..agent import Agent
 from ..approvals import Approver, approve_all
 from ..errors import ConfigError
+from ..runtime import LiveRun, Runtime
 from ..session import Run
-from ..store import Store
-from ..store.durable import open_under
-from .common import EXIT_CODES, CliError, Place, one_line
+from ..store.log import SessionKey
+from .common import EXIT_CODES, CliError, Place, one_line, user_name
 from .prompt import TerminalApprover, running_in_terminal
 from .render import Console, Human, JsonLines
 
 Start = Callable[[Approver | None], Run]
-"""Starts the run, given who answers `ask` decisions live (None: nobody, they pause)."""
+"""Starts an unstored run, given who answers `ask` decisions live (None: nobody)."""
+
+
+class Output:
+    """How a command shows runs: the two streams, the renderer, and who answers `ask`
+    decisions live (--yes, the person at the terminal, or nobody: the run pauses)."""
+
+    def __init__(self, args: argparse.Namespace, *, demo: bool = False) -> None:
+        self.console = Console(sys.stdout, sys.stderr)
+        self.approver = approver_for(args, self.console, demo=demo)
+        self.renderer: Human | JsonLines
+        if getattr(args, "json", False):
+            self.renderer = JsonLines(self.console, getattr(args, "profile", "full"))
+        else:
+            prompt = self.approver if isinstance(self.approver, TerminalApprover) else None
+            self.renderer = Human(self.console, prompt=prompt)
+
+    def show(self, event: ev.Event) -> None:
+        self.renderer.show(event)
 
 
 def drive(start: Start, args: argparse.Namespace, *, demo: bool = False) -> ev.Done:
-    """Run to the end in a fresh event loop, rendering as the arguments say."""
-    return asyncio.run(stream(start, args, demo=demo))
+    """Run an unstored session to the end in a fresh event loop, rendering as `args` say."""
+    return asyncio.run(_drive(start, Output(args, demo=demo)))
 
 
-async def stream(start: Start, args: argparse.Namespace, *, demo: bool = False) -> ev.Done:
-    console = Console(sys.stdout, sys.stderr)
-    approver = approver_for(args, console, demo=demo)
-    renderer: Human | JsonLines
-    if getattr(args, "json", False):
-        renderer = JsonLines(console, getattr(args, "profile", "full"))
-    else:
-        renderer = Human(console, live_approver=isinstance(approver, TerminalApprover))
+async def _drive(start: Start, output: Output) -> ev.Done:
     try:
-        run = start(approver)
+        run = start(output.approver)
     except ConfigError as exc:
         raise CliError(str(exc), hint="check the agent's model") from None
     done: ev.Done | None = None
     with cancel_on_interrupt(run.cancel):
         async with run:
             async for event in run:
-                renderer.show(event)
+                output.show(event)
                 if isinstance(event, ev.Done):
                     done = event
     assert done is not None, "a run always ends with done"
     return done
+
+
+@asynccontextmanager
+async def opened(place: Place, agents: Mapping[str, Agent]) -> AsyncIterator[Runtime]:
+    """The runtime of `agents` over the place's event log, for one command; its runs still
+    going when the command ends are cancelled (and recorded so)."""
+    log = await place.log()
+    runtime = Runtime(agents, log)
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
+        await log.close()
+
+
+async def show_run(runtime: Runtime, live: LiveRun, output: Output) -> ev.Done:
+    """Render a run of `runtime` to its end, and a resumption that starts here as it ends (its
+    items were all decided while it paused). Ctrl-C cancels the run (it still ends with
+    loop:aborted and done); what it left open is closed, never left unresumable."""
+    current = live
+
+    def cancel() -> None:
+        runtime.cancel(current.key)
+
+    with cancel_on_interrupt(cancel):
+        while True:
+            async for _, event in current.subscribe(0):
+                output.show(event)
+            await asyncio.wait((current.task,))  # its end, and whatever it started after
+            following = runtime.live.get(current.key)
+            if following is None or following is current:
+                break
+            current = following
+    if current.done is None:
+        raise CliError(
+            f"the run of session {current.key.id} stopped before its end: {current.failure}",
+            hint="`loopwright sessions show ID` shows what the log holds",
+        )
+    return current.done
 
 
 def approver_for(args: argparse.Namespace, console: Console, *, demo: bool) -> Approver | None:
@@ -61,7 +117,7 @@ def approver_for(args: argparse.Namespace, console: Console, *, demo: bool) -> A
     if getattr(args, "yes", False):
         return approve_all
     if running_in_terminal():
-        return TerminalApprover(sys.stdin, console)
+        return TerminalApprover(sys.stdin, console, by=user_name())
     if demo:
         print(
             "(no terminal: approving automatically — run in a terminal to answer the prompt "
@@ -72,9 +128,10 @@ def approver_for(args: argparse.Namespace, console: Console, *, demo: bool) -> A
     return None
 
 
-def explain_pause(store: Store, place: Place, session_id: str, agent_ref: str) -> None:
+async def explain_pause(runtime: Runtime, place: Place, key: SessionKey, agent_ref: str) -> None:
     """After a durable pause: what waits, and the commands that resolve and resume it."""
-    items = open_under(store, session_id, place.tenant)  # with its subagents' items
+    items = await runtime.outstanding(key)  # with its subagents' items
+    session_id = key.id
     flags = place.flags()
     say = sys.stderr.write
     say(

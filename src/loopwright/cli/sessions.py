@@ -1,5 +1,7 @@
 """`loopwright sessions`: the stored sessions (list), one conversation (show), its log as JSON
-lines (export), and compacting its history now (compact)."""
+lines (export), and compacting its history now (compact) — read from the event log through the
+runtime. A session's id belongs to its agent: `show`, `export` and `compact` take `--agent NAME`
+when the same id is used by several agents of the tenant."""
 
 from __future__ import annotations
 
@@ -7,16 +9,21 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import asdict
+from collections.abc import Iterable
 from pathlib import Path
+from typing import IO, Any
 
 from .. import events as ev
+from ..agent import Agent
 from ..compaction import Compaction, compactability, why_not
-from ..store import StoredEvent
-from ..store.durable import export_jsonl, open_session
+from ..errors import UnknownSession
+from ..runtime import Runtime
+from ..store.log import SessionKey, SessionRecord
+from ..wire import to_dict
 from .common import (
     EXIT_CODES,
     CliError,
+    Place,
     add_json_option,
     add_place_options,
     one_line,
@@ -25,7 +32,7 @@ from .common import (
     print_json,
     table,
 )
-from .runner import stream
+from .runner import Output, opened, show_run
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,23 +41,25 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="list, show, export or compact stored sessions",
         description="The sessions stored for the project (newest first). `sessions show ID` "
         "prints the conversation, `sessions export ID` its event log as JSON lines, "
-        "`sessions compact ID` compacts its history now.",
+        "`sessions compact ID` compacts its history now. Session ids belong to an agent: "
+        "when several agents use the same id, say which with --agent NAME.",
     )
     _list_options(sessions)
     actions = sessions.add_subparsers(dest="action", metavar="ACTION")
     _list_options(actions.add_parser("list", help="list sessions (the default)"))
     show = actions.add_parser("show", help="print a session's conversation")
-    show.add_argument("id", metavar="ID", help="the session id (see `loopwright sessions`)")
-    add_place_options(show)
     export = actions.add_parser("export", help="write a session's event log as JSON lines")
-    export.add_argument("id", metavar="ID", help="the session id (see `loopwright sessions`)")
-    export.add_argument("--out", metavar="FILE", help="write to FILE (default: stdout)")
-    add_place_options(export)
     compact = actions.add_parser("compact", help="compact a session's history now")
-    compact.add_argument("id", metavar="ID", help="the session id (see `loopwright sessions`)")
-    compact.add_argument("--agent", metavar="NAME", help="the agent (default: the session's)")
+    for action in (show, export, compact):
+        action.add_argument("id", metavar="ID", help="the session id (see `loopwright sessions`)")
+        action.add_argument(
+            "--agent",
+            metavar="NAME",
+            help="the session's agent (needed only when several agents use the id)",
+        )
+        add_place_options(action)
+    export.add_argument("--out", metavar="FILE", help="write to FILE (default: stdout)")
     compact.add_argument("--json", action="store_true", help="print events as JSON lines")
-    add_place_options(compact)
     sessions.set_defaults(handler=sessions_command, action=None)
 
 
@@ -67,48 +76,110 @@ def sessions_command(args: argparse.Namespace) -> int:
     if action == "compact":
         return compact(args)
     place = place_of(args)
-    store = place.store()
-    try:
-        if action == "list":
-            records = store.sessions(place.tenant, opt(args, "agent"))
-            if opt(args, "json"):
-                for record in records:
-                    print_json(asdict(record))
-            elif not records:
-                print(f"no sessions yet (store: {place.store_path()})", file=sys.stderr)
-            else:
-                rows = [[r.id, r.agent, r.status, r.updated_at, str(r.last_seq)] for r in records]
-                print(table(["ID", "AGENT", "STATUS", "UPDATED", "LAST SEQ"], rows))
-        elif action == "show":
-            record = store.session(args.id, place.tenant)
-            print(
-                f"session {record.id} · agent {record.agent} · {record.status} · "
-                f"{record.last_seq} events · updated {record.updated_at}"
-            )
-            for line in conversation(store.load(args.id, place.tenant)):
-                print(line)
-            waiting = store.pending(place.tenant, session_id=args.id)
-            if waiting:
-                ids = ", ".join(p.id for p in waiting)
-                print(f"waiting for: {ids} (see `loopwright approvals{place.flags()}`)")
-        else:
-            out = Path(args.out) if args.out else None
-            if out is None:
-                export_jsonl(store, args.id, sys.stdout, tenant=place.tenant)
-            else:
-                with out.open("w") as file:
-                    count = export_jsonl(store, args.id, file, tenant=place.tenant)
-                print(f"wrote {count} events to {out}", file=sys.stderr)
-    finally:
-        store.close()
+    commands = {"list": list_sessions, "show": show, "export": export}
+    return asyncio.run(commands[action](place, args))
+
+
+async def list_sessions(place: Place, args: argparse.Namespace) -> int:
+    async with opened(place, {}) as runtime:
+        records = await _all(runtime, place.tenant, opt(args, "agent"))
+    if opt(args, "json"):
+        for record in records:
+            print_json(as_row(record))
+    elif not records:
+        print(f"no sessions yet (store: {place.store_path()})", file=sys.stderr)
+    else:
+        rows = [[r.key.id, r.key.agent, r.status, r.updated_at, str(r.last_seq)] for r in records]
+        print(table(["ID", "AGENT", "STATUS", "UPDATED", "LAST SEQ"], rows))
     return 0
 
 
-def conversation(stored: list[StoredEvent]) -> list[str]:
+def as_row(record: SessionRecord) -> dict[str, Any]:
+    """A session as `sessions --json` prints it."""
+    key = record.key
+    return {
+        "id": key.id,
+        "tenant": key.tenant,
+        "agent": key.agent,
+        "status": record.status,
+        "last_seq": record.last_seq,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "parent": None if record.parent is None else record.parent.id,
+    }
+
+
+async def show(place: Place, args: argparse.Namespace) -> int:
+    async with opened(place, {}) as runtime:
+        record = await find(runtime, place, args.id, args.agent)
+        key = record.key
+        print(
+            f"session {key.id} · agent {key.agent} · {record.status} · "
+            f"{record.last_seq} events · updated {record.updated_at}"
+        )
+        for line in conversation([event async for _, event in runtime.events(key)]):
+            print(line)
+        waiting = await runtime.pending(place.tenant, session=key)
+    if waiting:
+        ids = ", ".join(p.id for p in waiting)
+        print(f"waiting for: {ids} (see `loopwright approvals{place.flags()}`)")
+    return 0
+
+
+async def export(place: Place, args: argparse.Namespace) -> int:
+    async with opened(place, {}) as runtime:
+        key = (await find(runtime, place, args.id, args.agent)).key
+        if not args.out:
+            await export_jsonl(runtime, key, sys.stdout)
+            return 0
+        out = Path(args.out)
+        with out.open("w") as file:
+            count = await export_jsonl(runtime, key, file)
+    print(f"wrote {count} events to {out}", file=sys.stderr)
+    return 0
+
+
+async def export_jsonl(runtime: Runtime, key: SessionKey, out: IO[str]) -> int:
+    """Write a session's log as JSON lines `{"seq", "at", "event"}`; returns the line count."""
+    stored = await runtime.log.read(key)
+    for item in stored:
+        line = {"seq": item.seq, "at": item.at, "event": to_dict(item.event)}
+        out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return len(stored)
+
+
+async def _all(runtime: Runtime, tenant: str, agent: str | None) -> list[SessionRecord]:
+    records: list[SessionRecord] = []
+    cursor = None
+    while True:
+        page = await runtime.sessions(tenant, agent, limit=500, cursor=cursor)
+        records += page.items
+        if (cursor := page.cursor) is None:
+            return records
+
+
+async def find(runtime: Runtime, place: Place, session_id: str, agent: str | None) -> SessionRecord:
+    """The session `session_id` of `agent`, or of whichever agent uses that id (`UnknownSession`
+    when none does; a usage error when several do and `agent` does not say which)."""
+    if agent is not None:
+        return await runtime.session(SessionKey(place.tenant, agent, session_id))
+    found = [r for r in await _all(runtime, place.tenant, None) if r.key.id == session_id]
+    if not found:
+        raise UnknownSession(f"no session {session_id!r}")
+    if len(found) > 1:
+        names = ", ".join(sorted(r.key.agent for r in found))
+        raise CliError(
+            f"session id {session_id!r} is used by several agents ({names})",
+            hint="say which with --agent NAME",
+        )
+    return found[0]
+
+
+def conversation(events: Iterable[ev.Event]) -> list[str]:
     """The log as a person reads it: user, assistant and tool lines, decisions, run ends."""
     lines: list[str] = []
-    for item in stored:
-        match item.event:
+    for event in events:
+        match event:
             case ev.InputReceived(message=message):
                 lines.append(f"user: {message.content}")
             case ev.SteeringInjected(message=message, mode=mode):
@@ -146,28 +217,25 @@ def conversation(stored: list[StoredEvent]) -> list[str]:
 
 def compact(args: argparse.Namespace) -> int:
     place = place_of(args)
-    store = place.store()
-    try:
-        record = store.session(args.id, place.tenant)
-        agent = place.agent(args.agent or record.agent)
+    return asyncio.run(_compact(place, args))
+
+
+async def _compact(place: Place, args: argparse.Namespace) -> int:
+    output = Output(args)
+    agents: dict[str, Agent] = {}  # the runtime's: the session's agent, once it is found
+    async with opened(place, agents) as runtime:
+        key = (await find(runtime, place, args.id, args.agent)).key
+        agent = agents[key.agent] = place.agent(key.agent)
         policy = agent.compaction or Compaction()
-
-        async def go() -> ev.Done | str:
-            session = await open_session(agent, store, args.id, tenant=place.tenant)
-            state = compactability(session.history, policy.keep_last)
-            if state != "ok":
-                return state
-            return await stream(lambda _approver: session.compact(), args)
-
-        done = asyncio.run(go())
-    finally:
-        store.close()
-    if isinstance(done, str):
-        why = why_not(done, policy.keep_last)  # type: ignore[arg-type]
-        print(f"nothing to compact in session {args.id}: {why}", file=sys.stderr)
-        return 0
+        state = compactability((await runtime.open(key)).history, policy.keep_last)
+        if state != "ok":
+            why = why_not(state, policy.keep_last)
+            print(f"nothing to compact in session {key.id}: {why}", file=sys.stderr)
+            return 0
+        live = await runtime.compact(key.tenant, key.agent, key.id)
+        done = await show_run(runtime, live, output)
     if done.stop_reason not in ("completed", "terminated"):
         raise CliError(f"compaction ended with {done.stop_reason}", hint="see the lines above")
     if not args.json:
-        print(f"compacted session {args.id}", file=sys.stderr)
+        print(f"compacted session {key.id}", file=sys.stderr)
     return EXIT_CODES[done.stop_reason]
