@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -61,7 +62,8 @@ COMMIT_AT = frozenset(
     }
 )
 CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
-"""Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type."""
+"""Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type
+(counted over every journal of the process: a subagent's commits count with its parent's)."""
 LEASE_ENV = "LOOPWRIGHT_LEASE_SECONDS"
 """Overrides every lease's length (tests)."""
 
@@ -130,7 +132,7 @@ class LogJournal:
         self.buffer: list[ev.Event] = []
         self.partial: list[str] = []
         self.last_commit = 0.0
-        self.crash = _crash_points(os.environ.get(CRASH_ENV, ""))
+        self.crash = _crash_points_of_process()
         self._session: Session | None = None
         self._lock = asyncio.Lock()
         self._heartbeat: asyncio.Task[None] | None = None
@@ -439,6 +441,12 @@ def _status_of(history: History) -> SessionStatus:
     if history.checkpoint is not None:
         return "paused"
     return "interrupted" if history.recovery is not None else "idle"
+
+
+@functools.cache
+def _crash_points_of_process() -> dict[str, int]:
+    """The counts left before each crash point, one for all the process's journals."""
+    return _crash_points(os.environ.get(CRASH_ENV, ""))
 
 
 def _crash_points(spec: str) -> dict[str, int]:
