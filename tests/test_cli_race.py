@@ -1,0 +1,255 @@
+"""Two terminals, one pending item (issue 12): terminal A runs `loopwright run` and waits at its
+approval prompt; terminal B decides the same item with `loopwright approvals`. Exactly one
+decision wins and it is the one that ran: B's, and A's prompt closes saying what was decided and
+by whom — or A's, when A answers first, and B is told it was already resolved and changes
+nothing. Both are real pseudo-terminals (stdin, stdout and stderr), read line by line: every step
+waits for what a terminal printed, never for time to pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_cli import LOOPWRIGHT
+
+ENV = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
+SAFETY = 60
+"""Seconds after which a wait fails the test instead of hanging it (none waits that long)."""
+PROMPT = "[a]pprove / [d]eny / [e]dit arguments? "
+
+AGENT_PY = '''\
+from pathlib import Path
+
+from loopwright import Agent, tool
+from loopwright.messages import ToolCall, ToolResultMessage
+from loopwright.testing import FunctionModel, Reply
+
+LEDGER = Path(__file__).with_name("ledger.txt")
+
+
+@tool
+def refund(order: str, amount: float) -> str:
+    """Refund an order (each refund is a line of the ledger).
+
+    Args:
+        order: The order's id.
+        amount: How much to refund.
+    """
+    with LEDGER.open("a") as ledger:
+        ledger.write(f"{order} {amount}\\n")
+    return f"refunded {amount} on {order}"
+
+
+def reply(request):
+    if isinstance(request.messages[-1], ToolResultMessage):
+        return Reply(text=f"Done: {request.messages[-1].content}")
+    call = ToolCall(id="r1", name="refund", args={"order": "A-1", "amount": 5})
+    return Reply(text="Refunding.", tool_calls=(call,))
+
+
+agent = Agent(
+    name="refunds",
+    model=FunctionModel(reply),
+    tools=[refund],
+    rules=Path(__file__).with_name("rules.yaml"),
+)
+'''
+RULES = "default_decision: ask\nrules:\n  - {name: refunds-need-approval, tool: refund, decision: ask}\n"
+
+
+class Terminal:
+    """A `loopwright` command at a pseudo-terminal of its own, run as `user`."""
+
+    def __init__(self, cwd: Path, *args: str, user: str) -> None:
+        self.master, tty = os.openpty()
+        self.process = subprocess.Popen(
+            [LOOPWRIGHT, *args],
+            cwd=cwd,
+            env=ENV | {"USER": user, "LOGNAME": user},
+            stdin=tty,
+            stdout=tty,
+            stderr=tty,
+        )
+        os.close(tty)  # the command holds the only other end: its exit ends the output
+        self.seen = ""
+        self.ended = False
+
+    def read_until(self, text: str) -> str:
+        """What the terminal printed up to and including `text`, waiting for it."""
+        deadline = time.monotonic() + SAFETY
+        while text not in self.seen:
+            if self.ended:
+                raise AssertionError(f"{text!r} never came; the terminal showed:\n{self.seen}")
+            if not select.select([self.master], [], [], max(0, deadline - time.monotonic()))[0]:
+                raise AssertionError(f"no {text!r} within {SAFETY}s; so far:\n{self.seen}")
+            self._read()
+        return self.seen[: self.seen.index(text) + len(text)]
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def finish(self) -> tuple[int, str]:
+        """The exit status and everything the terminal showed."""
+        while not self.ended:
+            if not select.select([self.master], [], [], SAFETY)[0]:
+                self.process.kill()
+                raise AssertionError(f"the command did not end; so far:\n{self.seen}")
+            self._read()
+        code = self.process.wait(timeout=SAFETY)
+        os.close(self.master)
+        return code, self.seen
+
+    def _read(self) -> None:
+        try:
+            chunk = os.read(self.master, 65536)
+        except OSError:  # EIO: the command ended and closed its end
+            chunk = b""
+        self.ended = not chunk
+        self.seen += chunk.decode(errors="replace").replace("\r\n", "\n")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    (root / "agents" / "refunds").mkdir(parents=True)
+    (root / "loopwright.toml").write_text("")
+    (root / "agents" / "refunds" / "agent.py").write_text(AGENT_PY)
+    (root / "agents" / "refunds" / "rules.yaml").write_text(RULES)
+    return root
+
+
+def loopwright(project: Path, *args: str) -> str:
+    out = subprocess.run(
+        [LOOPWRIGHT, *args],
+        cwd=project,
+        env=ENV,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=SAFETY,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def at_the_prompt(project: Path) -> tuple[Terminal, dict[str, Any]]:
+    """Terminal A (alice) runs the agent and waits at its prompt; the item it asks about."""
+    a = Terminal(project, "run", "refunds", "refund A-1", user="alice")
+    shown = a.read_until(PROMPT)
+    assert "? refund needs your approval · matched rule 'refunds-need-approval'" in shown
+    [item] = [json.loads(line) for line in loopwright(project, "approvals", "--json").splitlines()]
+    assert (item["tool"], item["args"], item["status"]) == ("refund", {"order": "A-1", "amount": 5}, "open")  # fmt: skip
+    return a, item
+
+
+def ledger(project: Path) -> list[str]:
+    path = project / "agents" / "refunds" / "ledger.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def logged(project: Path, session_id: str) -> list[dict[str, Any]]:
+    out = loopwright(project, "sessions", "export", session_id)
+    return [json.loads(line)["event"] for line in out.splitlines()]
+
+
+def decisions(events: list[dict[str, Any]], pending_id: str) -> list[tuple[str, str, str]]:
+    """Every record of a decision on the item: the authority's, and the run's."""
+    return [
+        (e["type"], e.get("status") or e["decision"], e["by"])
+        for e in events
+        if e["type"] in ("pending:decided", "approval:resolved") and e["id"] == pending_id
+    ]
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "decision", "exit_a"),
+    [("deny", "denied", "deny", 4), ("approve", "approved", "approve", 0)],
+)
+def test_a_decision_from_another_terminal_wins_over_the_waiting_prompt(
+    project, action, status, decision, exit_a
+):
+    a, item = at_the_prompt(project)
+    pid, session = item["id"], item["session_id"]
+
+    b = Terminal(project, "approvals", action, pid, user="bob")
+    code_b, shown_b = b.finish()
+    assert code_b == 0, shown_b
+    assert shown_b == (
+        f"{pid}: {status} (approval: refund) by bob\n"
+        f"the run of session {session} goes on in another process (the terminal or server "
+        "that holds it) with this decision\n"
+    )
+
+    # A's prompt closes, saying what was decided and by whom; the run goes on with it
+    assert a.read_until("(decided elsewhere)\n").endswith(
+        f"{PROMPT}\n  refund: {status} by bob (decided elsewhere)\n"
+    )
+    code_a, shown_a = a.finish()
+    assert code_a == exit_a, shown_a
+    assert shown_a.count(PROMPT) == 1
+    events = logged(project, session)
+    assert decisions(events, pid) == [
+        ("pending:decided", status, "bob"),
+        ("approval:resolved", decision, "bob"),
+    ]
+    refunds = [e for e in events if e["type"] == "tool:started" and e["tool"] == "refund"]
+    if action == "deny":
+        assert ledger(project) == [] and refunds == []  # the refund did not run
+        assert "✗ stopped: refund denied" in shown_a
+    else:
+        assert ledger(project) == ["A-1 5.0"] and len(refunds) == 1
+        assert shown_a.endswith("Done: refunded 5.0 on A-1\n")
+    assert events[-1] == {"type": "done", "text": events[-1]["text"], "stopReason": events[-1]["stopReason"]}  # fmt: skip
+    assert events[-1]["stopReason"] == ("denied" if action == "deny" else "completed")
+    assert loopwright(project, "approvals", "--json") == ""
+
+
+def test_an_answer_at_the_prompt_wins_and_the_other_terminal_changes_nothing(project):
+    a, item = at_the_prompt(project)
+    pid, session = item["id"], item["session_id"]
+    a.type("a\n")
+    code_a, shown_a = a.finish()
+    assert code_a == 0, shown_a
+    assert shown_a.endswith("Done: refunded 5.0 on A-1\n")
+    assert "decided elsewhere" not in shown_a
+    before = logged(project, session)
+
+    b = Terminal(project, "approvals", "deny", pid, user="bob")
+    code_b, shown_b = b.finish()
+    assert (code_b, shown_b) == (
+        0,
+        f"{pid}: already resolved (approved by alice); nothing changed\n",
+    )
+    assert logged(project, session) == before  # nothing changed
+    assert decisions(before, pid) == [
+        ("pending:decided", "approved", "alice"),
+        ("approval:resolved", "approve", "alice"),
+    ]
+    assert ledger(project) == ["A-1 5.0"]
+
+
+def test_ctrl_c_at_the_prompt_closes_the_item(project):
+    """Cancelled at its prompt, the run ends and its item is closed: never listed open but
+    impossible to resume; deciding it afterwards says it was closed, and runs nothing."""
+    a, item = at_the_prompt(project)
+    a.process.send_signal(signal.SIGINT)
+    code_a, shown_a = a.finish()
+    assert code_a == 130, shown_a
+    assert f"{PROMPT}\n" in shown_a and "✗ cancelled" in shown_a
+    assert loopwright(project, "approvals", "--json") == ""
+    b = Terminal(project, "approvals", "approve", item["id"], user="bob")
+    assert b.finish() == (
+        0,
+        f"{item['id']}: already resolved (skipped by loopwright); nothing changed\n",
+    )
+    events = logged(project, item["session_id"])
+    assert decisions(events, item["id"]) == [("pending:decided", "skipped", "loopwright")]
+    assert ledger(project) == []
