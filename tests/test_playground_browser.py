@@ -317,14 +317,12 @@ def test_chat_streams_the_answer_and_an_approval_from_the_page_finishes_the_run(
     timeline = page.get_by_test_id("timeline-item")
     expect(timeline.last).to_have_attribute("data-type", "done")
     types = timeline.evaluate_all("items => items.map(i => i.dataset.type)")
-    for expected in (
-        "session",
-        "approval:pending",
-        "loop:paused",
-        "approval:resolved",
-        "loop:done",
-    ):
-        assert expected in types, types
+    # the page held its stream: the run waited for the decision and went on in it (no pause)
+    expected = ["approval:pending", "pending:decided", "approval:resolved", "loop:done", "done"]
+    assert [t for t in types if t in expected] == expected, types
+    assert types.count("session") == 1 and "loop:paused" not in types, types
+    decided = page.locator('[data-testid=timeline-item][data-type="pending:decided"]')
+    expect(decided).to_contain_text("approved by api")
     session_id = page.get_by_test_id("session-id").get_attribute("data-session-id")
     expect(by_id(page, "session-item", session_id, "data-session-id")).to_be_visible()
     ARTIFACTS.mkdir(exist_ok=True)

@@ -35,14 +35,21 @@ FULL = Draft202012Validator(json.loads((ROOT / "protocol" / "loop-event.schema.j
 
 def check_full(events: list[dict[str, Any]], *, deltas: bool = False) -> None:
     """Each event valid in the committed schema of the whole vocabulary, and each run
-    (`session` … `done`) grammatical."""
+    (`session` … `done`) grammatical; between runs only decisions (`pending:decided`, logged
+    when an item of a paused run is decided, before the run resumes)."""
     for data in events:
         FULL.validate(data)
     runs: list[list[Any]] = []
+    ended = True
     for data in events:
         if data["type"] == "session":
             runs.append([])
+            ended = False
+        elif ended:
+            assert data["type"] == "pending:decided", f"{data['type']} outside a run"
+            continue
         runs[-1].append(loads(data))
+        ended = data["type"] == "done"
     assert runs, "no run in the events"
     for run in runs:
         check_events(run)

@@ -87,12 +87,16 @@ def test_an_approval_pauses_the_run_and_approving_finishes_it(http: httpx.Client
         sid,
         "completed",
     )
-    assert types(done["events"]) == [
-        *PAUSED_RUN,
-        *RESUMED_RUN,
-    ]
+    assert types(done["events"]) == [*PAUSED_RUN, "pending:decided", *RESUMED_RUN]
     check_full(done["events"])
-    resolved = done["events"][len(PAUSED_RUN) + 1]
+    decided = done["events"][len(PAUSED_RUN)]
+    assert (decided["id"], decided["status"], decided["by"], decided["args"]) == (
+        pid,
+        "approved",
+        "ana",
+        {"order": "A-1", "amount": 3},
+    )
+    resolved = done["events"][len(PAUSED_RUN) + 2]
     assert (resolved["decision"], resolved["by"], resolved["args"]) == (
         "approve",
         "ana",
@@ -151,7 +155,12 @@ def test_deny_one_of_two_skips_the_other(http: httpx.Client):
     ]
     denied = body(http.post(f"/approvals/{first}/deny", json={"reason": "too much"}), 200)
     assert denied["stopReason"] == "denied" and denied["sessionId"] == paused["sessionId"]
-    resumed = denied["events"][len(paused["events"]) :]
+    decided = denied["events"][len(paused["events"]) : len(paused["events"]) + 2]
+    assert [(d["type"], d["id"], d["status"], d["by"]) for d in decided] == [
+        ("pending:decided", first, "denied", "api"),
+        ("pending:decided", second, "skipped", f"closed by {first}"),
+    ]
+    resumed = denied["events"][len(paused["events"]) + 2 :]
     assert types(resumed) == [
         "session",
         "approval:resolved",
@@ -181,7 +190,13 @@ def test_approving_one_of_two_answers_202_with_the_next(http: httpx.Client):
     after_first = body(http.post(f"/approvals/{first}/approve"), 202)
     assert (after_first["id"], after_first["pendingIds"]) == (second, [second])
     assert after_first["args"] == {"order": "B-2", "amount": 7}
-    assert after_first["events"] == paused["events"]  # cumulative from the turn's start
+    decided = after_first["events"][-1]  # cumulative from the turn's start
+    assert after_first["events"] == [*paused["events"], decided]
+    assert (decided["type"], decided["id"], decided["status"]) == (
+        "pending:decided",
+        first,
+        "approved",
+    )
     done = body(http.post(f"/approvals/{second}/approve"), 200)
     assert done["text"] == "Done: refunded 5 on A-1; refunded 7 on B-2"
     check_full(done["events"])
@@ -302,19 +317,26 @@ def test_resume_finishes_a_batch_resolved_elsewhere(http: httpx.Client, server: 
 
     from loopwright import Approval
     from loopwright.project import load_project
-    from loopwright.store import open_store
-    from loopwright.store.durable import resolve
+    from loopwright.runtime import Runtime
+    from loopwright.store.log import open_log
 
     paused = paused_refund(http)
     sid, pid = paused["sessionId"], paused["id"]
     url = f"/agents/shop/sessions/{sid}/resume"
     assert body(http.post(url), 409) == {"error": f"session {sid} still has 1 open items"}
-    store = open_store(server.root / ".loopwright" / "loopwright.db")
-    try:  # recorded by another process that did not resume (it crashed, or was told not to)
-        agent = load_project(server.root).agents["shop"]
-        asyncio.run(resolve(store, agent, pid, Approval.approve(by="cli")))
-    finally:
-        store.close()
+
+    async def elsewhere() -> str:  # another runtime records it without resuming
+        log = await open_log(server.root / ".loopwright" / "loopwright.db")
+        try:
+            runtime = Runtime(load_project(server.root).agents, log)
+            decided = await runtime.resolve(
+                "default", pid, Approval.approve(by="cli"), resume=False
+            )
+            return decided.status
+        finally:
+            await log.close()
+
+    assert asyncio.run(elsewhere()) == "waiting"
     message = http.post("/agents/shop/messages", json={"message": "hi", "sessionId": sid})
     assert body(message, 409) == {
         "error": f"session {sid} is paused and its items are resolved: resume it first "

@@ -5,6 +5,7 @@ items raised inside a subagent's session listed under the top-level session."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -16,8 +17,7 @@ from loopwright import events as ev
 from loopwright.errors import ConfigError
 from loopwright.project import load_project
 from loopwright.server import ServerSettings, create_app
-from loopwright.store import open_store
-from loopwright.store.durable import OWNER
+from loopwright.store.log import SessionKey, open_log
 from test_server import LiveServer, body, make_project, serving
 
 ACME, GLOBEX = "acme-token-0123456789", "globex-token-9876543210"
@@ -93,8 +93,9 @@ def test_each_tenant_sees_only_its_own(acme: httpx.Client, globex: httpx.Client)
         assert body(globex.post(f"/approvals/{pid}/{verb}"), 404) == {
             "error": f"No pending approval '{pid}' (already decided, timed out, or never existed)."
         }
-    taken = globex.post("/agents/shop/messages", json={"message": "hi", "sessionId": sid})
-    assert body(taken, 404) == {"error": f"no session '{sid}'"}
+    # the same id is another session for another tenant (ids belong to tenant and agent)
+    mine = globex.post("/agents/shop/messages", json={"message": "hi", "sessionId": sid})
+    assert body(mine, 200)["text"] == "heard: hi"
     # the owner still has it all, untouched
     assert [i["id"] for i in body(acme.get("/pending"), 200)["items"]] == [pid]
     assert body(acme.post(f"/approvals/{pid}/approve"), 200)["text"] == "Done: refunded 5 on A-1"
@@ -108,29 +109,34 @@ def test_a_subagents_items_are_listed_under_the_top_level_session(
         acme.post("/agents/greeter/messages", json={"message": "hi", "sessionId": "g1"}), 200
     )
     assert greeted["text"] == "Hello there!"
-    store = open_store(server.root / ".loopwright" / "loopwright.db")
     child = "g1/helper/c9"
-    try:  # what a subagent's durable run leaves when it pauses (written as its journal would)
-        claim, _ = store.claim(child, "acme", "helper", OWNER)
-        scope = ev.Scope(tenant="acme", environment="production", agent="helper")
-        store.append(
-            claim,
-            [
-                ev.Session(session_id=child),
-                ev.ApprovalPending(
-                    id="apr_nested_1",
-                    tool="lookup",
-                    args={"q": 1},
-                    scope=scope,
-                    reason="matched rule 'ask'",
-                    requested_at="2026-01-01T00:00:00.000Z",
-                ),
-                ev.PendingRequested(id="apr_nested_1", call_id="c1"),
-            ],
-        )
-        store.release(claim, "paused")
-    finally:
-        store.close()
+
+    async def paused_child() -> None:  # what a subagent's run leaves when it pauses
+        log = await open_log(server.root / ".loopwright" / "loopwright.db")
+        key, parent = SessionKey("acme", "helper", child), SessionKey("acme", "greeter", "g1")
+        try:
+            claimed = await log.claim(key, "elsewhere", ttl=60, parent=parent)
+            scope = ev.Scope(tenant="acme", environment="production", agent="helper")
+            await log.append(
+                claimed.lease,
+                [
+                    ev.Session(session_id=child),
+                    ev.ApprovalPending(
+                        id="apr_nested_1",
+                        tool="lookup",
+                        args={"q": 1},
+                        scope=scope,
+                        reason="matched rule 'ask'",
+                        requested_at="2026-01-01T00:00:00.000Z",
+                    ),
+                    ev.PendingRequested(id="apr_nested_1", call_id="c1"),
+                ],
+            )
+            await log.release(claimed.lease, "paused")
+        finally:
+            await log.close()
+
+    asyncio.run(paused_child())
     listed = body(acme.get("/agents/greeter/sessions/g1/approvals"), 200)["approvals"]
     assert listed == [
         {
@@ -224,7 +230,7 @@ async def test_without_tokens_only_loopback_clients_are_served_and_cors_is_off(t
         }
     local = await get(("127.0.0.1", 1), Origin="https://app.example.com")
     assert "access-control-allow-origin" not in local.headers
-    app.state.loopwright.store.close()
+    await app.state.loopwright.close()
 
 
 @pytest.mark.parametrize(
@@ -280,15 +286,16 @@ async def test_a_page_of_another_site_cannot_post_here(tmp_path):
             assert body(refused, 403) == {"error": "cross-site request refused"}, origin
             assert body(await http.post("/approvals/x/approve", headers={"Origin": origin}), 403)
             assert (await http.get("/agents", headers={"Origin": origin})).status_code == 200
-        assert store_sessions(app) == []  # nothing ran
+        assert await logged_sessions(app) == []  # nothing ran
         same = await http.post(
             "/agents/shop/messages", json=message, headers={"Origin": "http://127.0.0.1:8787"}
         )
         assert same.status_code == 200  # the playground itself (same origin)
         assert (await http.post("/agents/shop/messages", json=message)).status_code == 200  # curl
-    app.state.loopwright.store.close()
+    assert len(await logged_sessions(app)) == 2
+    await app.state.loopwright.close()
 
 
-def store_sessions(app: Any) -> list[Any]:
+async def logged_sessions(app: Any) -> list[Any]:
     state = app.state.loopwright
-    return state.store.sessions("default")
+    return list((await state.runtime.sessions("default")).items)

@@ -6,12 +6,14 @@ our richer events for clients that want them, and the web playground.
 
     app = create_app(load_project("."))        # a Starlette app; `loopwright serve` runs it
 
-Runs are durable (the project's store; nobody answers approvals live, so an `ask` pauses the
-run and a client resolves it later). Modules: `app` (routes list, errors, middleware), `routes`
-(agents and sessions), `resolve` (pending items), `state` (what routes share), `runs` (live
-runs and their fan-out), `sse`, `views` (the API's shapes), `guard` (Host check, tokens and
-tenants, body size), `settings`, `openapi`, `config` (an agent's resolved configuration), `dev`
-(reload on change). Nothing in the core imports this package.
+Every route goes through one `loopwright.runtime.Runtime` over the project's event log (the
+SQLite file where the project keeps its sessions). Runs are durable: an `ask` waits for a decision
+while a client holds the run's stream, and pauses the run otherwise, until a client (or the CLI,
+or another server) decides it. Sessions are named by (tenant, agent, id). Modules: `app` (routes
+list, errors, middleware), `routes` (agents and sessions), `resolve` (pending items), `state`
+(what routes share), `sse`, `views` (the API's shapes), `guard` (Host check, tokens and tenants,
+body size), `settings`, `openapi`, `config` (an agent's resolved configuration), `dev` (reload on
+change). Nothing in the core imports this package.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 from starlette.applications import Starlette
 
 from ..project import Project
-from ..store import Store
+from ..runtime import Runtime
+from ..store.log import EventLog
 from .settings import ServerSettings
 from .state import State
 
@@ -31,24 +34,31 @@ __all__ = ["ServerSettings", "State", "create_app", "version"]
 
 def create_app(
     project: Project,
-    store: Store | None = None,
+    log: EventLog | None = None,
     *,
+    runtime: Runtime | None = None,
     settings: ServerSettings | None = None,
     **overrides: Any,
 ) -> Starlette:
-    """The application serving `project`. `store` defaults to the project's store (opened
-    here and closed on shutdown); `settings` to `[server]`/`[auth]` of loopwright.toml, with
-    `overrides` (e.g. `host=`, `max_body_bytes=`, `tokens=`) applied on top."""
+    """The application serving `project`: its agents driven by `runtime`, or by a runtime of
+    its own over `log` — by default the project's event log, opened here (and closed on
+    shutdown, after the runtime). `settings` default to `[server]`/`[auth]` of
+    loopwright.toml, with `overrides` (e.g. `host=`, `max_body_bytes=`, `tokens=`) on top."""
     from .app import build
 
     if settings is None:
         settings = ServerSettings.from_project(project.settings, **overrides)
-    owns = store is None
-    if store is None:
-        from ..store import open_store
+    owns_log, owns_runtime = runtime is None and log is None, runtime is None
+    if runtime is None:
+        if log is None:
+            from ..store.sqlite_log import SQLiteLog
 
-        store = open_store(project.store_path())
-    return build(State(project=project, store=store, settings=settings, owns_store=owns))
+            # what `open_log` does in a thread: the app is built before its event loop runs
+            log = SQLiteLog(project.store_path())
+        runtime = Runtime(project.agents, log)
+    state = State(project=project, runtime=runtime, settings=settings)
+    state.owns_runtime, state.owns_log = owns_runtime, owns_log
+    return build(state)
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """The Starlette application: one routes list, the error shape, the middleware stack (Host
 check, CORS when configured, authentication and body size) and the lifespan (live runs are
-cancelled and recorded on shutdown)."""
+cancelled and recorded on shutdown, then the event log is closed)."""
 
 from __future__ import annotations
 
@@ -81,9 +81,7 @@ def build(state: State) -> Starlette:
         try:
             yield
         finally:
-            await state.runs.stop_all()
-            if state.owns_store:
-                state.store.close()
+            await state.close()
 
     app = Starlette(
         routes=table,

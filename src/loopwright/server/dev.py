@@ -45,7 +45,7 @@ def reload(state: State, root: Path, say: Callable[[str], None]) -> bool:
     except ConfigError as exc:
         say(f"reload failed, still serving the previous version: {exc}")
         return False
-    state.project, state.settings = project, settings
+    state.serve(project, settings)
     say(f"reloaded: {len(project.agents)} agent(s): {', '.join(sorted(project.agents))}")
     return True
 

@@ -50,10 +50,12 @@ AFTER = {
     "description": "Only events with a larger sequence number.",
 }
 SSE = {
-    "description": "Server-sent events: `event: <type>`, `id: <seq>`, `data: <json>`.",
+    "description": "Server-sent events: `event: <type>`, `id: <seq>` (only on events the log "
+    "holds when they are sent: token deltas and events not committed yet have none, so "
+    "Last-Event-ID resumes without a gap), `data: <json>`.",
     "content": {
         "text/event-stream": {
-            "schema": {  # one server-sent event (token deltas have no id)
+            "schema": {  # one server-sent event
                 "type": "object",
                 "required": ["event", "data"],
                 "properties": {
@@ -252,7 +254,8 @@ def document(version: str) -> Schema:
             },
             "/agents/{name}/messages/stream": {
                 "post": _op(
-                    "Send a message; stream the run as SSE",
+                    "Send a message; stream the run as SSE (held: an ask waits for a decision "
+                    "made anywhere and the run goes on in this stream; closing it pauses the run)",
                     {**RUN_RESPONSES, "200": SSE},
                     NAME,
                     PROFILE,
@@ -283,7 +286,8 @@ def document(version: str) -> Schema:
             },
             f"{session}/stream": {
                 "get": _op(
-                    "Replay the session's events as SSE, then its live run",
+                    "Replay the session's events as SSE, then its runs as they go (across "
+                    "pauses, up to a run's end that is not a pause)",
                     {"200": SSE, "400": _error("Bad sequence number.")},
                     NAME,
                     ID,

@@ -1,32 +1,37 @@
 """Pending items: the listings, and their resolution (approve, approve with edited arguments,
-deny, answer) from any client, whichever process paused the run.
+deny, answer) from any client, whichever process's run waits on them — through
+`Runtime.resolve`, the one authority: the first decision wins, wherever it is made.
 
-A resolution is recorded first (durable before the answer), then: items of the batch still open
-→ 202 with the next one; none → the top-level session resumes here and the answer is the
-run's, 200 or 202, with every event from the start of the turn (or, with
-`Accept: text/event-stream`, the resumed run streamed). Resolving twice is a harmless 200 that
-says so; an invalid edit is a 400 that leaves the item open.
+The decision is recorded first (durable before the answer), then: items still open under the
+top-level session → 202 with the next one; none → the run goes on, and the answer is the run's,
+200 or 202, with every event from the start of the turn (or, with `Accept: text/event-stream`,
+the run streamed). A run that was waiting on the item live (a client holds its stream, here or
+in another process) goes on where it waited; a paused one resumes here. Resolving twice is a
+harmless 200 that says so; an invalid edit is a 400 that leaves the item open.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import events as ev
 from ..approvals import Answer, Approval
-from ..errors import ConfigError, SessionBusy, UnknownPending
-from ..store import StaleWriter
-from ..store.durable import Owner, open_session, owner_of, resolve
+from ..errors import ConfigError, UnknownPending
+from ..runtime import Resolved
+from ..store import PendingRecord
+from ..store.log import SessionKey
 from . import sse
-from .routes import session_record
-from .runs import LiveRun
-from .state import plain_answer, start_run, state_of
+from .routes import held_stream, session_record
+from .state import State, ended, plain_answer, state_of
 from .views import (
     ApiError,
-    Pending,
     open_items,
+    paused_body,
+    place,
     profile_of,
     read_json,
     tenant_of,
@@ -73,18 +78,45 @@ async def _resolve(request: Request, action: Action) -> Response:
     profile = profile_of(request)
     data = await read_json(request, state.settings.max_body_bytes, required=action == "answer")
     kind: Kind = "question" if action == "answer" else "approval"
-    recorded = await _record(request, kind, _decision(action, data), WRONG_KIND[kind])
-    if isinstance(recorded, Response):
-        return recorded
-    owner, waiting = recorded
-    if waiting:
-        events = turn_events(state.store, owner.root_session_id, tenant_of(request))
-        ids = [p.item.id for p in waiting]
-        return JSONResponse(waiting[0].paused_body(ids, events, profile), status_code=202)
-    live = await _resume(request, owner)
-    if wants_stream(request):
-        return sse.response(sse.live_frames(live, profile))
-    return await plain_answer(state, live, owner.root_agent.name, profile, whole_turn=True)
+    decision = _decision(action, data)
+    item = await _item(request, kind, WRONG_KIND[kind])
+    hold = wants_stream(request)
+    decided = await _record(request, item, decision, hold=hold)
+    result, before = decided.result, decided.before
+    if result.status == "invalid":
+        raise ApiError(400, result.error or "invalid decision")
+    if result.status == "already_resolved":
+        now = result.item
+        return JSONResponse(
+            {
+                "alreadyResolved": True,
+                "id": now.id,
+                "status": now.status,
+                "decidedBy": now.decided_by,
+                "sessionId": result.root.id,
+            }
+        )
+    if result.status == "waiting":
+        events = await turn_events(state.log, result.root)
+        body = paused_body(result.outstanding, result.root, events, profile)
+        return JSONResponse(body, status_code=202)
+    run = result.run
+    if run is not None and run.start_seq >= before:  # resumed here by this decision
+        if hold:
+            return held_stream(state, run, profile)
+        return await plain_answer(state, run, profile, whole_turn=True)
+    if hold:  # it goes on where it waited (here or elsewhere): follow the session
+        runtime, root = state.runtime, result.root
+        return sse.response(
+            lambda: runtime.events(root, after=before, follow=True),
+            profile,
+            state.settings.keepalive,
+        )
+    done = await _ending(state, result, before)
+    if done is None:
+        raise ApiError(500, "the resumed run failed")
+    events = await turn_events(state.log, result.root)
+    return await ended(state, result.root, done, events, profile)
 
 
 async def resolve_pending(request: Request) -> Response:
@@ -117,70 +149,66 @@ async def answer_pending(request: Request) -> Response:
 
 
 async def _durable(request: Request, kind: Kind, decision: Approval | Answer) -> Response:
-    recorded = await _record(request, kind, decision, DURABLE_WRONG_KIND[kind], v1=True)
-    if isinstance(recorded, Response):
-        return recorded
-    owner, waiting = recorded
-    if waiting:
-        return JSONResponse({"resolved": True, "outstanding": len(waiting)})
-    live = await _resume(request, owner)
-    await live.finished.wait()
-    if live.done is None:
+    item = await _item(request, kind, DURABLE_WRONG_KIND[kind])
+    decided = await _record(request, item, decision, hold=False)
+    result = decided.result
+    if result.status == "invalid":
+        raise ApiError(400, f"editedArgs invalid — {result.error or 'invalid decision'}")
+    if result.status == "already_resolved":
+        return JSONResponse({"alreadyResolved": True})
+    if result.status == "waiting":
+        return JSONResponse({"resolved": True, "outstanding": len(result.outstanding)})
+    done = await _ending(state_of(request), result, decided.before)
+    if done is None:
         raise ApiError(500, "the resumed run failed")
-    done = live.done
-    body = {"text": done.text, "sessionId": owner.root_session_id, "stopReason": done.stop_reason}
+    body = {"text": done.text, "sessionId": result.root.id, "stopReason": done.stop_reason}
     return JSONResponse(body)
 
 
-async def _record(
-    request: Request, kind: Kind, decision: Approval | Answer, wrong_kind: str, *, v1: bool = False
-) -> Response | tuple[Owner, list[Pending]]:
-    """Record the decision (durable before any answer). An answer when there is nothing more
-    to do (already resolved); else the owner and the items of the turn still open."""
-    state, tenant = state_of(request), tenant_of(request)
-    pending_id = request.path_params["id"]
+async def _item(request: Request, kind: Kind, wrong_kind: str) -> PendingRecord:
+    """The item named in the path, of this tenant and of this kind (404, 400 otherwise)."""
+    state, pending_id = state_of(request), request.path_params["id"]
     try:
-        owner = owner_of(state.store, state.project.agents, pending_id, tenant=tenant)
+        item = await state.log.pending_item(tenant_of(request), pending_id)
     except UnknownPending:
         raise ApiError(404, NOT_FOUND[kind].format(pending_id)) from None
-    except ConfigError as exc:
-        raise ApiError(409, f"cannot resolve '{pending_id}' here: {exc}") from None
-    if owner.item.kind != kind:
+    if item.kind != kind:
         raise ApiError(400, wrong_kind.format(pending_id))
-    result = await resolve(state.store, owner.agent, pending_id, decision, tenant=tenant)
-    if result.status == "invalid":
-        error = result.error or "invalid decision"
-        raise ApiError(400, f"editedArgs invalid — {error}" if v1 else error)
-    if result.status == "already_resolved":
-        if v1:
-            return JSONResponse({"alreadyResolved": True})
-        now = state.store.pending_item(pending_id, tenant)
-        return JSONResponse(
-            {
-                "alreadyResolved": True,
-                "id": pending_id,
-                "status": now.status,
-                "decidedBy": now.decided_by,
-                "sessionId": owner.root_session_id,
-            }
-        )
-    root = owner.root_agent.name
-    waiting = open_items(state.store, tenant, agent=root, session_id=owner.root_session_id)
-    return owner, waiting
+    return item
 
 
-async def _resume(request: Request, owner: Owner) -> LiveRun:
-    """Nothing of the batch is open: the top-level session resumes here."""
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    result: Resolved
+    before: int
+    """The top-level session's last seq before the decision: where what follows it starts."""
+
+
+async def _record(
+    request: Request, item: PendingRecord, decision: Approval | Answer, *, hold: bool
+) -> _Recorded:
+    """Record the decision (durable before any answer); a run it resumes here is held by the
+    caller when `hold`."""
     state, tenant = state_of(request), tenant_of(request)
-    session = await open_session(
-        owner.root_agent, state.store, owner.root_session_id, tenant=tenant
-    )
+    placed = await place(state.log, item)
+    root = SessionKey(tenant, placed.root_agent, placed.root_session)
+    before = (await state.runtime.session(root)).last_seq
     try:
-        return await start_run(state, session, session.resume)
-    except (SessionBusy, StaleWriter) as exc:
-        raise ApiError(
-            409, f"the decision is recorded, but the run cannot resume here: {exc}"
-        ) from None
+        result = await state.runtime.resolve(tenant, item.id, decision, hold=hold)
+    except ConfigError as exc:
+        raise ApiError(409, f"cannot resolve '{item.id}' here: {exc}") from None
+    return _Recorded(result, before)
+
+
+async def _ending(state: State, result: Resolved, before: int) -> ev.Done | None:
+    """The `done` of the run that goes on after the decision: a run of this process (resumed
+    here, or waiting here on the item), else the next `done` the log gets (a run elsewhere)."""
+    if result.run is not None:
+        return await result.run.wait()
+    async for stored in state.log.follow(result.root, after=before):
+        if isinstance(stored.event, ev.Done):
+            return stored.event
+    return None
 
 
 def _decision(action: Action, data: dict[str, Any]) -> Approval | Answer:
@@ -205,16 +233,18 @@ async def agent_items(request: Request) -> JSONResponse:
     state = state_of(request)
     name = request.path_params["name"]
     state.agent(name)
-    session_id = None
+    tenant = tenant_of(request)
     if "id" in request.path_params:
-        session_id = session_record(state, request).id
+        key = (await session_record(state, request)).key
+        items = await open_items(state.runtime, tenant, session=key)
+    else:
+        items = await open_items(state.runtime, tenant, agent=name)
     kind = "approval" if request.url.path.endswith("/approvals") else "question"
-    items = open_items(state.store, tenant_of(request), agent=name, session_id=session_id)
     listed = [p.listed() for p in items if p.item.kind == kind]
     return JSONResponse({f"{kind}s": listed})
 
 
 async def all_items(request: Request) -> JSONResponse:
     state = state_of(request)
-    items = open_items(state.store, tenant_of(request))
+    items = await open_items(state.runtime, tenant_of(request))
     return JSONResponse({"items": [p.listed(typed=True) for p in items]})

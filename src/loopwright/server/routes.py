@@ -1,6 +1,7 @@
 """Agents and sessions: list agents and show one's configuration, send a message (plain or
-streamed), and read, replay, cancel, steer, compact or resume a session. Every session is
-looked up within the caller's tenant: another tenant's id is unknown (404)."""
+streamed), and read, replay, cancel, steer, compact or resume a session — each through the
+runtime. A session is named by (tenant, agent, id): the same id under another agent or tenant
+is another session, and another tenant's id is an unknown one (404)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..compaction import Compaction, compactability, why_not
-from ..errors import SessionBusy, UnknownSession
-from ..store import SessionRecord
-from ..store.durable import open_session
-from ..wire import messages_to_json
+from ..errors import UnknownSession
+from ..runtime import LiveRun
+from ..store.log import SessionKey, SessionRecord
+from ..wire import Profile, messages_to_json
 from . import sse
 from .config import configuration, summary
-from .state import State, plain_answer, start_run, state_of
+from .state import State, plain_answer, run_events, state_of
 from .views import (
     ApiError,
     events_json,
@@ -53,7 +54,8 @@ async def agent_config(request: Request) -> JSONResponse:
 
 
 async def post_message(request: Request) -> Response:
-    """`POST /agents/{name}/messages` and `.../messages/stream`."""
+    """`POST /agents/{name}/messages` and `.../messages/stream` (the stream holds the run: an
+    ask waits on it for a decision made anywhere, and the run goes on in the same stream)."""
     state = state_of(request)
     tenant = tenant_of(request)
     agent = state.agent(request.path_params["name"])
@@ -63,68 +65,85 @@ async def post_message(request: Request) -> Response:
     assert message is not None
     session_id = session_id_field(data)
     if session_id is not None:
-        state.runs.check_idle(tenant, session_id)
-        try:
-            record = state.store.session(session_id, tenant)
-        except UnknownSession:
-            record = None
-        if record is not None and record.agent != agent.name:
-            raise ApiError(
-                409, f"session {session_id} belongs to agent '{record.agent}', not '{agent.name}'"
-            )
-        waiting = open_items(state.store, tenant, session_id=session_id)
-        if waiting:
-            ids = ", ".join(p.item.id for p in waiting)
-            raise ApiError(
-                409,
-                f"session {session_id} is paused on pending items ({ids}): approve, deny or "
-                "answer them first",
-            )
-    session = await open_session(agent, state.store, session_id, tenant=tenant)
-    if session.history.checkpoint is not None:
+        await check_open(state, SessionKey(tenant, agent.name, session_id))
+    stream = request.url.path.endswith("/stream")
+    live = await state.runtime.send(tenant, agent.name, session_id, message, hold=stream)
+    if stream:
+        return held_stream(state, live, profile)
+    return await plain_answer(state, live, profile)
+
+
+async def check_open(state: State, key: SessionKey) -> None:
+    """409 unless the session may take a message: it runs, or it is paused (on open items, or
+    with its items decided but not resumed)."""
+    state.runtime.live.check_idle(key)
+    try:
+        record = await state.runtime.session(key)
+    except UnknownSession:
+        return
+    if record.status != "paused":
+        return
+    waiting = await state.runtime.outstanding(key)
+    if waiting:
+        ids = ", ".join(item.id for item in waiting)
         raise ApiError(
             409,
-            f"session {session.id} is paused and its items are resolved: resume it first "
-            f"(POST /agents/{agent.name}/sessions/{session.id}/resume)",
+            f"session {key.id} is paused on pending items ({ids}): approve, deny or answer "
+            "them first",
         )
-    live = await start_run(state, session, lambda: session.run(message))
-    if request.url.path.endswith("/stream"):
-        return sse.response(sse.live_frames(live, profile))
-    return await plain_answer(state, live, agent.name, profile)
+    raise ApiError(
+        409,
+        f"session {key.id} is paused and its items are resolved: resume it first "
+        f"(POST /agents/{key.agent}/sessions/{key.id}/resume)",
+    )
 
 
-def session_record(state: State, request: Request) -> SessionRecord:
+def held_stream(state: State, live: LiveRun, profile: Profile) -> Response:
+    """A live run streamed to its caller, who holds it (see `Runtime.send`'s `hold`)."""
+    held = live.held
+    return sse.response(
+        live.stream,
+        profile,
+        state.settings.keepalive,
+        on_close=held.close if held is not None else None,
+    )
+
+
+async def session_record(state: State, request: Request) -> SessionRecord:
     """The session named in the path, of this tenant and this agent; 404 otherwise."""
     name = request.path_params["name"]
     state.agent(name)
-    session_id = request.path_params["id"]
+    key = SessionKey(tenant_of(request), name, request.path_params["id"])
     try:
-        record = state.store.session(session_id, tenant_of(request))
+        return await state.runtime.session(key)
     except UnknownSession:
-        record = None
-    if record is None or record.agent != name:
-        raise ApiError(404, f"no session '{session_id}' for agent '{name}'")
-    return record
+        raise ApiError(404, f"no session '{key.id}' for agent '{name}'") from None
 
 
 async def list_sessions(request: Request) -> JSONResponse:
     state = state_of(request)
     name = request.path_params["name"]
     state.agent(name)
-    records = state.store.sessions(tenant_of(request), agent=name)
+    records: list[SessionRecord] = []
+    cursor = None
+    while True:
+        page = await state.runtime.sessions(tenant_of(request), name, cursor=cursor)
+        records += page.items
+        if (cursor := page.cursor) is None:
+            break
     return JSONResponse(
         {
             "sessions": [
                 {
-                    "id": r.id,
-                    "agent": r.agent,
+                    "id": r.key.id,
+                    "agent": r.key.agent,
                     "status": r.status,
                     "lastSeq": r.last_seq,
                     "createdAt": r.created_at,
                     "updatedAt": r.updated_at,
                 }
                 for r in records
-                if "/" not in r.id  # a subagent's session is shown through its parent's
+                if r.parent is None  # a subagent's session is shown through its parent's
             ]
         }
     )
@@ -132,14 +151,12 @@ async def list_sessions(request: Request) -> JSONResponse:
 
 async def show_session(request: Request) -> JSONResponse:
     state = state_of(request)
-    record = session_record(state, request)
-    tenant = tenant_of(request)
-    agent = state.agent(record.agent)
-    session = await open_session(agent, state.store, record.id, tenant=tenant)
-    waiting = open_items(state.store, tenant, agent=record.agent, session_id=record.id)
+    record = await session_record(state, request)
+    session = await state.runtime.open(record.key)
+    waiting = await open_items(state.runtime, record.key.tenant, session=record.key)
     return JSONResponse(
         {
-            "sessionId": record.id,
+            "sessionId": record.key.id,
             "status": record.status,
             "lastSeq": record.last_seq,
             "history": json.loads(messages_to_json(session.messages)),
@@ -149,25 +166,23 @@ async def show_session(request: Request) -> JSONResponse:
 
 
 async def session_events(request: Request) -> Response:
-    """`GET .../events` (JSON, or SSE with `Accept: text/event-stream`) and `.../stream`."""
+    """`GET .../events` (JSON, or SSE with `Accept: text/event-stream`) and `.../stream`: the
+    log after a seq (`?after`, or `Last-Event-ID`); as SSE, then the session's runs as they go,
+    across pauses, up to a `done` that is not a pause."""
     state = state_of(request)
-    record = session_record(state, request)
-    tenant = tenant_of(request)
+    key = (await session_record(state, request)).key
     profile = profile_of(request)
     after = _sequence(request.query_params.get("after", "0"), "after")
     resume_from = request.headers.get("last-event-id")
     if resume_from is not None and resume_from.strip():
         after = _sequence(resume_from, "Last-Event-ID")
     if not (wants_stream(request) or request.url.path.endswith("/stream")):
-        stored = state.store.load(record.id, tenant, after=after)
+        stored = await state.log.read(key, after=after)
         return JSONResponse({"events": stored_json(stored, profile)})
-    live = state.runs.get(tenant, record.id)
-    if live is not None:
-        try:
-            await live.started()
-        except Exception:
-            live = None
-    return sse.response(sse.replay_frames(state.store, tenant, record.id, after, live, profile))
+    runtime = state.runtime
+    return sse.response(
+        lambda: runtime.events(key, after=after, follow=True), profile, state.settings.keepalive
+    )
 
 
 def _sequence(text: str, what: str) -> int:
@@ -180,11 +195,10 @@ def _sequence(text: str, what: str) -> int:
 async def cancel(request: Request) -> JSONResponse:
     """Cancel the session's live run here and wait (bounded) until it recorded its end."""
     state = state_of(request)
-    record = session_record(state, request)
-    live = state.runs.get(tenant_of(request), record.id)
-    if live is None:
+    key = (await session_record(state, request)).key
+    live = state.runtime.live.get(key)
+    if live is None or not state.runtime.cancel(key):
         return JSONResponse({"cancelled": False})
-    live.session.cancel()
     try:
         await asyncio.wait_for(live.finished.wait(), state.settings.cancel_wait)
     except TimeoutError:
@@ -195,58 +209,51 @@ async def cancel(request: Request) -> JSONResponse:
 
 async def steer(request: Request) -> JSONResponse:
     state = state_of(request)
-    record = session_record(state, request)
+    key = (await session_record(state, request)).key
     data = await read_json(request, state.settings.max_body_bytes)
     message = text_field(data, "message", required=True)
     assert message is not None
-    live = state.runs.get(tenant_of(request), record.id)
+    live = state.runtime.live.get(key)
     if live is None or live.finished.is_set():
-        raise ApiError(409, f"session {record.id} has no run in progress: send it a message")
-    live.session.steer(message)
+        raise ApiError(409, f"session {key.id} has no run in progress: send it a message")
+    await state.runtime.steer(key, message)
     return JSONResponse({"queued": True}, status_code=202)
 
 
 async def compact(request: Request) -> JSONResponse:
     state = state_of(request)
-    record = session_record(state, request)
+    key = (await session_record(state, request)).key
     profile = profile_of(request)
-    agent = state.agent(record.agent)
-    state.runs.check_idle(tenant_of(request), record.id)  # busy: 409 before anything else
-    session = await open_session(agent, state.store, record.id, tenant=tenant_of(request))
+    agent = state.agent(key.agent)
+    state.runtime.live.check_idle(key)  # busy: 409 before anything else
+    session = await state.runtime.open(key)
     keep_last = (agent.compaction or Compaction()).keep_last
     nothing = compactability(session.history, keep_last)
     if nothing != "ok":
         reason = f"nothing to compact: {why_not(nothing, keep_last)}"
-        return JSONResponse({"sessionId": record.id, "compacted": False, "reason": reason})
-    live = await start_run(state, session, session.compact)
-    await live.finished.wait()
-    if live.done is None:
+        return JSONResponse({"sessionId": key.id, "compacted": False, "reason": reason})
+    live = await state.runtime.compact(key.tenant, key.agent, key.id)
+    done = await live.wait()
+    if done is None:
         raise ApiError(500, "the compaction failed")
     return JSONResponse(
         {
-            "sessionId": record.id,
-            "compacted": live.done.stop_reason == "completed",
-            "events": events_json(live.stored_events(), profile),
-            "stopReason": live.done.stop_reason,
+            "sessionId": key.id,
+            "compacted": done.stop_reason == "completed",
+            "events": events_json(run_events(live), profile),
+            "stopReason": done.stop_reason,
         }
     )
 
 
 async def resume(request: Request) -> Response:
-    """Resume a paused session whose items are all resolved (normally resolving the last item
+    """Resume a paused session whose items are all decided (normally the last decision
     resumes it; this finishes the job when that did not happen, e.g. after a restart)."""
     state = state_of(request)
-    record = session_record(state, request)
-    tenant = tenant_of(request)
+    key = (await session_record(state, request)).key
     profile = profile_of(request)
-    agent = state.agent(record.agent)
-    session = await open_session(agent, state.store, record.id, tenant=tenant)
-    if session.history.checkpoint is None:
-        raise ApiError(409, f"session {record.id} has no paused run to resume")
-    try:
-        live = await start_run(state, session, session.resume)
-    except SessionBusy as exc:
-        raise ApiError(409, str(exc).replace("resume()", "resume")) from None
-    if wants_stream(request):
-        return sse.response(sse.live_frames(live, profile))
-    return await plain_answer(state, live, agent.name, profile, whole_turn=True)
+    hold = wants_stream(request)
+    live = await state.runtime.resume(key.tenant, key.agent, key.id, hold=hold)
+    if hold:
+        return held_stream(state, live, profile)
+    return await plain_answer(state, live, profile, whole_turn=True)

@@ -49,6 +49,8 @@ class ServerSettings:
     """Bearer token → tenant. Empty: loopback clients only, as tenant `default`."""
     cancel_wait: float = 10.0
     """Seconds a cancel request waits for the run to record its end."""
+    keepalive: float = 15.0
+    """Seconds of silence after which a stream gets a keep-alive comment."""
 
     @classmethod
     def from_project(cls, settings: Mapping[str, Any], **overrides: Any) -> ServerSettings:

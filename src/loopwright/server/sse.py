@@ -1,20 +1,21 @@
-"""Server-sent events: one frame per event, `event: <type>`, `id: <seq>` (the event's sequence
-number in the session's log, so `Last-Event-ID` resumes a stream; token deltas are not logged
-and carry no id) and `data: <json>`. A comment line keeps an idle stream open."""
+"""Server-sent events: one frame per event, `event: <type>`, `id: <seq>` and `data: <json>`.
+The id is the event's sequence number in the session's log, and only ever that of an event the
+log holds (committed): token deltas, and events not committed yet when they are sent, carry none,
+so `Last-Event-ID` resumes a stream without skipping anything. A comment line keeps an idle
+stream open (a held stream waits through a pause for a decision made anywhere)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import events as ev
-from ..store import Store
+from ..runtime.follow import Item, keepalive
 from ..wire import Profile, to_dict
-from .runs import LiveRun
 
 KEEPALIVE = ": keep-alive\n\n"
 
@@ -34,64 +35,54 @@ def frame(event: ev.Event, seq: int | None, profile: Profile) -> str | None:
 class EventStream(StreamingResponse):
     """A streaming response that stops as soon as the client goes away (Starlette relies on
     the server raising on send, which uvicorn does not): the frames' iterator is cancelled,
-    which unsubscribes it; the run itself goes on."""
+    which stops following the session — the run itself goes on, and pauses durably at its next
+    ask once nobody follows it. `on_close` runs however the response ends (even when the
+    frames never started)."""
+
+    def __init__(self, frames: AsyncIterator[str], on_close: Callable[[], None] | None) -> None:
+        super().__init__(
+            frames,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+        self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as group:
+        try:
+            async with anyio.create_task_group() as group:
 
-            async def stream() -> None:
-                await self.stream_response(send)
+                async def stream() -> None:
+                    await self.stream_response(send)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(stream)
+                await self.listen_for_disconnect(receive)
                 group.cancel_scope.cancel()
-
-            group.start_soon(stream)
-            await self.listen_for_disconnect(receive)
-            group.cancel_scope.cancel()
-
-
-def response(frames: AsyncIterator[str]) -> StreamingResponse:
-    return EventStream(
-        frames,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+        finally:
+            if self.on_close is not None:
+                self.on_close()
 
 
-async def live_frames(
-    live: LiveRun, profile: Profile, after: int | None = None
-) -> AsyncIterator[str]:
-    """A live run's frames from its start (or after `after`) until its `done`."""
-    async for item in live.follow(after):
-        if item is None:
-            yield KEEPALIVE
-            continue
-        text = frame(item.event, item.seq, profile)
-        if text is not None:
-            yield text
-
-
-async def replay_frames(
-    store: Store,
-    tenant: str,
-    session_id: str,
-    after: int,
-    live: LiveRun | None,
+def response(
+    items: Callable[[], AsyncIterator[Item]],
     profile: Profile,
-) -> AsyncIterator[str]:
-    """The session's logged events after `after`; then, when a run of it is live here, that
-    run's events until its `done`. The live run (already started) holds the session, so the
-    log and the run's own events meet at its first event without a gap or a repeat."""
-    stored = store.load(session_id, tenant, after=after)
-    upto = live.base if live is not None else None
-    last = after
-    for item in stored:
-        if upto is not None and item.seq > upto:
-            break
-        last = item.seq
-        if item.event.type == "message:partial":  # stored only, never streamed
-            continue
-        text = frame(item.event, item.seq, profile)
-        if text is not None:
-            yield text
-    if live is not None:
-        async for text in live_frames(live, profile, after=last):
-            yield text
+    every: float,
+    *,
+    on_close: Callable[[], None] | None = None,
+) -> StreamingResponse:
+    """The SSE response of `items()` (made once the response starts), a keep-alive comment
+    after `every` seconds of silence; `message:partial` (stored only) is never streamed."""
+
+    async def frames() -> AsyncIterator[str]:
+        async for item in keepalive(items(), every):
+            if item is None:
+                yield KEEPALIVE
+                continue
+            seq, event = item
+            if event.type == "message:partial":
+                continue
+            text = frame(event, seq, profile)
+            if text is not None:
+                yield text
+
+    return EventStream(frames(), on_close)

@@ -1,36 +1,40 @@
-"""What every route works with: the project, its store, the settings and the live runs; and
-the two steps every run-starting route shares — start a run in a server-owned task, then answer
-with the plain 200/202 body once it ends."""
+"""What every route works with: the project, the runtime over its event log, and the settings;
+and the answer the run-starting routes share — 200 with the run's body once it ends, or 202 with
+the first item it paused on."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from .. import events as ev
 from ..agent import Agent
 from ..errors import describe
 from ..project import Project
-from ..session import Run, Session
-from ..store import Store
+from ..runtime import LiveRun, Runtime
+from ..runtime.journal import NOT_STORED
+from ..store.log import EventLog, SessionKey
 from ..wire import Profile
-from .runs import LiveRun, Runs
 from .settings import ServerSettings
-from .views import ApiError, final_body, open_items, turn_events
+from .views import ApiError, final_body, paused_body, turn_events
 
 
 @dataclass(slots=True)
 class State:
-    """The server's state; `project` is replaced when `loopwright dev` reloads it."""
+    """The server's state; `loopwright dev` replaces the project (and the runtime's agents)."""
 
     project: Project
-    store: Store
+    runtime: Runtime
     settings: ServerSettings
-    runs: Runs = field(default_factory=Runs)
-    owns_store: bool = False
+    owns_runtime: bool = False
+    owns_log: bool = False
+
+    @property
+    def log(self) -> EventLog:
+        return self.runtime.log
 
     def agent(self, name: str) -> Agent:
         agent = self.project.agents.get(name)
@@ -41,36 +45,48 @@ class State:
     def folder(self, name: str) -> Path:
         return self.project.folders.get(name, self.project.root)
 
+    def serve(self, project: Project, settings: ServerSettings) -> None:
+        """Serve another version of the project (runs already going keep their agents)."""
+        self.project, self.settings = project, settings
+        self.runtime.agents = project.agents
+
+    async def close(self) -> None:
+        """Shutdown: live runs are cancelled and recorded, then the log is closed."""
+        if self.owns_runtime:
+            await self.runtime.close()
+        if self.owns_log:
+            await self.runtime.log.close()
+
 
 def state_of(request: Request) -> State:
     state: State = request.app.state.loopwright
     return state
 
 
-async def start_run(state: State, session: Session, begin: Callable[[], Run]) -> LiveRun:
-    """Start `begin()` in a server-owned task and wait for its first event (raises
-    `SessionBusy`, `UnknownSession` or `StaleWriter` when the run cannot take the session)."""
-    state.runs.check_idle(session.tenant, session.id)
-    live = state.runs.start(session, begin())
-    await live.started()
-    return live
+def run_events(live: LiveRun) -> list[ev.Event]:
+    """The events of a run that ended, as the log holds them (token deltas are not logged)."""
+    return [e for e in live.items if e.type not in NOT_STORED]
 
 
 async def plain_answer(
-    state: State, live: LiveRun, agent: str, profile: Profile, *, whole_turn: bool = False
+    state: State, live: LiveRun, profile: Profile, *, whole_turn: bool = False
 ) -> JSONResponse:
-    """Once the run ends: 200 with the final body, or 202 with the first open item when it
-    paused. `whole_turn`: the events from the start of the turn (a resumed run's answer),
-    else this run's events."""
-    await live.finished.wait()
-    tenant, session_id = live.key
-    if live.done is None:
+    """Once the run ends, its answer (see `ended`). `whole_turn`: the events from the start of
+    the turn (a resumed run's answer), else this run's events."""
+    done = await live.wait()
+    if done is None:
         failure = live.failure or RuntimeError("the run stopped without an answer")
         return JSONResponse({"error": f"the run failed: {describe(failure)}"}, status_code=500)
-    events = turn_events(state.store, session_id, tenant) if whole_turn else live.stored_events()
-    if live.done.stop_reason == "paused":
-        waiting = open_items(state.store, tenant, agent=agent, session_id=session_id)
+    events = await turn_events(state.log, live.key) if whole_turn else run_events(live)
+    return await ended(state, live.key, done, events, profile)
+
+
+async def ended(
+    state: State, key: SessionKey, done: ev.Done, events: list[ev.Event], profile: Profile
+) -> JSONResponse:
+    """200 with the final body, or 202 with the first open item when the run paused."""
+    if done.stop_reason == "paused":
+        waiting = await state.runtime.outstanding(key)
         if waiting:
-            ids = [p.item.id for p in waiting]
-            return JSONResponse(waiting[0].paused_body(ids, events, profile), status_code=202)
-    return JSONResponse(final_body(session_id, live.done, events, profile))
+            return JSONResponse(paused_body(waiting, key, events, profile), status_code=202)
+    return JSONResponse(final_body(key.id, done, events, profile))

@@ -18,8 +18,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .. import events as ev
-from ..store import PendingRecord, Store, StoredEvent
-from ..store.durable import owner_session
+from ..runtime import Runtime
+from ..runtime.decisions import chain, key_of
+from ..store import PendingRecord, StoredEvent
+from ..store.log import EventLog, SessionKey
 from ..wire import Profile, to_dict
 from .guard import TENANT
 
@@ -107,15 +109,23 @@ def stored_json(stored: Iterable[StoredEvent], profile: Profile) -> list[dict[st
     return out
 
 
-def turn_events(store: Store, session_id: str, tenant: str) -> list[ev.Event]:
+async def turn_events(log: EventLog, key: SessionKey) -> list[ev.Event]:
     """The logged events of the session's latest turn: from the `session` event of the run
-    that took the last input, through every run that resumed it (`message:partial`, stored
-    only, left out)."""
-    events = [s.event for s in store.load(session_id, tenant)]
-    inputs = [i for i, e in enumerate(events) if e.type == "input:received"]
-    anchor = inputs[-1] if inputs else len(events) - 1
-    start = max((i for i in range(anchor + 1) if events[i].type == "session"), default=0)
-    return [e for e in events[start:] if e.type != "message:partial"]
+    that took the last input, through every run that resumed it and the decisions between them
+    (`message:partial`, stored only, left out). Read backwards in growing windows from the
+    log's end: the cost is the turn's, not the session's."""
+    last = (await log.session(key)).last_seq
+    window = 64
+    while True:
+        after = max(0, last - window)
+        events = [s.event for s in await log.read(key, after=after)]
+        inputs = [i for i, e in enumerate(events) if e.type == "input:received"]
+        anchor = inputs[-1] if inputs else len(events) - 1
+        starts = [i for i in range(anchor + 1) if events[i].type == "session"]
+        if (inputs and starts) or after == 0:
+            start = starts[-1] if starts else 0
+            return [e for e in events[start:] if e.type != "message:partial"]
+        window *= 4
 
 
 def final_body(
@@ -202,25 +212,36 @@ def scope_of(item: PendingRecord) -> dict[str, str]:
     return {"tenant": item.tenant, "environment": environment, "agent": item.agent}
 
 
-def open_items(
-    store: Store, tenant: str, *, agent: str | None = None, session_id: str | None = None
+def paused_body(
+    waiting: Sequence[PendingRecord], root: SessionKey, events: Sequence[ev.Event], profile: Profile
+) -> dict[str, Any]:
+    """202: the run of the top-level session `root` paused on `waiting` (its items and its
+    subagents', all placed under it)."""
+    ids = [item.id for item in waiting]
+    return Pending(waiting[0], root.agent, root.id).paused_body(ids, events, profile)
+
+
+async def open_items(
+    runtime: Runtime, tenant: str, *, agent: str | None = None, session: SessionKey | None = None
 ) -> list[Pending]:
-    """The tenant's open items, each under its top-level agent and session, optionally only
-    those of one top-level agent (and session)."""
+    """The tenant's open items, each under its top-level agent and session: all of them, those
+    of one top-level agent, or those one top-level session waits on."""
+    if session is not None:
+        return [
+            Pending(item, session.agent, session.id) for item in await runtime.outstanding(session)
+        ]
     out = []
-    for item in store.pending(tenant):
-        placed = place(store, item)
-        if agent is not None and placed.root_agent != agent:
-            continue
-        if session_id is not None and placed.root_session != session_id:
-            continue
-        out.append(placed)
+    for item in await runtime.pending(tenant):
+        placed = await place(runtime.log, item)
+        if agent is None or placed.root_agent == agent:
+            out.append(placed)
     return out
 
 
-def place(store: Store, item: PendingRecord) -> Pending:
-    """Where an item belongs: a subagent's item under the top-level session it was raised in."""
-    if "/" not in item.session_id:
-        return Pending(item, item.agent, item.session_id)
-    root = owner_session(store, item.session_id, item.tenant)
-    return Pending(item, store.session(root, item.tenant).agent, root)
+async def place(log: EventLog, item: PendingRecord) -> Pending:
+    """Where an item belongs: a subagent's item (its session's id nests its parent's) under
+    the top-level session it was raised in."""
+    root = key_of(item)
+    if "/" in item.session_id:
+        root = (await chain(log, root))[-1]
+    return Pending(item, root.agent, root.id)

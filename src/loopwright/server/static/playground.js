@@ -221,6 +221,7 @@ function brief(ev) {
     case "approval:resolved":
       return `${str(ev.tool)}: ${str(ev.decision)} by ${str(ev.by)}${ev.reason ? ` — ${ev.reason}` : ""}`;
     case "question:resolved": return `“${str(ev.answer)}” by ${str(ev.by)}`;
+    case "pending:decided": return `${str(ev.status)} by ${str(ev.by)} · ${str(ev.id)}`;
     case "tool:started": return `${str(ev.tool)}${args(ev.args)}`;
     case "tool:update":
       return `${str(ev.tool)}: ${str(ev.message)}${ev.progress != null ? ` (${Math.round(ev.progress * 100)}%)` : ""}`;
@@ -422,6 +423,7 @@ class Transcript {
           sessionId: this.root.sessionId || ev.sessionId,
           subagentSessionId: s.depth ? s.sessionId : undefined,
           agent: s.agent || ev.agent || this.hooks.agent(),
+          rootAgent: this.hooks.agent(), // the agent whose session it is (listings say `agent`)
           live: true,
         });
         break;
@@ -1028,9 +1030,13 @@ async function sessionCommand(action, body) {
 // ---------------------------------------------------------------------------------------------
 // Pending items: from the stream, from GET /pending (also items raised while no page was open)
 
-const belongsToCurrent = (item) =>
-  Boolean(state.sessionId && item.sessionId)
-  && (item.sessionId === state.sessionId || str(item.sessionId).startsWith(`${state.sessionId}/`));
+// session ids belong to an agent: the same id under another agent is another session
+function belongsToCurrent(item) {
+  const agent = item.rootAgent || item.agent;
+  return Boolean(state.sessionId && item.sessionId)
+    && (!agent || agent === state.agent)
+    && (item.sessionId === state.sessionId || str(item.sessionId).startsWith(`${state.sessionId}/`));
+}
 
 function addPending(item) {
   if (!item || !item.id) return;
