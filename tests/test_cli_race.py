@@ -253,3 +253,28 @@ def test_ctrl_c_at_the_prompt_closes_the_item(project):
     events = logged(project, item["session_id"])
     assert decisions(events, item["id"]) == [("pending:decided", "skipped", "loopwright")]
     assert ledger(project) == []
+
+
+def test_a_run_killed_after_asking_leaves_its_item_closed(project):
+    """Killed right after its item was recorded (before it paused), with its lease already
+    expired: the next command that lists or decides closes the dead run's item instead of
+    offering one whose call would never run."""
+    crash = ENV | {"LOOPWRIGHT_CRASH_AFTER": "pending:requested", "LOOPWRIGHT_LEASE_SECONDS": "0"}
+    killed = subprocess.run(
+        [LOOPWRIGHT, "run", "refunds", "refund A-1"],
+        cwd=project, env=crash, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=SAFETY,
+    )  # fmt: skip
+    assert killed.returncode == 86, killed.stderr
+    [session] = [
+        json.loads(line) for line in loopwright(project, "sessions", "--json").splitlines()
+    ]
+    assert session["status"] == "interrupted"  # its lease expired before its `done`
+    [pending] = [e for e in logged(project, session["id"]) if e["type"] == "approval:pending"]
+    assert loopwright(project, "approvals", "--json") == ""
+    b = Terminal(project, "approvals", "approve", pending["id"], user="bob")
+    assert b.finish() == (
+        0,
+        f"{pending['id']}: already resolved (skipped by recovery); nothing changed\n",
+    )
+    assert ledger(project) == []
