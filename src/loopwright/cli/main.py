@@ -1,9 +1,11 @@
 """The `loopwright` command: parse arguments, hand them to the command's module, turn problems
 into one clear line plus a hint.
 
-The CLI is a thin shell: `run` streams `Session.run` through `render.Human` (answer on stdout,
-progress on stderr) or `render.JsonLines` (`--json`); the other commands read and resolve what
-the store holds. A run's stop reason is its exit status (see `EXIT_CODES` and `--help`).
+The CLI is a thin shell over the runtime (`loopwright.runtime.Runtime`): `run` sends a message
+and renders the run through `render.Human` (answer on stdout, progress on stderr) or
+`render.JsonLines` (`--json`); the other commands read and resolve what the event log holds
+through the same runtime. A run's stop reason is its exit status (see `EXIT_CODES` and
+`--help`).
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ def _from_path(path: Path, args: argparse.Namespace) -> tuple[Agent, Place, str]
     folder = folder.resolve()
     home = folder.parent.parent
     if folder.parent.name == "agents" and (home / "loopwright.toml").is_file():
-        place = Place(home, tenant_of(args))  # an agent of a project: the project's store
+        place = Place(home, tenant_of(args))  # an agent of a project: the project's log
         names = {f.resolve(): n for n, f in place.project().folders.items()}
         if folder in names:
             return place.project().agents[names[folder]], place, names[folder]

@@ -107,7 +107,8 @@ async def show_run(runtime: Runtime, live: LiveRun, output: Output) -> ev.Done:
     if current.done is None:
         raise CliError(
             f"the run of session {current.key.id} stopped before its end: {current.failure}",
-            hint="`loopwright sessions show ID` shows what the log holds",
+            hint=f"`loopwright sessions show {current.key.id} --agent {current.key.agent}` shows "
+            "what the log holds",
         )
     return current.done
 
