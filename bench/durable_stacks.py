@@ -30,8 +30,8 @@ TENANT = "default"
 
 
 class OldStack:
-    """Today's stack: `open_store` (SQLiteStore) and `store.durable.open_session`, which rebuilds
-    the session by replaying its whole log; the server is `create_app` over the same store."""
+    """The old stack: `open_store` (SQLiteStore) and `store.durable.open_session`, which rebuilds
+    the session by replaying its whole log (no HTTP: the server runs over the runtime now)."""
 
     name = "old"
 
@@ -68,11 +68,7 @@ class OldStack:
             return 0
 
     def app(self) -> Any:
-        from loopwright.project import Project
-        from loopwright.server import create_app
-
-        project = Project(root=self.directory, agents={self.agent.name: self.agent})
-        return create_app(project, store=self.store)
+        return None  # the server now runs over the runtime only (see RuntimeStack.app)
 
     async def close(self) -> None:
         self.building.clear()
@@ -83,8 +79,8 @@ class RuntimeStack:
     """The new stack: `store.sqlite_log.SQLiteLog` (the `EventLog` of store/log.py, opened with
     `open_log`) under the `loopwright.runtime.Runtime` service. A message is `Runtime.send`
     (which opens the session with `Runtime.open`, timed apart) and the run's `done`. Building
-    keeps one session from `Runtime.open` and runs its turns, as a chat does. No HTTP until the
-    server is built over the runtime (`app` returns None)."""
+    keeps one session from `Runtime.open` and runs its turns, as a chat does. The server is
+    `create_app` over the same runtime."""
 
     name = "runtime"
 
@@ -117,6 +113,7 @@ class RuntimeStack:
         return SessionKey(TENANT, self.agent.name, session_id)
 
     async def message(self, session_id: str, text: str) -> tuple[float, float, str]:
+        self.opened = 0.0  # (a session kept from its last run is not opened again)
         t0 = time.perf_counter()
         live = await self.runtime.send(TENANT, self.agent.name, session_id, text)
         done = await live.wait()
@@ -145,7 +142,11 @@ class RuntimeStack:
             return 0
 
     def app(self) -> Any:
-        return None
+        from loopwright.project import Project
+        from loopwright.server import create_app
+
+        project = Project(root=self.directory, agents={self.agent.name: self.agent})
+        return create_app(project, runtime=self.runtime)
 
     async def close(self) -> None:
         self.building.clear()
