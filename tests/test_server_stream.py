@@ -360,7 +360,7 @@ def test_many_streams_at_once_deliver_every_event_of_every_run_as_logged(server:
                 if message.startswith("slow"):
                     return reader.read(), None
                 read = reader.read(1)
-                while read[-1]["event"]["type"] != "approval:pending":
+                while read[-1]["event"]["type"] != "pending:requested":  # the item is logged
                     read += reader.read(1)
                 approved = body(other.post(f"/approvals/{read[-1]['event']['id']}/approve"), 200)
                 return read + reader.read(), approved

@@ -293,6 +293,7 @@ class Transcript {
     this.timeline.replaceChildren();
     this.cards = new Map(); // scope prefix + call id → card
     this.pendingCards = new Map(); // pending id → card
+    this.announced = new Map(); // pending id → its approval:/question:pending, until requested
     this.scopes = new Map();
     this.root = this.scope("", { container: this.chat, agent: "", depth: 0 });
     this.lastDelta = null;
@@ -415,19 +416,24 @@ class Transcript {
       case "approval:pending":
       case "question:pending":
         // replayed from the log, an item may long be resolved: GET /pending says what is open
-        if (!live) break;
-        this.hooks.pending({
-          ...ev,
-          type: ev.type === "approval:pending" ? "approval" : "question",
-          // as GET /pending lists them: a subagent's items under the parent's session
-          sessionId: this.root.sessionId || ev.sessionId,
-          subagentSessionId: s.depth ? s.sessionId : undefined,
-          agent: s.agent || ev.agent || this.hooks.agent(),
-          rootAgent: this.hooks.agent(), // the agent whose session it is (listings say `agent`)
-          live: true,
-        });
+        if (live) this.announced.set(str(ev.id), ev);
         break;
       case "pending:requested": {
+        // offered once it is in the log (pending:requested is committed): not a moment sooner
+        const announced = this.announced.get(str(ev.id));
+        this.announced.delete(str(ev.id));
+        if (live && announced) {
+          this.hooks.pending({
+            ...announced,
+            type: announced.type === "approval:pending" ? "approval" : "question",
+            // as GET /pending lists them: a subagent's items under the parent's session
+            sessionId: this.root.sessionId || announced.sessionId,
+            subagentSessionId: s.depth ? s.sessionId : undefined,
+            agent: s.agent || announced.agent || this.hooks.agent(),
+            rootAgent: this.hooks.agent(), // the agent whose session it is (listings: `agent`)
+            live: true,
+          });
+        }
         const card = this.cards.get(s.prefix + str(ev.callId));
         if (card) {
           card.setStatus("waiting", ev.kind === "question" ? "waiting for an answer" : "waiting for approval");
