@@ -334,6 +334,7 @@ class LogJournal:
     # ---- inside ------------------------------------------------------------------------------
 
     async def _commit(self, extra: ev.Event | None = None) -> None:
+        cancelled = False
         async with self._lock:
             events = self.buffer if extra is None else [*self.buffer, extra]
             if not events:
@@ -343,8 +344,14 @@ class LogJournal:
                 raise self.stale
             if self.lease is None:
                 return  # the run ended: a late steering message is dropped with it
+            append = asyncio.ensure_future(self.log.append(self.lease, events))
+            while not append.done():
+                try:
+                    await asyncio.wait((append,))
+                except asyncio.CancelledError:  # the run is cancelled (Ctrl-C) as the log
+                    cancelled = True  # commits: the batch is accounted for, then it stops
             try:
-                last = await self.log.append(self.lease, events)
+                last = append.result()
             except StaleWriter as exc:
                 self.stale = exc
                 raise
@@ -361,6 +368,8 @@ class LogJournal:
             self.last_commit = time.monotonic()
         if self.crash:
             _maybe_crash(self.crash, events)
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def _flush(self) -> None:
         try:
