@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -223,3 +224,38 @@ async def test_sessions_open_from_their_newest_snapshot(logs, runtimes):
     [item] = await other.pending("acme")
     resolved = await other.resolve("acme", item.id, Approval.approve(by="ann"))
     assert resolved.run is not None and (await ended(resolved.run)).text == "bye"
+
+
+class Stalled:
+    """A log whose commit of a pending item waits until the test lets it go (`go`); the commit
+    itself goes on whatever happens to the caller meanwhile, as a database's does."""
+
+    def __init__(self, log: Any) -> None:
+        self.log, self.entered, self.go = log, asyncio.Event(), asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.log, name)
+
+    async def append(self, lease: Any, events: Any) -> int:
+        commit = asyncio.ensure_future(self.log.append(lease, events))
+        if any(e.type == "pending:requested" for e in events):
+            self.entered.set()
+            await self.go.wait()
+        return await commit
+
+
+async def test_a_run_cancelled_while_the_log_commits_accounts_for_the_commit(logs, runtimes):
+    """Cancelled (Ctrl-C) while its pending item is being committed, the run still learns the
+    batch's seqs: its stream shows each event once, as the log holds it."""
+    log = Stalled(await logs())
+    runtime = runtimes({"payer": payer(*pays(5))}, log)
+    live = await runtime.send("acme", "payer", "s1", "go")
+    await log.entered.wait()
+    assert runtime.cancel(KEY)
+    log.go.set()
+    assert (await live.wait()) is not None and live.done.stop_reason == "aborted"
+    stored = await logged(log, KEY)
+    shown = [e.type for e in live.items if not e.type.endswith(":delta")]
+    assert shown == stored[: len(shown)]  # each once, in the log's order
+    [asked] = [e for e in live.items if e.type == "pending:requested"]
+    assert live.seq_of(asked) == stored.index("pending:requested") + 1
