@@ -288,13 +288,14 @@ def test_ctrl_c_cancels_a_running_step(make_agent):
 
 
 def test_ctrl_c_at_the_approval_prompt_cancels_at_once(make_agent):
+    # the prompt is up once the item is recorded (pending:requested), not at its announcement
     with terminal() as (_, tty), spawn(make_agent(), "--json", stdin=tty) as proc:
-        events = interrupt_after(proc, "approval:pending")
+        events = interrupt_after(proc, "pending:requested")
     assert proc.returncode == 130
     assert types(events)[-2:] == ["loop:aborted", "done"]
 
 
 def test_ctrl_c_at_the_approval_prompt_keeps_the_event_grammar(make_agent):
     with terminal() as (_, tty), spawn(make_agent(), "--json", stdin=tty) as proc:
-        events = interrupt_after(proc, "approval:pending")
+        events = interrupt_after(proc, "pending:requested")
     check_events([loads(e) for e in events])
