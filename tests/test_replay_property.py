@@ -6,11 +6,13 @@ snapshot round trip at every point of each log.
 
 At a commit the live run may be one step behind the log (a reply is committed before it joins
 the history) or a few events ahead (a step computes several events — the input and its
-steering, the results of skipped or interrupted calls, a cancel's drop of the queues — before
-it yields and commits them one by one). The comparison allows exactly that: the live state must
-equal the fold of the log up to the commit, except after `message:completed` (the fold without
-it) and when the events that follow in the log are of the kinds a step computes ahead (the fold
-up to one of them). See the report of issue 12 for the list (phase 2 removes them).
+steering, the results of skipped or interrupted calls — before it yields and commits them one
+by one). The comparison allows exactly that: the live state must equal the fold of the log up to
+the commit, except after `message:completed` (the fold without it) and when the events that
+follow in the log are of the kinds a step computes ahead (the fold up to one of them). Once a
+cancel is requested, the live queues are dropped at once (and may take a message sent after it)
+while the log drops them at `loop:aborted`: the queues are not compared then. (Phase 2 of
+issue 12 removes these lags.)
 """
 
 from __future__ import annotations
@@ -141,6 +143,7 @@ def view_of(state: State) -> dict[str, Any]:
         "follow_up": [text for mode, text in history.queued if mode == "follow_up"],
         "usage": (history.chars, history.reported_tokens, history.chars_at_report),
         "compacted_at": history.compacted_at,
+        "cancelled": False,
     }
 
 
@@ -168,6 +171,7 @@ def live_view() -> dict[str, Any]:
         "follow_up": list(session._control.follow_ups),
         "usage": (chars, history.reported_tokens, history.chars_at_report),
         "compacted_at": history.compacted_at,
+        "cancelled": session._run is not None and session._run._cancelled,
     }
 
 
@@ -182,6 +186,7 @@ AHEAD = frozenset(
         "toollane:result",
         "tool:output",
         "tool:result",
+        "tool:late_result",
         "loop:aborted",
     }
 )
@@ -217,7 +222,11 @@ def check_commits(log: list[ev.Event]) -> None:
             candidates = [n]
             while candidates[-1] < len(log) and log[candidates[-1]].type in AHEAD:
                 candidates.append(candidates[-1] + 1)
-        assert any(views[m] == live for m in candidates), (n, log[n - 1], live, views[n])
+        seen = [views[m] for m in candidates]
+        if live["cancelled"]:  # the queues are dropped at once live, at loop:aborted in the log
+            live = {**live, "steer": None, "follow_up": None}
+            seen = [{**view, "steer": None, "follow_up": None, "cancelled": True} for view in seen]
+        assert live in seen, (n, log[n - 1], live, views[n])
 
 
 # ---- random sessions ----------------------------------------------------------------------------
@@ -282,8 +291,8 @@ async def scenario(path: Path, plan: list[Any], live_answers: list[str], later: 
                 break
             if session.history.checkpoint is not None:  # paused: decide through the store
                 asked = await check_pause(store, session)
-                for item in store.pending("default", session_id="s"):
-                    await resolve(store, agent, item.id, approval(later[r % len(later)], "ops"))
+                for pending_id in asked:
+                    await resolve(store, agent, pending_id, approval(later[r % len(later)], "ops"))
                 records = {p.id: p for p in store.pending("default", status=None)}
                 session = watch(await open_session(agent, store, "s"))
                 check_decisions(session, records)
@@ -334,9 +343,14 @@ def shape(checkpoint: Any) -> Any:
 
 
 async def check_pause(store: Any, session: Any) -> list[str]:
-    """A paused batch's pending items are the store's open items, in call order."""
+    """A paused batch's pending items are open in the store, in call order. (The store lists
+    others too: an item deferred in a batch that did not pause — a sibling was denied, the run
+    was cancelled — stays open though its call has its result in the log; issue 12, point 5.)"""
     asked = list(session.history.checkpoint.pending)
-    assert [p.id for p in store.pending("default", session_id="s")] == asked
+    listed = store.pending("default", session_id="s")
+    assert [p.id for p in listed if p.id in asked] == asked
+    closed = {e.event.id for e in store.load("s", "default") if e.event.type == "tool:output"}
+    assert {p.call_id for p in listed if p.id not in asked} <= closed
     return asked
 
 
@@ -405,6 +419,14 @@ def check_snapshots(log: list[ev.Event]) -> None:
     later=["approve"] * 6,
     on_deny="stop",
     max_turns=2,
+    policy=None,
+)
+@example(  # a deferred item whose batch a denial closed stays open in the store; a later pause
+    plan=[[[("pay", 1), ("drop", 1)]], [[("pay", 2), ("pay", 3)]]],
+    live_answers=["defer", "defer", "defer"],
+    later=["deny"] * 6,
+    on_deny="stop",
+    max_turns=3,
     policy=None,
 )
 def test_the_state_rebuilt_from_the_log_is_the_live_state(
