@@ -80,7 +80,8 @@ def apply(state: State, event: ev.Event) -> None:
 def fold(
     events: Iterable[ev.Event], tools: Mapping[str, Tool], state: State | None = None
 ) -> State:
-    """Apply events in order: to a fresh state, or to `state` (restored from a snapshot)."""
+    """Apply events in order: to a fresh state with `tools`, or to `state` (one restored from a
+    snapshot keeps the tools it was restored with)."""
     if state is None:
         state = State(tools=tools)
     for event in events:
