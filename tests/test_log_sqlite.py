@@ -1,9 +1,11 @@
 """The event-log conformance suite on `SQLiteLog` (a real file per test), and what only SQLite
-has: the schema's migrations from `SQLiteStore`'s database, refusals, the data-version watch."""
+has: the schema's migrations from the database the synchronous `SQLiteStore` wrote (a fixture), refusals, the data-version watch."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,12 +17,10 @@ import pytest
 from log_conformance import *  # noqa: F403
 from log_conformance import KEY, Clock, approval, reply, safely, said
 from log_conformance_decisions import *  # noqa: F403
-from loopwright import events as ev
-from loopwright.messages import Usage
-from loopwright.store import StoreError
+from loopwright.store import PendingRecord, StoredEvent, StoreError
 from loopwright.store.log import Decision, EventLog, SessionKey, open_log
-from loopwright.store.sqlite import SQLiteStore
 from loopwright.store.sqlite_log import SQLiteLog
+from loopwright.wire import loads
 
 
 @pytest.fixture
@@ -37,43 +37,77 @@ async def make_log(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Even
         await log.close()
 
 
+V1_DATABASE = Path(__file__).parent / "data" / "store-v1.db"
+"""A database written by the synchronous `SQLiteStore` (schema v1, loopwright before the event
+log): two tenants' sessions — a paused one with a decided and an open item, a subagent's, and
+one whose run died mid-way — with usage."""
+
+
+def _v1_contents(path: Path) -> dict[str, Any]:
+    """What the v1 file holds, read with plain sqlite3 (the code that wrote it is gone)."""
+    with sqlite3.connect(path) as db:
+        sessions = db.execute(
+            "SELECT tenant, id, agent, last_seq, created_at, updated_at FROM sessions"
+        ).fetchall()
+        events = {
+            (tenant, sid): [
+                StoredEvent(seq, loads(data), at)
+                for seq, data, at in db.execute(
+                    "SELECT seq, data, at FROM events WHERE session_id=? ORDER BY seq", (sid,)
+                )
+            ]
+            for tenant, sid, *_ in sessions
+        }
+        pending = [
+            PendingRecord(
+                *row[:7],
+                args=json.loads(row[7]),
+                reason=row[8],
+                requested_at=row[9],
+                batch_seq=row[10],
+                status=row[11],
+                decided_by=row[12],
+                decided_at=row[13],
+                edited_args=None if row[14] is None else json.loads(row[14]),
+                answer=row[15],
+                note=row[16],
+            )
+            for row in db.execute(
+                "SELECT id, session_id, tenant, agent, kind, call_id, tool, args, reason, "
+                "requested_at, batch_seq, status, decided_by, decided_at, edited_args, answer, "
+                "note FROM pending WHERE tenant='acme' ORDER BY rowid"
+            )
+        ]
+        totals = db.execute(
+            "SELECT count(*), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), "
+            "sum(cache_write_tokens), sum(cost) FROM usage WHERE tenant='acme'"
+        ).fetchone()
+    keys = "requests input_tokens output_tokens cache_read_tokens cache_write_tokens cost"
+    return {
+        "sessions": {(t, sid): (agent, last, c, u) for t, sid, agent, last, c, u in sessions},
+        "events": events,
+        "pending": pending,
+        "usage": dict(zip(keys.split(), totals, strict=True)),
+    }
+
+
 def test_a_database_written_by_sqlite_store_migrates_with_everything_in_it(tmp_path):
     path = tmp_path / "loopwright.db"
-    old = SQLiteStore(path)
-    claim, _ = old.claim("order-1", "acme", "support", "host:boot:1:1")
-    usage = Usage(input_tokens=12, output_tokens=3, cost=0.5)
-    old.append(claim, [said("refund"), reply("sure", usage), approval("p-1", n=1)])
-    old.append(claim, [ev.PendingRequested(id="p-1", call_id="c1"), approval("p-2", n=2)])
-    old.append(claim, [ev.PendingRequested(id="p-2", call_id="c2")])
-    old.append(claim, [ev.LoopPaused(pending_ids=["p-1", "p-2"])])
-    old.append(claim, [ev.Done(text="", stop_reason="paused")])
-    old.decide("p-1", "acme", status="approved", by="ann", edited_args={"n": 3}, note="ok")
-    old.release(claim, "paused")
-    child, _ = old.claim("order-1/billing/call-9", "acme", "billing", "host:boot:1:1")
-    old.append(child, [said("sub"), reply("done")])
-    old.release(child, "idle")
-    crashed = old.claim("order-9", "globex", "support", "gone:boot:2:2")[0]
-    old.append(crashed, [said("mid-run")])
-    before = {
-        (s.tenant, s.id): (old.session(s.id, s.tenant), old.load(s.id, s.tenant))
-        for tenant in ("acme", "globex")
-        for s in old.sessions(tenant)
-    }
-    pending_before = old.pending("acme", status=None)
-    usage_before = old.usage_totals("acme")
-    old.close()
+    shutil.copy(V1_DATABASE, path)
+    v1 = _v1_contents(path)
+    assert len(v1["sessions"]) == 3 and len(v1["pending"]) == 2
 
     async def check() -> None:
         log = SQLiteLog(path, clock=Clock(2_000_000_000.0))
         try:
-            for (tenant, sid), (record, stored) in before.items():
-                key = SessionKey(tenant, record.agent, sid)
-                assert await log.read(key) == stored
+            for (tenant, sid), (agent, last_seq, created, updated) in v1["sessions"].items():
+                key = SessionKey(tenant, agent, sid)
+                assert await log.read(key) == v1["events"][tenant, sid]
                 now = await log.session(key)
                 assert (now.last_seq, now.created_at, now.updated_at) == (
-                    record.last_seq,
-                    record.created_at,
-                    record.updated_at,
+                    last_seq,
+                    created,
+                    updated,
                 )
             parent = SessionKey("acme", "support", "order-1")
             assert (await log.session(parent)).status == "paused"
@@ -82,8 +116,8 @@ def test_a_database_written_by_sqlite_store_migrates_with_everything_in_it(tmp_p
             assert (child.status, child.parent) == ("idle", parent)
             left = SessionKey("globex", "support", "order-9")
             assert (await log.session(left)).status == "interrupted"
-            assert (await log.pending("acme", status=None)).items == pending_before
-            assert await log.usage("acme") == usage_before
+            assert (await log.pending("acme", status=None)).items == v1["pending"]
+            assert await log.usage("acme") == v1["usage"]
             taken = await log.claim(left, "run-new", ttl=30)
             assert (taken.died, taken.lease.epoch, taken.last_seq) == (True, 2, 1)
             denied = await log.decide("acme", "p-2", Decision("denied", "bob"))
@@ -95,8 +129,6 @@ def test_a_database_written_by_sqlite_store_migrates_with_everything_in_it(tmp_p
     asyncio.run(check())
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (2,)
-    with pytest.raises(StoreError, match="schema version 2 is newer"):
-        SQLiteStore(path)  # the old code does not write into the new schema
 
 
 def test_foreign_corrupt_and_newer_databases_are_refused(tmp_path):
