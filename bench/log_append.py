@@ -6,7 +6,6 @@ Rows (µs per call, median of the rounds; each round a fresh database in a tempo
 
 - `sqlite3 commit, 1 row` / `5 rows`: the floor — one connection (WAL, synchronous=NORMAL),
   `BEGIN IMMEDIATE`, the INSERTs of events as the log stores them, `COMMIT`, called inline.
-- `SQLiteStore.append`: today's synchronous store (runs on the caller's thread, the event loop).
 - `SQLiteLog.append`: the event log, awaited from a coroutine (its call runs on the log's worker
   thread; the event loop is free meanwhile).
 - `SQLiteLog hop`: an empty call through the worker thread (the cost of being off the loop).
@@ -29,7 +28,6 @@ from pathlib import Path
 from loopwright import events as ev
 from loopwright.messages import AssistantMessage, Text, Usage, UserMessage
 from loopwright.store.log import SessionKey
-from loopwright.store.sqlite import SQLiteStore
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.wire import dumps
 
@@ -76,18 +74,6 @@ def floor(path: Path, size: int, n: int) -> float:
     return elapsed / n * 1e6
 
 
-def store(path: Path, batch: list[ev.Event], n: int) -> float:
-    old = SQLiteStore(path)
-    claim, _ = old.claim("s", "t", "a", "bench")
-    batches = [_fresh(batch, i) for i in range(n)]
-    start = time.perf_counter()
-    for events in batches:
-        old.append(claim, events)
-    elapsed = time.perf_counter() - start
-    old.close()
-    return elapsed / n * 1e6
-
-
 async def log(path: Path, batch: list[ev.Event] | None, n: int) -> float:
     sqlite_log = SQLiteLog(path)
     lease = (await sqlite_log.claim(SessionKey("t", "a", "s"), "bench", ttl=3600)).lease
@@ -124,8 +110,6 @@ def one_round(folder: Path, n: int) -> dict[str, float]:
     return {
         "sqlite3 commit, 1 row": floor(folder / "f1.db", 1, n),
         "sqlite3 commit, 5 rows": floor(folder / "f5.db", 5, n),
-        "SQLiteStore.append, 1 event": store(folder / "s1.db", ONE, n),
-        "SQLiteStore.append, 5 events": store(folder / "s5.db", FIVE, n),
         "SQLiteLog.append, 1 event": asyncio.run(log(folder / "l1.db", ONE, n)),
         "SQLiteLog.append, 5 events": asyncio.run(log(folder / "l5.db", FIVE, n)),
         "SQLiteLog hop (empty call)": asyncio.run(log(folder / "h.db", None, n)),
