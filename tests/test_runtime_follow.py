@@ -4,6 +4,7 @@ stream carries is that of a committed event."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from conftest import call
@@ -224,3 +225,13 @@ async def test_no_token_delta_takes_the_seq_of_a_carry_over_commit(logs, runtime
     stored = await runtime.log.read(KEY)
     assert "message:partial" in [s.event.type for s in stored]
     committed_as_logged(items, stored)
+
+
+async def test_a_follower_past_the_end_of_a_session_that_ended_ends_at_once(logs, runtimes):
+    runtime = runtimes({"payer": payer("hello")}, await logs())
+    await ended(await runtime.send("acme", "payer", "s1", "go"))
+    end = (await runtime.session(KEY)).last_seq
+    async with asyncio.timeout(60):  # a safety net: it used to wait for a next run
+        assert [pair async for pair in runtime.events(KEY, after=end, follow=True)] == []
+    last = [pair async for pair in runtime.events(KEY, after=end - 1, follow=True)]
+    assert [(seq, e.type) for seq, e in last] == [(end, "done")]

@@ -61,6 +61,9 @@ async def follow(
                     if final(live.done):
                         return
                     continue
+            record = await log.session(key)
+            if record.status == "idle" and position >= record.last_seq:
+                return  # its latest run ended for good, and nothing came after `after`
             ended = False
             async for seq, event in _from_log(log, registry, key, position):
                 position = seq
