@@ -235,3 +235,21 @@ async def test_a_follower_past_the_end_of_a_session_that_ended_ends_at_once(logs
         assert [pair async for pair in runtime.events(KEY, after=end, follow=True)] == []
     last = [pair async for pair in runtime.events(KEY, after=end - 1, follow=True)]
     assert [(seq, e.type) for seq, e in last] == [(end, "done")]
+
+
+async def test_closing_the_runtime_leaves_a_held_run_paused_durably(logs, runtimes):
+    """A run waiting for a decision on a held stream is not cancelled by `close` (which would
+    close its item): it pauses durably, and is resumed later from anywhere."""
+    here = runtimes({"payer": payer(*pays(1))}, await logs())
+    live = await here.send("acme", "payer", "s1", "go", hold=True)
+    stream = live.stream()
+    await until(stream, "pending:requested")  # held: the run waits for a decision
+    await here.close()
+    assert (await ended(live)).stop_reason == "paused"
+    await stream.aclose()
+    elsewhere = runtimes({"payer": payer(*pays(1))}, await logs())
+    [item] = await elsewhere.pending("acme")
+    assert (item.status, (await elsewhere.session(KEY)).status, paid) == ("open", "paused", [])
+    resumed = await elsewhere.resolve("acme", item.id, Approval.approve(by="bo"))
+    assert resumed.run is not None and (await ended(resumed.run)).text == "all paid"
+    assert paid == [1]

@@ -28,9 +28,9 @@ def held(registry: Live, log: EventLog, key: SessionKey) -> Approver:
     """The approver of a run of the top-level session `key` (and of its subagents' runs)."""
 
     async def approve(request: Request) -> ApproverResult:
-        if registry.followers(key) == 0:
-            return DEFER
         live = registry.get(key)
+        if registry.followers(key) == 0:
+            return _defer(live)
         decided = asyncio.ensure_future(log.wait_decided(key.tenant, request.id))
         if live is not None:
             live.waiting.add(request.id)
@@ -42,10 +42,17 @@ def held(registry: Live, log: EventLog, key: SessionKey) -> Approver:
                 live.waiting.discard(request.id)
             await _cancel(decided)
         if item is None:
-            return DEFER  # nobody follows any more: the item stays open, the run pauses
+            return _defer(live)  # nobody follows any more: the item stays open, the run pauses
         return await _acted_on(live, item)
 
     return approve
+
+
+def _defer(live: LiveRun | None) -> ApproverResult:
+    """The run pauses durably on the item (`LiveRun.deferred` says so while it ends)."""
+    if live is not None:
+        live.deferred = True
+    return DEFER
 
 
 def authoritative(

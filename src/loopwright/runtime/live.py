@@ -52,6 +52,8 @@ class LiveRun:
         self.finished = asyncio.Event()
         self.waiting: set[str] = set()
         """Pending items a live approver of this run waits on right now."""
+        self.deferred = False
+        """A held approver of this run deferred (nobody followed it): it is pausing durably."""
         self.held: Follower | None = None
         """The follower counted for the caller from the start (`Runtime.send(hold=True)`)."""
         self._registry = registry
@@ -204,6 +206,7 @@ class Live:
         self._followers: dict[SessionKey, int] = {}
         self._gone: dict[SessionKey, asyncio.Future[None]] = {}
         self._starts: dict[SessionKey, asyncio.Future[None]] = {}
+        self._closing = False
 
     def get(self, key: SessionKey) -> LiveRun | None:
         return self._runs.get(key)
@@ -243,7 +246,8 @@ class Live:
         return Follower(self, key)
 
     def followers(self, key: SessionKey) -> int:
-        return self._followers.get(key, 0)
+        """Followers of the session (none counted once the runtime closes)."""
+        return 0 if self._closing else self._followers.get(key, 0)
 
     def gone(self, key: SessionKey) -> asyncio.Future[None]:
         """Completes when the session's last follower has gone."""
@@ -263,10 +267,22 @@ class Live:
             gone.set_result(None)
 
     async def stop_all(self, timeout: float = 5.0) -> None:
-        """Cancel every live run and wait (bounded) for each to record its end."""
+        """Stop every live run and wait (bounded) for each to record its end. A run waiting
+        for a decision on a held stream is not cancelled (that would close its item): it
+        stops being followed, and pauses durably as if its holder had gone; the others are
+        cancelled."""
+        self._closing = True
         runs = list(self._runs.values())
+        for gone in self._gone.values():
+            if not gone.done():
+                gone.set_result(None)  # held approvers defer
+        self._gone.clear()
+        asking = [live.task for live in runs if live.waiting or live.deferred]
+        if asking:
+            await asyncio.wait(asking, timeout=timeout)
         for live in runs:
-            live.session.cancel()
+            if not live.finished.is_set():
+                live.session.cancel()
         tasks = [live.task for live in runs]
         if not tasks:
             return
