@@ -24,6 +24,7 @@ from test_server import (
     LiveServer,
     body,
     check_full,
+    make_project,
     served,
     serving,
     types,
@@ -215,6 +216,24 @@ def test_a_client_that_disconnects_leaves_a_durable_pause(http: httpx.Client, se
     assert (done["text"], done["stopReason"]) == ("Done: refunded 5 on A-1", "completed")
     assert types(done["events"]) == [*PAUSED_RUN, "pending:decided", *RESUMED_RUN]
     check_full(done["events"])
+
+
+def test_a_server_stopped_while_a_client_holds_a_run_leaves_it_paused(tmp_path: Path):
+    root = make_project(tmp_path / "shop")
+    first = LiveServer(create_app(load_project(root))).__enter__()
+    try:
+        with first.client() as http, stream(http, "refund A-1") as response:
+            read = until(Frames(response), "pending:requested")
+            first.__exit__(None, None, None)  # stopped (gracefully) while the run waits
+    finally:
+        first.__exit__(None, None, None)
+    sid, pid = read[0]["event"]["sessionId"], read[-1]["event"]["id"]
+    with LiveServer(create_app(load_project(root))) as second, second.client() as http:
+        shown = body(http.get(f"/agents/shop/sessions/{sid}"), 200)
+        assert (shown["status"], [p["id"] for p in shown["pending"]]) == ("paused", [pid])
+        done = body(http.post(f"/approvals/{pid}/approve"), 200)
+    assert (done["text"], done["stopReason"]) == ("Done: refunded 5 on A-1", "completed")
+    assert types(done["events"]) == [*PAUSED_RUN, "pending:decided", *RESUMED_RUN]
 
 
 def test_every_last_event_id_replays_the_rest_of_the_log(http: httpx.Client, server: LiveServer):
