@@ -333,3 +333,20 @@ def test_a_failed_run_is_answered_with_its_error(http: httpx.Client):
         "error": f"Error: {error}",
     }
     check_v1(failed.json()["events"])
+
+
+def test_a_reload_is_served_through_the_runtime(tmp_path):
+    """`loopwright dev` loads the project again: the next run is the new version's."""
+    from loopwright.server.dev import reload
+
+    with serving(tmp_path / "shop") as live, live.client() as http:
+        first = body(http.post("/agents/greeter/messages", json={"message": "hi"}), 200)
+        assert first["text"] == "Hello there!"
+        (live.root / "agents" / "greeter" / "script.yaml").write_text("replies: [Howdy!]\n")
+        said: list[str] = []
+        state = live.app.state.loopwright
+        assert reload(state, live.root, said.append)
+        assert said == ["reloaded: 3 agent(s): desk, greeter, shop"]
+        assert state.runtime.agents is state.project.agents
+        again = body(http.post("/agents/greeter/messages", json={"message": "hi"}), 200)
+        assert again["text"] == "Howdy!"
