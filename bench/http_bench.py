@@ -7,9 +7,9 @@ A throwaway project gets three agents: `echo` answers "ok" (one step) and `tool`
 answers "ok" from `model: scripted:script.yaml` (re-read every run). The real server runs as a
 subprocess and httpx measures from here: sequential latency (each message in a new session),
 throughput of 8 concurrent clients, SSE time to the first frame and to `done`, and, to compare,
-`echo`'s run through the Python API on the same SQLite store. `--write` replaces (or appends)
-the "## HTTP server" section of bench/RESULTS.md. Not a test: every answer is checked, but
-there is no target.
+`echo`'s run through the runtime in-process on the same event log. `--write` replaces (or
+appends) the "## HTTP server" section of bench/RESULTS.md. Not a test: every answer is checked,
+but there is no target.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import httpx
 from run import git_rev, machine_line
 
 from loopwright.project import load_project
-from loopwright.store import open_store
-from loopwright.store.durable import open_session
+from loopwright.runtime import Runtime
+from loopwright.store import open_log
 
 BENCH = Path(__file__).resolve().parent
 
@@ -145,20 +145,22 @@ async def throughput(url: str) -> float:
 
 
 async def in_process(root: Path, n: int) -> list[float]:
-    """`echo` through the Python API, each run in a new session of the project's store."""
+    """`echo` through the runtime the server uses, each run in a new session of the project's
+    event log."""
     project = load_project(root)
-    store = open_store(project.store_path())
+    log = await open_log(project.store_path())
+    runtime = Runtime(project.agents, log)
     out: list[float] = []
     try:
         for _ in range(WARMUP + n):
             t0 = time.perf_counter()
-            session = await open_session(project.agents["echo"], store)
-            result = await session.run("hi").result()
+            done = await (await runtime.send("default", "echo", None, "hi")).wait()
             out.append(time.perf_counter() - t0)
-            if result.text != "ok":
-                raise RuntimeError(f"in-process: unexpected answer {result.text!r}")
+            if done is None or done.text != "ok":
+                raise RuntimeError(f"in-process: unexpected end {done!r}")
     finally:
-        store.close()
+        await runtime.close()
+        await log.close()
     return out[WARMUP:]
 
 
@@ -216,7 +218,7 @@ def render(res: dict[str, list[float]], rps: float, command: str, load: float) -
             f"Date: {time.strftime('%Y-%m-%d %H:%M %Z')}  ",
             f"Machine: {machine_line()}, load average {load:.2f} at start  ",
             f"loopwright git {git_rev()}; `{command}`. The real `loopwright serve` on loopback, "
-            "instant models, the project's SQLite store; the httpx client in another process, "
+            "instant models, the project's SQLite event log; the httpx client in another process, "
             f"each message in a new session; (1), (2), (4) in interleaved rounds after {WARMUP} "
             "uncounted ones. See bench/README.md.",
             "",
@@ -227,7 +229,7 @@ def render(res: dict[str, list[float]], rps: float, command: str, load: float) -
             row("(2) `POST /agents/tool/messages`, sync tool call + answer", "tool"),
             row("(4) SSE `…/messages/stream`: first frame", "first"),
             row("(4) SSE `…/messages/stream`: end of the `done` frame", "done"),
-            row("(5) in-process: `open_session` + `run().result()`, same store", "api"),
+            row("(5) in-process: `Runtime.send` to its `done`, same event log", "api"),
             f"| HTTP overhead: (1) − (5) | {ms('echo')[0] - ms('api')[0]:.2f} | | |",
             "",
             f"(3) Throughput, {CLIENTS} concurrent clients × {EACH} one-step messages: "
