@@ -57,6 +57,20 @@ async def test_append_numbers_only_the_events_it_committed(logs):
     assert again.messages == session.messages
 
 
+async def test_an_ask_reaches_readers_only_once_its_item_is_in_the_log(logs):
+    """A client that decides on seeing `approval:pending` (before `pending:requested`), as a
+    loopengine v1 client does, finds the item: the announcement is a commit point."""
+    log = await logs()
+    session = await open_session(log, payer(*pays()), KEY, Settings())
+    found = []
+    async with session.run("go") as run:
+        async for event in run:
+            if event.type == "approval:pending":
+                item = await log.pending_item(KEY.tenant, event.id)  # type: ignore[union-attr]
+                found.append((run.seq, item.status, item.tool))
+    assert found == [(6, "open", "pay")]
+
+
 async def test_a_session_kept_open_is_resolved_and_resumed_in_place(logs):
     log = await logs()
     session = await open_session(log, payer(*pays(5)), KEY, Settings())

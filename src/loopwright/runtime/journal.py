@@ -52,6 +52,8 @@ COMMIT_AT = frozenset(
         "input:received",
         "steering:injected",
         "message:completed",
+        "approval:pending",  # the item exists before anyone can see it (and decide it)
+        "question:pending",
         "pending:requested",
         "tool:started",
         "tool:result",
