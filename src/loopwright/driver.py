@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,6 +64,7 @@ class Run:
         "_exhausted",
         "_input",
         "_journal",
+        "_reader",
         "_room",
         "_seqs",
         "_session",
@@ -97,6 +98,7 @@ class Run:
         self._waiter: asyncio.Future[None] | None = None  # the reader, waiting for an event
         self._room: asyncio.Future[None] | None = None  # the loop, waiting for the reader
         self._ending: asyncio.Future[None] | None = None  # `result()`, waiting for the end
+        self._reader: AsyncGenerator[ev.Event, None] | None = None  # what `async for` reads
         self._entered = self._cancelled = self._unbounded = self._exhausted = False
 
     @property
@@ -138,26 +140,27 @@ class Run:
             self._wake_all()
             raise
         self._entered = True
-        events = self._events
+        events, done, limit = self._events, ev.Done, HIGH_WATER
         step = events.__anext__
+        pushed = True
         try:
             event = await step()
             while True:
-                kind, pushed = type(event), False
-                if kind is ev.Done:
-                    stop = event.stop_reason  # type: ignore[union-attr]
                 try:
                     if seqs is not None:
+                        pushed = False
+                        if type(event) is done:
+                            stop = event.stop_reason  # type: ignore[union-attr]
                         assert journal is not None
                         seqs.append(await journal.append(self.session_id, event))
                     buffer.append(event)
                     pushed = True
                     if self._waiter is not None:
                         self._wake_reader()
-                    if kind is ev.Done:
+                    if type(event) is done:
                         await events.aclose()  # it waits at its last `yield`: end it now
                         return
-                    if len(buffer) >= HIGH_WATER and not self._unbounded:
+                    if len(buffer) >= limit and not self._unbounded:
                         self._room = asyncio.get_running_loop().create_future()
                         await self._room
                 except asyncio.CancelledError as exc:
@@ -168,10 +171,11 @@ class Run:
                         if seqs is not None:
                             seqs.append(None)
                         self._wake_reader()
-                    if kind is ev.Done:
+                        pushed = True
+                    if type(event) is done:
                         await events.aclose()
                         return
-                    event = await (step() if kind in _ENDING else events.athrow(exc))
+                    event = await (step() if type(event) in _ENDING else events.athrow(exc))
                     continue
                 event = await step()
         finally:
@@ -180,6 +184,7 @@ class Run:
                     assert self._session is not None
                     await journal.end(self._session, stop)
             finally:
+                self._session = None  # the run holds its session no longer: no cycle is left
                 self._wake_all()  # the task ends in this step: whoever wakes sees it done
 
     def _wake_reader(self) -> None:
@@ -198,27 +203,46 @@ class Run:
         if room is not None and not room.done():
             room.set_result(None)
 
-    def __aiter__(self) -> Run:
-        return self
+    def __aiter__(self) -> AsyncIterator[ev.Event]:
+        self._reader = reader = self._read()
+        return reader
+
+    async def _read(self) -> AsyncGenerator[ev.Event, None]:
+        """What `async for` iterates: the events buffered, then a wait for more (one wake-up
+        per batch), until the run's task ends."""
+        buffer, seqs = self._buffer, self._seqs
+        while await self._filled():
+            while buffer:
+                if seqs is not None:
+                    self.seq = seqs.popleft()
+                if self._room is not None and len(buffer) <= HIGH_WATER // 2:
+                    self._make_room()
+                yield buffer.popleft()
 
     async def __anext__(self) -> ev.Event:
+        if not await self._filled():
+            raise StopAsyncIteration
+        if self._seqs is not None:
+            self.seq = self._seqs.popleft()
+        if self._room is not None and len(self._buffer) <= HIGH_WATER // 2:
+            self._make_room()
+        return self._buffer.popleft()
+
+    async def _filled(self) -> bool:
+        """Wait until an event is buffered (True), or the run's task has ended (False)."""
         buffer = self._buffer
         while not buffer:
             task = self._task or self._start()
             if task.done():
                 self._end(task)
-                raise StopAsyncIteration
+                return False
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
             except asyncio.CancelledError:
                 self.cancel()  # the reader was cancelled while it waited: so is the run
                 raise
-        if self._seqs is not None:
-            self.seq = self._seqs.popleft()
-        if self._room is not None and len(buffer) <= HIGH_WATER // 2:
-            self._make_room()
-        return buffer.popleft()
+        return True
 
     def _end(self, task: asyncio.Task[None]) -> None:
         """The run's task is over: raise what ended it without its `done` (a failing
@@ -232,6 +256,9 @@ class Run:
 
     async def aclose(self) -> None:
         """Stop listening: an unfinished run is cancelled and drained to its `done`."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await reader.aclose()
         if self._task is None:
             self._exhausted = True
             await self._events.aclose()

@@ -14,6 +14,7 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import events as ev
@@ -74,17 +75,25 @@ class Steps:
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
         self.budget = context_budget(self.agent, self.model)
+        # The collaborators get what they need, never the steps themselves: a run leaves no
+        # reference cycle behind, so all of it is freed when it ends (no garbage collection).
         self.decider = Decider(
-            self.tools, self.gate, self.scope, self.info.session_id, self.approver, self.result
+            self.tools,
+            self.gate,
+            self.scope,
+            self.info.session_id,
+            self.approver,
+            partial(record, self.results),
         )
-        agent = self.agent
+        agent, info = self.agent, self.info
+        after = agent.hooks.after_tool
         self.runner = ToolRunner(
-            self.tool_context,
+            partial(tool_context, info, self.approver, self.children),
             self.outcomes,
             agent.tool_concurrency,
             agent.tool_timeout,
             agent.max_tool_output,
-            self.after_tool if agent.hooks.after_tool else None,
+            partial(after_tool, after, info) if after else None,
             self.control.signals,
             agent.tool_grace,
         )
@@ -379,16 +388,7 @@ class Steps:
         detail: str | None = None,
     ) -> list[ev.Event]:
         """Record a result for a call that did not run, and the events that announce it."""
-        is_error = status != "Approved."
-        self.results[call.id] = ToolResultMessage(
-            call_id=call.id, tool=call.name, content=content, is_error=is_error
-        )
-        return [
-            ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
-            ev.ToolResult(
-                id=call.id, tool=call.name, status_text=status, args=args, detail_text=detail
-            ),
-        ]
+        return record(self.results, call, content, status, args=args, detail=detail)
 
     def note(self, event: ev.Event) -> None:
         """Keep what a call that ran produced, for the history."""
@@ -429,23 +429,52 @@ class Steps:
         self.close_batch()
         return events
 
-    # ---- collaborators' adapters ------------------------------------------------------------
 
-    def tool_context(self, item: Scheduled, emit: Any, cancelled: threading.Event) -> ToolContext:
-        return ToolContext(
-            session_id=self.info.session_id,
-            tenant=self.info.tenant,
-            agent=self.info.agent,
-            call_id=item.call.id,
-            tool=item.call.name,
-            approver=self.approver,
-            open_session=self.children,
-            cancelled=cancelled,
-            _emit=emit,
-        )
+# ---- collaborators' adapters --------------------------------------------------------------------
 
-    async def after_tool(self, item: Scheduled, outcome: Outcome) -> Outcome:
-        hook = self.agent.hooks.after_tool
-        if hook is None:
-            return outcome
-        return await call_hook(hook, self.info, item.call, outcome) or outcome
+
+def record(
+    results: dict[str, ToolResultMessage],
+    call: ToolCall,
+    content: str,
+    status: str,
+    *,
+    args: dict[str, Any] | None = None,
+    detail: str | None = None,
+) -> list[ev.Event]:
+    """Store in `results` a result for a call that did not run; the events that announce it."""
+    is_error = status != "Approved."
+    results[call.id] = ToolResultMessage(
+        call_id=call.id, tool=call.name, content=content, is_error=is_error
+    )
+    return [
+        ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
+        ev.ToolResult(
+            id=call.id, tool=call.name, status_text=status, args=args, detail_text=detail
+        ),
+    ]
+
+
+def tool_context(
+    info: RunInfo,
+    approver: Approver | None,
+    children: Any,
+    item: Scheduled,
+    emit: Any,
+    cancelled: threading.Event,
+) -> ToolContext:
+    return ToolContext(
+        session_id=info.session_id,
+        tenant=info.tenant,
+        agent=info.agent,
+        call_id=item.call.id,
+        tool=item.call.name,
+        approver=approver,
+        open_session=children,
+        cancelled=cancelled,
+        _emit=emit,
+    )
+
+
+async def after_tool(hook: Any, info: RunInfo, item: Scheduled, outcome: Outcome) -> Outcome:
+    return await call_hook(hook, info, item.call, outcome) or outcome
