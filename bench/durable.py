@@ -2,7 +2,7 @@
 session grows.
 
 usage: python bench/durable.py [-n 3] [--steps 500] [--sizes 300,3000,30000] [--messages 5]
-                               [--stack old|runtime] [--no-http] [--json OUT] [--write]
+                               [--stack runtime] [--no-http] [--json OUT] [--write]
 
 Three measures, each run in a fresh process with fresh files, in N interleaved rounds; cells are
 medians:
@@ -18,9 +18,9 @@ medians:
   store plus a one-step turn to its `done`; and the same over HTTP (the stack's ASGI app,
   in-process through httpx's ASGI transport), interleaved. ms per message, × the smallest SIZE.
 
-The durable stack is pluggable (`STACKS` in bench/durable_stacks.py): `old` is today's `open_store` +
-`store.durable.open_session`; `runtime` is the event log (`store.sqlite_log`) under the runtime
-service. Not a test: every run is checked, but nothing fails on a figure. The machine may be
+The durable stack is pluggable (`STACKS` in bench/durable_stacks.py): `runtime` is the event log
+(`store.sqlite_log`) under the runtime service. (The synchronous store measured in DURABLE.md's
+"before" table was removed; run this script from that commit's tree to measure it again.) Not a test: every run is checked, but nothing fails on a figure. The machine may be
 shared: compare the ratios within one run, not absolute figures across runs.
 """
 
@@ -383,7 +383,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=500, help="steps per step run (default 500)")
     ap.add_argument("--sizes", default="300,3000,30000", help="stored events per session")
     ap.add_argument("--messages", type=int, default=5, help="timed messages per length process")
-    ap.add_argument("--stack", choices=sorted(STACKS), default="old")
+    ap.add_argument("--stack", choices=sorted(STACKS), default="runtime")
     ap.add_argument("--no-http", action="store_true", help="skip the HTTP messages")
     ap.add_argument("--json", metavar="OUT", help="also write every run and the summary here")
     ap.add_argument(

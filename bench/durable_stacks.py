@@ -29,52 +29,6 @@ from loopwright.errors import UnknownSession
 TENANT = "default"
 
 
-class OldStack:
-    """The old stack: `open_store` (SQLiteStore) and `store.durable.open_session`, which rebuilds
-    the session by replaying its whole log (no HTTP: the server runs over the runtime now)."""
-
-    name = "old"
-
-    def __init__(self, directory: Path, agent: Agent) -> None:
-        self.directory, self.agent = directory, agent
-        self.building: dict[str, Any] = {}
-
-    async def open(self) -> None:
-        from loopwright.store import open_store
-
-        self.store = open_store(self.directory / "loopwright.db")
-
-    async def session(self, session_id: str) -> Any:
-        from loopwright.store.durable import open_session
-
-        return await open_session(self.agent, self.store, session_id, tenant=TENANT)
-
-    async def message(self, session_id: str, text: str) -> tuple[float, float, str]:
-        t0 = time.perf_counter()
-        session = await self.session(session_id)
-        t1 = time.perf_counter()
-        answer = str((await session.run(text).result()).text)
-        return t1 - t0, time.perf_counter() - t0, answer
-
-    async def append_turn(self, session_id: str, text: str) -> None:
-        if session_id not in self.building:
-            self.building[session_id] = await self.session(session_id)
-        await self.building[session_id].run(text).result()
-
-    async def last_seq(self, session_id: str) -> int:
-        try:
-            return int(self.store.session(session_id, TENANT).last_seq)
-        except UnknownSession:
-            return 0
-
-    def app(self) -> Any:
-        return None  # the server now runs over the runtime only (see RuntimeStack.app)
-
-    async def close(self) -> None:
-        self.building.clear()
-        self.store.close()
-
-
 class RuntimeStack:
     """The new stack: `store.sqlite_log.SQLiteLog` (the `EventLog` of store/log.py, opened with
     `open_log`) under the `loopwright.runtime.Runtime` service. A message is `Runtime.send`
@@ -154,4 +108,4 @@ class RuntimeStack:
         await self.log.close()
 
 
-STACKS: dict[str, Any] = {"old": OldStack, "runtime": RuntimeStack}
+STACKS: dict[str, Any] = {"runtime": RuntimeStack}
