@@ -1,8 +1,9 @@
-"""The reducer (`loopwright.replay`) against the live run, on durable sessions in a real SQLite
-file: random runs (tool calls, live approvals and denials, durable pauses resolved through the
-store and resumed, cancels, compactions, steering, model failures) and, at every commit, the
-state folded from the log so far against the live state recorded at that commit; then the
-snapshot round trip at every point of each log.
+"""The reducer (`loopwright.replay`) against the live run, on sessions kept in an event log (a
+real SQLite file): random runs (tool calls, live approvals and denials, durable pauses resolved
+through the runtime and resumed, cancels, compactions, steering, model failures), driven through
+either door — a script's session (`runtime.open_session`) or the `Runtime` — and, at every
+commit, the state folded from the log so far against the live state recorded at that commit;
+then the snapshot round trip at every point of each log.
 
 At a commit the live run may be one step behind the log (a reply is committed before it joins
 the history) or a few events ahead (a step computes several events — the input and its
@@ -11,8 +12,7 @@ by one). The comparison allows exactly that: the live state must equal the fold 
 the commit, except after `message:completed` (the fold without it) and when the events that
 follow in the log are of the kinds a step computes ahead (the fold up to one of them). Once a
 cancel is requested, the live queues are dropped at once (and may take a message sent after it)
-while the log drops them at `loop:aborted`: the queues are not compared then. (Phase 2 of
-issue 12 removes these lags.)
+while the log drops them at `loop:aborted`: the queues are not compared then.
 """
 
 from __future__ import annotations
@@ -24,22 +24,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import drive
+from conftest import drive, verify
 from long_run import examples
 from loopwright import DEFER, Agent, Approval, Rules, tool
 from loopwright import events as ev
 from loopwright import loop as loop_module
 from loopwright.compaction import SUMMARY_SYSTEM, Compaction
-from loopwright.messages import AssistantMessage, UserMessage, message_chars
+from loopwright.messages import message_chars
 from loopwright.replay import State, continued, fold, from_snapshot, to_snapshot
+from loopwright.runtime import LogJournal, Runtime, Settings, open_session
+from loopwright.runtime.decisions import decision_of
 from loopwright.steps import Steps
-from loopwright.store import open_store
-from loopwright.store.durable import open_session, resolve
-from loopwright.store.rebuild import decided_event
+from loopwright.store.log import Decision, EventLog, SessionKey, open_log
 from loopwright.testing import FunctionModel, Reply
 
 RULES = Rules.from_yaml("""
@@ -175,38 +174,29 @@ def live_view() -> dict[str, Any]:
     }
 
 
-AHEAD = frozenset(
-    {
-        "input:received",
-        "steering:injected",
-        "actauth:decision",
-        "approval:resolved",
-        "loop:skipped",
-        "tool:interrupted",
-        "toollane:result",
-        "tool:output",
-        "tool:result",
-        "tool:late_result",
-        "loop:aborted",
-    }
-)
+AHEAD = {"input:received", "steering:injected", "actauth:decision", "approval:resolved"}
+AHEAD |= {"loop:skipped", "tool:interrupted", "toollane:result", "tool:output", "tool:result"}
+AHEAD |= {"tool:late_result", "loop:aborted"}
 """Events a step computes before it yields (and commits) the first of them."""
 SEEN = {"loop:paused", "loop:aborted", "loop:error", "loop:denied", "loop:max_turns"}
 SEEN |= {"compaction:finished", "steering:queued", "steering:injected", "loop:skipped"}
 
 
 def watch(session: Any) -> Any:
-    """Record the live state at every commit of the session's journal."""
-    LIVE.session = session
+    """Record the live state at every commit of the session's journal (a `LogJournal` whose
+    every streamed delta is committed, so that carry-over is exact)."""
     journal = session.journal
-    journal.partial_every = 0.0  # every streamed delta is committed: carry-over is exact
-    commit = journal.commit
+    assert isinstance(journal, LogJournal) and journal.settings.partial_every == 0.0
+    commit = journal._commit
 
-    def recorded(events: Any) -> None:
-        commit(events)
-        LIVE.commits.append((journal.loaded_seq, live_view()))
+    async def recorded(extra: ev.Event | None = None) -> None:
+        before = journal.last_seq
+        await commit(extra)
+        if journal.last_seq != before:  # something was appended
+            LIVE.session = session
+            LIVE.commits.append((journal.last_seq, live_view()))
 
-    journal.commit = recorded
+    journal._commit = recorded  # type: ignore[method-assign]
     return session
 
 
@@ -271,55 +261,104 @@ def approval(kind: str, by: str) -> Approval:
     return Approval.approve(by=by)
 
 
+KEY = SessionKey("acme", "replayed", "s")
+WHERE = (KEY.tenant, KEY.agent, KEY.id)
+
+
+class Watched(Runtime):
+    """A runtime whose sessions are watched at every commit."""
+
+    async def open(self, key: SessionKey) -> Any:
+        return watch(await super().open(key))
+
+
+async def through(started: Any) -> Any:
+    """Drive a run of the runtime to its end (and what follows it there); returns its session."""
+    live = await started
+    await live.task
+    assert live.done is not None, live.failure
+    verify(live.items)
+    return live.session
+
+
 async def scenario(path: Path, plan: list[Any], live_answers: list[str], later: list[str], **kw):
-    agent = Agent(name="replayed", model=FunctionModel(answer), tools=TOOLS, rules=RULES, **kw)
-    store = open_store(path)
+    door, every = kw.pop("door"), kw.pop("snapshot_every")
+    agent = Agent(name=KEY.agent, model=FunctionModel(answer), tools=TOOLS, rules=RULES, **kw)
+    log = await open_log(path)
+    runtime = Watched({agent.name: agent}, log, partial_every=0.0, snapshot_every=every)
+    config = Settings(partial_every=0.0, snapshot_every=every)
     queue = deque(live_answers)
 
     def approver(request: Any) -> Any:
         kind = queue.popleft() if queue else "approve"
         return DEFER if kind == "defer" else approval(kind, "live")
 
-    session = watch(await open_session(agent, store, "s"))
-    decided: list[tuple[int, list[ev.Event], Any]] = []
-    """Where the event log would hold each pause's decisions, them, and the checkpoint the
-    store's pending table gave."""
+    async def reopened() -> Any:
+        if door == "runtime":
+            return await runtime.open(KEY)
+        return watch(await open_session(agent, log, KEY.id, tenant=KEY.tenant, settings=config))
+
+    session = await reopened()
     try:
         for r, step in enumerate([*plan, None]):  # None: a last pause is resolved too
             LIVE.replies.clear()
-            if step is None and session.history.checkpoint is None:
+            paused = session.history.checkpoint is not None
+            if step is None and not paused:
                 break
-            if session.history.checkpoint is not None:  # paused: decide through the store
-                asked = await check_pause(store, session)
-                for pending_id in asked:
-                    await resolve(store, agent, pending_id, approval(later[r % len(later)], "ops"))
-                records = {p.id: p for p in store.pending("default", status=None)}
-                session = watch(await open_session(agent, store, "s"))
-                check_decisions(session, records)
-                events = [e for i in asked if (e := decided_event(records[i])) is not None]
-                at = store.session("s", "default").last_seq
-                decided.append((at, events, shape(session.history.checkpoint)))
-                LIVE.replies.extend(scripted(r, step) if step not in ("compact", None) else [])
-                await drive(session.resume(approver=approver))
-            elif step == "compact":
-                await drive(session.compact())
-            else:
+            if paused:  # decided through the runtime, then resumed
+                for pending_id in list(session.history.checkpoint.pending):
+                    await decide(runtime, pending_id, approval(later[r % len(later)], "ops"))
+                session = await reopened()
+                await check_decisions(log, session)
+            if step not in ("compact", None):
                 LIVE.replies.extend(scripted(r, step))
-                await drive(session.run(f"input {r}", approver=approver))
-            check_end(store, session)
-        log = [item.event for item in store.load("s", "default")]
-        for kind in {e.type for e in log} & SEEN:
+            text = None if paused else f"input {r}"
+            if door == "session":
+                compacting = text is not None and step == "compact"
+                await drive(
+                    session.compact() if compacting else session.run(text, approver=approver)
+                )
+            elif text is None:
+                session = await through(runtime.resume(*WHERE, approver=approver))
+            elif step == "compact":
+                session = await through(runtime.compact(*WHERE))
+            else:
+                session = await through(runtime.send(*WHERE, text, approver=approver))
+            await check_end(log, session, door)
+        log_events = [s.event for s in await log.read(KEY)]
+        for kind in {e.type for e in log_events} & SEEN:
             event(kind)
-        check_commits(log)
-        check_snapshots(with_decisions(log, decided))
+        check_commits(log_events)
+        check_snapshots(log_events)
     finally:
-        store.close()
+        await runtime.close()
+        await log.close()
 
 
-def check_end(store: Any, session: Any) -> None:
-    """After a run: the history rebuilt from the log (with the store's decisions) is the live
-    one, field by field, and so is the checkpoint of a paused batch."""
-    rebuilt = session.journal.load(session)
+async def decide(runtime: Runtime, pending_id: str, decided: Approval) -> None:
+    """Decide an item through the runtime (without resuming) while the same decision races it
+    straight into the log: exactly one of the two is recorded while the item is open (none once
+    a denial skipped it); a later decision changes nothing and reads the first one."""
+    log = runtime.log
+    was = (await log.pending_item(KEY.tenant, pending_id)).status
+    resolved, rival = await asyncio.gather(
+        runtime.resolve(KEY.tenant, pending_id, decided, resume=False),
+        log.decide(KEY.tenant, pending_id, decision_of(decided)),
+    )
+    assert resolved.status in ("waiting", "already_resolved")
+    assert [resolved.status == "waiting", rival.changed].count(True) == (was == "open")
+    late = await log.decide(KEY.tenant, pending_id, Decision("denied", by="late"))
+    assert not late.changed and late.item == rival.item == resolved.item
+    assert late.item.status != "open" and late.item.decided_by != "late"
+
+
+async def check_end(log: EventLog, session: Any, door: str) -> None:
+    """After a run: the history folded from the log is the live one, field by field, and so is
+    the checkpoint of a paused batch; the session's items open in the log are the paused
+    batch's undecided ones, in call order (every other item is closed); through the runtime,
+    every decision a run acted on is the one the log recorded before it (one authority)."""
+    stored = [s.event for s in await log.read(KEY)]
+    rebuilt = continued(fold(stored, BY_NAME), died=False)
     live = session.history
     for name in ("messages", "carry_over", "chars", "reported_tokens", "chars_at_report"):
         assert getattr(rebuilt, name) == getattr(live, name), name
@@ -328,6 +367,24 @@ def check_end(store: Any, session: Any) -> None:
     assert [text for mode, text in rebuilt.queued if mode == "steer"] == list(control.steering)
     assert [t for mode, t in rebuilt.queued if mode == "follow_up"] == list(control.follow_ups)
     assert shape(rebuilt.checkpoint) == shape(live.checkpoint)
+    record = await log.session(KEY)
+    assert record.status == ("paused" if live.checkpoint else "idle")
+    assert record.last_seq == len(stored)
+    page = await log.pending(KEY.tenant, session=KEY)
+    asked = live.checkpoint.pending.items() if live.checkpoint else ()
+    assert [p.id for p in page.items] == [i for i, p in asked if p.decision is None]
+    first: dict[str, ev.PendingDecided] = {}
+    for e in stored:
+        if isinstance(e, ev.PendingDecided):
+            assert first.setdefault(e.id, e) is e, e  # single use
+        elif isinstance(e, ev.ApprovalResolved) and door == "runtime":
+            recorded = first.get(e.id)
+            assert recorded is not None and (recorded.by, recorded.args) == (e.by, e.args), e
+            assert recorded.status in ACTED[e.decision], (e, recorded)
+
+
+ACTED = {"approve": ("approved",), "deny": ("denied", "skipped")}
+"""The decisions recorded in the log (`pending:decided`) a run acts on so."""
 
 
 def shape(checkpoint: Any) -> Any:
@@ -342,35 +399,14 @@ def shape(checkpoint: Any) -> Any:
     )
 
 
-async def check_pause(store: Any, session: Any) -> list[str]:
-    """A paused batch's pending items are open in the store, in call order. (The store lists
-    others too: an item deferred in a batch that did not pause — a sibling was denied, the run
-    was cancelled — stays open though its call has its result in the log; issue 12, point 5.)"""
-    asked = list(session.history.checkpoint.pending)
-    listed = store.pending("default", session_id="s")
-    assert [p.id for p in listed if p.id in asked] == asked
-    closed = {e.event.id for e in store.load("s", "default") if e.event.type == "tool:output"}
-    assert {p.call_id for p in listed if p.id not in asked} <= closed
-    return asked
-
-
-def with_decisions(log: list[ev.Event], decided: list[tuple[int, list[ev.Event], Any]]) -> Any:
-    """The log as the event log keeps it, each pause's decisions (`pending:decided`) after the
-    paused run; folded, it gives the checkpoint the store's pending table gave."""
-    logged: list[ev.Event] = []
-    start = 0
-    for at, events, expected in decided:
-        late = [replace(e, status="denied", by="late") for e in events]  # the first one wins
-        logged += [*log[start:at], *events, *late]
-        start = at
-        assert shape(continued(fold(logged, BY_NAME), died=False).checkpoint) == expected
-    return [*logged, *log[start:]]
-
-
-def check_decisions(session: Any, decided: dict[str, Any]) -> None:
-    """The reopened session's checkpoint holds the store's decisions (as `pending:decided`)."""
-    for pending_id, item in session.history.checkpoint.pending.items():
-        record = decided[pending_id]
+async def check_decisions(log: EventLog, session: Any) -> None:
+    """The reopened session's checkpoint holds the log's decisions, as the log's items record
+    them (a skipped item has none), and is the one the whole log folds to (the session may have
+    been opened from a snapshot and the events after it)."""
+    records = {p.id: p for p in (await log.pending(KEY.tenant, session=KEY, status=None)).items}
+    checkpoint = session.history.checkpoint
+    for pending_id, item in checkpoint.pending.items():
+        record = records[pending_id]
         if record.status in ("approved", "denied"):
             assert item.decision == Approval(
                 approved=record.status == "approved",
@@ -381,10 +417,13 @@ def check_decisions(session: Any, decided: dict[str, Any]) -> None:
             assert item.resolved_at == record.decided_at
         else:
             assert record.status == "skipped" and item.decision is None
+    stored = [s.event for s in await log.read(KEY)]
+    assert shape(continued(fold(stored, BY_NAME), died=False).checkpoint) == shape(checkpoint)
 
 
 def check_snapshots(log: list[ev.Event]) -> None:
-    """Snapshot at every point of the log, restore, fold the rest: the whole log's state."""
+    """Snapshot at every point of the log, restore, fold the rest: the whole log's state. A
+    second decision on an item changes nothing: the first one wins."""
     whole = fold(log, BY_NAME)
     text = to_snapshot(whole)
     expected = continued(fold(log, BY_NAME), died=True)
@@ -397,6 +436,11 @@ def check_snapshots(log: list[ev.Event]) -> None:
         history = continued(state, died=True)
         assert history == expected
         assert shape(history.checkpoint) == shape(expected.checkpoint)
+    state, late = State(tools=BY_NAME), State(tools=BY_NAME)
+    for e in log:
+        fold([e], BY_NAME, state)
+        second = [replace(e, status="denied", by="late")] if e.type == "pending:decided" else []
+        assert fold([e, *second], BY_NAME, late) == state
 
 
 @settings(
@@ -412,6 +456,8 @@ def check_snapshots(log: list[ev.Event]) -> None:
     on_deny=st.sampled_from(["stop", "continue"]),
     max_turns=st.integers(2, 6),
     policy=st.sampled_from([None, "discard", "summarize"]),
+    door=st.sampled_from(["session", "runtime"]),
+    snapshot_every=st.sampled_from([1, 200]),
 )
 @example(  # a reply cut off by a failure, twice: the second run's carry-over is its own
     plan=[["fail"], ["fail"]],
@@ -420,71 +466,33 @@ def check_snapshots(log: list[ev.Event]) -> None:
     on_deny="stop",
     max_turns=2,
     policy=None,
+    door="session",
+    snapshot_every=200,
 )
-@example(  # a deferred item whose batch a denial closed stays open in the store; a later pause
+@example(  # a deferred item whose batch a denial closed is closed at the run's end; a pause
     plan=[[[("pay", 1), ("drop", 1)]], [[("pay", 2), ("pay", 3)]]],
     live_answers=["defer", "defer", "defer"],
     later=["deny"] * 6,
     on_deny="stop",
     max_turns=3,
     policy=None,
+    door="runtime",
+    snapshot_every=1,
 )
 def test_the_state_rebuilt_from_the_log_is_the_live_state(
-    plan, live_answers, later, on_deny, max_turns, policy
+    plan, live_answers, later, on_deny, max_turns, policy, door, snapshot_every
 ):
     compaction = Compaction(mode=policy, every_steps=2, keep_last=2) if policy else None
     original = loop_module.Steps
     loop_module.Steps = RecordedSteps  # type: ignore[misc]
     LIVE.commits.clear()
+    event(door)
+    options = {"on_deny": on_deny, "max_turns": max_turns, "compaction": compaction, "door": door}
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "loopwright.db"
             asyncio.run(
-                scenario(
-                    Path(tmp) / "loopwright.db",
-                    plan,
-                    live_answers,
-                    later,
-                    on_deny=on_deny,
-                    max_turns=max_turns,
-                    compaction=compaction,
-                )
+                scenario(path, plan, live_answers, later, snapshot_every=snapshot_every, **options)
             )
     finally:
         loop_module.Steps = original  # type: ignore[misc]
-
-
-def test_a_paused_call_whose_tool_is_gone_cannot_continue_but_a_finished_one_can():
-    asked = ev.ApprovalPending(
-        id="apr_1",
-        tool="pay",
-        args={"n": 1},
-        scope=ev.Scope(tenant="t", environment="e", agent="a"),
-        reason="matched rule 'ask-pay'",
-        requested_at="2026-12-01T00:00:00.000Z",
-    )
-    reply = Reply.parse({"tool_calls": [{"name": "pay", "args": {"n": 1}, "id": "p"}]})
-    paused = [
-        ev.Session(session_id="s"),
-        ev.InputReceived(message=UserMessage(content="go")),
-        ev.MessageCompleted(message=AssistantMessage(parts=reply.parts)),
-        asked,
-        ev.PendingRequested(id="apr_1", call_id="p"),
-        ev.LoopPaused(pending_ids=["apr_1"]),
-        ev.Done(text="Paused.", stop_reason="paused"),
-    ]
-    snapshot = to_snapshot(fold(paused, BY_NAME))
-    with pytest.raises(LookupError, match="'pay' of a paused call no longer exists"):
-        continued(from_snapshot(snapshot, {}), died=False)
-    decided = ev.PendingDecided(id="apr_1", status="denied", by="ops", decided_at="now")
-    resumed = [
-        decided,
-        ev.Session(session_id="s"),
-        ev.ToolOutput(id="p", tool="pay", content="denied", is_error=True),
-        ev.Done(text="Stopped.", stop_reason="denied"),
-    ]
-    history = continued(fold(resumed, {}, from_snapshot(snapshot, {})), died=False)
-    assert history.checkpoint is None and history.messages[-1].content == "denied"
-    with pytest.raises(ValueError, match="not a version 1 session snapshot"):
-        from_snapshot(snapshot.replace('"version":1', '"version":2'), BY_NAME)
-    with pytest.raises(ValueError, match="not a version 1 session snapshot"):
-        from_snapshot(snapshot.replace('"history":', '"messages":'), BY_NAME)
