@@ -146,6 +146,7 @@ class LogJournal:
 
     async def begin(self, session: Session, input: str | None) -> None:
         self._session, self.stale, self.seqs, self.held = session, None, {}, []
+        self.partial = []  # a reply cut off in the last run is not this run's
         ttl = self.settings.lease_seconds
         claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
         lease, self.last_seq = claimed.lease, claimed.last_seq
