@@ -16,6 +16,7 @@ from loopwright import events as ev
 from loopwright.errors import UnknownPending
 from loopwright.runtime import open_session
 from loopwright.store import SessionKey, StoreError, open_log
+from loopwright.store.log import Decision
 from loopwright.store.export import export_jsonl, export_traces, read_jsonl
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.testing import FunctionModel, Reply
@@ -117,6 +118,46 @@ async def test_a_paused_run_is_resolved_in_another_process_and_resumes_there(log
     assert decided.decided_at is not None
     assert_history_valid((await runtime.open(KEY)).messages)
     assert await runtime.pending("default") == []
+
+
+async def test_a_scripts_live_approver_decides_through_the_log(logs):
+    """One authority on the Python API's session too: the prompt's answer is the item's
+    recorded decision, and a decision made elsewhere while it asks overtakes it."""
+    a = agent(
+        {"tool_calls": [call("pay", "p1", n=1)]},
+        "paid",
+        {"tool_calls": [call("pay", "p2", n=2)]},
+        "not paid",
+    )
+    log = await logs()
+    session = await open_session(a, log, "s")
+    result = await drive(session.run("go", approver=lambda r: Approval.approve(by="me")))
+    assert (result.text, executed) == ("paid", ["pay 1"])
+    [first] = (await log.pending("default", status=None)).items
+    assert (first.status, first.decided_by) == ("approved", "me")
+
+    other = await logs()  # another process decides while the prompt is up
+    asked, closed = asyncio.Event(), asyncio.Event()
+
+    async def prompt(request):
+        asked.set()
+        try:
+            await asyncio.Event().wait()  # nobody types
+        finally:
+            closed.set()
+
+    async def elsewhere():
+        await asked.wait()
+        [item] = (await other.pending("default")).items
+        await other.decide("default", item.id, Decision("denied", "bob", note="no"))
+
+    deciding = asyncio.ensure_future(elsewhere())
+    result = await drive(session.run("again", approver=prompt))
+    await deciding
+    assert closed.is_set() and executed == ["pay 1"]
+    assert result.text == "Stopped: denied pay. Send another message to continue."
+    second = (await log.pending("default", status=None)).items[-1]
+    assert (second.status, second.decided_by) == ("denied", "bob")
 
 
 async def test_a_denial_closes_the_batch_and_skips_the_rest(logs, runtimes):

@@ -33,9 +33,10 @@ class Journal(Protocol):
     """Where a run's events go before the loop continues (the store's seam).
 
     `begin` claims the session for the run (and may refresh `session.history` in place from the
-    log); `append` must make the event durable (or fail) before it returns — the loop is
-    suspended until it does, so an intent is recorded before its tool runs — and returns the
-    event's sequence number in the log (None when it is not logged); `end` releases the claim.
+    log); `append` must make the event durable (or fail) before it returns when it is a commit
+    point — the loop is suspended until it does, so an intent is recorded before its tool runs —
+    and returns the event's sequence number in the log, or None when it is not committed (yet)
+    or never logged; `end` releases the claim.
     All three are called in the run's task. `resolve` records a human's answer to a pending
     item durably.
     """
@@ -57,6 +58,12 @@ class Journal(Protocol):
     def record(self, event: ev.Event) -> None:
         """Commit an event from outside the run (a steering message sent to it) while the run
         holds the session; nothing when no run does."""
+        ...
+
+    def live(self, approver: Approver) -> Approver:
+        """The approver a run of this session asks: one that answers with the decision the
+        store records first, so a decision made elsewhere meanwhile overtakes it (one
+        authority per pending item). Journals without one return `approver` as it is."""
         ...
 
 
@@ -117,6 +124,8 @@ class Session:
             )
         if input is None and checkpoint is not None and self.pending:
             raise SessionBusy(f"session {self.id} still has {len(self.pending)} open items")
+        if approver is not None and self.journal is not None:
+            approver = self.journal.live(approver)
         model = get_model(self.agent.model)
         info = RunInfo(
             session_id=self.id,

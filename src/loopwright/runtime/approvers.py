@@ -81,6 +81,7 @@ def authoritative(
             return answer if edited else DEFER
         return await _acted_on(live, outcome.item)
 
+    approve.authoritative = True  # type: ignore[attr-defined]
     return approve
 
 

@@ -28,12 +28,13 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..agent import Agent
-from ..approvals import Answer, Approval
+from ..approvals import Answer, Approval, Approver
 from ..decide import Resolution
 from ..errors import UnknownPending, UnknownSession
 from ..messages import History
@@ -43,6 +44,9 @@ from ..store.log import Decision, EventLog, Lease, SessionKey
 from ..tools import Tool
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
 from .state import read_history, refill, save_snapshot
+
+if TYPE_CHECKING:
+    from .live import Live
 
 logger = logging.getLogger("loopwright.runtime")
 
@@ -137,6 +141,10 @@ class LogJournal:
         self.crash = _crash_points_of_process()
         self._session: Session | None = None
         self._lock = asyncio.Lock()
+        self.agents: Mapping[str, Agent] = {agent.name: agent}
+        """The agents a decision on this session's items is vetted with (a runtime's all)."""
+        self.registry: Live | None = None
+        """The runtime's live runs, when a runtime drives this session."""
         self._heartbeat: asyncio.Task[None] | None = None
         self._flushes: set[asyncio.Task[None]] = set()
         self.children: dict[str, LogJournal] = {}
@@ -298,10 +306,22 @@ class LogJournal:
         left = len(await open_under(self.log, keys[-1]))
         return Resolution(outcome.status, left, outcome.error)
 
+    def live(self, approver: Approver) -> Approver:
+        """`approver`, answering with the decision the log records first (a decision made
+        elsewhere overtakes a prompt: `runtime.approvers.authoritative`)."""
+        from .approvers import authoritative
+        from .live import Live
+
+        if getattr(approver, "authoritative", False):
+            return approver  # a parent's, passed on to its subagent's run
+        registry = self.registry or Live(self.log)
+        return authoritative(approver, self.log, self.agents, registry, self.key)
+
     async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
         key = SessionKey(self.key.tenant, agent.name, session_id)
         child = await open_session(self.log, agent, key, self.settings, parent=self.key)
         assert isinstance(child.journal, LogJournal)
+        child.journal.agents, child.journal.registry = self.agents, self.registry
         self.children[session_id] = child.journal
         return child
 

@@ -31,7 +31,7 @@ from ..session import Run, Session
 from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
 from ..store.log import EventLog, Page, SessionKey, SessionRecord
 from . import follow as following
-from .approvers import authoritative, held
+from .approvers import held
 from .decisions import chain, key_of, open_under, owner_of, record
 from .follow import Item
 from .journal import LogJournal, Settings, open_session
@@ -180,8 +180,9 @@ class Runtime:
             await ending.finished.wait()
         self.live.check_idle(key)
         session = await self._session(key, kept=kept)
-        if approver is not None:
-            approver = authoritative(approver, self.log, self.agents, self.live, key)
+        journal = session.journal
+        assert isinstance(journal, LogJournal)
+        journal.agents, journal.registry = self.agents, self.live  # its approver races the log
         follower = self.live.attach(key) if hold else None
         try:
             run = begin(session, approver or held(self.live, self.log, key))
