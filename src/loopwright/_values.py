@@ -25,6 +25,12 @@ WIRE_CONFIG: dict[str, Any] = {
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def value(cls: type[T]) -> type[T]:
     cls.__pydantic_config__ = WIRE_CONFIG  # type: ignore[attr-defined]
+    return frozen(cls)
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+def frozen(cls: type[T]) -> type[T]:
+    """A frozen, slotted, keyword-only dataclass, made without `object.__setattr__`."""
     made = dataclass(frozen=True, slots=True, kw_only=True)(cls)
     made.__init__ = _slot_init(made)  # type: ignore[method-assign]
     return made

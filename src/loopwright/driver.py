@@ -145,22 +145,21 @@ class Run:
         pushed = True
         try:
             event = await step()
-            while True:
+            while True:  # until the loop, past its `done`, ends (StopAsyncIteration)
                 try:
-                    if seqs is not None:
+                    if seqs is None:
+                        buffer.append(event)
+                    else:
                         pushed = False
                         if type(event) is done:
                             stop = event.stop_reason  # type: ignore[union-attr]
                         assert journal is not None
                         seqs.append(await journal.append(self.session_id, event))
-                    buffer.append(event)
-                    pushed = True
+                        buffer.append(event)
+                        pushed = True
                     if self._waiter is not None:
                         self._wake_reader()
-                    if type(event) is done:
-                        await events.aclose()  # it waits at its last `yield`: end it now
-                        return
-                    if len(buffer) >= limit and not self._unbounded:
+                    if len(buffer) >= limit and not self._unbounded and type(event) is not done:
                         self._room = asyncio.get_running_loop().create_future()
                         await self._room
                 except asyncio.CancelledError as exc:
@@ -173,11 +172,13 @@ class Run:
                         self._wake_reader()
                         pushed = True
                     if type(event) is done:
-                        await events.aclose()
+                        await events.aclose()  # it waits at its last `yield`: end it now
                         return
                     event = await (step() if type(event) in _ENDING else events.athrow(exc))
                     continue
                 event = await step()
+        except StopAsyncIteration:
+            pass
         finally:
             try:
                 if journal is not None:
@@ -212,20 +213,19 @@ class Run:
         per batch), until the run's task ends."""
         buffer, seqs = self._buffer, self._seqs
         while await self._filled():
-            while buffer:
-                if seqs is not None:
+            if seqs is None:
+                while buffer:
+                    yield buffer.popleft()
+            else:
+                while buffer:
                     self.seq = seqs.popleft()
-                if self._room is not None and len(buffer) <= HIGH_WATER // 2:
-                    self._make_room()
-                yield buffer.popleft()
+                    yield buffer.popleft()
 
     async def __anext__(self) -> ev.Event:
         if not await self._filled():
             raise StopAsyncIteration
         if self._seqs is not None:
             self.seq = self._seqs.popleft()
-        if self._room is not None and len(self._buffer) <= HIGH_WATER // 2:
-            self._make_room()
         return self._buffer.popleft()
 
     async def _filled(self) -> bool:
@@ -236,6 +236,8 @@ class Run:
             if task.done():
                 self._end(task)
                 return False
+            if self._room is not None:  # all read: the loop may go on
+                self._make_room()
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter

@@ -348,11 +348,15 @@ class Steps:
             async for event in runner.run(scheduled):
                 self.note(event)
                 yield event
-        suspended = {
-            s.call.id: Suspended(s.call, s.tool, s.args, waits.session_id, waits.pending_ids)
-            for s in scheduled
-            if (waits := self.outcomes[s.call.id].suspended) is not None
-        }
+        suspended: dict[str, Suspended] = {}
+        terminate = len(scheduled) == len(calls)  # every call of the reply ran and says so
+        for item in scheduled:
+            outcome = self.outcomes[item.call.id]
+            terminate = terminate and outcome.terminate
+            if (waits := outcome.suspended) is not None:
+                suspended[item.call.id] = Suspended(
+                    item.call, item.tool, item.args, waits.session_id, waits.pending_ids
+                )
         if batch.deferred or suspended:
             checkpoint = Checkpoint(calls, dict(self.results), batch.deferred, False, suspended)
             self.history.checkpoint = checkpoint
@@ -369,13 +373,11 @@ class Steps:
             text = f"Paused: waiting for {', '.join(what)}."
             self.stop(ev.LoopPaused(pending_ids=waiting), text, "paused")
             return
-        ran = [self.outcomes[item.call.id] for item in batch.scheduled]
+        last = self.outcomes[scheduled[-1].call.id] if scheduled else None
         self.close_batch()
-        if ran and len(ran) == len(calls) and all(o.terminate for o in ran):
+        if terminate and last is not None:
             self.stop(
-                ev.LoopTerminated(reason="a tool asked to end the run"),
-                ran[-1].content,
-                "terminated",
+                ev.LoopTerminated(reason="a tool asked to end the run"), last.content, "terminated"
             )
 
     def result(

@@ -22,6 +22,7 @@ from functools import cache
 from typing import Any, get_args, get_type_hints, overload
 
 from . import threads
+from ._values import frozen
 from .errors import ConfigError, ToolError
 from .events import Event, ToolUpdate
 from .messages import ToolCall
@@ -87,7 +88,7 @@ class Suspend:
     pending_ids: list[str]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Outcome:
     """What one call produced, as the model will read it."""
 
@@ -297,7 +298,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 # ---- running calls ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Scheduled:
     """An allowed call ready to run."""
 
