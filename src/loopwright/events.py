@@ -14,13 +14,8 @@ and travels in its own type (never as a new field of a v1 type). The legal order
     tool:late_result* <terminal> done
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
-loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. Per tool call:
-`approval:pending` `pending:requested` (only if asked) → `approval:resolved` (a live human
-answered) → `actauth:decision` → `tool:started` (only if it runs) → `tool:update`* →
-`tool:output` → `tool:result`, then `tool:late_result` when a thread the call was given up on
-(cancelled, timed out) finishes while the run is still open. Calls of one batch may interleave
-while they run. A resumed batch (a paused run continued) opens with the humans'
-`approval:resolved`/`actauth:decision` pairs and the results.
+loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. The order
+per tool call, of resumed batches and of late results is spelled out in PROTOCOL.md;
 `loopwright.testing.check_events` enforces this grammar.
 """
 
@@ -371,9 +366,8 @@ class ToolInterrupted:
 
 @value
 class ToolLateResult:
-    """What a call really did, known only after its result was given: its thread ran on after
-    the call was cancelled or timed out, and finished while the run was still open. The model's
-    history keeps the result it was given; the log keeps this."""
+    """What a call really did, known after its result was given: its thread ran on after it was
+    cancelled or timed out (the model's history keeps the result it was given)."""
 
     id: str
     tool: str
@@ -433,17 +427,15 @@ class QuestionResolved:
 
 @value
 class PendingDecided:
-    """The authority's record of a decision on a pending item, in the log before any run acts
-    on it: first decision wins (a human's, or `skipped` when a denial in its batch or the
-    recovery of a dead run closed it). The run that continues reports it as
-    `approval:resolved` / `question:resolved`."""
+    """The single authority's record of a decision on a pending item (the first one wins;
+    `skipped`: closed by a denial in its batch or a dead run's recovery), logged before any run
+    acts on it; `args` are edited arguments."""
 
     id: str
     status: Literal["approved", "denied", "answered", "skipped"]
     by: str
     decided_at: str
     args: dict[str, Any] | None = None
-    """Edited arguments, when the approver replaced them."""
     answer: str | None = None
     reason: str | None = None
     type: Literal["pending:decided"] = "pending:decided"
@@ -484,10 +476,8 @@ class LoopTerminated:
 
 @value
 class RunInterrupted:
-    """The previous run of this session died (crash, kill, power loss) before it finished.
-
-    Calls it had started get `[interrupted: …]` results, except idempotent ones, which run again.
-    """
+    """The previous run of this session died (crash, kill, power loss) before it finished: calls
+    it had started get `[interrupted: …]` results, except idempotent ones, which run again."""
 
     interrupted_calls: list[str]
     rerun_calls: list[str]
