@@ -6,8 +6,8 @@ thread, in a copy of the caller's context, and settles `job.future` on the calle
 set before a worker takes it never starts; one already running cannot be stopped (its tool may
 watch the signal), and its done-callbacks learn how it ended. With a `timeout`, the future
 settles when the time is up even if the thread runs on (`job.timed_out`). Threads start on
-demand, up to `MAX_THREADS`, and stay; they are daemon threads, so a tool still running does not
-hold the process at exit.
+demand (by a spawner thread, never by the event loop), up to `MAX_THREADS`, and stay; they are
+daemon threads, so a tool still running does not hold the process at exit.
 
 Leaner than `ThreadPoolExecutor` + `asyncio.wrap_future`: one queue, one future per job, and
 one wake-up of the loop for all the jobs that finish together (the workers drop them in the
@@ -196,30 +196,62 @@ def _inbox() -> _Inbox:
 
 
 class _Pool:
+    """Workers that take jobs from one queue. The loop never waits for a thread to start: when
+    a job finds no idle worker, a spawner thread starts one, and only while jobs are still
+    waiting (a worker that frees up takes the next one first), so a burst of quick calls is
+    served by the threads it needs, and blocking calls get a thread each, up to `size`."""
+
     def __init__(self, size: int) -> None:
         self.size = size
         self.jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self.lock = threading.Lock()
-        self.threads = self.idle = 0
+        self.threads = 0
+        self.idle = 0  # workers waiting for a job that no queued job is meant for
+        self.backlog = 0  # queued jobs that no worker is on its way to take
+        self.wanted = threading.Event()  # the spawner's cue: jobs are waiting
+        self.spawner: threading.Thread | None = None
 
     def submit(self, job: Job) -> None:
+        spawner = None
         with self.lock:
-            spawn = not self.idle and self.threads < self.size
-            if spawn:
-                self.threads += 1
-            elif self.idle:
-                self.idle -= 1  # that idle worker takes it
+            if self.idle:
+                self.idle -= 1
+                spawn = False
+            else:
+                self.backlog += 1
+                spawn = self.threads < self.size
+                if spawn and self.spawner is None:
+                    spawner = self.spawner = threading.Thread(
+                        target=self.spawn, name="loopwright-tool-spawner", daemon=True
+                    )
         self.jobs.put(job)
+        if spawner is not None:
+            spawner.start()
         if spawn:
-            name = f"loopwright-tool-{self.threads}"
-            threading.Thread(target=self.work, name=name, daemon=True).start()
+            self.wanted.set()
+
+    def spawn(self) -> None:
+        while True:
+            self.wanted.wait()
+            self.wanted.clear()
+            while True:
+                with self.lock:
+                    if not self.backlog or self.threads >= self.size:
+                        break
+                    self.backlog -= 1  # the new worker takes a waiting job
+                    self.threads += 1
+                    name = f"loopwright-tool-{self.threads}"
+                threading.Thread(target=self.work, name=name, daemon=True).start()
 
     def work(self) -> None:
         while True:
             job = self.jobs.get()
             job.run()
-            with self.lock:  # idle before its loop hears of it: the next call needs no thread
-                self.idle += 1
+            with self.lock:  # free before its loop hears of it: the next call needs no thread
+                if self.backlog:
+                    self.backlog -= 1  # it takes a job that is waiting
+                else:
+                    self.idle += 1
             job._inbox.put(job)
 
 
