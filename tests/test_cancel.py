@@ -337,6 +337,24 @@ async def test_a_blocking_sync_tool_does_not_stall_other_sessions():
     assert order == ["another session answered 'hello'", "the blocking tool returned"]
 
 
+async def test_blocking_calls_of_one_batch_each_get_a_thread():
+    """Five calls that can only finish together (a barrier of five): each runs in a thread of
+    its own at once, although the pool starts its threads only as calls wait for one."""
+    barrier = threading.Barrier(5, timeout=BOUND)
+
+    @tool
+    def meet(n: int) -> str:
+        """Waits until all five calls have arrived."""
+        return f"{n} met {barrier.wait()}"
+
+    calls = [call("meet", f"m{n}", n=n) for n in range(5)]
+    model = scripted({"tool_calls": calls}, "after")
+    result = await run_agent(Agent(model=model, tools=[meet]))
+    found = outputs(result.events)
+    assert sorted(found) == [f"m{n}" for n in range(5)]
+    assert sorted(int(text.rpartition(" ")[2]) for text in found.values()) == [0, 1, 2, 3, 4]
+
+
 async def test_a_sync_tool_times_out_and_reports_what_it_did_later():
     release = threading.Event()
 
