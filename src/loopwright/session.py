@@ -133,8 +133,9 @@ class Session:
             environment=self.environment,
             agent=self.agent.name,
         )
-        waiting = {s.session_id for s in checkpoint.suspended.values()} if checkpoint else set()
-        self._children = {k: v for k, v in self._children.items() if k in waiting}
+        if self._children:  # keep only the subagents the paused batch waits on
+            waiting = {s.session_id for s in checkpoint.suspended.values()} if checkpoint else ()
+            self._children = {k: v for k, v in self._children.items() if k in waiting}
         events = run_loop(
             self.agent,
             model,

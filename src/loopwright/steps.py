@@ -49,7 +49,7 @@ class Steps:
     control: Control
     approver: Approver | None
     children: Any = None
-    tools: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, Any] = field(init=False)
     specs: tuple[ToolSpec, ...] = ()
     scope: ev.Scope = field(init=False)
     decider: Decider = field(init=False)
