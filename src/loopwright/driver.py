@@ -3,10 +3,10 @@ from.
 
 The loop (an async generator) runs in a task the `Run` owns. In that task each event goes to
 the journal first (the loop waits until it is durable) and then into a buffer; the reader takes
-it from there and is woken only when it waits. Cancelling a run is cancelling its task: the
-cancellation lands where the loop awaits, or — if it comes while the task awaits the journal or
-the reader — is handed to the loop at the event it is suspended on. Nothing lands in the
-reader's code.
+it from there and is woken only when it waits, once for all the events buffered meanwhile.
+Cancelling a run is cancelling its task: the cancellation lands where the loop awaits, or — if
+it comes while the task awaits the journal or the reader — is handed to the loop at the event
+it is suspended on. Nothing lands in the reader's code.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class RunResult:
 
 
 HIGH_WATER = 1024
-"""Events a run holds for a consumer that does not read before its loop waits for it."""
+"""Events a run holds for a consumer that does not read: the loop then waits until the reader
+has read them all."""
 
 
 class Run:
