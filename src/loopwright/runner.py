@@ -66,14 +66,14 @@ async def execute(
     limit = tool.timeout if tool.timeout is not None else timeout
     try:
         if limit is None:
-            value = await tool.call(dict(item.kwargs), ctx)  # type: ignore[arg-type]
+            value = await tool.call(dict(item.kwargs), ctx)
         else:
             if ctx is not None:
                 ctx.deadline = time.monotonic() + limit
             scope = asyncio.timeout(limit)
             try:
                 async with scope:
-                    value = await tool.call(dict(item.kwargs), ctx)  # type: ignore[arg-type]
+                    value = await tool.call(dict(item.kwargs), ctx)
             except TimeoutError:
                 if not scope.expired():
                     raise  # the tool's own TimeoutError: a failure like any other

@@ -132,15 +132,16 @@ class Tool:
         """What the model is told about this tool."""
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
-    async def call(self, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
-        """Run the function with validated arguments (no timeout or error handling here)."""
+    async def call(self, kwargs: dict[str, Any], ctx: ToolContext | None) -> Any:
+        """Run the function with validated arguments (no timeout or error handling here); `ctx`
+        may be None for a tool that takes none."""
         if self.context_param is not None:
             kwargs[self.context_param] = ctx
         if self.is_async:
             return await self.fn(**kwargs)
         if self.inline:
             return self.fn(**kwargs)
-        job = threads.submit(self.fn, kwargs, ctx.cancelled)
+        job = threads.submit(self.fn, kwargs, threads.Flag() if ctx is None else ctx.cancelled)
         await job.future
         return job.result()
 
