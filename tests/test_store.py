@@ -16,8 +16,8 @@ from loopwright import events as ev
 from loopwright.errors import UnknownPending
 from loopwright.runtime import open_session
 from loopwright.store import SessionKey, StoreError, open_log
-from loopwright.store.log import Decision
 from loopwright.store.export import export_jsonl, export_traces, read_jsonl
+from loopwright.store.log import Decision
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.testing import FunctionModel, Reply
 from loopwright.tools import ask_user
