@@ -256,6 +256,33 @@ async def test_a_reader_cancelled_while_it_waits_cancels_the_run():
     assert not session.busy
 
 
+async def test_closing_a_run_that_another_task_reads_ends_both():
+    session = Session(Agent(model=scripted({"stall": 3600})))
+    run = session.run("go")
+    seen: list[str] = []
+    asked = asyncio.Event()
+
+    async def read() -> None:
+        async for event in run:
+            seen.append(event.type)
+            if event.type == "budget:check":
+                asked.set()
+
+    reader = asyncio.create_task(read())
+    await asked.wait()
+    await run.aclose()  # while the reader waits for the next event
+    await reader
+    assert seen == [
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "loop:aborted",
+        "done",
+    ]
+    assert not session.busy
+
+
 # ---- deadlines -------------------------------------------------------------------------------
 
 

@@ -260,8 +260,8 @@ class Run:
     async def aclose(self) -> None:
         """Stop listening: an unfinished run is cancelled and drained to its `done`."""
         reader, self._reader = self._reader, None
-        if reader is not None:
-            await reader.aclose()
+        if reader is not None and not getattr(reader, "ag_running", False):  # one that runs in
+            await reader.aclose()  # another task ends by itself, once the run has
         if self._task is None:
             self._exhausted = True
             await self._events.aclose()
