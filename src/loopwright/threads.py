@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import queue
 import threading
 from collections import deque
@@ -256,6 +257,15 @@ class _Pool:
 
 
 _pool = _Pool(MAX_THREADS)
+
+
+def _forked() -> None:
+    """A forked child has none of its parent's threads: it starts with an empty pool."""
+    global _pool, _last
+    _pool, _last = _Pool(MAX_THREADS), None
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def submit(
