@@ -356,8 +356,7 @@ class ToolOutput:
 
 @value
 class ToolInterrupted:
-    """A call was cut off (cancel, crash or failure) before its result; its output says what is
-    known: `[interrupted: …]` after a crash, `[cancelled: …]` after a cancel."""
+    """A call was cut off before its result (`[interrupted: …]`, `[cancelled: …]` output)."""
 
     id: str
     tool: str
