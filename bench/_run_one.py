@@ -36,10 +36,9 @@ sys.path.insert(0, str(BENCH.parent / "src"))
 
 
 def peers_dir() -> Path:
-    """The shared peer harness: $LOOPWRIGHT_PEERS_DIR, else ../shared/bench/peers beside the
-    repo. It may not exist: the repo runs floor and loopwright alone."""
-    override = os.environ.get("LOOPWRIGHT_PEERS_DIR")
-    return Path(override or BENCH.parent.parent / "shared" / "bench" / "peers").resolve()
+    """The shared peer harness, where $LOOPWRIGHT_PEERS_DIR names it (without it, the repo runs
+    floor and loopwright alone)."""
+    return Path(os.environ.get("LOOPWRIGHT_PEERS_DIR") or "/nonexistent/peer-harness").resolve()
 
 
 def run_scenario(module: str, scenario: str) -> int:

@@ -5,7 +5,7 @@ usage: python bench/run.py [-n 5] [--scenarios long_loop,...] [--adapters floor,
                            [--json out.json] [--timeout 300]
 
 The floor and loopwright need nothing beside the repo. The peer frameworks run only where the
-shared peer harness is found ($LOOPWRIGHT_PEERS_DIR, else ../shared/bench/peers beside the
+shared peer harness is found ($LOOPWRIGHT_PEERS_DIR names it; never looked for beside the
 repo) and they are installed; otherwise a note says they were skipped. Every (adapter,
 scenario) run is a fresh process (bench/_run_one.py), N rounds interleaved so machine drift
 spreads over every adapter. One uncounted warm-up per adapter comes first. Medians go to stdout
@@ -31,9 +31,8 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 RUN_ONE = BENCH / "_run_one.py"
-PEERS = Path(
-    os.environ.get("LOOPWRIGHT_PEERS_DIR") or BENCH.parent.parent / "shared" / "bench" / "peers"
-).resolve()
+PEERS = Path(os.environ.get("LOOPWRIGHT_PEERS_DIR") or "/nonexistent/peer-harness").resolve()
+"""The shared peer harness, only where `$LOOPWRIGHT_PEERS_DIR` names it (never beside the repo)."""
 HARNESS = (PEERS / "run_one.py").exists()  # the peers come with the shared harness only
 
 SCENARIOS = ["long_loop", "wide_batch", "many_sessions", "streaming"]
@@ -350,7 +349,7 @@ def main() -> None:
         (adapters if available(a) else skipped).append(a)
     if skipped and not HARNESS:
         print(
-            f"note: peers skipped ({', '.join(skipped)}): no shared peer harness at {PEERS} "
+            f"note: peers skipped ({', '.join(skipped)}): no shared peer harness "
             "(set LOOPWRIGHT_PEERS_DIR to run them)",
             flush=True,
         )

@@ -23,8 +23,6 @@ from loopwright.wire import event_schema, loads, to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 V1_SCHEMA = json.loads((ROOT / "protocol" / "loopengine-v1.schema.json").read_text())
-# loopengine's own v1 schema, on our machines only (a fresh clone has nothing beside it)
-LOOPENGINE_V1 = ROOT.parent / "shared" / "protocol" / "loop-event.v1.schema.json"
 
 
 class EventValidator:
@@ -56,15 +54,6 @@ class EventValidator:
 
 FULL = EventValidator(event_schema())
 V1 = EventValidator(V1_SCHEMA, keep=True)
-
-
-def pytest_report_header() -> str:
-    if LOOPENGINE_V1.exists():
-        return "loopengine v1 schema: ../shared/protocol/ found, compared in test_protocol_v1.py"
-    return (
-        "loopengine v1 schema: not found beside the repo; the comparison with it is skipped "
-        "(v1 streams are validated against protocol/loopengine-v1.schema.json)"
-    )
 
 
 def verify(events: list[Event]) -> None:
