@@ -8,33 +8,26 @@ import json
 import shutil
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from log_conformance import *  # noqa: F403
-from log_conformance import KEY, Clock, approval, reply, safely, said
+from log_conformance import KEY, Clock, MakeLog, approval, reply, safely, said
 from log_conformance_decisions import *  # noqa: F403
 from loopwright.store import PendingRecord, StoredEvent, StoreError
-from loopwright.store.log import Decision, EventLog, SessionKey, open_log
+from loopwright.store.log import Decision, SessionKey, open_log
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.wire import loads
+from runtime_fixtures import logs  # noqa: F401 (the fixture)
 
 
 @pytest.fixture
-async def make_log(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[EventLog]]]:
-    opened: list[SQLiteLog] = []
-
-    async def make(clock: Callable[[], float] | None = None) -> EventLog:
-        log = SQLiteLog(tmp_path / "loopwright.db", **({"clock": clock} if clock else {}))
-        opened.append(log)
-        return log
-
-    yield make
-    for log in opened:
-        await log.close()
+def make_log(logs: MakeLog) -> MakeLog:  # noqa: F811
+    """The suite's factory is the runtime tests' own: one more `SQLiteLog` on the test's file."""
+    return logs
 
 
 V1_DATABASE = Path(__file__).parent / "data" / "store-v1.db"
