@@ -17,7 +17,7 @@ from conftest import ROOT, call
 from loopwright import Agent, Approval, replay
 from loopwright.errors import SessionBusy
 from loopwright.runtime import Settings
-from loopwright.runtime.journal import open_session
+from loopwright.runtime.journal import session_in_log
 from loopwright.store import StaleWriter
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Beats, Clock, Held, ended, logged, never, paid, payer, pays
@@ -26,7 +26,7 @@ from runtime_fixtures import KEY, Beats, Clock, Held, ended, logged, never, paid
 async def test_append_numbers_only_the_events_it_committed(logs):
     log = await logs()
     agent = payer({"tool_calls": [call("look", "l1", n=1)]}, "seen")
-    session = await open_session(log, agent, KEY, Settings())
+    session = await session_in_log(log, agent, KEY, Settings())
     numbered = []
     async with session.run("go") as run:
         async for event in run:
@@ -53,7 +53,7 @@ async def test_append_numbers_only_the_events_it_committed(logs):
     ]
     assert await logged(log, KEY) == [kind for _, kind in numbered]
     assert session.journal.loaded_seq == 17  # its next run need not read the log again
-    again = await open_session(log, agent, KEY, Settings())
+    again = await session_in_log(log, agent, KEY, Settings())
     assert again.messages == session.messages
 
 
@@ -61,7 +61,7 @@ async def test_an_ask_reaches_readers_only_once_its_item_is_in_the_log(logs):
     """A client that decides on seeing `approval:pending` (before `pending:requested`), as a
     loopengine v1 client does, finds the item: the announcement is a commit point."""
     log = await logs()
-    session = await open_session(log, payer(*pays()), KEY, Settings())
+    session = await session_in_log(log, payer(*pays()), KEY, Settings())
     found = []
     async with session.run("go") as run:
         async for event in run:
@@ -73,7 +73,7 @@ async def test_an_ask_reaches_readers_only_once_its_item_is_in_the_log(logs):
 
 async def test_a_session_kept_open_is_resolved_and_resumed_in_place(logs):
     log = await logs()
-    session = await open_session(log, payer(*pays(5)), KEY, Settings())
+    session = await session_in_log(log, payer(*pays(5)), KEY, Settings())
     assert (await session.run("go").result()).stop_reason == "paused"
     [item] = session.pending
     resolution = await session.resolve(item.id, Approval.approve(by="ann"))

@@ -319,7 +319,7 @@ class LogJournal:
 
     async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
         key = SessionKey(self.key.tenant, agent.name, session_id)
-        child = await open_session(self.log, agent, key, self.settings, parent=self.key)
+        child = await session_in_log(self.log, agent, key, self.settings, parent=self.key)
         assert isinstance(child.journal, LogJournal)
         child.journal.agents, child.journal.registry = self.agents, self.registry
         self.children[session_id] = child.journal
@@ -433,7 +433,7 @@ class LogJournal:
             await asyncio.gather(beat, return_exceptions=True)
 
 
-async def open_session(
+async def session_in_log(
     log: EventLog,
     agent: Agent,
     key: SessionKey,

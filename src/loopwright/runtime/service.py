@@ -34,7 +34,7 @@ from . import follow as following
 from .approvers import held
 from .decisions import chain, key_of, open_under, owner_of, record
 from .follow import Item
-from .journal import LogJournal, Settings, open_session
+from .journal import LogJournal, Settings, session_in_log
 from .live import Follower, Live, LiveRun
 
 logger = logging.getLogger("loopwright.runtime")
@@ -107,7 +107,7 @@ class Runtime:
 
     async def open(self, key: SessionKey) -> Session:
         """The session as its log leaves it (a new one when the key is unused)."""
-        return await open_session(self.log, self.agent(key.agent), key, self.settings)
+        return await session_in_log(self.log, self.agent(key.agent), key, self.settings)
 
     async def _session(self, key: SessionKey, *, kept: bool) -> Session:
         """The session for a new run: with `kept`, the one a run of this process left, while

@@ -40,4 +40,4 @@ async def open_session(
     elif environment is not None:
         settings = replace(settings, environment=environment)
     key = SessionKey(tenant, agent.name, session_id or secrets.token_hex(16))
-    return await journal.open_session(log, agent, key, settings)
+    return await journal.session_in_log(log, agent, key, settings)
