@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import call, run_agent, scripted
-from loopwright import Agent, Approval, ApprovalRequest, Rules, SessionBusy, tool
+from loopwright import DEFER, Agent, Approval, ApprovalRequest, Rules, SessionBusy, tool
 from loopwright.approvals import approve_all, deny_all
 from loopwright.errors import UnknownPending
 from loopwright.messages import ToolResultMessage
@@ -98,6 +98,27 @@ async def test_deny_can_be_told_to_the_model_instead():
         "Tool call denied by policy. Reason: no rule matched: default decision 'deny'",
     ]
     assert result.stop_reason == "completed"
+
+
+async def test_with_on_deny_continue_a_live_denial_closes_the_asks_deferred_before_it():
+    """SPEC §5.4: a denial closes the batch's asks (the log skips their items) even when the run
+    goes on; an ask after the denial still pauses the run, and allowed calls run."""
+    calls = [call("refund", "r1", order="1", amount=1), call("refund", "r2", order="2", amount=2)]
+    calls += [call("lookup", "l", order="3"), call("refund", "r3", order="3", amount=3)]
+    model = scripted({"tool_calls": calls})
+    answers = iter([DEFER, Approval.deny("no"), DEFER])
+    result = await run_agent(agent(model, on_deny="continue"), approver=lambda r: next(answers))
+    outputs = [(e.id, e.content) for e in result.events if e.type == "tool:output"]
+    assert outputs == [
+        ("r2", "Tool call denied by user. Reason: matched rule 'refunds-asked' — human denied: no"),
+        ("r1", "Skipped: a sibling tool call in this turn (refund) was denied."),
+        ("l", "order 3: shipped"),
+    ]
+    assert [e.name for e in result.events if e.type == "loop:skipped"] == ["refund"]
+    paused = first(result, "loop:paused")
+    asked = [e.id for e in result.events if e.type == "approval:pending"]
+    assert paused.pending_ids == [asked[2]]
+    assert (result.stop_reason, ran) == ("paused", ["lookup 3"])
 
 
 async def test_live_approval_approves():

@@ -479,6 +479,16 @@ def check_snapshots(log: list[ev.Event]) -> None:
     door="runtime",
     snapshot_every=1,
 )
+@example(  # with on_deny continue, a live denial still closes the ask deferred before it
+    plan=[[[("pay", 0), ("pay", 0)]]],
+    live_answers=["defer", "deny"],
+    later=["approve"] * 6,
+    on_deny="continue",
+    max_turns=2,
+    policy=None,
+    door="session",
+    snapshot_every=1,
+)
 def test_the_state_rebuilt_from_the_log_is_the_live_state(
     plan, live_answers, later, on_deny, max_turns, policy, door, snapshot_every
 ):

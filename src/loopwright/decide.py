@@ -48,6 +48,9 @@ class Batch:
     """Names of denied tools, in model order."""
     deferred: dict[str, Pending] = field(default_factory=dict)
     """Pending id → a call nobody could approve live."""
+    closed: dict[str, Pending] = field(default_factory=dict)
+    """Pending id → a deferred call a later human denial closed (SPEC §5.4: its item is skipped
+    in the log at that denial, whatever `on_deny` says): skipped, never paused on."""
 
 
 @dataclass(slots=True)
@@ -233,6 +236,9 @@ class Decider:
         assert isinstance(answer, (Approval, Answer))
         for event in self.decide_human(pending, answer, now_iso(), batch):
             yield event
+        if isinstance(answer, Approval) and not answer.approved:  # the batch's asks are closed
+            batch.closed.update(batch.deferred)
+            batch.deferred.clear()
 
     def decide_human(
         self, pending: Pending, answer: Approval | Answer, resolved_at: str, batch: Batch
@@ -335,11 +341,20 @@ class Decider:
 
     def skip(self, batch: Batch) -> list[ev.Event]:
         """A denial stops the batch: every allowed or deferred call is skipped, unrun."""
+        return self._skip(batch, [(s.call, s.args, s.reason) for s in batch.scheduled])
+
+    def closed(self, batch: Batch) -> list[ev.Event]:
+        """The run goes on after a denial (`on_deny: continue`), but the calls deferred before a
+        human's denial are skipped: the denial closed their items."""
+        return self._skip(Batch(denied=batch.denied, closed=batch.closed), [])
+
+    def _skip(
+        self, batch: Batch, skipped: list[tuple[ToolCall, dict[str, Any], str | None]]
+    ) -> list[ev.Event]:
         events: list[ev.Event] = []
         text = f"Skipped: a sibling tool call in this turn ({', '.join(batch.denied)}) was denied."
-        skipped: list[tuple[ToolCall, dict[str, Any], str | None]]
-        skipped = [(s.call, s.args, s.reason) for s in batch.scheduled]
-        skipped += [(p.request.call, p.request.call.args, None) for p in batch.deferred.values()]
+        waiting = [*batch.closed.values(), *batch.deferred.values()]  # in request order
+        skipped += [(p.request.call, p.request.call.args, None) for p in waiting]
         for call, args, reason in skipped:
             events.append(ev.LoopSkipped(name=call.name, denied_tools=batch.denied))
             events += self.record(call, text, "Skipped.", args=args, detail=reason)

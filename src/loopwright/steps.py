@@ -75,8 +75,7 @@ class Steps:
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
         self.budget = context_budget(self.agent, self.model)
-        # The collaborators get what they need, never the steps themselves: a run leaves no
-        # reference cycle behind, so all of it is freed when it ends (no garbage collection).
+        # Collaborators get what they need, never the steps: no reference cycle, freed at once.
         self.decider = Decider(
             self.tools,
             self.gate,
@@ -333,10 +332,11 @@ class Steps:
             for event in self.decider.skip(batch):
                 yield event
             self.close_batch()
-            denied = ", ".join(batch.denied)
-            text = f"Stopped: denied {denied}. Send another message to continue."
+            text = f"Stopped: denied {', '.join(batch.denied)}. Send another message to continue."
             self.stop(ev.LoopDenied(denied_tools=batch.denied), text, "denied")
             return
+        for event in self.decider.closed(batch):  # asks a human's denial closed
+            yield event
         runner, scheduled = self.runner, batch.scheduled
         if runner.alone(scheduled):  # the common case, without a task per call
             await cancel_point()
