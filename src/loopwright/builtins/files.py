@@ -2,7 +2,9 @@
 
 Every path is relative to the workspace and checked against the root's real path: absolute paths,
 `..` escapes, symlinks leading outside and special files are refused with a `ToolError` (an error
-result the model reads), so nothing outside is touched. Reads, listings and writes are capped
+result the model reads), so nothing outside is touched. A file with more than one hard link is
+not read or edited either (its other name may be outside, and a link carries no direction); a
+write replaces the name in the workspace, never the content behind another link. Reads, listings and writes are capped
 (RELIABILITY P10); writes are atomic (a temp file in the same directory, then `os.replace`).
 """
 
@@ -63,12 +65,19 @@ class _Workspace:
         return os.path.relpath(real, self.root).replace(os.sep, "/")
 
     def open_regular(self, real: str, path: str) -> int:
-        """A read-only descriptor of a regular file (never a symlink, device or FIFO)."""
+        """A read-only descriptor of a regular file with one name (never a symlink, device,
+        FIFO or hard link): what is checked is the opened descriptor, not the name."""
         fd = os.open(real, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             os.close(fd)
-            raise ToolError(f"{path} is {_kind(mode)}; only regular files can be used")
+            raise ToolError(f"{path} is {_kind(info.st_mode)}; only regular files can be used")
+        if info.st_nlink > 1:  # its other name may be outside: nothing proves it is not
+            os.close(fd)
+            raise ToolError(
+                f"{path} has {info.st_nlink} hard links: it may be a file outside the "
+                "workspace, so it is not opened (only files with one name can be read or edited)"
+            )
         return fd
 
     def target(self, path: str) -> str:
