@@ -116,3 +116,6 @@ def http(server: Any) -> Iterator[Any]:
     """A client of the module's `server` fixture (see test_server.py: `served`)."""
     with server.client() as client:
         yield client
+
+
+from pg_cluster import pg_conninfo, postgres_url  # noqa: E402, F401 (the PostgreSQL fixtures)

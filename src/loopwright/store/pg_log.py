@@ -1,0 +1,446 @@
+"""The PostgreSQL event log: one database shared by every process of a deployment, on as many
+machines as there are (`pip install 'loopwright[postgres]'`).
+
+Calls run on a `psycopg_pool.AsyncConnectionPool`; every write is one transaction that first
+locks its session's row, so writes to one session serialise (seqs stay gapless) and a lease's
+epoch is checked inside the transaction that appends under it: a stale writer's append is
+refused by the database. Leases are judged by the database's clock, one clock for every machine
+(or by an injected `clock`, as the tests do). The transaction that appends events NOTIFYs
+the session's key and last seq; `follow` and `wait_decided` wake on it and read from the table
+(`pg_listen`). A write whose caller is cancelled still runs to its end, as on SQLite.
+
+The log connects on first use (in the event loop that uses it), creating or migrating its tables
+(`pg_schema`); `open_log` opens it at once, so that a bad URL or a newer schema fails there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from .. import events as ev
+from ..errors import UnknownPending, UnknownSession
+from ..wire import loads
+from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
+from . import pg_rows as sql
+from .derive import decision_events
+from .log import Claimed, Decided, Decision, Lease, Page, SessionKey, SessionRecord, Snapshot
+from .pg_listen import Wakeups, channel
+from .pg_rows import Db
+from .pg_schema import migrate, shown
+
+T = TypeVar("T")
+
+
+class PostgresLog:
+    """An `EventLog` on a PostgreSQL database (see the module docstring). `conninfo` is a
+    `postgresql://` URL or a libpq connection string; the tables go in its current schema."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        clock: Callable[[], float] | None = None,
+        pool_size: int = 10,
+        recheck: float = 5.0,
+    ) -> None:
+        self.conninfo = conninfo
+        self.where = shown(conninfo)
+        self.clock = clock
+        """None: the database's clock."""
+        self.pool_size, self.recheck = pool_size, recheck
+        self._pool: AsyncConnectionPool | None = None
+        self._opening: asyncio.Future[AsyncConnectionPool] | None = None
+        self._wakeups: Wakeups | None = None
+        self._jobs: set[asyncio.Future[Any]] = set()
+        self._ids: dict[SessionKey, int] = {}
+        self._closed = False
+
+    # ---- connecting --------------------------------------------------------------------------
+
+    async def open(self) -> PostgresLog:
+        """Connect and migrate now (otherwise the first call does); `StoreError` if it cannot."""
+        await self._ready()
+        return self
+
+    async def _ready(self) -> AsyncConnectionPool:
+        if self._closed:
+            raise StoreError(f"{self.where}: the log is closed")
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._connect())
+        opening = self._opening
+        try:
+            return await asyncio.shield(opening)
+        except BaseException:
+            if opening.done() and self._opening is opening:
+                self._opening = None  # the next call tries again
+            raise
+
+    async def _connect(self) -> AsyncConnectionPool:
+        try:
+            async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as db:
+                schema = await migrate(db, self.where)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: cannot open the event log: {exc}") from None
+        pool = AsyncConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs={"autocommit": True},
+            open=False,
+            name="loopwright",
+        )
+        await pool.open()
+        self._wakeups = Wakeups(self.conninfo, channel(schema), recheck=self.recheck)
+        self._pool = pool
+        return pool
+
+    async def _run(self, job: Callable[[Db], Awaitable[T]], *, write: bool = False) -> T:
+        """`job` on a pooled connection (in one transaction if `write`), run to its end even
+        if the caller is cancelled; psycopg's errors become `StoreError`s naming the database."""
+        pool = await self._ready()
+        task = asyncio.ensure_future(self._on(pool, job, write))
+        self._jobs.add(task)
+        task.add_done_callback(_settled)
+        task.add_done_callback(self._jobs.discard)
+        return await asyncio.shield(task)
+
+    async def _on(
+        self, pool: AsyncConnectionPool, job: Callable[[Db], Awaitable[T]], write: bool
+    ) -> T:
+        try:
+            async with pool.connection() as db:
+                if not write:
+                    return await job(db)
+                async with db.pipeline(), db.transaction():
+                    return await job(db)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: {exc}") from None
+
+    def _now(self, db_now: float) -> float:
+        return db_now if self.clock is None else self.clock()
+
+    def _woken(self, sid: int) -> None:
+        """This process's own commit wakes its waiters at once (the notification follows)."""
+        if self._wakeups is not None:
+            self._wakeups.wake(sid)
+
+    async def _sid(self, key: SessionKey) -> int:
+        sid = self._ids.get(key)
+        if sid is None:
+            sid = self._ids[key] = await self._run(lambda db: sql.session_id(db, key))
+        return sid
+
+    # ---- the writer's side -------------------------------------------------------------------
+
+    async def claim(
+        self, key: SessionKey, owner: str, *, ttl: float, parent: SessionKey | None = None
+    ) -> Claimed:
+        return await self._run(
+            lambda db: sql.claim(db, key, owner, ttl, parent, self._now), write=True
+        )
+
+    async def renew(self, lease: Lease, *, ttl: float) -> Lease:
+        async def job(db: Db) -> Lease:
+            sid, _, db_now = await sql.fence(db, lease)
+            expires = self._now(db_now) + ttl
+            await db.execute(
+                "UPDATE loopwright_sessions SET lease_expires = %s WHERE id = %s", (expires, sid)
+            )
+            return replace(lease, expires=expires)
+
+        return await self._run(job, write=True)
+
+    async def release(self, lease: Lease, status: SessionStatus) -> None:
+        async def job(db: Db) -> None:
+            sid, _, db_now = await sql.fence(db, lease)
+            await db.execute(
+                "UPDATE loopwright_sessions SET status = %s, owner = NULL, lease_expires = NULL, "
+                "updated_at = %s WHERE id = %s",
+                (status, sql.iso(self._now(db_now)), sid),
+            )
+
+        await self._run(job, write=True)
+
+    async def append(self, lease: Lease, events: Sequence[ev.Event]) -> int:
+        woken: list[int] = []
+
+        async def job(db: Db) -> int:
+            sid, state, db_now = await sql.fence(db, lease)
+            at = sql.iso(self._now(db_now))
+            woken.append(sid)
+            return await sql.commit(db, sid, lease.key.tenant, state, events, at, self._channel)
+
+        last = await self._run(job, write=True)
+        if events:
+            self._woken(woken[0])
+        return last
+
+    async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
+        woken: list[int] = []
+
+        async def job(db: Db) -> Decided:
+            row = await sql.one(
+                db,
+                "SELECT session FROM loopwright_pending WHERE id = %s AND tenant = %s",
+                (pending_id, tenant),
+            )
+            if row is None:
+                raise UnknownPending(f"no pending item {pending_id!r}")
+            sid = row[0]
+            state, db_now = await sql.locked(db, sid)  # the item is read under its session's lock
+            at = sql.iso(self._now(db_now))
+            item = await sql.pending_item(db, tenant, pending_id)
+            in_batch = (
+                "FROM loopwright_pending WHERE session = %s AND batch_seq = %s AND status = 'open'"
+            )
+            changed = item.status == "open"
+            if changed:
+                siblings = await (
+                    await db.execute(f"SELECT id {in_batch} ORDER BY n", (sid, item.batch_seq))
+                ).fetchall()
+                decided = decision_events(
+                    pending_id,
+                    decision.status,
+                    decision.by,
+                    at,
+                    edited_args=decision.edited_args,
+                    answer=decision.answer,
+                    note=decision.note,
+                    open_in_batch=[r[0] for r in siblings],
+                )
+                await sql.commit(db, sid, tenant, state, decided, at, self._channel)
+                woken.append(sid)
+                item = await sql.pending_item(db, tenant, pending_id)
+            left = await sql.one(db, f"SELECT count(*) {in_batch}", (sid, item.batch_seq))
+            assert left is not None
+            return Decided(changed, item, int(left[0]))
+
+        decided = await self._run(job, write=True)
+        for sid in woken:
+            self._woken(sid)
+        return decided
+
+    async def save_snapshot(self, lease: Lease, snapshot: Snapshot) -> None:
+        async def job(db: Db) -> None:
+            sid, state, db_now = await sql.fence(db, lease)
+            if not 0 <= snapshot.seq <= state.last_seq:
+                raise StoreError(
+                    f"session {lease.key.id}: a snapshot at seq {snapshot.seq} is past "
+                    f"the log's end ({state.last_seq})"
+                )
+            await db.execute(
+                "INSERT INTO loopwright_snapshots AS s VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (session) DO UPDATE SET seq = excluded.seq, data = excluded.data, "
+                "at = excluded.at WHERE excluded.seq >= s.seq",
+                (sid, snapshot.seq, snapshot.data, sql.iso(self._now(db_now))),
+            )
+
+        await self._run(job, write=True)
+
+    @property
+    def _channel(self) -> str:
+        assert self._wakeups is not None
+        return self._wakeups.channel
+
+    # ---- the readers' side -------------------------------------------------------------------
+
+    async def read(
+        self, key: SessionKey, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        return await self._read(await self._sid(key), after, limit)
+
+    async def _read(self, sid: int, after: int, limit: int | None) -> list[StoredEvent]:
+        async def job(db: Db) -> list[StoredEvent]:
+            query = "SELECT seq, data, at FROM loopwright_events WHERE session = %s AND seq > %s ORDER BY seq"
+            if limit is None:
+                rows = await (await db.execute(query, (sid, after))).fetchall()
+            else:
+                rows = await (await db.execute(query + " LIMIT %s", (sid, after, limit))).fetchall()
+            return [StoredEvent(seq, loads(data), at) for seq, data, at in rows]
+
+        return await self._run(job)
+
+    async def follow(self, key: SessionKey, *, after: int) -> AsyncIterator[StoredEvent]:
+        sid = await self._sid(key)
+        wakeups = await self._listening()
+        position = after
+        while True:
+            tick = wakeups.tick(sid)  # taken before reading: no commit slips between
+            batch = await self._read(sid, position, 500)
+            for stored in batch:
+                position = stored.seq
+                yield stored
+            if not batch:
+                await wakeups.wait(tick)
+
+    async def wait_decided(self, tenant: str, pending_id: str) -> PendingRecord:
+        async def job(db: Db) -> tuple[int, PendingRecord]:
+            row = await sql.one(
+                db,
+                "SELECT session FROM loopwright_pending WHERE id = %s AND tenant = %s",
+                (pending_id, tenant),
+            )
+            if row is None:
+                raise UnknownPending(f"no pending item {pending_id!r}")
+            return row[0], await sql.pending_item(db, tenant, pending_id)
+
+        sid, item = await self._run(job)
+        if item.status != "open":
+            return item
+        wakeups = await self._listening()
+        while True:
+            tick = wakeups.tick(sid)
+            item = await self.pending_item(tenant, pending_id)
+            if item.status != "open":
+                return item
+            await wakeups.wait(tick)
+
+    async def _listening(self) -> Wakeups:
+        await self._ready()
+        assert self._wakeups is not None
+        await self._wakeups.start()
+        return self._wakeups
+
+    async def snapshot(self, key: SessionKey) -> Snapshot | None:
+        sid = await self._sid(key)
+
+        async def job(db: Db) -> Snapshot | None:
+            row = await sql.one(
+                db, "SELECT seq, data FROM loopwright_snapshots WHERE session = %s", (sid,)
+            )
+            return None if row is None else Snapshot(row[0], row[1])
+
+        return await self._run(job)
+
+    async def session(self, key: SessionKey) -> SessionRecord:
+        async def job(db: Db) -> SessionRecord:
+            row = await sql.one(
+                db,
+                f"SELECT {sql.SESSION} WHERE s.tenant = %s AND s.agent = %s AND s.name = %s",
+                sql.astuple(key),
+            )
+            if row is None:
+                raise sql.unknown(key)
+            return sql.session_record(row, self._now(row[13]))
+
+        return await self._run(job)
+
+    async def sessions(
+        self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        where, params = ["s.tenant = %s"], list[Any]([tenant])
+        if agent is not None:
+            where.append("s.agent = %s")
+            params.append(agent)
+        if cursor:
+            after_id, _, after_at = cursor.partition(":")
+            where.append("(s.updated_at, s.id) < (%s, %s)")
+            params += [after_at, int(after_id)]
+
+        async def job(db: Db) -> Page:
+            rows = await (
+                await db.execute(
+                    f"SELECT {sql.SESSION} WHERE {' AND '.join(where)} "
+                    "ORDER BY s.updated_at DESC, s.id DESC LIMIT %s",
+                    (*params, limit + 1),
+                )
+            ).fetchall()
+            items = [sql.session_record(row, self._now(row[13])) for row in rows[:limit]]
+            more = len(rows) > limit
+            return Page(items, f"{rows[limit - 1][12]}:{rows[limit - 1][6]}" if more else None)
+
+        return await self._run(job)
+
+    async def pending(
+        self,
+        tenant: str,
+        *,
+        agent: str | None = None,
+        session: SessionKey | None = None,
+        status: PendingStatus | None = "open",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        where, params = ["p.tenant = %s"], list[Any]([tenant])
+        if session is not None:
+            if session.tenant != tenant:
+                return Page([], None)
+            try:
+                params.append(await self._sid(session))
+            except UnknownSession:
+                return Page([], None)
+            where.append("p.session = %s")
+        for clause, value in (("s.agent = %s", agent), ("p.status = %s", status)):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        if cursor:
+            where.append("p.n > %s")
+            params.append(int(cursor))
+
+        async def job(db: Db) -> Page:
+            rows = await (
+                await db.execute(
+                    f"SELECT p.n, {sql.PENDING} WHERE {' AND '.join(where)} ORDER BY p.n LIMIT %s",
+                    (*params, limit + 1),
+                )
+            ).fetchall()
+            items = [sql.pending_record(row[1:]) for row in rows[:limit]]
+            return Page(items, str(rows[limit - 1][0]) if len(rows) > limit else None)
+
+        return await self._run(job)
+
+    async def pending_item(self, tenant: str, pending_id: str) -> PendingRecord:
+        return await self._run(lambda db: sql.pending_item(db, tenant, pending_id))
+
+    async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
+        where, params = "tenant = %s", list[Any]([tenant])
+        if key is not None:
+            if key.tenant != tenant:
+                raise sql.unknown(key)
+            where += " AND session = %s"
+            params.append(await self._sid(key))
+
+        async def job(db: Db) -> dict[str, Any]:
+            row = await sql.one(
+                db,
+                "SELECT count(*), coalesce(sum(input_tokens), 0)::bigint, "
+                "coalesce(sum(output_tokens), 0)::bigint, "
+                "coalesce(sum(cache_read_tokens), 0)::bigint, "
+                f"coalesce(sum(cache_write_tokens), 0)::bigint, sum(cost) "
+                f"FROM loopwright_usage WHERE {where}",
+                params,
+            )
+            assert row is not None
+            return dict(zip(sql.USAGE, row, strict=True))
+
+        return await self._run(job)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._opening is not None and self._pool is None:
+            with contextlib.suppress(Exception):
+                await self._opening
+        if self._jobs:
+            await asyncio.gather(*self._jobs, return_exceptions=True)
+        if self._wakeups is not None:
+            await self._wakeups.close()
+        if self._pool is not None:
+            await self._pool.close()
+
+
+def _settled(task: asyncio.Future[Any]) -> None:
+    """A job whose caller was cancelled: its failure is nobody's to hear (the log says it)."""
+    if not task.cancelled():
+        task.exception()
