@@ -20,6 +20,7 @@ from loopwright.messages import AssistantMessage, UserMessage
 from loopwright.session import Run, RunResult
 from loopwright.testing import ScriptedModel, check_events
 from loopwright.wire import event_schema, loads, to_dict
+from pg_cluster import pg_url, postgres_url  # noqa: F401 (the PostgreSQL fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 V1_SCHEMA = json.loads((ROOT / "protocol" / "loopengine-v1.schema.json").read_text())
@@ -116,6 +117,3 @@ def http(server: Any) -> Iterator[Any]:
     """A client of the module's `server` fixture (see test_server.py: `served`)."""
     with server.client() as client:
         yield client
-
-
-from pg_cluster import pg_conninfo, postgres_url  # noqa: E402, F401 (the PostgreSQL fixtures)

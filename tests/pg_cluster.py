@@ -11,8 +11,8 @@ When no server can be started (no binaries, no psycopg), the PostgreSQL tests ar
 the reason — unless `LOOPWRIGHT_REQUIRE_POSTGRES=1` (scripts/test sets it once it installed the
 server) or `CI` is set: then it is a test error.
 
-`pg_conninfo` gives a test a schema of its own (created, then dropped with everything in it): a
-connection string whose `search_path` is that schema, where a log creates its tables.
+`pg_url` gives a test a schema of its own (created, then dropped with everything in it): the
+server's URL with that schema as its `search_path`, where a log creates its tables.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -151,15 +152,15 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_conninfo(postgres_url: str) -> Iterator[str]:
-    """A schema of this test's own on the server: a connection string that uses it."""
+def pg_url(postgres_url: str) -> Iterator[str]:
+    """A schema of this test's own on the server: the server's URL, using it."""
     import psycopg
     from psycopg import sql
-    from psycopg.conninfo import make_conninfo
 
     schema = f"test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres_url, autocommit=True) as db:
         db.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    yield make_conninfo(postgres_url, options=f"-c search_path={schema}")
+    joint = "&" if "?" in postgres_url else "?"
+    yield f"{postgres_url}{joint}options={quote(f'-c search_path={schema}')}"
     with psycopg.connect(postgres_url, autocommit=True) as db:
         db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

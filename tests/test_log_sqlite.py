@@ -152,8 +152,8 @@ async def test_open_log_opens_the_data_directorys_file_or_a_sqlite_url(tmp_path,
     await url.close()
     with pytest.raises(StoreError, match="closed"):
         await url.read(KEY)
-    with pytest.raises(StoreError, match="no event log backend for postgresql://"):
-        await open_log("postgresql://localhost/db")
+    with pytest.raises(StoreError, match="no event log backend for mysql://"):
+        await open_log("mysql://localhost/db")
 
 
 async def test_calls_run_on_the_logs_worker_thread(tmp_path):

@@ -1,6 +1,6 @@
 """Agents on disk (SPEC §9): a project folder with `loopwright.toml`, `.env` and `agents/`.
 
-    loopwright.toml            # [store] path, [defaults] model/max_turns, [providers.NAME] ...
+    loopwright.toml            # [store] path/url, [defaults] model/max_turns, [providers.NAME] ...
     .env                       # loaded into the environment (never overriding what is set)
     agents/<name>/
         agent.yaml | agent.py  # declarative, or Python exporting `agent`
@@ -79,6 +79,16 @@ class Project:
         if os.environ.get("LOOPWRIGHT_HOME"):
             return Path(os.environ["LOOPWRIGHT_HOME"]) / "loopwright.db"
         return self.root / (configured or ".loopwright/loopwright.db")
+
+    def store_url(self) -> str | Path:
+        """Where the event log is: `$LOOPWRIGHT_STORE_URL`, else `[store] url` (e.g. a
+        `postgresql://` URL), else the SQLite file of `store_path`."""
+        store = self.settings.get("store") or {}
+        url = os.environ.get("LOOPWRIGHT_STORE_URL") or store.get("url")
+        if not isinstance(url, str | None):
+            toml = str(self.root / "loopwright.toml")
+            raise ConfigError("[store] url must be a string", source=toml)
+        return url or self.store_path()
 
 
 def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:

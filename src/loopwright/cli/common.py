@@ -142,6 +142,12 @@ class Place:
             return Path(home) / "loopwright.db" if home else self.root / ".loopwright/loopwright.db"
         return Project(root=self.root, settings=self.settings()).store_path()
 
+    def store_url(self) -> str | Path:
+        """Where the event log is (`Project.store_url`; a bare folder's file otherwise)."""
+        if self.bare:
+            return os.environ.get("LOOPWRIGHT_STORE_URL") or self.store_path()
+        return Project(root=self.root, settings=self.settings()).store_url()
+
     def settings(self) -> dict[str, Any]:
         """loopwright.toml, read without loading any agent."""
         toml = self.root / "loopwright.toml"
@@ -161,9 +167,10 @@ class Place:
         if not os.environ.get("LOOPWRIGHT_HOME"):
             self.require_project()  # never create a log in a folder that is not ours
         try:
-            return await open_log(self.store_path())
+            return await open_log(self.store_url())
         except StoreError as exc:
-            raise CliError(str(exc), hint="check [store] path in loopwright.toml") from None
+            hint = "check [store] in loopwright.toml (or $LOOPWRIGHT_STORE_URL)"
+            raise CliError(str(exc), hint=hint) from None
 
     def agents(self) -> dict[str, Agent]:
         """Every agent here (a bare folder holds one)."""

@@ -51,10 +51,11 @@ def create_app(
     owns_log, owns_runtime = runtime is None and log is None, runtime is None
     if runtime is None:
         if log is None:
-            from ..store.sqlite_log import SQLiteLog
+            from ..store.log import log_at
 
-            # what `open_log` does in a thread: the app is built before its event loop runs
-            log = SQLiteLog(project.store_path())
+            # not `open_log`: the app is built before its event loop runs (a PostgreSQL
+            # database is connected to on first use, in that loop)
+            log = log_at(project.store_url())
         runtime = Runtime(project.agents, log)
     state = State(project=project, runtime=runtime, settings=settings)
     state.owns_runtime, state.owns_log = owns_runtime, owns_log

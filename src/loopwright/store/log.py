@@ -16,7 +16,7 @@ Decisions on pending items are not writes of the run: `decide` appends a `pendin
 to the item's session whoever holds its lease (the run may be waiting on a live approver), and is
 single-use — the first decision wins, a second one changes nothing and returns the first.
 
-    log = await open_log(url)                     # SQLite file by default
+    log = await open_log(url)                     # SQLite file by default, or PostgreSQL
     claimed = await log.claim(key, owner, ttl=30)
     seq = await log.append(claimed.lease, [event, ...])
     async for stored in log.follow(key, after=seq): ...
@@ -28,10 +28,14 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ..errors import ConfigError
 from ..events import Event
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, data_dir
+
+if TYPE_CHECKING:
+    from .pg_log import PostgresLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +204,19 @@ class EventLog(Protocol):
 
 async def open_log(path_or_url: str | Path | None = None) -> EventLog:
     """The event log at `path_or_url`: a SQLite file (a path or `sqlite:///path`), by default
-    `loopwright.db` in the data directory (as `open_store`). Opening migrates an older database
-    and refuses a foreign one or one newer than this loopwright (`StoreError`)."""
+    `loopwright.db` in the data directory (as `open_store`), or a PostgreSQL database
+    (`postgresql://…` or `postgres://…`, with `loopwright[postgres]`). Opening migrates an older
+    database and refuses a foreign one or one newer than this loopwright (`StoreError`)."""
+    if isinstance(path_or_url, str) and is_postgres(path_or_url):
+        return await _postgres(path_or_url).open()
+    return await asyncio.to_thread(log_at, path_or_url)
+
+
+def log_at(path_or_url: str | Path | None = None) -> EventLog:
+    """The event log at `path_or_url` (as `open_log`), made without an event loop: a SQLite file
+    is opened now (blocking), a PostgreSQL database is connected to on first use."""
+    if isinstance(path_or_url, str) and is_postgres(path_or_url):
+        return _postgres(path_or_url)
     from .sqlite_log import SQLiteLog
 
     if path_or_url is None:
@@ -212,8 +227,24 @@ async def open_log(path_or_url: str | Path | None = None) -> EventLog:
         path = Path(path_or_url.removeprefix("sqlite:///"))
     else:
         scheme = path_or_url.partition("://")[0]
-        raise StoreError(f"no event log backend for {scheme}:// URLs (sqlite:///path is one)")
-    return await asyncio.to_thread(SQLiteLog, path)
+        raise StoreError(
+            f"no event log backend for {scheme}:// URLs (sqlite:///path and postgresql://… are)"
+        )
+    return SQLiteLog(path)
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def _postgres(url: str) -> PostgresLog:
+    try:
+        from .pg_log import PostgresLog
+    except ImportError as exc:
+        raise ConfigError(
+            f"a PostgreSQL event log needs psycopg ({exc}): pip install 'loopwright[postgres]'"
+        ) from None
+    return PostgresLog(url)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,11 @@ class Wakeups:
         self._listening = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.connections = 0
-        """How many times the listening connection was opened (a test's view of a reconnect)."""
+        """How many times the listening connection was opened."""
+        self.pid: int | None = None
+        """The listening connection's server process, while it listens."""
+        self.sleep = asyncio.sleep
+        """The pause before listening again (a test holds it)."""
 
     async def start(self) -> None:
         """Listen from now on (once per log), waiting until the first LISTEN is in place — or
@@ -90,6 +94,7 @@ class Wakeups:
                 async with db:
                     await db.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                     self.connections += 1
+                    self.pid = db.info.backend_pid
                     self._listening.set()
                     self.wake_all()  # what was committed while nobody listened is read now
                     pause = 0.05
@@ -98,8 +103,9 @@ class Wakeups:
             except (psycopg.Error, OSError):
                 pass  # the server went away or is not reachable (yet): listen again
             self._listening.clear()
+            self.pid = None
             self.wake_all()
-            await asyncio.sleep(pause)
+            await self.sleep(pause)
             pause = min(pause * 2, self.recheck)
 
     def _heard(self, payload: str) -> None:
