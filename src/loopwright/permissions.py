@@ -20,6 +20,7 @@ whatever the default, and the reason names the rule and the field. A rules file:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import operator
 import os
@@ -201,14 +202,19 @@ class RulesFile:
 
     def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
         """Reload the file if it changed, then decide with the rules in force."""
-        stamp = _stamp(self.path)
-        if stamp != self._stamp:
+        self.refresh()
+        return self.rules.decide(tool, args, scope)
+
+    def refresh(self) -> ConfigError | None:
+        """Reload the file if it changed; `last_error` (logged under `loopwright.rules`)."""
+        if (stamp := _stamp(self.path)) != self._stamp:
             self._stamp = stamp
             try:
                 self.rules, self.last_error = Rules.load(self.path), None
             except ConfigError as error:
                 self.last_error = error
-        return self.rules.decide(tool, args, scope)
+                logging.getLogger("loopwright.rules").error("%s; the last good rules stay", error)
+        return self.last_error
 
 
 _ALLOWED = Decision("allow", "no rules: allowed")

@@ -344,13 +344,19 @@ def with_model(agent: Agent, model: str) -> Agent:
 
 
 def rules_of(agent: Agent) -> dict[str, Any]:
-    """The agent's rules as plain data (`loopwright agents --show`, `GET /agents/NAME/config`)."""
+    """The agent's rules as plain data (`loopwright agents --show`, `GET /agents/NAME/config`).
+    A rules file is re-read first when it changed: `error` says why its current version is not
+    in force (the last good rules are), until it loads again."""
     gate = agent.gate()
     if isinstance(gate, AllowAll):
         return {"file": None, "default_decision": "allow", "rules": [], "note": "no rules file"}
     path: str | None
+    error = None
     if isinstance(gate, RulesFile):
+        failed = gate.refresh()  # (before reading the rules: a new version may load now)
         rules, path = gate.rules, gate.path
+        if failed is not None:
+            error = f"{failed} (the last good rules stay in force)"
     elif isinstance(gate, Rules):
         rules, path = gate, gate.source
     else:
@@ -370,6 +376,7 @@ def rules_of(agent: Agent) -> dict[str, Any]:
             }
             for r in rules.rules
         ],
+        "error": error,
     }
 
 

@@ -148,6 +148,8 @@ def render(config: dict[str, Any]) -> str:
             scope = f" [{', '.join(named)}]" if named else ""
             when = f" when {r['when']}" if r["when"] else ""
             out.append(f"  {r['name']}: {r['tool']} → {r['decision']}{when}{scope}")
+    if rules.get("error"):
+        out.append(f"rules error: {rules['error']}")
     out.append("skills: " + (", ".join(config["skills"]) or "none"))
     out.append("subagents: " + (", ".join(config["subagents"]) or "none"))
     return "\n".join(out)

@@ -37,7 +37,8 @@ def summary(agent: Agent, root: Path) -> dict[str, Any]:
 
 def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
     """The resolved configuration: prompt, model, limits, tools with their schemas, rules,
-    skills and subagents."""
+    skills and subagents; `configError` says why the rules file's current version is not in
+    force (the last good rules are), null while it is."""
     rules = rules_of(agent)
     source = rules["file"]
     if source is not None:
@@ -85,4 +86,5 @@ def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
         },
         "skills": skills,
         "subagents": [t.name for t in agent.tools if t.subagent is not None],
+        "configError": rules.get("error"),
     }

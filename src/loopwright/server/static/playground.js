@@ -1364,6 +1364,8 @@ function renderConfig(c) {
   const subagents = Array.isArray(c.subagents) ? c.subagents : [];
   const named = (x) => (x && typeof x === "object" ? str(x.name) : str(x));
   return [
+    // the rules file's current version failed to load: the last good rules are in force
+    c.configError ? h("p", { class: "inline-error", testid: "config-error", role: "alert" }, `Configuration error: ${str(c.configError)}`) : null,
     section(str(c.name) || "Agent", "config-overview",
       h("dl", { class: "facts" },
         row("Description", c.description), row("Model", typeof c.model === "object" ? json(c.model) : c.model),
@@ -1408,7 +1410,7 @@ function renderConfig(c) {
             h("pre", { class: "code" }, json(s, 2)))
           : h("strong", null, named(s))))) : h("p", { class: "muted" }, "No subagents.")),
     h("details", { class: "raw" }, h("summary", null, "Raw configuration (JSON)"), h("pre", { class: "code" }, json(c, 2))),
-  ];
+  ].filter(Boolean);
 }
 
 function showView(view) {
