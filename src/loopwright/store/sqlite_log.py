@@ -4,7 +4,10 @@ of one machine.
 Every call runs on one worker thread per `SQLiteLog`, on its one connection, one call at a time,
 so the event loop never waits on SQLite. Every write is one `BEGIN IMMEDIATE` transaction: writers
 of several processes serialise on SQLite's write lock, seqs stay gapless, and a lease's epoch is
-checked inside the transaction that appends under it.
+checked inside the transaction that appends under it: by reading the session's row, or — when this
+log appended under the lease before — by updating the row on the condition that it still stands
+as that append left it under that epoch (one statement fewer; anything else reads it). WAL
+checkpoints run on a thread of their own (`sqlite_checkpoints`), never inside an append.
 
 Waiters (`follow`, `wait_decided`) are woken as soon as this log commits; another process's
 commits are noticed by a background task that watches `PRAGMA data_version` every
@@ -30,11 +33,18 @@ from ..errors import SessionBusy, UnknownSession
 from ..wire import loads
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
 from . import sqlite_rows as sql
-from .derive import decision_events
+from .derive import SessionState, decision_events
 from .log import Claimed, Decided, Decision, Lease, Page, SessionKey, SessionRecord, Snapshot
+from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
 
 T = TypeVar("T")
+HEADS = 1024
+"""Rows remembered for appends without a read (forgotten all at once beyond that)."""
+WAL_NET = 4000
+"""Pages past which a commit checkpoints the WAL itself (SQLite's default is 1,000): only when
+the log's checkpoint thread cannot keep up, as under writes without a pause (see
+`sqlite_checkpoints`)."""
 Job = tuple[
     Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, asyncio.Future[Any], bool
 ]
@@ -51,6 +61,7 @@ class SQLiteLog:
         durability: Literal["normal", "full"] = "normal",
         busy_timeout: float = 5.0,
         poll_interval: float = 0.05,
+        checkpoint_every: int = 128,
     ) -> None:
         self.path = Path(path)
         self.clock = clock
@@ -61,7 +72,9 @@ class SQLiteLog:
         )
         try:
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+            synchronous = "FULL" if durability == "full" else "NORMAL"
+            db.execute(f"PRAGMA synchronous={synchronous}")
+            db.execute(f"PRAGMA wal_autocheckpoint={WAL_NET}")
             migrate(db, self.path)
         except sqlite3.DatabaseError as exc:
             db.close()
@@ -70,6 +83,10 @@ class SQLiteLog:
             db.close()
             raise
         self._db = db
+        self._checkpoints = Checkpointer(self.path, synchronous, every=checkpoint_every)
+        self._heads: dict[tuple[SessionKey, int], tuple[int, SessionState]] = {}
+        """Per lease (key, epoch), the session's row as this log's last append left it (the
+        worker thread's alone): the next append under it fences by updating that row."""
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._closed = False
         self._tick: asyncio.Future[None] | None = None
@@ -94,6 +111,7 @@ class SQLiteLog:
                 value, error = None, exc
             with contextlib.suppress(RuntimeError):  # its loop closed: nobody is left to tell
                 loop.call_soon_threadsafe(self._settle, future, write, value, error)
+        self._checkpoints.close()
         self._db.close()
 
     def _settle(
@@ -130,6 +148,7 @@ class SQLiteLog:
         try:
             yield
             db.execute("COMMIT")
+            self._checkpoints.committed()
         except BaseException as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -234,6 +253,7 @@ class SQLiteLog:
 
     async def release(self, lease: Lease, status: SessionStatus) -> None:
         def job(db: sqlite3.Connection) -> None:
+            self._heads.pop((lease.key, lease.epoch), None)
             with self._write(db):
                 sid = sql.fence(db, lease)[0]
                 db.execute(
@@ -246,9 +266,22 @@ class SQLiteLog:
 
     async def append(self, lease: Lease, events: Sequence[ev.Event]) -> int:
         def job(db: sqlite3.Connection) -> int:
+            head = (lease.key, lease.epoch)
+            known = self._heads.pop(head, None)
             with self._write(db):
-                sid, state = sql.fence(db, lease)
-                return sql.commit(db, sid, lease.key.tenant, state, events, sql.iso(self.clock()))
+                at, tenant = sql.iso(self.clock()), lease.key.tenant
+                new = None
+                if known is not None:  # fenced by the row's update: no read first
+                    sid, state = known
+                    new = sql.commit(db, sid, tenant, state, events, at, epoch=lease.epoch)
+                if new is None:  # unknown, or someone wrote since (or took the session over)
+                    sid, state = sql.fence(db, lease)
+                    new = sql.commit(db, sid, tenant, state, events, at)
+                    assert new is not None  # the row was just read in this transaction
+            if len(self._heads) >= HEADS:
+                self._heads.clear()
+            self._heads[head] = (sid, new)
+            return new.last_seq
 
         return await self._call(job, write=True)
 

@@ -13,7 +13,7 @@ from .. import events as ev
 from ..errors import UnknownPending, UnknownSession
 from ..wire import dumps
 from . import PendingRecord, StaleWriter
-from .derive import DecidePending, NewPending, NewUsage, SessionState, SetCallId, derive
+from .derive import DecidePending, NewPending, NewUsage, Op, SessionState, SetCallId, derive
 from .log import Lease, SessionKey, SessionRecord
 
 PENDING = (
@@ -74,6 +74,13 @@ def fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionState]:
     return sid, SessionState(*state)
 
 
+ADVANCE = (
+    "UPDATE sessions SET last_seq=?, last_reply_seq=?, status=?, updated_at=? "
+    "WHERE id=? AND last_seq=? AND last_reply_seq=? AND status=?"
+)
+FENCED = " AND epoch=? AND owner IS NOT NULL"
+
+
 def commit(
     db: sqlite3.Connection,
     sid: int,
@@ -81,75 +88,89 @@ def commit(
     state: SessionState,
     events: Sequence[ev.Event],
     at: str,
-) -> int:
-    """Append `events` after `state` with what they derive; returns the last seq."""
+    *,
+    epoch: int | None = None,
+) -> SessionState | None:
+    """Append `events` after `state` with what they derive; returns the row's new state.
+
+    The session's row is moved on first, on the condition that it still stands at `state` (and,
+    given `epoch`, that the lease of that epoch still holds it): when it does not, nothing is
+    written and None is returned. So a writer that remembers the row as its last commit left
+    it fences and appends without reading the row first, inside the same transaction."""
     derived = derive(state, events)
+    new = derived.state
+    moved = db.execute(
+        ADVANCE if epoch is None else ADVANCE + FENCED,
+        (new.last_seq, new.last_reply_seq, new.status, at, sid)
+        + (state.last_seq, state.last_reply_seq, state.status)
+        + (() if epoch is None else (epoch,)),
+    )
+    if moved.rowcount != 1:
+        return None
     db.executemany(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
         [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
     )
     for op in derived.ops:
-        match op:
-            case NewPending():
-                db.execute(
-                    "INSERT INTO pending (id, session, tenant, kind, call_id, tool, args, scope, "
-                    "reason, requested_at, batch_seq, status) "
-                    "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, 'open')",
-                    (
-                        op.id,
-                        sid,
-                        tenant,
-                        op.kind,
-                        op.tool,
-                        json.dumps(op.args),
-                        None if op.scope is None else json.dumps(op.scope),
-                        op.reason,
-                        op.requested_at,
-                        op.batch_seq,
-                    ),
-                )
-            case SetCallId():
-                db.execute(
-                    "UPDATE pending SET call_id=? WHERE id=? AND session=?",
-                    (op.call_id, op.id, sid),
-                )
-            case DecidePending():
-                db.execute(
-                    "UPDATE pending SET status=?, decided_by=?, decided_at=?, edited_args=?, "
-                    "answer=?, note=? WHERE id=? AND session=? AND status='open'",
-                    (
-                        op.status,
-                        op.by,
-                        op.decided_at,
-                        None if op.edited_args is None else json.dumps(op.edited_args),
-                        op.answer,
-                        op.note,
-                        op.id,
-                        sid,
-                    ),
-                )
-            case NewUsage():
-                db.execute(
-                    "INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        sid,
-                        op.seq,
-                        tenant,
-                        op.model,
-                        op.input_tokens,
-                        op.output_tokens,
-                        op.cache_read_tokens,
-                        op.cache_write_tokens,
-                        op.cost,
-                        at,
-                    ),
-                )
-    new = derived.state
-    db.execute(
-        "UPDATE sessions SET last_seq=?, last_reply_seq=?, status=?, updated_at=? WHERE id=?",
-        (new.last_seq, new.last_reply_seq, new.status, at, sid),
-    )
-    return new.last_seq
+        _apply(db, sid, tenant, op, at)
+    return new
+
+
+def _apply(db: sqlite3.Connection, sid: int, tenant: str, op: Op, at: str) -> None:
+    match op:
+        case NewPending():
+            db.execute(
+                "INSERT INTO pending (id, session, tenant, kind, call_id, tool, args, scope, "
+                "reason, requested_at, batch_seq, status) "
+                "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, 'open')",
+                (
+                    op.id,
+                    sid,
+                    tenant,
+                    op.kind,
+                    op.tool,
+                    json.dumps(op.args),
+                    None if op.scope is None else json.dumps(op.scope),
+                    op.reason,
+                    op.requested_at,
+                    op.batch_seq,
+                ),
+            )
+        case SetCallId():
+            db.execute(
+                "UPDATE pending SET call_id=? WHERE id=? AND session=?", (op.call_id, op.id, sid)
+            )
+        case DecidePending():
+            db.execute(
+                "UPDATE pending SET status=?, decided_by=?, decided_at=?, edited_args=?, "
+                "answer=?, note=? WHERE id=? AND session=? AND status='open'",
+                (
+                    op.status,
+                    op.by,
+                    op.decided_at,
+                    None if op.edited_args is None else json.dumps(op.edited_args),
+                    op.answer,
+                    op.note,
+                    op.id,
+                    sid,
+                ),
+            )
+        case NewUsage():
+            db.execute(
+                "INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sid,
+                    op.seq,
+                    tenant,
+                    op.model,
+                    op.input_tokens,
+                    op.output_tokens,
+                    op.cache_read_tokens,
+                    op.cache_write_tokens,
+                    op.cost,
+                    at,
+                ),
+            )
 
 
 def pending_item(db: sqlite3.Connection, tenant: str, pending_id: str) -> PendingRecord:
