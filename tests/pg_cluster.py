@@ -84,13 +84,17 @@ class Cluster:
                 shutil.rmtree(self.root)
                 raise Unavailable("running as root and there is no user postgres") from None
             os.chown(self.root, owner.pw_uid, owner.pw_gid)
-            self.as_user = ["runuser", "-u", "postgres", "--"]
+            runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+            self.as_user = [runuser, "-u", "postgres", "--"]
         self.data = self.root / "data"
         self.url = ""
 
     def _run(self, tool: str, *args: str) -> None:
         command = [*self.as_user, str(self.bin / tool), *args]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=self.root)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, cwd=self.root)
+        except OSError as exc:
+            raise Unavailable(f"cannot run {command[0]}: {exc}") from None
         if done.returncode != 0:
             log = self.root / "server.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""

@@ -186,19 +186,27 @@ async def test_a_url_selects_postgresql(pg_url: str, tmp_path: Path, monkeypatch
         log = await open_log(pg_url.replace("postgresql://", scheme))
         assert isinstance(log, PostgresLog) and log.where.startswith("postgresql://")
         await log.close()
+    (tmp_path / "loopwright.toml").write_text('[store]\nurl = "postgresql://db/one"\n')
+    monkeypatch.setenv("LOOPWRIGHT_STORE_URL", pg_url)
+    log = await Place(tmp_path).log()  # the CLI's
+    assert isinstance(log, PostgresLog) and log.conninfo == pg_url
+    await log.close()
+
+
+async def test_the_environment_then_the_settings_choose_the_store(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("LOOPWRIGHT_STORE_URL", raising=False)
     monkeypatch.delenv("LOOPWRIGHT_HOME", raising=False)
     project = Project(root=tmp_path)
     assert project.store_url() == tmp_path / ".loopwright/loopwright.db"
     project.settings = {"store": {"url": "postgresql://db/one", "path": "x.db"}}
     assert project.store_url() == "postgresql://db/one"
-    monkeypatch.setenv("LOOPWRIGHT_STORE_URL", pg_url)  # the environment wins
-    assert project.store_url() == pg_url
-    (tmp_path / "loopwright.toml").write_text('[store]\nurl = "postgresql://db/one"\n')
-    log = await Place(tmp_path).log()  # the CLI's
-    assert isinstance(log, PostgresLog) and log.conninfo == pg_url
-    await log.close()
-    assert isinstance(log_at(tmp_path / "x.db"), SQLiteLog)  # (the server's, without a loop)
+    monkeypatch.setenv("LOOPWRIGHT_STORE_URL", "postgres://db/two")  # the environment wins
+    assert project.store_url() == "postgres://db/two"
+    log = log_at(project.store_url())  # the server's: made without a loop, connects later
+    assert isinstance(log, PostgresLog) and log.where == "postgresql://db/two"
+    sqlite = log_at(tmp_path / "x.db")
+    assert isinstance(sqlite, SQLiteLog)
+    await sqlite.close()
     project.settings = {"store": {"url": 5}}
     monkeypatch.delenv("LOOPWRIGHT_STORE_URL")
     with pytest.raises(ConfigError, match=r"\[store\] url must be a string"):
