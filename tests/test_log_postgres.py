@@ -193,7 +193,9 @@ async def test_a_url_selects_postgresql(pg_url: str, tmp_path: Path, monkeypatch
     await log.close()
 
 
-async def test_the_environment_then_the_settings_choose_the_store(tmp_path: Path, monkeypatch) -> None:
+async def test_the_environment_then_the_settings_choose_the_store(
+    tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.delenv("LOOPWRIGHT_STORE_URL", raising=False)
     monkeypatch.delenv("LOOPWRIGHT_HOME", raising=False)
     project = Project(root=tmp_path)
