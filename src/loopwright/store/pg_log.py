@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from .. import events as ev
@@ -120,8 +121,17 @@ class PostgresLog:
             async with pool.connection() as db:
                 if not write:
                     return await job(db)
-                async with db.pipeline(), db.transaction():
-                    return await job(db)
+                try:
+                    # pipelined: BEGIN goes with the row's lock, COMMIT with the writes, so a
+                    # write is two round trips (psycopg's transaction() would make it five)
+                    async with db.pipeline():
+                        await db.execute("BEGIN")
+                        result = await job(db)
+                        await db.execute("COMMIT")
+                    return result
+                finally:
+                    if db.info.transaction_status != TransactionStatus.IDLE:
+                        await db.execute("ROLLBACK")  # the job failed: nothing of it stays
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: {exc}") from None
 
