@@ -57,3 +57,58 @@ def test_a_paused_call_whose_tool_is_gone_cannot_continue_but_a_finished_one_can
         from_snapshot(snapshot.replace('"version":1', '"version":2'), BY_NAME)
     with pytest.raises(ValueError, match="not a version 1 session snapshot"):
         from_snapshot(snapshot.replace('"history":', '"messages":'), BY_NAME)
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_an_approved_call_that_suspends_is_not_asked_about_again(tmp_path, durable):
+    """The parent's call of a subagent waits for approval; approved, it runs and suspends on
+    the child's own ask. The batch pauses again on the child's item alone: the approved item's
+    call runs again as a suspended call, never as a second decision (live, and as the log
+    derives it when the session is opened again)."""
+    from conftest import call, drive, scripted
+    from loopwright import Agent, Approval, Rules, Session
+    from loopwright.runtime import open_session
+    from loopwright.store import open_log
+    from loopwright.subagents import subagent_tool
+
+    def asks(name: str) -> Rules:
+        return Rules.from_yaml(f"rules: [{{name: asked, tool: {name}, decision: ask}}]")
+
+    child = Agent(
+        name="billing",
+        description="Refunds.",
+        model=scripted({"tool_calls": [call("pay", "p", n=5)]}, "Paid 5."),
+        tools=[pay],
+        rules=asks("pay"),
+    )
+    parent = Agent(
+        name="support",
+        model=scripted({"tool_calls": [call("billing", "b", request="pay 5")]}, "Done."),
+        tools=[subagent_tool(child)],
+        rules=asks("billing"),
+    )
+    log = await open_log(tmp_path / "lw.db") if durable else None
+
+    async def opened(session: Session | None = None) -> Session:
+        if log is None:
+            return session or Session(parent, session_id="s")
+        return await open_session(parent, log, "s")
+
+    session = await opened()
+    await drive(session.run("go"))
+    [own] = session.pending
+    await session.resolve(own.id, Approval.approve(by="ana"))
+    paused = await drive((session := await opened(session)).resume())
+    assert paused.stop_reason == "paused"
+    session = await opened(session)
+    checkpoint = session.history.checkpoint
+    assert (list(checkpoint.pending), list(checkpoint.suspended)) == ([], ["b"])
+    [nested] = session.pending
+    assert nested.call.name == "pay"
+    await session.resolve(nested.id, Approval.approve(by="ana"))
+    done = await drive((session := await opened(session)).resume())
+    assert done.text == "Done."
+    assert [(e.id, e.content) for e in done.events if e.type == "tool:output"] == [("b", "Paid 5.")]
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant"]
+    if log is not None:
+        await log.close()

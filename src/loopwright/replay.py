@@ -72,7 +72,7 @@ class State:
 
 def apply(state: State, event: ev.Event) -> None:
     """Apply one event to the state (events that change nothing are ignored)."""
-    handler = _HANDLERS.get(type(event))
+    handler = HANDLERS.get(type(event))
     if handler is not None:
         handler(state, event)
 
@@ -200,7 +200,7 @@ def _paused(state: State, event: ev.LoopPaused) -> None:
     state.paused = True
 
 
-_HANDLERS: dict[type, Callable[[State, Any], None]] = {
+HANDLERS: dict[type, Callable[[State, Any], None]] = {
     ev.InputReceived: _input,
     ev.SteeringInjected: _input,
     ev.SteeringQueued: _queued,
@@ -232,8 +232,8 @@ def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
     closed = False
     for pending_id, announced in batch.asked.items():
         call = calls[batch.asked_call[pending_id]]
-        if call.id in batch.results:
-            continue  # decided live before the pause
+        if call.id in batch.results or call.id in batch.started:
+            continue  # decided before the pause (it ran, or runs again as a suspended call)
         tool = tools.get(call.name)
         if tool is None:
             raise LookupError(f"tool {call.name!r} of a paused call no longer exists")
