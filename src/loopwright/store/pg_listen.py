@@ -1,16 +1,17 @@
 """Live fan-out for the PostgreSQL event log: one listening connection per log, shared by every
 waiter (`follow`, `wait_decided`) of the process.
 
-Every transaction that appends events to a session NOTIFYs the log's channel with a small
-payload, the session's key and its last seq ("17 342"); the events themselves are read from the
-table. A waiter takes its session's next wake-up (`tick`) *before* it reads, so a commit either is
+Every commit that appends events to a session is followed by a NOTIFY on the log's channel with
+a small payload, the session's key and its last seq ("17 342"); the events themselves are read
+from the table. A waiter takes its session's next wake-up (`tick`) *before* it reads, so a commit either is
 in what it reads or wakes it after. Wake-ups are only hints to read again:
 
 - a notification wakes the waiters of its session; this process's own commits wake them at once;
 - the listening connection, once lost, is opened again (with a growing pause); every waiter is
   woken when it is lost and again once it listens again, and re-reads from its last seq;
 - a waiter also re-reads every `recheck` seconds, whatever it heard: a notification lost on a
-  connection that looks alive (cut off without a word) delays an event, never loses it.
+  connection that looks alive (cut off without a word), or never sent (its writer died between
+  its commit and its notification), delays an event, never loses it.
 """
 
 from __future__ import annotations

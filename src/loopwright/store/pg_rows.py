@@ -152,10 +152,8 @@ async def commit(
     state: SessionState,
     events: Sequence[ev.Event],
     at: str,
-    channel: str,
 ) -> int:
-    """Append `events` after `state` with what they derive, and tell the listeners (at commit);
-    returns the last seq."""
+    """Append `events` after `state` with what they derive; returns the last seq."""
     derived = derive(state, events)
     if events:
         await db.cursor().executemany(
@@ -225,8 +223,6 @@ async def commit(
         "updated_at = %s WHERE id = %s",
         (new.last_seq, new.last_reply_seq, new.status, at, sid),
     )
-    if events:
-        await db.execute("SELECT pg_notify(%s, %s)", (channel, f"{sid} {new.last_seq}"))
     return new.last_seq
 
 
