@@ -85,9 +85,9 @@ async def run_pg_durable(url: str, steps: int) -> dict[str, Any]:
     writes = [0]
     run = log._run
 
-    async def counted(job: Any, *, write: bool = False) -> Any:
+    async def counted(job: Any, *, write: bool = False, **options: Any) -> Any:
         writes[0] += write
-        return await run(job, write=write)
+        return await run(job, write=write, **options)
 
     log._run = counted  # type: ignore[method-assign]
     agent = durable.make_agent()
