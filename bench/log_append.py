@@ -8,6 +8,8 @@ Rows (µs per call, median of the rounds; each round a fresh database in a tempo
   `BEGIN IMMEDIATE`, the INSERTs of events as the log stores them, `COMMIT`, called inline.
 - `SQLiteLog.append`: the event log, awaited from a coroutine (its call runs on the log's worker
   thread; the event loop is free meanwhile).
+- `SQLiteLog.append, 1 event, 8 sessions at once`: eight tasks, each appending to a session of
+  its own, one append after another (as eight runs of a server): µs per append, all together.
 - `SQLiteLog hop`: an empty call through the worker thread (the cost of being off the loop).
 
 A 5-event batch is a reply, its approval request with the call it is about, a tool's intent:
@@ -21,13 +23,16 @@ import argparse
 import asyncio
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))  # this checkout's first
+
 from loopwright import events as ev
 from loopwright.messages import AssistantMessage, Text, Usage, UserMessage
-from loopwright.store.log import SessionKey
+from loopwright.store.log import Lease, SessionKey
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.wire import dumps
 
@@ -90,6 +95,24 @@ async def log(path: Path, batch: list[ev.Event] | None, n: int) -> float:
     return elapsed / n * 1e6
 
 
+async def sessions_at_once(path: Path, batch: list[ev.Event], n: int, k: int = 8) -> float:
+    sqlite_log = SQLiteLog(path)
+    leases = [
+        (await sqlite_log.claim(SessionKey("t", "a", f"s{i}"), "bench", ttl=3600)).lease
+        for i in range(k)
+    ]
+
+    async def run(lease: Lease) -> None:
+        for _ in range(n // k):
+            await sqlite_log.append(lease, batch)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(run(lease) for lease in leases))
+    elapsed = time.perf_counter() - start
+    await sqlite_log.close()
+    return elapsed / (n // k * k) * 1e6
+
+
 def _fresh(batch: list[ev.Event], i: int) -> list[ev.Event]:
     """The batch with pending ids unique per append (they are primary keys)."""
     out: list[ev.Event] = []
@@ -112,6 +135,9 @@ def one_round(folder: Path, n: int) -> dict[str, float]:
         "sqlite3 commit, 5 rows": floor(folder / "f5.db", 5, n),
         "SQLiteLog.append, 1 event": asyncio.run(log(folder / "l1.db", ONE, n)),
         "SQLiteLog.append, 5 events": asyncio.run(log(folder / "l5.db", FIVE, n)),
+        "SQLiteLog.append, 1 event, 8 sessions at once": asyncio.run(
+            sessions_at_once(folder / "k.db", ONE, n)
+        ),
         "SQLiteLog hop (empty call)": asyncio.run(log(folder / "h.db", None, n)),
     }
 
@@ -128,12 +154,13 @@ def main() -> None:
                 rows.setdefault(name, []).append(us)
     base = {1: statistics.median(rows["sqlite3 commit, 1 row"])}
     base[5] = statistics.median(rows["sqlite3 commit, 5 rows"])
-    print(f"| ({args.n} calls × {args.rounds} rounds, medians) | µs per call | × floor |")
-    print("|---|--:|--:|")
+    print(f"| ({args.n} calls × {args.rounds} rounds) | µs per call, median | range | × floor |")
+    print("|---|--:|--:|--:|")
     for name, values in rows.items():
         us = statistics.median(values)
-        size = 5 if "5" in name else 1
-        print(f"| {name} | {us:.1f} | {us / base[size]:.2f} |")
+        size = 5 if "5 " in name else 1
+        spread = f"{min(values):.1f}–{max(values):.1f}"
+        print(f"| {name} | {us:.1f} | {spread} | {us / base[size]:.2f} |")
 
 
 if __name__ == "__main__":

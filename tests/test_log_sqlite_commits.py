@@ -1,17 +1,19 @@
 """What only the SQLite log does to keep a commit short: an append under a lease it appended
-under before fences by updating the session's row (no read first), and the WAL is checkpointed
-on a thread of its own."""
+under before fences by updating the session's row (no read first), writes that wait share one
+transaction (a group commit), and the WAL is checkpointed on a thread of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import sqlite3
+import threading
 
 import pytest
 
 from log_conformance import KEY, SAFETY, reply, said
 from loopwright.store import StaleWriter
+from loopwright.store.log import SessionKey
 from loopwright.store.sqlite_log import SQLiteLog
 
 
@@ -79,3 +81,42 @@ async def test_a_log_with_few_commits_starts_no_checkpoint_thread(tmp_path):
         await log.append(lease, [said(str(n))])
     await log.close()
     assert log._checkpoints._thread is None
+
+
+async def test_writes_that_wait_share_one_transaction_and_a_failed_one_undoes_only_itself(
+    tmp_path,
+):
+    log = SQLiteLog(tmp_path / "l.db")
+    keys = [SessionKey("acme", "support", f"order-{n}") for n in range(3)]
+    leases = [(await log.claim(key, "run-1", ttl=30)).lease for key in keys]
+    await log.release(leases[2], "idle")  # its appends are refused from now on
+    entered, gate = threading.Event(), threading.Event()
+
+    def hold(db: sqlite3.Connection) -> bool:
+        entered.set()
+        return gate.wait(SAFETY)
+
+    held = asyncio.ensure_future(log._call(hold))  # the worker waits for the gate
+    assert await asyncio.to_thread(entered.wait, SAFETY)
+    appends = [
+        asyncio.ensure_future(log.append(leases[0], [said("a")])),
+        asyncio.ensure_future(log.append(leases[2], [said("stale")])),
+        asyncio.ensure_future(log.read(keys[0])),  # a read waits for the writes before it
+        asyncio.ensure_future(log.append(leases[1], [said("b"), reply()])),
+        asyncio.ensure_future(log.append(leases[0], [said("c")])),
+    ]
+    await asyncio.sleep(0)  # one turn of the loop: each call is handed to the worker
+    assert log._runner._jobs.qsize() == len(appends)
+    before = log._runner.transactions
+    gate.set()
+    assert await held
+    results = await asyncio.gather(*appends, return_exceptions=True)
+    assert results[0] == 1 and isinstance(results[1], StaleWriter)
+    assert [s.event for s in results[2]] == [said("a")]
+    assert results[3:] == [2, 2]
+    assert log._runner.transactions == before + 2  # [a, stale], then the read, then [b, c]
+    assert [s.event for s in await log.read(keys[0])] == [said("a"), said("c")]
+    assert [s.event for s in await log.read(keys[1])] == [said("b"), reply()]
+    assert await log.read(keys[2]) == []
+    assert (await log.session(keys[2])).last_seq == 0
+    await log.close()

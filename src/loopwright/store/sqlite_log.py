@@ -2,12 +2,14 @@
 of one machine.
 
 Every call runs on one worker thread per `SQLiteLog`, on its one connection, one call at a time,
-so the event loop never waits on SQLite. Every write is one `BEGIN IMMEDIATE` transaction: writers
-of several processes serialise on SQLite's write lock, seqs stay gapless, and a lease's epoch is
-checked inside the transaction that appends under it: by reading the session's row, or — when this
-log appended under the lease before — by updating the row on the condition that it still stands
-as that append left it under that epoch (one statement fewer; anything else reads it). WAL
-checkpoints run on a thread of their own (`sqlite_checkpoints`), never inside an append.
+so the event loop never waits on SQLite (`sqlite_worker`). Every write runs inside a `BEGIN
+IMMEDIATE` transaction — shared by the writes that wait while one starts, each in a savepoint of
+its own, and answered only once that transaction committed: writers of several processes
+serialise on SQLite's write lock, seqs stay gapless, and a lease's epoch is checked inside the
+transaction that appends under it: by reading the session's row, or — when this log appended
+under the lease before — by updating the row on the condition that it still stands as that
+append left it under that epoch (one statement fewer; anything else reads it). WAL checkpoints
+run on a thread of their own (`sqlite_checkpoints`), never inside an append.
 
 Waiters (`follow`, `wait_decided`) are woken as soon as this log commits; another process's
 commits are noticed by a background task that watches `PRAGMA data_version` every
@@ -17,13 +19,9 @@ commits are noticed by a background task that watches `PRAGMA data_version` ever
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import queue
 import sqlite3
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -37,6 +35,7 @@ from .derive import SessionState, decision_events
 from .log import Claimed, Decided, Decision, Lease, Page, SessionKey, SessionRecord, Snapshot
 from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
+from .sqlite_worker import Worker
 
 T = TypeVar("T")
 HEADS = 1024
@@ -45,9 +44,6 @@ WAL_NET = 4000
 """Pages past which a commit checkpoints the WAL itself (SQLite's default is 1,000): only when
 the log's checkpoint thread cannot keep up, as under writes without a pause (see
 `sqlite_checkpoints`)."""
-Job = tuple[
-    Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, asyncio.Future[Any], bool
-]
 
 
 class SQLiteLog:
@@ -87,74 +83,23 @@ class SQLiteLog:
         self._heads: dict[tuple[SessionKey, int], tuple[int, SessionState]] = {}
         """Per lease (key, epoch), the session's row as this log's last append left it (the
         worker thread's alone): the next append under it fences by updating that row."""
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._closed = False
         self._tick: asyncio.Future[None] | None = None
         self._waiting = 0
         self._poller: asyncio.Task[None] | None = None
-        self._worker = threading.Thread(
-            target=self._work, name=f"loopwright log {self.path.name}", daemon=True
-        )
-        self._worker.start()
+        self._runner = Worker(db, self.path, self._checkpoints, self._notify)
+        self._worker = self._runner.thread
 
-    # ---- the worker thread -------------------------------------------------------------------
-
-    def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            fn, loop, future, write = job
-            error: BaseException | None
-            try:
-                value, error = fn(self._db), None
-            except sqlite3.DatabaseError as exc:  # a read that failed (writes say more)
-                value, error = None, StoreError(f"{self.path}: {exc}")
-            except BaseException as exc:  # handed to the caller
-                value, error = None, exc
-            with contextlib.suppress(RuntimeError):  # its loop closed: nobody is left to tell
-                loop.call_soon_threadsafe(self._settle, future, write, value, error)
-        self._checkpoints.close()
-        self._db.close()
-
-    def _settle(
-        self, future: asyncio.Future[Any], write: bool, value: Any, error: BaseException | None
-    ) -> None:
-        if write and error is None:
-            self._notify()
-        if future.cancelled():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
+    # ---- the worker thread (sqlite_worker) ----------------------------------------------------
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
+        """Run `fn` on the worker thread; `write`: inside a write transaction (maybe shared)."""
         return await self._submit(fn, write)  # type: ignore[no-any-return]
 
     def _submit(self, fn: Callable[[sqlite3.Connection], Any], write: bool) -> asyncio.Future[Any]:
         if self._closed:
             raise StoreError(f"{self.path}: the log is closed")
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._jobs.put((fn, loop, future, write))
-        return future
-
-    @contextmanager
-    def _write(self, db: sqlite3.Connection) -> Iterator[None]:
-        """One write transaction; SQLite errors become `StoreError`s naming the file."""
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            hint = " (another process holds the write lock)" if "locked" in str(exc) else ""
-            raise StoreError(f"{self.path}: {exc}{hint}") from None
-        try:
-            yield
-            db.execute("COMMIT")
-            self._checkpoints.committed()
-        except BaseException as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise StoreError(f"{self.path}: {exc}") from None
-            raise
+        return self._runner.submit(fn, write)
 
     # ---- waiting ---------------------------------------------------------------------------
 
@@ -200,67 +145,64 @@ class SQLiteLog:
         self, key: SessionKey, owner: str, *, ttl: float, parent: SessionKey | None = None
     ) -> Claimed:
         def job(db: sqlite3.Connection) -> Claimed:
-            with self._write(db):
-                now = self.clock()  # once the write lock is ours
-                row = db.execute(
-                    "SELECT id, status, epoch, owner, lease_expires, last_seq FROM sessions "
-                    "WHERE tenant=? AND agent=? AND name=?",
-                    (key.tenant, key.agent, key.id),
-                ).fetchone()
-                if row is None:
-                    if parent is not None and parent.tenant != key.tenant:
-                        raise sql.unknown(parent)
-                    parent_id = None if parent is None else sql.session_id(db, parent)
-                    db.execute(
-                        "INSERT INTO sessions (tenant, agent, name, parent, status, epoch, owner, "
-                        "lease_expires, created_at, updated_at) "
-                        "VALUES (?, ?, ?, ?, 'running', 1, ?, ?, ?, ?)",
-                        (
-                            key.tenant,
-                            key.agent,
-                            key.id,
-                            parent_id,
-                            owner,
-                            now + ttl,
-                            *[sql.iso(now)] * 2,
-                        ),
-                    )
-                    return Claimed(Lease(key, owner, 1, now + ttl), False, 0)
-                sid, status, epoch, holder, expires, last_seq = row
-                if holder is not None and expires is not None and expires > now:
-                    raise SessionBusy(
-                        f"session {key.id} is held by another run until {sql.iso(expires)}"
-                    )
+            now = self.clock()  # once the write lock is ours
+            row = db.execute(
+                "SELECT id, status, epoch, owner, lease_expires, last_seq FROM sessions "
+                "WHERE tenant=? AND agent=? AND name=?",
+                (key.tenant, key.agent, key.id),
+            ).fetchone()
+            if row is None:
+                if parent is not None and parent.tenant != key.tenant:
+                    raise sql.unknown(parent)
+                parent_id = None if parent is None else sql.session_id(db, parent)
                 db.execute(
-                    "UPDATE sessions SET status='running', epoch=?, owner=?, lease_expires=?, "
-                    "updated_at=? WHERE id=?",
-                    (epoch + 1, owner, now + ttl, sql.iso(now), sid),
+                    "INSERT INTO sessions (tenant, agent, name, parent, status, epoch, owner, "
+                    "lease_expires, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, 'running', 1, ?, ?, ?, ?)",
+                    (
+                        key.tenant,
+                        key.agent,
+                        key.id,
+                        parent_id,
+                        owner,
+                        now + ttl,
+                        *[sql.iso(now)] * 2,
+                    ),
                 )
-                died = status in ("running", "interrupted")
-                return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
+                return Claimed(Lease(key, owner, 1, now + ttl), False, 0)
+            sid, status, epoch, holder, expires, last_seq = row
+            if holder is not None and expires is not None and expires > now:
+                raise SessionBusy(
+                    f"session {key.id} is held by another run until {sql.iso(expires)}"
+                )
+            db.execute(
+                "UPDATE sessions SET status='running', epoch=?, owner=?, lease_expires=?, "
+                "updated_at=? WHERE id=?",
+                (epoch + 1, owner, now + ttl, sql.iso(now), sid),
+            )
+            died = status in ("running", "interrupted")
+            return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
 
         return await self._call(job, write=True)
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         def job(db: sqlite3.Connection) -> Lease:
-            with self._write(db):
-                now = self.clock()
-                sid = sql.fence(db, lease)[0]
-                db.execute("UPDATE sessions SET lease_expires=? WHERE id=?", (now + ttl, sid))
+            now = self.clock()
+            sid = sql.fence(db, lease)[0]
+            db.execute("UPDATE sessions SET lease_expires=? WHERE id=?", (now + ttl, sid))
             return replace(lease, expires=now + ttl)
 
-        return await self._call(job)
+        return await self._call(job, write=True)
 
     async def release(self, lease: Lease, status: SessionStatus) -> None:
         def job(db: sqlite3.Connection) -> None:
             self._heads.pop((lease.key, lease.epoch), None)
-            with self._write(db):
-                sid = sql.fence(db, lease)[0]
-                db.execute(
-                    "UPDATE sessions SET status=?, owner=NULL, lease_expires=NULL, updated_at=? "
-                    "WHERE id=?",
-                    (status, sql.iso(self.clock()), sid),
-                )
+            sid = sql.fence(db, lease)[0]
+            db.execute(
+                "UPDATE sessions SET status=?, owner=NULL, lease_expires=NULL, updated_at=? "
+                "WHERE id=?",
+                (status, sql.iso(self.clock()), sid),
+            )
 
         await self._call(job, write=True)
 
@@ -268,16 +210,15 @@ class SQLiteLog:
         def job(db: sqlite3.Connection) -> int:
             head = (lease.key, lease.epoch)
             known = self._heads.pop(head, None)
-            with self._write(db):
-                at, tenant = sql.iso(self.clock()), lease.key.tenant
-                new = None
-                if known is not None:  # fenced by the row's update: no read first
-                    sid, state = known
-                    new = sql.commit(db, sid, tenant, state, events, at, epoch=lease.epoch)
-                if new is None:  # unknown, or someone wrote since (or took the session over)
-                    sid, state = sql.fence(db, lease)
-                    new = sql.commit(db, sid, tenant, state, events, at)
-                    assert new is not None  # the row was just read in this transaction
+            at, tenant = sql.iso(self.clock()), lease.key.tenant
+            new = None
+            if known is not None:  # fenced by the row's update: no read first
+                sid, state = known
+                new = sql.commit(db, sid, tenant, state, events, at, epoch=lease.epoch)
+            if new is None:  # unknown, or someone wrote since (or took the session over)
+                sid, state = sql.fence(db, lease)
+                new = sql.commit(db, sid, tenant, state, events, at)
+                assert new is not None  # the row was just read in this transaction
             if len(self._heads) >= HEADS:
                 self._heads.clear()
             self._heads[head] = (sid, new)
@@ -287,52 +228,48 @@ class SQLiteLog:
 
     async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
         def job(db: sqlite3.Connection) -> Decided:
-            with self._write(db):
-                at = sql.iso(self.clock())
+            at = sql.iso(self.clock())
+            item = sql.pending_item(db, tenant, pending_id)
+            sid = db.execute("SELECT session FROM pending WHERE id=?", (pending_id,)).fetchone()[0]
+            in_batch = "FROM pending WHERE session=? AND batch_seq=? AND status='open'"
+            changed = item.status == "open"
+            if changed:
+                siblings = db.execute(
+                    f"SELECT id {in_batch} ORDER BY rowid", (sid, item.batch_seq)
+                ).fetchall()
+                decided = decision_events(
+                    pending_id,
+                    decision.status,
+                    decision.by,
+                    at,
+                    edited_args=decision.edited_args,
+                    answer=decision.answer,
+                    note=decision.note,
+                    open_in_batch=[r[0] for r in siblings],
+                )
+                sql.commit(db, sid, tenant, sql.state(db, sid), decided, at)
                 item = sql.pending_item(db, tenant, pending_id)
-                sid = db.execute(
-                    "SELECT session FROM pending WHERE id=?", (pending_id,)
-                ).fetchone()[0]
-                in_batch = "FROM pending WHERE session=? AND batch_seq=? AND status='open'"
-                changed = item.status == "open"
-                if changed:
-                    siblings = db.execute(
-                        f"SELECT id {in_batch} ORDER BY rowid", (sid, item.batch_seq)
-                    ).fetchall()
-                    decided = decision_events(
-                        pending_id,
-                        decision.status,
-                        decision.by,
-                        at,
-                        edited_args=decision.edited_args,
-                        answer=decision.answer,
-                        note=decision.note,
-                        open_in_batch=[r[0] for r in siblings],
-                    )
-                    sql.commit(db, sid, tenant, sql.state(db, sid), decided, at)
-                    item = sql.pending_item(db, tenant, pending_id)
-                left = db.execute(f"SELECT count(*) {in_batch}", (sid, item.batch_seq)).fetchone()
-                return Decided(changed, item, int(left[0]))
+            left = db.execute(f"SELECT count(*) {in_batch}", (sid, item.batch_seq)).fetchone()
+            return Decided(changed, item, int(left[0]))
 
         return await self._call(job, write=True)
 
     async def save_snapshot(self, lease: Lease, snapshot: Snapshot) -> None:
         def job(db: sqlite3.Connection) -> None:
-            with self._write(db):
-                sid, state = sql.fence(db, lease)
-                if not 0 <= snapshot.seq <= state.last_seq:
-                    raise StoreError(
-                        f"session {lease.key.id}: a snapshot at seq {snapshot.seq} is past "
-                        f"the log's end ({state.last_seq})"
-                    )
-                db.execute(
-                    "INSERT INTO snapshots VALUES (?, ?, ?, ?) ON CONFLICT (session) DO UPDATE "
-                    "SET seq=excluded.seq, data=excluded.data, at=excluded.at "
-                    "WHERE excluded.seq >= snapshots.seq",
-                    (sid, snapshot.seq, snapshot.data, sql.iso(self.clock())),
+            sid, state = sql.fence(db, lease)
+            if not 0 <= snapshot.seq <= state.last_seq:
+                raise StoreError(
+                    f"session {lease.key.id}: a snapshot at seq {snapshot.seq} is past "
+                    f"the log's end ({state.last_seq})"
                 )
+            db.execute(
+                "INSERT INTO snapshots VALUES (?, ?, ?, ?) ON CONFLICT (session) DO UPDATE "
+                "SET seq=excluded.seq, data=excluded.data, at=excluded.at "
+                "WHERE excluded.seq >= snapshots.seq",
+                (sid, snapshot.seq, snapshot.data, sql.iso(self.clock())),
+            )
 
-        await self._call(job)
+        await self._call(job, write=True)
 
     # ---- the readers' side -------------------------------------------------------------------
 
@@ -467,10 +404,8 @@ class SQLiteLog:
     async def close(self) -> None:
         if self._closed:
             return
-        done = self._submit(lambda db: None, False)
         self._closed = True
-        self._jobs.put(None)
-        await done
+        await self._runner.stop()
         if self._poller is not None:
             self._poller.cancel()
         self._notify()

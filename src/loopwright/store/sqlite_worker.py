@@ -1,0 +1,178 @@
+"""The SQLite log's worker: one thread with the log's one connection, running its calls in order.
+
+A call is a function of the connection, handed over with `submit` and answered on its caller's
+event loop. A *write* is run inside a write transaction (`BEGIN IMMEDIATE`) that the worker opens
+and commits; writes that are waiting when one starts share its transaction — a group commit —,
+each in a savepoint of its own, so one that fails (a stale lease, a busy session) undoes only
+its own part. Every caller of a group is answered once the group's COMMIT returned, so no
+caller learns a seq before its events are committed; a COMMIT that fails fails them all. Reads
+run one by one, in turn with the writes.
+
+SQLite errors become `StoreError`s naming the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import StoreError
+from .sqlite_checkpoints import Checkpointer
+
+GROUP = 64
+"""Writes at most per transaction."""
+
+
+@dataclass(slots=True)
+class Job:
+    fn: Callable[[sqlite3.Connection], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    write: bool
+
+
+Answer = tuple[Job, Any, BaseException | None]
+
+
+class Worker:
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        path: Path,
+        checkpoints: Checkpointer,
+        committed: Callable[[], None],
+    ) -> None:
+        """`committed` runs on the callers' loop after each commit (before they are answered)."""
+        self.db, self.path, self.checkpoints, self.committed = db, path, checkpoints, committed
+        self.transactions = 0
+        """Write transactions committed (tests)."""
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._end: Job | None = None
+        self.thread = threading.Thread(
+            target=self._work, name=f"loopwright log {path.name}", daemon=True
+        )
+        self.thread.start()
+
+    def submit(self, fn: Callable[[sqlite3.Connection], Any], write: bool) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._jobs.put(Job(fn, loop, future, write))
+        return future
+
+    def stop(self) -> asyncio.Future[Any]:
+        """End the thread once the calls handed over before ran; the future is done once the
+        connection (and the checkpoints' thread) closed."""
+        loop = asyncio.get_running_loop()
+        self._end = Job(lambda db: None, loop, loop.create_future(), False)
+        self._jobs.put(None)
+        return self._end.future
+
+    # ---- on the worker thread ----------------------------------------------------------------
+
+    def _work(self) -> None:
+        later: collections.deque[Job | None] = collections.deque()
+        while (job := later.popleft() if later else self._jobs.get()) is not None:
+            if not job.write:
+                self._answer([self._read(job)])
+                continue
+            group = [job]
+            while len(group) < GROUP and not later:
+                try:
+                    following = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if following is not None and following.write:
+                    group.append(following)
+                else:
+                    later.append(following)  # a read (or the end) waits for the group
+            self._answer(self._transact(group))
+        self.checkpoints.close()
+        self.db.close()
+        if self._end is not None:
+            self._answer([(self._end, None, None)])
+
+    def _read(self, job: Job) -> Answer:
+        try:
+            return job, job.fn(self.db), None
+        except BaseException as exc:  # handed to the caller
+            return job, None, self._error(exc)
+
+    def _transact(self, group: list[Job]) -> list[Answer]:
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            hint = " (another process holds the write lock)" if "locked" in str(exc) else ""
+            failed = StoreError(f"{self.path}: {exc}{hint}")
+            return [(job, None, failed) for job in group]
+        alone = len(group) == 1
+        answers: list[Answer] = []
+        for job in group:
+            try:
+                if not alone:
+                    db.execute("SAVEPOINT job")
+                value = job.fn(db)
+                if not alone:
+                    db.execute("RELEASE job")
+                answers.append((job, value, None))
+            except BaseException as exc:
+                error = self._error(exc)
+                if alone or not self._undo(db):  # the whole transaction is lost
+                    return self._rollback(group, error)
+                answers.append((job, None, error))
+        try:
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            return self._rollback(group, self._error(exc))
+        self.transactions += 1
+        self.checkpoints.committed()
+        return answers
+
+    def _undo(self, db: sqlite3.Connection) -> bool:
+        """Undo one job of a group (its savepoint); False when the transaction is gone."""
+        try:
+            db.execute("ROLLBACK TO job")
+            db.execute("RELEASE job")
+        except sqlite3.DatabaseError:
+            return False
+        return db.in_transaction
+
+    def _rollback(self, group: list[Job], error: BaseException) -> list[Answer]:
+        with contextlib.suppress(sqlite3.DatabaseError):
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+        return [(job, None, error) for job in group]
+
+    def _error(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, sqlite3.DatabaseError):
+            return StoreError(f"{self.path}: {exc}")
+        return exc
+
+    def _answer(self, answers: list[Answer]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[Answer]] = {}
+        for answer in answers:
+            by_loop.setdefault(answer[0].loop, []).append(answer)
+        for loop, some in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # its loop closed: nobody is left to tell
+                loop.call_soon_threadsafe(self._settle, some)
+
+    # ---- on the callers' loop ----------------------------------------------------------------
+
+    def _settle(self, answers: list[Answer]) -> None:
+        if any(job.write and error is None for job, _, error in answers):
+            self.committed()
+        for job, value, error in answers:
+            if job.future.cancelled():
+                continue
+            if error is not None:
+                job.future.set_exception(error)
+            else:
+                job.future.set_result(value)
