@@ -194,6 +194,9 @@ SKIPPED = {  # a shell line the test does not run → why
     'pip install -e ".[providers]"': "the network; test_install_extras checks the extras",
     "loopwright serve": "it serves until stopped (test_cli_serve.py runs it)",
     "loopwright dev": "it serves until stopped (test_cli_serve.py runs it)",
+    "pip install 'loopwright[postgres]'": "the network; the test extra installs it",
+    "LOOPWRIGHT_STORE_URL=": "it serves until stopped, on a PostgreSQL server "
+    "(test_server_postgres.py runs two servers on one)",
 }
 STATUS = {  # a shell line's exit status when it is not 0
     'loopwright run support "My order A-1001 arrived damaged"': 3,  # no terminal: paused
