@@ -84,6 +84,26 @@ async def test_leases_go_by_the_databases_clock(make_log: MakeLog, pg_url: str) 
     assert (await log.session(KEY)).lease_expires == renewed.expires
 
 
+async def test_connections_broken_by_a_restarted_server_are_replaced(
+    make_log: MakeLog, pg_url: str
+) -> None:
+    log = await make_log(pool_size=3)
+    lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+    await asyncio.gather(*(log.read(KEY) for _ in range(3)))  # the pool holds a few now
+    kill = (
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid() AND datname = current_database() "
+        "AND backend_type = 'client backend'"
+    )
+    for n in range(2):  # a read, then a write, each on a connection broken meanwhile
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            assert db.execute(kill).fetchone()[0] >= 1  # type: ignore[index]
+        assert [s.event for s in await log.read(KEY)] == [said("hi")] * n
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            db.execute(kill)
+        assert await log.append(lease, [said("hi")]) == n + 1
+
+
 class Reads:
     """Every read `log.follow` makes, as it makes it (`parked(n)` waits for n empty ones)."""
 

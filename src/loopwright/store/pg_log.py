@@ -127,30 +127,45 @@ class PostgresLog:
     async def _on(
         self, pool: AsyncConnectionPool, job: Callable[[Db], Awaitable[T]], write: bool, told: Told
     ) -> T:
+        tries = self.pool_size + 1
         try:
-            async with pool.connection() as db:
-                if not write:
-                    return await job(db)
-                committed = None
-                try:
-                    # pipelined: BEGIN goes with the row's lock, COMMIT and the notifications
-                    # with the writes: two round trips (psycopg's transaction() would take five)
-                    async with db.pipeline():
-                        await db.execute("BEGIN")
-                        result = await job(db)
-                        committed = await db.execute("COMMIT")
-                        if told:
-                            await self._tell(db, told)
-                except psycopg.Error:
-                    if committed is None or committed.statusmessage != "COMMIT":
-                        raise
-                    # committed; only its notifications failed: followers re-read in a while
-                finally:
-                    if db.info.transaction_status != TransactionStatus.IDLE:
-                        await db.execute("ROLLBACK")  # the job failed: nothing of it stays
-                return result
+            for attempt in range(1, tries + 1):
+                sent: list[bool] = []
+                async with pool.connection() as db:
+                    try:
+                        return await (self._write(db, job, told, sent) if write else job(db))
+                    except psycopg.OperationalError:
+                        if not db.closed or sent or attempt == tries:
+                            raise
+                # a connection the pool kept was broken (the server restarted): nothing of the
+                # job was committed, so it runs again on another (the pool drops this one)
+            raise AssertionError("unreachable")
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: {exc}") from None
+
+    async def _write(
+        self, db: Db, job: Callable[[Db], Awaitable[T]], told: Told, sent: list[bool]
+    ) -> T:
+        """`job` in one transaction; `sent` once its COMMIT may have reached the server."""
+        committed = None
+        try:
+            # pipelined: BEGIN goes with the row's lock, COMMIT and the notifications with the
+            # writes: two round trips (psycopg's transaction() would take five)
+            async with db.pipeline():
+                await db.execute("BEGIN")
+                result = await job(db)
+                sent.append(True)
+                committed = await db.execute("COMMIT")
+                if told:
+                    await self._tell(db, told)
+        except psycopg.Error:
+            if committed is None or committed.statusmessage != "COMMIT":
+                raise
+            # committed; only its notifications failed: followers re-read in a while
+        finally:
+            if not db.closed and db.info.transaction_status != TransactionStatus.IDLE:
+                await db.execute("ROLLBACK")  # the job failed: nothing of it stays
+        return result
 
     async def _tell(self, db: Db, told: Told) -> None:
         """NOTIFY after the commit, in a transaction of its own that does not wait for the disk:
