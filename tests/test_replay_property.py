@@ -33,7 +33,6 @@ from loopwright import DEFER, Agent, Approval, Rules, tool
 from loopwright import events as ev
 from loopwright import loop as loop_module
 from loopwright.compaction import SUMMARY_SYSTEM, Compaction
-from loopwright.messages import message_chars
 from loopwright.replay import State, continued, fold, from_snapshot, to_snapshot
 from loopwright.runtime import LogJournal, Runtime, Settings, open_session
 from loopwright.runtime.decisions import decision_of
@@ -147,44 +146,39 @@ def view_of(state: State) -> dict[str, Any]:
 
 
 def live_view() -> dict[str, Any]:
-    """The same of the live run: its history, the batch it holds open (or paused), the text it
-    streamed so far, its queues. A batch whose calls all have results is closed (the live run
-    appends them just after the commit of the last one)."""
+    """The same of the live run: the state its events made (the driver applies each one to it
+    with the reducer, before the journal sees it), with what the run holds outside it: the text
+    it streamed so far (the journal commits it as `message:partial`) and its queues."""
     run, session = LIVE.steps, LIVE.session
-    history = session.history
-    messages, chars = list(history.messages), history.chars
-    calls, results = run.open_calls, dict(run.results)
-    if not calls and history.checkpoint is not None:
-        calls, results = history.checkpoint.calls, dict(history.checkpoint.results)
-    if calls and all(c.id in results for c in calls):
-        messages += [results[c.id] for c in calls]
-        chars += sum(message_chars(results[c.id]) for c in calls)
-        calls = []
+    state = session.state
+    mine = State(  # `continued` derives into the history: keep the live one as it is
+        tools=state.tools,
+        history=replace(state.history),
+        batch=state.batch,
+        paused=state.paused,
+        finished=state.finished,
+    )
     return {
-        "messages": messages,
-        "calls": [c.id for c in calls] if calls else None,
-        "results": {c.id: results[c.id] for c in calls if c.id in results} if calls else None,
-        "started": sorted(set(run.runner.items) - set(results)) if calls else None,
-        "carry_over": "".join(run.partial) if run.partial else history.carry_over,
+        **view_of(mine),
+        "carry_over": "".join(run.partial) if run.partial else state.history.carry_over,
         "steer": list(session._control.steering),
         "follow_up": list(session._control.follow_ups),
-        "usage": (chars, history.reported_tokens, history.chars_at_report),
-        "compacted_at": history.compacted_at,
         "cancelled": session._run is not None and session._run._cancelled,
     }
 
 
-AHEAD = {"input:received", "steering:injected", "actauth:decision", "approval:resolved"}
-AHEAD |= {"loop:skipped", "tool:interrupted", "toollane:result", "tool:output", "tool:result"}
-AHEAD |= {"tool:late_result", "loop:aborted"}
-"""Events a step computes before it yields (and commits) the first of them."""
+AHEAD = {"steering:injected"}
+"""Events whose change a step makes to the live queues before it yields (and commits) them:
+the steering it delivers leaves the queue at once."""
 SEEN = {"loop:paused", "loop:aborted", "loop:error", "loop:denied", "loop:max_turns"}
 SEEN |= {"compaction:finished", "steering:queued", "steering:injected", "loop:skipped"}
 
 
 def watch(session: Any) -> Any:
-    """Record the live state at every commit of the session's journal (a `LogJournal` whose
-    every streamed delta is committed, so that carry-over is exact)."""
+    """Record the live state at every commit the run makes in its own task, suspended at the
+    event it commits (a steering message is committed by a task of its own while the run goes
+    on), of the session's journal (a `LogJournal` whose every streamed delta is committed, so
+    that carry-over is exact)."""
     journal = session.journal
     assert isinstance(journal, LogJournal) and journal.settings.partial_every == 0.0
     commit = journal._commit
@@ -192,6 +186,9 @@ def watch(session: Any) -> Any:
     async def recorded(extra: ev.Event | None = None) -> None:
         before = journal.last_seq
         await commit(extra)
+        run = session._run
+        if run is not None and asyncio.current_task() is not run._task:
+            return
         if journal.last_seq != before:  # something was appended
             LIVE.session = session
             LIVE.commits.append((journal.last_seq, live_view()))
@@ -201,22 +198,21 @@ def watch(session: Any) -> Any:
 
 
 def check_commits(log: list[ev.Event]) -> None:
+    assert LIVE.commits  # every scenario commits
     views = [view_of(state := State(tools=BY_NAME))]
     for item in log:
         fold([item], BY_NAME, state)
         views.append(view_of(state))
     for n, live in LIVE.commits:
-        if log[n - 1].type == "message:completed":  # not yet in the live history
-            candidates = [n - 1]
-        else:
-            candidates = [n]
-            while candidates[-1] < len(log) and log[candidates[-1]].type in AHEAD:
-                candidates.append(candidates[-1] + 1)
-        seen = [views[m] for m in candidates]
+        later = n  # the steering a step delivers leaves the live queue before it is logged
+        while later < len(log) and log[later].type in AHEAD:
+            later += 1
+        queues = [(views[m]["steer"], views[m]["follow_up"]) for m in range(n, later + 1)]
         if live["cancelled"]:  # the queues are dropped at once live, at loop:aborted in the log
-            live = {**live, "steer": None, "follow_up": None}
-            seen = [{**view, "steer": None, "follow_up": None, "cancelled": True} for view in seen]
-        assert live in seen, (n, log[n - 1], live, views[n])
+            queues = [(live["steer"], live["follow_up"])]
+        assert (live["steer"], live["follow_up"]) in queues, (n, log[n - 1], live, views[n])
+        same = {"steer": None, "follow_up": None, "cancelled": False}
+        assert {**live, **same} == {**views[n], **same}, (n, log[n - 1], live, views[n])
 
 
 # ---- random sessions ----------------------------------------------------------------------------

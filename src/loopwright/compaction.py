@@ -4,7 +4,9 @@ The older part of the history is replaced by one summary message the model write
 or simply dropped (`discard`); the newest messages stay verbatim, and a tool call is never
 separated from its result. The change is one atomic replacement, announced by
 `compaction:started` and recorded by `compaction:finished`, which carries everything needed to
-rebuild the compacted view from the log (the originals stay in the log).
+rebuild the compacted view from the log (the originals stay in the log). `apply` makes the
+change, when the run's events are applied to its state and when the log is replayed alike
+(`replay`).
 """
 
 from __future__ import annotations
@@ -77,8 +79,9 @@ def compaction_due(
 async def compact(
     history: History, model: Model, policy: Compaction | None, reason: CompactionReason
 ) -> AsyncIterator[Event]:
-    """Replace the older history by a summary (or drop it), atomically; nothing when there is
-    nothing to compact. A summary the model cannot write falls back to discarding."""
+    """The events of replacing the older history by a summary (or dropping it); nothing when
+    there is nothing to compact. A summary the model cannot write falls back to discarding.
+    The history changes when `compaction:finished` is applied to it (`apply`)."""
     policy = policy or Compaction()
     if compactability(history, policy.keep_last) != "ok":
         return
@@ -98,7 +101,6 @@ async def compact(
         dropped=cut,
         summary=summary,
     )
-    apply(history, finished)
     yield finished
 
 

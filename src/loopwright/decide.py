@@ -10,7 +10,7 @@ gate: a `deny` refuses it (the item stays open); otherwise the human's approval 
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,9 +34,24 @@ from .tools import Scheduled, Tool, answered, is_question
 INTERRUPTED = "[interrupted: tool call did not complete]"
 UNGATED = Decision("allow", "built-in: not gated")
 
-Record = Callable[..., list[ev.Event]]
-"""`record(call, content, status, args=, detail=)`: store a result that did not come from
-running the tool, and return the events announcing it."""
+
+def record(
+    call: ToolCall,
+    content: str,
+    status: str,
+    *,
+    args: dict[str, Any] | None = None,
+    detail: str | None = None,
+) -> list[ev.Event]:
+    """The events of a result that did not come from running the tool (an unknown tool, a
+    denial, a skip...): its output (which the run's state records) and its status."""
+    is_error = status != "Approved."
+    return [
+        ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
+        ev.ToolResult(
+            id=call.id, tool=call.name, status_text=status, args=args, detail_text=detail
+        ),
+    ]
 
 
 @dataclass(slots=True)
@@ -62,9 +77,9 @@ class Pending:
     decision: Approval | Answer | None = None
     """The human's answer, once resolved."""
     resolved_at: str | None = None
-    checked: tuple[dict[str, Any], dict[str, Any]] | None = None
+    checked: tuple[dict[str, Any], dict[str, Any]] | None = field(default=None, compare=False)
     """(arguments, their validated values) last checked in this process: the call runs on
-    those values when it runs with those arguments."""
+    those values when it runs with those arguments (a cache: the log does not hold it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +156,6 @@ class Decider:
     scope: ev.Scope
     session_id: str
     approver: Approver | None
-    record: Record
     asking: Pending | None = None
     """The call whose approval is being awaited right now, if any."""
 
@@ -153,15 +167,15 @@ class Decider:
         if tool is None:
             known = ", ".join(self.tools) or "none"
             text = f"Unknown tool '{call.name}'. Available tools: {known}."
-            return self.record(call, text, "Error."), None
+            return record(call, text, "Error."), None
         if isinstance(verdict, Block):
-            return self.record(call, f"Blocked: {verdict.reason}", "Error."), None
+            return record(call, f"Blocked: {verdict.reason}", "Error."), None
         args = verdict if isinstance(verdict, dict) else call.args
         try:
             kwargs = tool.validate(args)
         except ValueError as exc:
             text = f"Invalid arguments for tool '{call.name}': {exc}"
-            return self.record(call, text, "Error.", args=args), None
+            return record(call, text, "Error.", args=args), None
         if is_question(tool):  # a question for the person, never gated
             return self.question(call, tool, kwargs)
         decision = gate_decision(self.gate, tool, kwargs, self.scope) if tool.gated else UNGATED
@@ -320,7 +334,7 @@ class Decider:
         batch.denied.append(call.name)
         who = "by user" if by_user else "by policy"
         text = f"Tool call denied {who}. Reason: {reason}"
-        return self.record(call, text, "Denied.", args=args, detail=reason)
+        return record(call, text, "Denied.", args=args, detail=reason)
 
     def rerun(self, checkpoint: Checkpoint, batch: Batch) -> list[ev.Event]:
         """The suspended calls of a resumed batch run again (their subagents resume), or are
@@ -357,7 +371,7 @@ class Decider:
         skipped += [(p.request.call, p.request.call.args, None) for p in waiting]
         for call, args, reason in skipped:
             events.append(ev.LoopSkipped(name=call.name, denied_tools=batch.denied))
-            events += self.record(call, text, "Skipped.", args=args, detail=reason)
+            events += record(call, text, "Skipped.", args=args, detail=reason)
         return events
 
     def recover(self, recovery: Recovery, batch: Batch, carry_over: str | None) -> list[ev.Event]:
@@ -388,7 +402,7 @@ class Decider:
                 )
             else:
                 events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
-                events += self.record(call, INTERRUPTED, "Error.")
+                events += record(call, INTERRUPTED, "Error.")
         return events
 
     def _idempotent(self, call: ToolCall) -> bool:

@@ -1,9 +1,10 @@
 """A run in progress: the task that drives the loop, and the buffer its reader takes events
 from.
 
-The loop (an async generator) runs in a task the `Run` owns. In that task each event goes to
-the journal first (the loop waits until it is durable) and then into a buffer; the reader takes
-it from there and is woken only when it waits, once for all the events buffered meanwhile.
+The loop (an async generator) runs in a task the `Run` owns. In that task each event is applied
+to the session's state (`replay`: the reducer that also rebuilds it from the log), then goes to
+the journal (the loop waits until it is durable) and then into a buffer; the reader takes it
+from there and is woken only when it waits, once for all the events buffered meanwhile.
 Cancelling a run is cancelling its task: the cancellation lands where the loop awaits, or — if
 it comes while the task awaits the journal or the reader — is handed to the loop at the event
 it is suspended on. Nothing lands in the reader's code.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import events as ev
+from .replay import HANDLERS, State
 
 if TYPE_CHECKING:
     from .loop import Control
@@ -69,6 +71,7 @@ class Run:
         "_room",
         "_seqs",
         "_session",
+        "_state",
         "_task",
         "_unbounded",
         "_waiter",
@@ -90,6 +93,7 @@ class Run:
         self.session_id = session_id
         self._journal = journal
         self._session = session
+        self._state = session.state if session is not None else State()
         self._input = input
         self._buffer: deque[ev.Event] = deque()
         self._seqs: deque[int | None] | None = deque() if journal is not None else None
@@ -130,8 +134,10 @@ class Run:
         return self._task
 
     async def _drive(self) -> None:
-        """The run's task: each event goes to the journal, then to the reader's buffer."""
+        """The run's task: each event is applied to the session's state, then goes to the
+        journal, then to the reader's buffer."""
         journal, buffer, seqs = self._journal, self._buffer, self._seqs
+        state, handlers = self._state, HANDLERS.get
         stop: ev.RunStopReason | None = None
         try:
             if journal is not None:
@@ -147,6 +153,9 @@ class Run:
         try:
             event = await step()
             while True:  # until the loop, past its `done`, ends (StopAsyncIteration)
+                handler = handlers(type(event))
+                if handler is not None:
+                    handler(state, event)
                 try:
                     if seqs is None:
                         buffer.append(event)

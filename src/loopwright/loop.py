@@ -5,7 +5,9 @@ named step of `steps.Steps`, which holds the run's state, and policy lives in co
 gate (`permissions`, `decide`), the approver (`approvals`), the scheduler (`runner`),
 retries (`retry`), the budget (`budget`), compaction and the hooks. The generator is suspended
 at every `yield`, so a driver that persists an event (`driver.Run` with a store) has done so
-before the loop goes on: `tool:started` is the intent, committed before the tool runs.
+before the loop goes on: `tool:started` is the intent, committed before the tool runs. The
+driver also applies each event to the session's state (`replay.apply`) before the loop goes on:
+the loop changes the history only by yielding events.
 Cancellation is the driving task's: it lands where the loop awaits (model, tools, a human) and
 the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout`.
 """
@@ -26,9 +28,10 @@ from .compaction import compaction_due
 from .decide import Batch
 from .errors import describe
 from .hooks import RunInfo, call_hook
-from .messages import AssistantMessage, History
+from .messages import AssistantMessage
 from .models import Model, ModelFailure
 from .permissions import Gate
+from .replay import State
 from .steps import Steps
 from .threads import Signal
 
@@ -55,7 +58,7 @@ async def run_loop(
     agent: Agent,
     model: Model,
     gate: Gate,
-    history: History,
+    state: State,
     info: RunInfo,
     control: Control,
     *,
@@ -75,17 +78,18 @@ async def run_loop(
     5. Late results of threads given up on (within a grace), exactly one terminal loop event,
        then `done`.
     """
-    run = Steps(agent, model, gate, history, info, control, approver, children)
-    hooks = agent.hooks
+    run = Steps(agent, model, gate, state, info, control, approver, children)
+    hooks, history = agent.hooks, state.history
+    recovery, checkpoint = history.recovery, history.checkpoint  # `session` takes them over
     try:
         yield ev.Session(session_id=info.session_id)
         if hooks.on_run_start:
             await call_hook(hooks.on_run_start, info)
-        if history.recovery is not None:
-            async for event in run.recover(history.recovery):
+        if recovery is not None:
+            async for event in run.recover(recovery):
                 yield event
-        if input is None and history.checkpoint is not None:
-            async for event in run.resume(history.checkpoint):
+        if input is None and checkpoint is not None:
+            async for event in run.resume(checkpoint):
                 yield event
         for event in await run.start(input):
             yield event

@@ -112,7 +112,8 @@ Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 class History:
     """A session's conversation as the model sees it, plus what a paused or interrupted run left.
 
-    `messages` only grows during a run (compaction replaces it atomically between steps).
+    It changes as the session's events are applied to it (`replay`, live and when the log is
+    read). `messages` only grows during a run (compaction replaces it atomically between steps).
     Sizes are tracked as messages are appended, so token estimates cost the same at any length.
     """
 
@@ -120,9 +121,9 @@ class History:
     carry_over: str | None = None
     """A note for the next run about a reply that was cut off (SPEC §3.9)."""
     checkpoint: Checkpoint | None = None
-    """The paused batch waiting on pending items, if any."""
+    """The paused batch waiting on pending items, if any (derived from the open batch)."""
     recovery: Recovery | None = None
-    """The unfinished batch of a run that died, found when the session was loaded."""
+    """The unfinished batch of a run that died, found when the session was loaded (derived)."""
     chars: int = 0
     reported_tokens: int | None = None
     """Context size the provider last reported (input + output tokens of the last request)."""

@@ -27,12 +27,13 @@ from .hooks import RunInfo
 from .loop import Control, run_loop
 from .messages import History, Message
 from .models import get_model
+from .replay import State
 
 
 class Journal(Protocol):
     """Where a run's events go before the loop continues (the store's seam).
 
-    `begin` claims the session for the run (and may refresh `session.history` in place from the
+    `begin` claims the session for the run (and may refresh `session.state` in place from the
     log); `append` must make the event durable (or fail) before it returns when it is a commit
     point — the loop is suspended until it does, so an intent is recorded before its tool runs —
     and returns the event's sequence number in the log, or None when it is not committed (yet)
@@ -84,12 +85,17 @@ class Session:
         self.id = session_id or secrets.token_hex(16)
         self.tenant = tenant
         self.environment = environment or os.environ.get("LOOPWRIGHT_ENV", "production")
-        self.history = history or History()
+        self.state = State(tools=agent._by_name, history=history or History())
+        """The session's state: what its events made of it (`replay`), its history first."""
         self.journal = journal
         self._control = Control()
         self._run: Run | None = None
         self._gate = agent.gate()
         self._children: dict[str, Session] = {}
+
+    @property
+    def history(self) -> History:
+        return self.state.history
 
     @property
     def messages(self) -> list[Message]:
@@ -140,7 +146,7 @@ class Session:
             self.agent,
             model,
             self._gate,
-            self.history,
+            self.state,
             info,
             self._control,
             input=input,

@@ -1,10 +1,17 @@
 """The steps of one run, and the state they share between them.
 
 `run_loop` (in `loop.py`) tells the story; `Steps` holds what a run carries from one step to the
-next (the step count, the text streamed so far, the open calls and their results, how it ended)
-and does each thing the loop names: start, request, accept, decide, execute, resume, recover,
-finish, proceed, compact, interrupt. Each delegates its policy to a collaborator: the `Decider`
-(gate and humans), the `ToolRunner`, `retry`, `compaction`, the hooks.
+next (the step count, the text streamed so far, the outcomes of the calls that ran, how it
+ended) and does each thing the loop names: start, request, accept, decide, execute, resume,
+recover, finish, proceed, compact, interrupt. Each delegates its policy to a collaborator: the
+`Decider` (gate and humans), the `ToolRunner`, `retry`, `compaction`, the hooks.
+
+The session's state (`replay.State`: the history, the open batch and its results) changes as
+the run's events are applied to it by the reducer, as each is yielded (`driver.Run`) — the same
+function that rebuilds it from the log. The steps read it: a change is an event, yielded before
+anything relies on it. Two things are not events of the run: the checkpoint of a batch the run
+pauses on, derived from the state as the log derives it (`replay.checkpoint`), and the text
+streamed so far when a reply is cut off, applied as the journal's `message:partial`.
 """
 
 from __future__ import annotations
@@ -22,12 +29,13 @@ from .agent import Agent
 from .approvals import ApprovalRequest, Approver
 from .budget import context_budget
 from .compaction import CompactionReason, compact
-from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, Suspended
+from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, record
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
-from .messages import AssistantMessage, History, ToolCall, ToolResultMessage, UserMessage
+from .messages import AssistantMessage, History, ToolCall, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .permissions import Gate
+from .replay import State, apply, checkpoint
 from .replies import check_reply
 from .retry import ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_point, result_events
@@ -44,11 +52,13 @@ class Steps:
     agent: Agent
     model: Model
     gate: Gate
-    history: History
+    state: State
     info: RunInfo
     control: Control
     approver: Approver | None
     children: Any = None
+    history: History = field(init=False)
+    """The state's history (read only: the reducer changes it)."""
     tools: dict[str, Any] = field(init=False)
     specs: tuple[ToolSpec, ...] = ()
     scope: ev.Scope = field(init=False)
@@ -59,16 +69,15 @@ class Steps:
     may_shrink: bool = True
     retries: int = 0
     partial: list[str] = field(default_factory=list)
-    open_calls: list[ToolCall] = field(default_factory=list)
     problems: dict[str, str] = field(default_factory=dict)
     """Call id → why that call of the reply will not run (`replies.check_reply`)."""
-    results: dict[str, ToolResultMessage] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     terminal: ev.Terminal | None = None
     text: str = ""
     stop_reason: ev.RunStopReason = "completed"
 
     def __post_init__(self) -> None:
+        self.history = self.state.history
         self.tools = self.agent._by_name
         self.specs = self.agent.tool_specs
         self.scope = ev.Scope(
@@ -77,12 +86,7 @@ class Steps:
         self.budget = context_budget(self.agent, self.model)
         # Collaborators get what they need, never the steps: no reference cycle, freed at once.
         self.decider = Decider(
-            self.tools,
-            self.gate,
-            self.scope,
-            self.info.session_id,
-            self.approver,
-            partial(record, self.results),
+            self.tools, self.gate, self.scope, self.info.session_id, self.approver
         )
         agent, info = self.agent, self.info
         after = agent.hooks.after_tool
@@ -177,15 +181,13 @@ class Steps:
 
     async def start(self, text: str | None) -> list[ev.Event]:
         """The carry-over note, the input (unless the prompt hook blocks it), steering."""
-        hooks, history = self.agent.hooks, self.history
+        hooks, carry_over = self.agent.hooks, self.history.carry_over
         events: list[ev.Event] = []
-        if history.carry_over:
+        if carry_over:
             note = UserMessage(
                 content="[Your previous reply was interrupted. What you had "
-                f"written so far:]\n{history.carry_over}"
+                f"written so far:]\n{carry_over}"
             )
-            history.carry_over = None
-            history.append(note)
             events.append(ev.InputReceived(message=note))
         if text is not None:
             extra = await call_hook(hooks.on_prompt, self.info, text) if hooks.on_prompt else None
@@ -194,7 +196,6 @@ class Steps:
                 self.stop(ev.LoopTerminated(reason=reason), extra.reason, "terminated")
                 return events
             message = UserMessage(content=f"{text}\n\n{extra}" if extra else text)
-            history.append(message)
             events.append(ev.InputReceived(message=message))
         return events + self.inject(self.control.steering, self.agent.steering, "steer")
 
@@ -205,7 +206,6 @@ class Steps:
         injected: list[ev.Event] = []
         for _ in range(count):
             message = UserMessage(content=queue.popleft())
-            self.history.append(message)
             injected.append(ev.SteeringInjected(message=message, mode=kind))
         return injected
 
@@ -229,19 +229,18 @@ class Steps:
         return request
 
     def received(self, item: ev.MessageCompleted) -> ev.MessageCompleted:
-        """The complete reply, its malformed calls renamed before anyone sees it."""
+        """The complete reply, its malformed calls renamed before anyone sees it (the text
+        streamed for it is no longer partial)."""
+        self.partial.clear()
         message, self.problems = check_reply(item.message)
         return item if message is item.message else ev.MessageCompleted(message=message)
 
     async def accept(self, reply: AssistantMessage) -> list[ToolCall]:
-        """The reply is complete: it joins the history; its calls are now open."""
-        self.partial.clear()
-        self.history.append(reply)
-        self.history.note_usage(reply.usage)
+        """The reply is complete (its `message:completed` put it in the history and opened its
+        batch): its calls."""
         if self.agent.hooks.after_reply:
             await call_hook(self.agent.hooks.after_reply, self.info, reply)
-        self.open_calls = calls = reply.tool_calls
-        return calls
+        return reply.tool_calls
 
     async def proceed(self, reply: AssistantMessage) -> list[ev.Event]:
         """After a batch: the continuation policy may stop; steering is delivered."""
@@ -274,13 +273,13 @@ class Steps:
         if reply.stop_reason == "max_tokens":
             cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
             for call in calls:
-                for event in self.result(call, cut, "Error."):
+                for event in record(call, cut, "Error."):
                     yield event
             return
         before_tool = self.agent.hooks.before_tool
         for call in calls:
             if call.id in self.problems:  # a malformed call: an error result, never run
-                for event in self.result(call, self.problems[call.id], "Error."):
+                for event in record(call, self.problems[call.id], "Error."):
                     yield event
                 continue
             verdict = await call_hook(before_tool, self.info, call) if before_tool else None
@@ -293,10 +292,7 @@ class Steps:
 
     async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
         """Finish a paused batch with the humans' answers, then let the run go on."""
-        self.history.checkpoint = None
-        self.open_calls, batch = checkpoint.calls, Batch()
-        self.results.update(checkpoint.results)
-        closed = Batch()
+        batch, closed = Batch(), Batch()
         for pending in checkpoint.pending.values():
             if pending.decision is None:  # closed by a sibling's denial
                 closed.deferred[pending.request.id] = pending
@@ -317,9 +313,6 @@ class Steps:
 
     async def recover(self, recovery: Recovery) -> AsyncIterator[ev.Event]:
         """Close the batch of a run that died (SPEC §3.9, P3): see `Decider.recover`."""
-        self.history.recovery = None
-        self.open_calls = recovery.calls
-        self.results.update(recovery.results)
         batch = Batch()
         for event in self.decider.recover(recovery, batch, self.history.carry_over):
             yield event
@@ -327,11 +320,12 @@ class Steps:
             yield event
 
     async def execute(self, batch: Batch, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
-        """Run what the decisions allowed; stop on a denial or pause on pending items."""
+        """Run what the decisions allowed; stop on a denial or pause on pending items. The
+        batch closes (its results join the history) with the output of its last call."""
         if batch.denied and self.agent.on_deny == "stop":
             for event in self.decider.skip(batch):
                 yield event
-            self.close_batch()
+            self.runner.reset()
             text = f"Stopped: denied {', '.join(batch.denied)}. Send another message to continue."
             self.stop(ev.LoopDenied(denied_tools=batch.denied), text, "denied")
             return
@@ -342,119 +336,67 @@ class Steps:
             await cancel_point()
             yield runner.started(scheduled[0])
             for event in await runner.one(scheduled[0]):
-                self.note(event)
                 yield event
         else:
             async for event in runner.run(scheduled):
-                self.note(event)
                 yield event
-        suspended: dict[str, Suspended] = {}
-        terminate = len(scheduled) == len(calls)  # every call of the reply ran and says so
-        for item in scheduled:
-            outcome = self.outcomes[item.call.id]
-            terminate = terminate and outcome.terminate
-            if (waits := outcome.suspended) is not None:
-                suspended[item.call.id] = Suspended(
-                    item.call, item.tool, item.args, waits.session_id, waits.pending_ids
-                )
-        if batch.deferred or suspended:
-            checkpoint = Checkpoint(calls, dict(self.results), batch.deferred, False, suspended)
-            self.history.checkpoint = checkpoint
-            self.results.clear()
-            self.open_calls = []
+        outcomes = [(item.call.name, self.outcomes[item.call.id]) for item in scheduled]
+        waits = [(name, o.suspended) for name, o in outcomes if o.suspended is not None]
+        if batch.deferred or waits:
+            self.history.checkpoint = self.paused(batch)
             what = [
                 f"approval of {p.request.call.name}"
                 if isinstance(p.request, ApprovalRequest)
                 else "an answer to a question"
                 for p in batch.deferred.values()
             ]
-            what += [f"the subagent {s.call.name}" for s in suspended.values()]
-            waiting = [*batch.deferred, *(i for s in suspended.values() for i in s.pending_ids)]
+            what += [f"the subagent {name}" for name, _ in waits]
+            waiting = [*batch.deferred, *(i for _, w in waits for i in w.pending_ids)]
             text = f"Paused: waiting for {', '.join(what)}."
             self.stop(ev.LoopPaused(pending_ids=waiting), text, "paused")
             return
-        last = self.outcomes[scheduled[-1].call.id] if scheduled else None
-        self.close_batch()
-        if terminate and last is not None:
-            self.stop(
-                ev.LoopTerminated(reason="a tool asked to end the run"), last.content, "terminated"
-            )
-
-    def result(
-        self,
-        call: ToolCall,
-        content: str,
-        status: str,
-        *,
-        args: dict[str, Any] | None = None,
-        detail: str | None = None,
-    ) -> list[ev.Event]:
-        """Record a result for a call that did not run, and the events that announce it."""
-        return record(self.results, call, content, status, args=args, detail=detail)
-
-    def note(self, event: ev.Event) -> None:
-        """Keep what a call that ran produced, for the history."""
-        if type(event) is ev.ToolOutput:
-            self.results[event.id] = ToolResultMessage(
-                call_id=event.id, tool=event.tool, content=event.content, is_error=event.is_error
-            )
-
-    def close_batch(self) -> None:
-        """Append the batch's results to the history in call order."""
-        for call in self.open_calls:
-            self.history.append(self.results.pop(call.id))
-        self.open_calls = []
         self.runner.reset()
+        # every call of the reply ran and says so
+        if outcomes and len(scheduled) == len(calls) and all(o.terminate for _, o in outcomes):
+            text = outcomes[-1][1].content
+            self.stop(ev.LoopTerminated(reason="a tool asked to end the run"), text, "terminated")
+
+    def paused(self, batch: Batch) -> Checkpoint:
+        """The checkpoint of the batch the run pauses on, as the log derives it (`replay`),
+        with the values checked live for its deferred calls."""
+        assert self.state.batch is not None
+        paused = checkpoint(self.state.batch, self.tools)
+        for pending_id, item in batch.deferred.items():
+            paused.pending[pending_id].checked = item.checked
+        return paused
 
     def interrupt(self, *, cancelled: bool = False) -> list[ev.Event]:
         """Cancel or failure: every open call gets a result, and the history stays valid for
         every provider (SPEC §3.9). A call that finished keeps its real result; any other says
         what it was doing: not started, stopped while it ran, or still running in its thread
-        (its real outcome follows as `tool:late_result`)."""
+        (its real outcome follows as `tool:late_result`). The text streamed so far is the
+        carry-over, as the journal's `message:partial` records it."""
         events: list[ev.Event] = self.decider.abandon()
         if self.partial:
-            self.history.carry_over = "".join(self.partial)
+            apply(self.state, ev.MessagePartial(text="".join(self.partial)))
             self.partial.clear()
-        runner = self.runner
-        for call in self.open_calls:
-            if call.id in self.results:
+        runner, batch = self.runner, self.state.batch
+        calls, results = (batch.calls, batch.results) if batch is not None else ([], {})
+        for call in calls:
+            if call.id in results:
                 continue
             outcome, item = runner.outcomes.get(call.id), runner.items.get(call.id)
             if outcome is not None and item is not None and outcome.suspended is None:
-                for event in result_events(item, outcome):
-                    self.note(event)
-                    events.append(event)
+                events += result_events(item, outcome)
                 continue
             events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
             text = STOPPED if outcome is not None else runner.unfinished.get(call.id)
-            events += self.result(call, text or (NOT_RUN if cancelled else INTERRUPTED), "Error.")
-        self.close_batch()
+            events += record(call, text or (NOT_RUN if cancelled else INTERRUPTED), "Error.")
+        runner.reset()
         return events
 
 
 # ---- collaborators' adapters --------------------------------------------------------------------
-
-
-def record(
-    results: dict[str, ToolResultMessage],
-    call: ToolCall,
-    content: str,
-    status: str,
-    *,
-    args: dict[str, Any] | None = None,
-    detail: str | None = None,
-) -> list[ev.Event]:
-    """Store in `results` a result for a call that did not run; the events that announce it."""
-    is_error = status != "Approved."
-    results[call.id] = ToolResultMessage(
-        call_id=call.id, tool=call.name, content=content, is_error=is_error
-    )
-    return [
-        ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
-        ev.ToolResult(
-            id=call.id, tool=call.name, status_text=status, args=args, detail_text=detail
-        ),
-    ]
 
 
 def tool_context(

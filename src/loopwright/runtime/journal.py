@@ -38,12 +38,13 @@ from ..approvals import Answer, Approval, Approver
 from ..decide import Resolution
 from ..errors import UnknownPending, UnknownSession
 from ..messages import History
+from ..replay import State
 from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Decision, EventLog, Lease, SessionKey
 from ..tools import Tool
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
-from .state import read_history, refill, save_snapshot
+from .state import read_state, refill, save_snapshot
 
 if TYPE_CHECKING:
     from .live import Live
@@ -161,7 +162,7 @@ class LogJournal:
         try:
             if claimed.died or claimed.last_seq != self.loaded_seq:
                 had_checkpoint = session.history.checkpoint is not None
-                refill(session.history, await self.load(died=claimed.died))
+                refill(session.state, await self.load(died=claimed.died))
                 if claimed.died:
                     await self.close_unreachable(
                         session, "recovery", "its run died", everywhere=True
@@ -248,7 +249,7 @@ class LogJournal:
         claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
         try:
             if claimed.died:
-                refill(session.history, await self.load(died=True))
+                refill(session.state, await self.load(died=True))
                 await self.close_unreachable(session, "recovery", "its run died", everywhere=True)
         finally:
             await self.log.release(claimed.lease, _status_of(session.history))
@@ -267,14 +268,14 @@ class LogJournal:
 
     # ---- opening -----------------------------------------------------------------------------
 
-    async def load(self, *, died: bool) -> History:
-        """The session's history from its log (`died`: its last run stopped before `done`):
-        its newest snapshot and the events after it, folded by the reducer."""
-        history, self.loaded_seq, self.snapshot_seq = await read_history(
+    async def load(self, *, died: bool) -> State:
+        """The session's state from its log (`died`: its last run stopped before `done`): its
+        newest snapshot and the events after it, folded by the reducer."""
+        state, self.loaded_seq, self.snapshot_seq = await read_state(
             self.log, self.key, self.tools, died=died
         )
         self.last_seq = self.loaded_seq
-        return history
+        return state
 
     async def _save_snapshot(self, lease: Lease) -> None:
         """A snapshot is an optimisation: failing to keep one never fails the run."""
@@ -454,7 +455,7 @@ async def session_in_log(
         record = await log.session(key)
     except UnknownSession:
         return session
-    refill(session.history, await journal.load(died=record.status == "interrupted"))
+    refill(session.state, await journal.load(died=record.status == "interrupted"))
     for mode, text in session.history.queued:  # sent, logged, not delivered yet
         (session.steer if mode == "steer" else session.follow_up)(text)
     checkpoint = session.history.checkpoint

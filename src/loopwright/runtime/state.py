@@ -23,18 +23,20 @@ INLINE_FOLD = 500
 """Events folded on the event loop when a session opens; a longer log is folded in a thread."""
 
 
-async def read_history(
+async def read_state(
     log: EventLog, key: SessionKey, tools: dict[str, Tool], *, died: bool
-) -> tuple[History, int, int]:
-    """The history a run of the session continues from (`died`: its last run stopped before
-    its `done`), the seq it was read up to, and the seq of the snapshot it started from."""
+) -> tuple[State, int, int]:
+    """The state a run of the session continues from, its history `continued` (`died`: its
+    last run stopped before its `done`), the seq it was read up to, and the seq of the
+    snapshot it started from."""
     state, after = await restore(log, key, tools)
     stored = await log.read(key, after=after)
     last = stored[-1].seq if stored else after
     if state is None and len(stored) < INLINE_FOLD:
-        return continued(fold((s.event for s in stored), tools), died=died), last, after
-    history = await asyncio.to_thread(_continued, state, stored, tools, died)
-    return history, last, after
+        state = _continued(state, stored, tools, died)
+    else:
+        state = await asyncio.to_thread(_continued, state, stored, tools, died)
+    return state, last, after
 
 
 async def restore(
@@ -64,16 +66,20 @@ async def save_snapshot(log: EventLog, lease: Lease, tools: dict[str, Tool]) -> 
     return stored[-1].seq
 
 
-def refill(history: History, fresh: History) -> None:
-    """Replace a history's contents in place (the run's loop holds the object)."""
+def refill(state: State, fresh: State) -> None:
+    """Replace a session's state by another in place (a run holds the state and its history);
+    the state keeps its own tools."""
     for f in fields(History):
-        setattr(history, f.name, getattr(fresh, f.name))
+        setattr(state.history, f.name, getattr(fresh.history, f.name))
+    state.batch, state.paused, state.finished = fresh.batch, fresh.paused, fresh.finished
 
 
 def _continued(
     state: State | None, stored: list[StoredEvent], tools: dict[str, Tool], died: bool
-) -> History:
-    return continued(fold((s.event for s in stored), tools, state), died=died)
+) -> State:
+    state = fold((s.event for s in stored), tools, state)
+    continued(state, died=died)
+    return state
 
 
 def _snapshot_of(state: State | None, stored: list[StoredEvent], tools: dict[str, Tool]) -> str:
