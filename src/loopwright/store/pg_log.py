@@ -168,16 +168,17 @@ class PostgresLog:
         return result
 
     async def _tell(self, db: Db, told: Told) -> None:
-        """NOTIFY after the commit, in a transaction of its own that does not wait for the disk:
-        notifying holds a database-wide lock until its transaction ends, and notifying inside
-        the write would serialise every commit on its flush (half the commits per second with
-        eight writers, measured). A notification lost in a crash is made up by the re-reads."""
+        """NOTIFY after the commit, in a transaction of its own (the pipeline's implicit one)
+        that does not wait for the disk: notifying holds a database-wide lock until its
+        transaction ends, and notifying inside the write would serialise every commit on its
+        flush (half the commits per second with eight writers, measured). A notification lost
+        in a crash is made up by the re-reads."""
         assert self._wakeups is not None
-        await db.execute("BEGIN")
-        await db.execute("SET LOCAL synchronous_commit = off")
         for sid, seq in told:
-            await db.execute("SELECT pg_notify(%s, %s)", (self._wakeups.channel, f"{sid} {seq}"))
-        await db.execute("COMMIT")
+            await db.execute(
+                "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
+                (self._wakeups.channel, f"{sid} {seq}"),
+            )
 
     def _now(self, db_now: float) -> float:
         return db_now if self.clock is None else self.clock()
