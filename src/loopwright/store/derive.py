@@ -96,6 +96,10 @@ def derive(state: SessionState, events: Sequence[ev.Event]) -> Derived:
     ops: list[Op] = []
     for event in events:
         seq += 1
+        kind = event.type  # most events derive nothing: one set lookup passes them
+        if kind not in _DERIVING:
+            status = "running"  # the run's own events: it has not ended (yet)
+            continue
         match event:
             case ev.MessageCompleted(message=message):
                 reply = seq
@@ -157,9 +161,23 @@ def derive(state: SessionState, events: Sequence[ev.Event]) -> Derived:
                 )
             case ev.Done(stop_reason=stop):
                 status = "paused" if stop == "paused" else "idle"
-        if not isinstance(event, ev.Done | ev.PendingDecided):
+        if kind != "done" and kind != "pending:decided":
             status = "running"  # the run's own events: it has not ended (yet)
     return Derived(SessionState(seq, reply, status), ops)
+
+
+_DERIVING = frozenset(
+    {
+        "message:completed",
+        "approval:pending",
+        "question:pending",
+        "pending:requested",
+        "pending:decided",
+        "done",
+    }
+)
+"""The event types `derive` reads (every other one only numbers its event and keeps the run
+`running`)."""
 
 
 def decision_events(
