@@ -71,6 +71,8 @@ LOOPWRIGHT_TOML = """\
 
 # [store]                       # where sessions are kept (SQLite); $LOOPWRIGHT_HOME overrides it
 # path = ".loopwright/loopwright.db"
+# url = "postgresql://user@host/db"   # or PostgreSQL, for many processes (loopwright[postgres]);
+#                                     # $LOOPWRIGHT_STORE_URL overrides both
 
 # [providers.local]             # an OpenAI-compatible endpoint, used as "local:MODEL"
 # base_url = "http://localhost:11434/v1"
