@@ -79,6 +79,7 @@ class PostgresLog:
             return self._pool
         if self._opening is None:
             self._opening = asyncio.ensure_future(self._connect())
+            self._opening.add_done_callback(_settled)
         opening = self._opening
         try:
             return await asyncio.shield(opening)
@@ -481,6 +482,6 @@ class PostgresLog:
 
 
 def _settled(task: asyncio.Future[Any]) -> None:
-    """A job whose caller was cancelled: its failure is nobody's to hear (the log says it)."""
+    """A job (or the connecting) whose caller was cancelled: its failure is nobody's to hear."""
     if not task.cancelled():
         task.exception()
