@@ -22,14 +22,6 @@ import contextlib
 import psycopg
 from psycopg import sql
 
-KEEPALIVES = {
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 2,
-    "keepalives_count": 3,
-}
-"""A listening connection cut off without a word is noticed within about 11 seconds."""
-
 
 class Wakeups:
     """Waiters by session key, woken by notifications on `channel` (see the module docstring)."""
