@@ -7,14 +7,18 @@ with Hypothesis, each at its long bound; CI runs the default suite, then the lon
 
 A test picks its bound with `examples(quick, long)`; a Hypothesis test that names no
 `max_examples` gets the long profile's count under `--long`.
+
+Both lengths load a profile that never fails a test for the machine's speed: no per-example
+deadline, and no "input generation is slow" health check (the suite runs on busy machines).
 """
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import is_hypothesis_test, settings
+from hypothesis import HealthCheck, is_hypothesis_test, settings
 
 LONG_PROFILE_EXAMPLES = 1000
+SPEED_FREE = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 _long = False
 
@@ -39,9 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "long: the test scales with examples(); `--long` runs it at its long bound"
     )
-    if _long:
-        settings.register_profile("long", max_examples=LONG_PROFILE_EXAMPLES)
-        settings.load_profile("long")
+    settings.register_profile("quick", **SPEED_FREE)
+    settings.register_profile("long", max_examples=LONG_PROFILE_EXAMPLES, **SPEED_FREE)
+    settings.load_profile("long" if _long else "quick")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
