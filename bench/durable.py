@@ -8,7 +8,9 @@ Three measures, each run in a fresh process with fresh files, in N interleaved r
 medians:
 
 * `floor`: plain `sqlite3` on a WAL file with `synchronous=NORMAL`, two commits per step (an
-  intent row, commit; a result row, commit). µs per step.
+  intent row, commit; a result row, commit). µs per step. `floor-nockpt`: the same with
+  `wal_autocheckpoint=0`, so none of its commits runs a checkpoint (the event log's
+  checkpoints run on a thread of their own, not inside its commits).
 * `durable` / `memory`: STEPS steps of one instant inline `ping` call each, then "done", from an
   instant `FunctionModel`; on a durable session in a fresh SQLite file (the stack's store), and
   on an in-memory `Session` (the loop alone). µs per step; `durable` also × floor.
@@ -99,11 +101,14 @@ def make_agent() -> Agent:
 # ---- one measurement (in a child process) ------------------------------------------------------
 
 
-def run_floor(steps: int, directory: Path) -> dict[str, Any]:
-    """Plain sqlite3: two commits per step (the call's intent, then its result)."""
+def run_floor(steps: int, directory: Path, checkpoints: bool = True) -> dict[str, Any]:
+    """Plain sqlite3: two commits per step (the call's intent, then its result); without
+    `checkpoints`, no commit runs one (SQLite's default runs one at 1,000 WAL pages)."""
     db = sqlite3.connect(directory / "floor.db")
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
+    if not checkpoints:
+        db.execute("PRAGMA wal_autocheckpoint=0")
     db.execute(
         "CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, "
         "data TEXT NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID"
@@ -212,8 +217,8 @@ def child(argv: list[str]) -> int:
     kind, stack_name, arg = argv[0], argv[1], int(argv[2])
     directory = Path(tempfile.mkdtemp(prefix="loopwright-durable-"))
     try:
-        if kind == "floor":
-            out = run_floor(arg, directory)
+        if kind in ("floor", "floor-nockpt"):
+            out = run_floor(arg, directory, checkpoints=kind == "floor")
         elif kind in ("durable", "memory"):
             out = asyncio.run(run_steps(kind, stack_name, arg, directory))
         else:
@@ -266,20 +271,34 @@ def summarise(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
     def paired(a: dict[int, float], b: dict[int, float]) -> float | None:
         return med({i: a[i] / b[i] for i in a.keys() & b.keys() if b[i]})
 
+    def spread(values: dict[int, float]) -> list[float] | None:
+        return [min(values.values()), max(values.values())] if values else None
+
     floor, durable = cell("floor", "us_per_step"), cell("durable", "us_per_step")
-    memory = cell("memory", "us_per_step")
+    memory, bare = cell("memory", "us_per_step"), cell("floor-nockpt", "us_per_step")
     share = {i: durable[i] - memory[i] for i in durable.keys() & memory.keys()}
     out: dict[str, Any] = {
         "floor_us": med(floor),
+        "floor_nockpt_us": med(bare),
+        "floor_nockpt_x_floor": paired(bare, floor),
         "durable_us": med(durable),
         "durable_x_floor": paired(durable, floor),
+        "durable_x_floor_nockpt": paired(durable, bare),
+        "range": {
+            "floor": spread(floor),
+            "floor_nockpt": spread(bare),
+            "durable": spread(durable),
+            "memory": spread(memory),
+        },
         "memory_us": med(memory),
         "memory_x_floor": paired(memory, floor),
         "store_share_us": med(share),
         "store_share_x_floor": paired(share, floor),
         "length": {},
     }
-    first = {key: cell("length", key, sizes[0]) for key in ("message_ms", "http_ms")}
+    first = (
+        {key: cell("length", key, sizes[0]) for key in ("message_ms", "http_ms")} if sizes else {}
+    )
     for size in sizes:
         keys = ("stored_events", "stored_after", "open_ms", "run_ms", "message_ms", "http_ms")
         keys += ("build_s",)
@@ -295,6 +314,11 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     steps, sizes = meta["steps"], meta["sizes"]
     floor = summary["floor_us"]
     http = any(c["http_ms"] is not None for c in summary["length"].values())
+
+    def span(key: str) -> str:
+        low_high = summary["range"][key]
+        return "–" if low_high is None else f"{fmt(low_high[0])}–{fmt(low_high[1])}"
+
     lines = [
         f"## Results: {meta['stack']} stack",
         "",
@@ -307,27 +331,37 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         "",
         f"Per step ({steps} steps, one inline `ping` call each, instant model):",
         "",
-        "| measure | µs/step | × floor |",
-        "|---|--:|--:|",
+        "| measure | µs/step | range | × floor |",
+        "|---|--:|--:|--:|",
         f"| floor: plain `sqlite3`, WAL, `synchronous=NORMAL`, 2 commits/step | {fmt(floor)} "
-        "| 1.00 |",
+        f"| {span('floor')} | 1.00 |",
+        f"| the floor without checkpoints in its commits (`wal_autocheckpoint=0`) "
+        f"| {fmt(summary['floor_nockpt_us'])} | {span('floor_nockpt')} "
+        f"| {fmt(summary['floor_nockpt_x_floor'], 2)} |",
         f"| loopwright, durable session ({meta['stack']} stack, fresh SQLite file) "
-        f"| {fmt(summary['durable_us'])} | {fmt(summary['durable_x_floor'], 2)} |",
+        f"| {fmt(summary['durable_us'])} | {span('durable')} "
+        f"| {fmt(summary['durable_x_floor'], 2)} |",
         f"| loopwright, in-memory session (the loop alone) | {fmt(summary['memory_us'])} "
-        f"| {fmt(summary['memory_x_floor'], 2)} |",
+        f"| {span('memory')} | {fmt(summary['memory_x_floor'], 2)} |",
         f"| the store's share (durable − in-memory) | {fmt(summary['store_share_us'])} "
-        f"| {fmt(summary['store_share_x_floor'], 2)} |",
+        f"| | {fmt(summary['store_share_x_floor'], 2)} |",
         "",
-        f"One new message on a session of N stored events (open it from the store, run a "
-        f"one-step turn to its `done`; {meta['messages']} messages per process after "
-        f"{WARMUP} uncounted"
-        + (", each followed by one over HTTP" if http else "; no HTTP: " + meta["no_http"])
-        + ", so the session grows to the second figure by the last one), ms:",
-        "",
-        f"| stored events | open ms | run ms | message ms | × {sizes[0]:,} | HTTP ms "
-        f"| HTTP × {sizes[0]:,} |",
-        "|--:|--:|--:|--:|--:|--:|--:|",
+        f"The durable session is {fmt(summary['durable_x_floor_nockpt'], 2)} × the floor "
+        "without checkpoints in its commits.",
     ]
+    if sizes:
+        lines += [
+            "",
+            f"One new message on a session of N stored events (open it from the store, run a "
+            f"one-step turn to its `done`; {meta['messages']} messages per process after "
+            f"{WARMUP} uncounted"
+            + (", each followed by one over HTTP" if http else "; no HTTP: " + meta["no_http"])
+            + ", so the session grows to the second figure by the last one), ms:",
+            "",
+            f"| stored events | open ms | run ms | message ms | × {sizes[0]:,} | HTTP ms "
+            f"| HTTP × {sizes[0]:,} |",
+            "|--:|--:|--:|--:|--:|--:|--:|",
+        ]
     for size in sizes:
         c = summary["length"][size]
         lines.append(
@@ -381,7 +415,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=3, help="rounds (default 3)")
     ap.add_argument("--steps", type=int, default=500, help="steps per step run (default 500)")
-    ap.add_argument("--sizes", default="300,3000,30000", help="stored events per session")
+    ap.add_argument(
+        "--sizes", default="300,3000,30000", help="stored events per session ('' for none)"
+    )
     ap.add_argument("--messages", type=int, default=5, help="timed messages per length process")
     ap.add_argument("--stack", choices=sorted(STACKS), default="runtime")
     ap.add_argument("--no-http", action="store_true", help="skip the HTTP messages")
@@ -396,6 +432,7 @@ def main() -> None:
     load_start = os.getloadavg()[0]
     jobs = [
         ["floor", stack, str(args.steps)],
+        ["floor-nockpt", stack, str(args.steps)],
         ["durable", stack, str(args.steps)],
         ["memory", stack, str(args.steps)],
         *(["length", stack, str(size), str(args.messages), http] for size in sizes),
