@@ -6,11 +6,16 @@ Rows (µs per call, median of the rounds; each round a fresh database in a tempo
 
 - `sqlite3 commit, 1 row` / `5 rows`: the floor — one connection (WAL, synchronous=NORMAL),
   `BEGIN IMMEDIATE`, the INSERTs of events as the log stores them, `COMMIT`, called inline.
-- `SQLiteLog.append`: the event log, awaited from a coroutine (its call runs on the log's worker
-  thread; the event loop is free meanwhile).
+- `SQLiteLog.append`: the event log, awaited from a coroutine. An append nothing would wait for
+  runs on the event loop (see store/sqlite_worker.py); `on the worker` rows are the same with
+  `inline_appends=False`: the call runs on the log's worker thread (the event loop is free
+  meanwhile).
 - `SQLiteLog.append, 1 event, 8 sessions at once`: eight tasks, each appending to a session of
   its own, one append after another (as eight runs of a server): µs per append, all together.
 - `SQLiteLog hop`: an empty call through the worker thread (the cost of being off the loop).
+
+Then how long the event loop waited for one append run on it (µs, over every append of the
+1-event rows of every round): the median, the 99th percentile and the longest.
 
 A 5-event batch is a reply, its approval request with the call it is about, a tool's intent:
 `message:completed` (with usage), `approval:pending`, `pending:requested`, `tool:started` and
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import sqlite3
 import statistics
 import sys
@@ -79,24 +85,41 @@ def floor(path: Path, size: int, n: int) -> float:
     return elapsed / n * 1e6
 
 
-async def log(path: Path, batch: list[ev.Event] | None, n: int) -> float:
-    sqlite_log = SQLiteLog(path)
+INLINE = "inline_appends" in inspect.signature(SQLiteLog).parameters
+"""Whether this tree's log runs appends on the event loop (older trees have no such switch)."""
+WAITS: list[float] = []
+"""Seconds of each 1-event append run on the event loop (its whole await blocks the loop)."""
+
+
+def opened(path: Path, worker: bool = False) -> SQLiteLog:
+    return SQLiteLog(path, inline_appends=False) if worker else SQLiteLog(path)
+
+
+async def log(path: Path, batch: list[ev.Event] | None, n: int, worker: bool = False) -> float:
+    sqlite_log = opened(path, worker)
     lease = (await sqlite_log.claim(SessionKey("t", "a", "s"), "bench", ttl=3600)).lease
     batches = [_fresh(batch, i) for i in range(n)] if batch is not None else []
+    waits = []
     start = time.perf_counter()
     if batch is None:
         for _ in range(n):
             await sqlite_log._call(lambda db: None)
     else:
         for events in batches:
+            t0 = time.perf_counter()
             await sqlite_log.append(lease, events)
+            waits.append(time.perf_counter() - t0)
     elapsed = time.perf_counter() - start
     await sqlite_log.close()
+    if INLINE and not worker and batch is not None and len(batch) == 1:
+        WAITS.extend(waits)
     return elapsed / n * 1e6
 
 
-async def sessions_at_once(path: Path, batch: list[ev.Event], n: int, k: int = 8) -> float:
-    sqlite_log = SQLiteLog(path)
+async def sessions_at_once(
+    path: Path, batch: list[ev.Event], n: int, k: int = 8, worker: bool = False
+) -> float:
+    sqlite_log = opened(path, worker)
     leases = [
         (await sqlite_log.claim(SessionKey("t", "a", f"s{i}"), "bench", ttl=3600)).lease
         for i in range(k)
@@ -130,7 +153,7 @@ def _fields(e: ev.ApprovalPending) -> dict[str, object]:
 
 
 def one_round(folder: Path, n: int) -> dict[str, float]:
-    return {
+    rows = {
         "sqlite3 commit, 1 row": floor(folder / "f1.db", 1, n),
         "sqlite3 commit, 5 rows": floor(folder / "f5.db", 5, n),
         "SQLiteLog.append, 1 event": asyncio.run(log(folder / "l1.db", ONE, n)),
@@ -140,6 +163,19 @@ def one_round(folder: Path, n: int) -> dict[str, float]:
         ),
         "SQLiteLog hop (empty call)": asyncio.run(log(folder / "h.db", None, n)),
     }
+    if INLINE:
+        rows |= {
+            "SQLiteLog.append, 1 event, on the worker": asyncio.run(
+                log(folder / "w1.db", ONE, n, worker=True)
+            ),
+            "SQLiteLog.append, 5 events, on the worker": asyncio.run(
+                log(folder / "w5.db", FIVE, n, worker=True)
+            ),
+            "SQLiteLog.append, 1 event, 8 sessions at once, on the worker": asyncio.run(
+                sessions_at_once(folder / "wk.db", ONE, n, worker=True)
+            ),
+        }
+    return rows
 
 
 def main() -> None:
@@ -161,6 +197,13 @@ def main() -> None:
         size = 5 if "5 " in name else 1
         spread = f"{min(values):.1f}–{max(values):.1f}"
         print(f"| {name} | {us:.1f} | {spread} | {us / base[size]:.2f} |")
+    if WAITS:
+        waits = sorted(WAITS)
+        p50, p99 = (waits[int(q * (len(waits) - 1))] * 1e6 for q in (0.5, 0.99))
+        print(
+            f"\nThe event loop's wait for one append run on it ({len(waits)} appends): "
+            f"median {p50:.1f} µs, 99th percentile {p99:.1f} µs, longest {waits[-1] * 1e6:.1f} µs"
+        )
 
 
 if __name__ == "__main__":

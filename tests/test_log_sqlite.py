@@ -163,7 +163,7 @@ async def test_calls_run_on_the_logs_worker_thread(tmp_path):
         threads.add(threading.current_thread())
         return 1_000.0
 
-    log = SQLiteLog(tmp_path / "loopwright.db", clock=clock)
+    log = SQLiteLog(tmp_path / "loopwright.db", clock=clock, inline_appends=False)
     lease = (await log.claim(KEY, "run-1", ttl=30)).lease
     await log.append(lease, [said("hi")])
     await log.close()

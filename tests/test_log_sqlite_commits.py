@@ -1,6 +1,7 @@
 """What only the SQLite log does to keep a commit short: an append under a lease it appended
-under before fences by updating the session's row (no read first), writes that wait share one
-transaction (a group commit), and the WAL is checkpointed on a thread of its own."""
+under before fences by updating the session's row (no read first), an append nothing would wait
+for runs on the event loop, writes that wait share one transaction on the worker (a group
+commit), and the WAL is checkpointed on a thread of its own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from log_conformance import KEY, SAFETY, reply, said
 from loopwright.store import StaleWriter
 from loopwright.store.log import SessionKey
+from loopwright.store.sqlite_checkpoints import Checkpointer
 from loopwright.store.sqlite_log import SQLiteLog
 
 
@@ -25,7 +27,7 @@ def traced(log: SQLiteLog) -> list[str]:
 
 
 async def test_an_append_after_the_logs_own_fences_by_the_rows_update(tmp_path):
-    log = SQLiteLog(tmp_path / "l.db")
+    log = SQLiteLog(tmp_path / "l.db", inline_appends=False)
     lease = (await log.claim(KEY, "run-1", ttl=30)).lease
     first = traced(log)
     assert await log.append(lease, [said("hi")]) == 1
@@ -120,3 +122,89 @@ async def test_writes_that_wait_share_one_transaction_and_a_failed_one_undoes_on
     assert await log.read(keys[2]) == []
     assert (await log.session(keys[2])).last_seq == 0
     await log.close()
+
+
+class Threads:
+    """A log's clock that notes the thread of each call (a write reads it once the lock is
+    taken)."""
+
+    def __init__(self) -> None:
+        self.seen: list[threading.Thread] = []
+
+    def __call__(self) -> float:
+        self.seen.append(threading.current_thread())
+        return 1_000.0
+
+
+async def test_an_append_nothing_waits_for_runs_on_the_event_loop(tmp_path):
+    """The worker is idle and the write lock free: the append's transaction runs where it is
+    awaited, without waiting for SQLite's lock (busy timeout 0 for its length)."""
+    threads = Threads()
+    log = SQLiteLog(tmp_path / "l.db", clock=threads)
+    lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+    statements = traced(log)
+    assert await log.append(lease, [said("hi")]) == 1
+    assert threads.seen == [log._worker, threading.current_thread()]
+    assert statements == [
+        "PRAGMA busy_timeout=0",
+        "BEGIN IMMEDIATE",
+        "SELECT id, epoch,",
+        "UPDATE sessions SET",
+        "INSERT INTO events",
+        "COMMIT",
+        "PRAGMA busy_timeout=5000",
+    ]
+    await log.close()
+    full = SQLiteLog(tmp_path / "f.db", clock=threads, durability="full")  # every commit syncs
+    lease = (await full.claim(KEY, "run-1", ttl=30)).lease
+    threads.seen.clear()
+    assert await full.append(lease, [said("hi")]) == 1
+    assert threads.seen == [full._worker]
+    await full.close()
+
+
+async def test_an_append_waits_on_the_worker_while_another_connection_holds_the_lock(tmp_path):
+    log = SQLiteLog(tmp_path / "l.db")
+    lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+    handed = asyncio.Event()
+    submit = log._runner.submit
+
+    def handing(*args):
+        handed.set()
+        return submit(*args)
+
+    log._runner.submit = handing  # type: ignore[method-assign]
+    blocker = sqlite3.connect(tmp_path / "l.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    appended = asyncio.ensure_future(log.append(lease, [said("hi")]))
+    await asyncio.wait_for(handed.wait(), SAFETY)  # the event loop went on meanwhile
+    assert not appended.done()
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert await asyncio.wait_for(appended, SAFETY) == 1
+    await log.close()
+
+
+def test_a_wal_the_passive_checkpoint_cannot_empty_gets_a_full_one(tmp_path):
+    """A reader still on an older snapshot keeps the passive checkpoint from copying the
+    newest pages (as appends that never pause do): past `net` pages, the thread runs a full
+    checkpoint (here it finds the reader and gives up at once, to try again next time)."""
+    path = tmp_path / "l.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE t (n INTEGER)")
+    reader = sqlite3.connect(path, isolation_level=None)
+    for held in (False, True):
+        if held:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM t").fetchone()  # its snapshot is taken now
+        writer.execute("INSERT INTO t VALUES (1)")
+        checkpoints = Checkpointer(path, "NORMAL", every=1, net=1, wait=0)
+        checkpoints.committed()
+        assert checkpoints.ran.wait(SAFETY)
+        checkpoints.close()
+        assert (checkpoints.done, checkpoints.full) == (1, int(held))
+    reader.execute("COMMIT")
+    reader.close()
+    writer.close()

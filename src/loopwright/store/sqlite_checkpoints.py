@@ -5,11 +5,16 @@ the database and syncs both files. SQLite runs one inside the commit that takes 
 1,000 pages, so one append in a few hundred waited 20–25 ms for it (more than the other appends
 of a 500-step run together spent committing). Here a thread of the log's own, on a connection of
 its own, runs a passive checkpoint every `every` write commits instead: appends never wait for
-it, and it never waits for them. A commit is as durable either way (the WAL is the log; with
-`synchronous=NORMAL` a commit is never synced, with `FULL` always, by the committing connection).
-The checkpoint syncs at the log's own level. SQLite's automatic checkpoint stays on as a net, at
-a larger WAL (`sqlite_log.WAL_NET`): a checkpoint that runs while appends go on cannot leave the
-WAL empty, so under writes that never pause the WAL grows until a commit checkpoints it.
+it, and it never waits for them (the log's connection runs none: `wal_autocheckpoint=0`). A
+commit is as durable either way (the WAL is the log; with `synchronous=NORMAL` a commit is never
+synced, with `FULL` always, by the committing connection); the checkpoint syncs at the log's own
+level.
+
+A passive checkpoint copies the pages committed before it started, and the WAL starts over only
+once all of them are copied: under writes that never pause, it keeps growing. Once it holds
+`net` pages after a passive checkpoint, the thread runs a full one, which waits for the write
+lock and holds it while it copies the rest (about 10 ms here): appends wait for it then, on the
+log's worker thread, once per `net` pages at most.
 """
 
 from __future__ import annotations
@@ -26,8 +31,19 @@ logger = logging.getLogger("loopwright.store")
 class Checkpointer:
     """Passive checkpoints of one database file on a daemon thread, started at the first."""
 
-    def __init__(self, path: Path, synchronous: str, *, every: int = 128) -> None:
-        self.path, self.synchronous, self.every = path, synchronous, every
+    def __init__(
+        self, path: Path, synchronous: str, *, every: int = 128, net: int = 4000, wait: float = 5
+    ) -> None:
+        """`wait`: seconds a full checkpoint waits for the write lock."""
+        self.path, self.synchronous, self.every, self.net, self.wait = (
+            path,
+            synchronous,
+            every,
+            net,
+            wait,
+        )
+        self.full = 0
+        """Full checkpoints run (tests)."""
         self.done = 0
         self.ran = threading.Event()
         """Checkpoints run, and set after each (tests)."""
@@ -56,7 +72,7 @@ class Checkpointer:
             self._thread.join()
 
     def _run(self) -> None:
-        db = sqlite3.connect(self.path, isolation_level=None, timeout=0)
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=self.wait)
         try:
             db.execute(f"PRAGMA synchronous={self.synchronous}")
             while True:
@@ -65,7 +81,10 @@ class Checkpointer:
                 if self._closing:
                     return
                 try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    _, pages, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if pages >= self.net and copied < pages:
+                        db.execute("PRAGMA wal_checkpoint(FULL)").fetchall()
+                        self.full += 1
                     self.done += 1
                     self.ran.set()
                 except sqlite3.Error as exc:  # another checkpoint runs; the next one will do

@@ -2,14 +2,18 @@
 of one machine.
 
 Every call runs on one worker thread per `SQLiteLog`, on its one connection, one call at a time,
-so the event loop never waits on SQLite (`sqlite_worker`). Every write runs inside a `BEGIN
-IMMEDIATE` transaction — shared by the writes that wait while one starts, each in a savepoint of
-its own, and answered only once that transaction committed: writers of several processes
-serialise on SQLite's write lock, seqs stay gapless, and a lease's epoch is checked inside the
-transaction that appends under it: by reading the session's row, or — when this log appended
-under the lease before — by updating the row on the condition that it still stands as that
-append left it under that epoch (one statement fewer; anything else reads it). WAL checkpoints
-run on a thread of their own (`sqlite_checkpoints`), never inside an append.
+so the event loop never waits on SQLite (`sqlite_worker`) — except an append that nothing would
+make wait: with the worker idle, the write lock free and `durability="normal"`, it runs on the
+event loop, which saves the two thread hand-overs (as long as the transaction itself); see
+`sqlite_worker` and bench/DURABLE.md (`inline_appends=False` turns it off). Every write runs
+inside a `BEGIN IMMEDIATE` transaction — on the worker, shared by the writes that wait while one
+starts, each in a savepoint of its own, and answered only once that transaction committed:
+writers of several processes serialise on SQLite's write lock, seqs stay gapless, and a lease's
+epoch is checked inside the transaction that appends under it: by reading the session's row,
+or — when this log appended under the lease before — by updating the row on the condition that
+it still stands as that append left it under that epoch (one statement fewer; anything else
+reads it). WAL checkpoints run on a thread of their own (`sqlite_checkpoints`), never inside a
+commit.
 
 Waiters (`follow`, `wait_decided`) are woken as soon as this log commits; another process's
 commits are noticed by a background task that watches `PRAGMA data_version` every
@@ -40,10 +44,6 @@ from .sqlite_worker import Worker
 T = TypeVar("T")
 HEADS = 1024
 """Rows remembered for appends without a read (forgotten all at once beyond that)."""
-WAL_NET = 4000
-"""Pages past which a commit checkpoints the WAL itself (SQLite's default is 1,000): only when
-the log's checkpoint thread cannot keep up, as under writes without a pause (see
-`sqlite_checkpoints`)."""
 
 
 class SQLiteLog:
@@ -58,6 +58,7 @@ class SQLiteLog:
         busy_timeout: float = 5.0,
         poll_interval: float = 0.05,
         checkpoint_every: int = 128,
+        inline_appends: bool = True,
     ) -> None:
         self.path = Path(path)
         self.clock = clock
@@ -70,7 +71,7 @@ class SQLiteLog:
             db.execute("PRAGMA journal_mode=WAL")
             synchronous = "FULL" if durability == "full" else "NORMAL"
             db.execute(f"PRAGMA synchronous={synchronous}")
-            db.execute(f"PRAGMA wal_autocheckpoint={WAL_NET}")
+            db.execute("PRAGMA wal_autocheckpoint=0")  # the checkpoints' thread runs them
             migrate(db, self.path)
         except sqlite3.DatabaseError as exc:
             db.close()
@@ -79,15 +80,18 @@ class SQLiteLog:
             db.close()
             raise
         self._db = db
-        self._checkpoints = Checkpointer(self.path, synchronous, every=checkpoint_every)
+        self._checkpoints = Checkpointer(
+            self.path, synchronous, every=checkpoint_every, wait=busy_timeout
+        )
         self._heads: dict[tuple[SessionKey, int], tuple[int, SessionState]] = {}
-        """Per lease (key, epoch), the session's row as this log's last append left it (the
-        worker thread's alone): the next append under it fences by updating that row."""
+        """Per lease (key, epoch), the session's row as this log's last append left it (used
+        with the connection only): the next append under it fences by updating that row."""
         self._closed = False
         self._tick: asyncio.Future[None] | None = None
         self._waiting = 0
         self._poller: asyncio.Task[None] | None = None
-        self._runner = Worker(db, self.path, self._checkpoints, self._notify)
+        self._runner = Worker(db, self.path, self._checkpoints, self._notify, busy_timeout)
+        self._now = durability == "normal" and inline_appends
         self._worker = self._runner.thread
 
     # ---- the worker thread (sqlite_worker) ----------------------------------------------------
@@ -224,6 +228,11 @@ class SQLiteLog:
             self._heads[head] = (sid, new)
             return new.last_seq
 
+        if self._now and not self._closed:
+            done, last_seq = self._runner.now(job)  # on the loop, when nothing would wait
+            if done:
+                self._notify()
+                return last_seq  # type: ignore[no-any-return]
         return await self._call(job, write=True)
 
     async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:

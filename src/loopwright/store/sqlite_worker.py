@@ -8,6 +8,14 @@ its own part. Every caller of a group is answered once the group's COMMIT return
 caller learns a seq before its events are committed; a COMMIT that fails fails them all. Reads
 run one by one, in turn with the writes.
 
+`now` runs a write on the calling thread instead — the event loop's — when that cannot wait:
+the worker is idle (nothing runs or is queued), SQLite's write lock is free (it is taken without
+waiting, or the write goes to the worker, which waits for it), and the commit neither syncs
+(`synchronous=NORMAL`; the log does not ask for it otherwise) nor checkpoints (the connection
+never does; `sqlite_checkpoints`). What is left is the transaction's own work, about 0.1–0.2 ms
+for an append, which a hand-over to the thread and back costs about as much again; see
+bench/DURABLE.md.
+
 SQLite errors become `StoreError`s naming the file.
 """
 
@@ -49,9 +57,13 @@ class Worker:
         path: Path,
         checkpoints: Checkpointer,
         committed: Callable[[], None],
+        busy_timeout: float,
     ) -> None:
         """`committed` runs on the callers' loop after each commit (before they are answered)."""
         self.db, self.path, self.checkpoints, self.committed = db, path, checkpoints, committed
+        self.busy_ms = int(busy_timeout * 1000)
+        self._busy = threading.Lock()
+        """Held while the connection is in use (by the thread, or by `now`)."""
         self.transactions = 0
         """Write transactions committed (tests)."""
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -67,6 +79,32 @@ class Worker:
         self._jobs.put(Job(fn, loop, future, write))
         return future
 
+    def now(self, fn: Callable[[sqlite3.Connection], Any]) -> tuple[bool, Any]:
+        """Run the write `fn` on this thread if nothing has to wait for it (see the module
+        docstring): (True, its value), or (False, None) and the caller submits it. Its error
+        is raised here."""
+        if not self._busy.acquire(blocking=False):
+            return False, None
+        try:
+            if not self._jobs.empty():
+                return False, None
+            db = self.db
+            db.execute("PRAGMA busy_timeout=0")
+            try:
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error:  # the lock is held elsewhere: the worker waits for it
+                    return False, None
+                job = Job(fn, None, None, True)  # type: ignore[arg-type]  # answered here
+                ((_, value, error),) = self._transacted([job])
+            finally:
+                db.execute(f"PRAGMA busy_timeout={self.busy_ms}")
+        finally:
+            self._busy.release()
+        if error is not None:
+            raise error
+        return True, value
+
     def stop(self) -> asyncio.Future[Any]:
         """End the thread once the calls handed over before ran; the future is done once the
         connection (and the checkpoints' thread) closed."""
@@ -80,22 +118,25 @@ class Worker:
     def _work(self) -> None:
         later: collections.deque[Job | None] = collections.deque()
         while (job := later.popleft() if later else self._jobs.get()) is not None:
-            if not job.write:
-                self._answer([self._read(job)])
-                continue
-            group = [job]
-            while len(group) < GROUP and not later:
-                try:
-                    following = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if following is not None and following.write:
-                    group.append(following)
+            with self._busy:
+                if not job.write:
+                    answers = [self._read(job)]
                 else:
-                    later.append(following)  # a read (or the end) waits for the group
-            self._answer(self._transact(group))
-        self.checkpoints.close()
-        self.db.close()
+                    group = [job]
+                    while len(group) < GROUP and not later:
+                        try:
+                            following = self._jobs.get_nowait()
+                        except queue.Empty:
+                            break
+                        if following is not None and following.write:
+                            group.append(following)
+                        else:
+                            later.append(following)  # a read (or the end) waits for the group
+                    answers = self._transact(group)
+            self._answer(answers)
+        with self._busy:
+            self.checkpoints.close()
+            self.db.close()
         if self._end is not None:
             self._answer([(self._end, None, None)])
 
@@ -106,14 +147,17 @@ class Worker:
             return job, None, self._error(exc)
 
     def _transact(self, group: list[Job]) -> list[Answer]:
-        db = self.db
         try:
-            db.execute("BEGIN IMMEDIATE")
+            self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             hint = " (another process holds the write lock)" if "locked" in str(exc) else ""
             failed = StoreError(f"{self.path}: {exc}{hint}")
             return [(job, None, failed) for job in group]
-        alone = len(group) == 1
+        return self._transacted(group)
+
+    def _transacted(self, group: list[Job]) -> list[Answer]:
+        """Run the group inside the transaction just begun, and commit it."""
+        db, alone = self.db, len(group) == 1
         answers: list[Answer] = []
         for job in group:
             try:
