@@ -350,7 +350,7 @@ async def decide(runtime: Runtime, pending_id: str, decided: Approval) -> None:
 
 async def check_end(log: EventLog, session: Any, door: str) -> None:
     """After a run: the history folded from the log is the live one, field by field, and so is
-    the checkpoint of a paused batch; the session's items open in the log are the paused
+    the checkpoint of a paused batch; the newest snapshot is the log's state at its seq; the session's items open in the log are the paused
     batch's undecided ones, in call order (every other item is closed); through the runtime,
     every decision a run acted on is the one the log recorded before it (one authority)."""
     stored = [s.event for s in await log.read(KEY)]
@@ -363,6 +363,9 @@ async def check_end(log: EventLog, session: Any, door: str) -> None:
     assert [text for mode, text in rebuilt.queued if mode == "steer"] == list(control.steering)
     assert [t for mode, t in rebuilt.queued if mode == "follow_up"] == list(control.follow_ups)
     assert shape(rebuilt.checkpoint) == shape(live.checkpoint)
+    snapshot = await log.snapshot(KEY)  # the run's own state when it is the log's
+    if snapshot is not None:
+        assert from_snapshot(snapshot.data, BY_NAME) == fold(stored[: snapshot.seq], BY_NAME)
     record = await log.session(KEY)
     assert record.status == ("paused" if live.checkpoint else "idle")
     assert record.last_seq == len(stored)

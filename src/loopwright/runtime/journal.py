@@ -15,7 +15,9 @@ end of a run, items left open that no resumption can reach (the run was cancelle
 stopped before pausing) are closed too: an item is either resumable or shown closed.
 
 A session opens from its newest snapshot and the events after it (`loopwright.replay` folds
-them); a run's end saves a new snapshot once `snapshot_every` events came since the last one.
+them); a run's end saves a new snapshot once `snapshot_every` events came since the last one:
+the run's own state, unless others wrote to the session or a reply was cut off (the state's
+carry-over may be ahead of the log's `message:partial`): then the log's, folded again.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from ..approvals import Answer, Approval, Approver
 from ..decide import Resolution
 from ..errors import UnknownPending, UnknownSession
 from ..messages import History
-from ..replay import State
+from ..replay import State, apply
 from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Decision, EventLog, Lease, SessionKey
@@ -115,6 +117,7 @@ class LogJournal:
     ) -> None:
         self.log = log
         self.agent = agent
+        self.tools: dict[str, Tool] = {t.name: t for t in agent.tools}
         self.key = key
         self.settings = settings
         self.parent = parent
@@ -202,6 +205,8 @@ class LogJournal:
         if self.lease is None or self.stale is not None:
             return
         self.buffer.append(event)
+        if self._session is not None:
+            apply(self._session.state, event)
         task = asyncio.get_running_loop().create_task(self._flush())
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
@@ -227,7 +232,7 @@ class LogJournal:
                 why = f"the run ended ({stop_reason}) before a decision"
                 await self.close_unreachable(session, "loopwright", why)
                 if self.last_seq - self.snapshot_seq >= self.settings.snapshot_every:
-                    await self._save_snapshot(lease)
+                    await self._save_snapshot(lease, session)
         except StaleWriter:
             pass
         except StoreError as exc:
@@ -277,18 +282,16 @@ class LogJournal:
         self.last_seq = self.loaded_seq
         return state
 
-    async def _save_snapshot(self, lease: Lease) -> None:
+    async def _save_snapshot(self, lease: Lease, session: Session) -> None:
         """A snapshot is an optimisation: failing to keep one never fails the run."""
+        mine = self.loaded_seq == self.last_seq and not (self.partial or self.buffer)
+        live = (session.state, self.last_seq) if mine and not self._flushes else None
         try:
-            self.snapshot_seq = await save_snapshot(self.log, lease, self.tools)
+            self.snapshot_seq = await save_snapshot(self.log, lease, self.tools, live)
         except StaleWriter:
             raise
         except Exception as exc:
             logger.warning("session %s: no snapshot kept: %r", self.key.id, exc)
-
-    @property
-    def tools(self) -> dict[str, Tool]:
-        return {t.name: t for t in self.agent.tools}
 
     async def resolve(
         self, session: Session, pending_id: str, approval: Approval | Answer
@@ -471,9 +474,7 @@ async def _open_in(log: EventLog, key: SessionKey) -> list[PendingRecord]:
 
 
 def _status_of(history: History) -> SessionStatus:
-    if history.checkpoint is not None:
-        return "paused"
-    return "interrupted" if history.recovery is not None else "idle"
+    return "paused" if history.checkpoint else "interrupted" if history.recovery else "idle"
 
 
 @functools.cache

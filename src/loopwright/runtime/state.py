@@ -1,5 +1,6 @@
 """A session's state from its log: the newest snapshot and the events after it, folded by the
-reducer (`loopwright.replay`), and new snapshots as a session grows.
+reducer (`loopwright.replay`), and new snapshots as a session grows: of the run's own state when
+it is the log's (the run applied every event the log holds), else of the log folded again.
 
 Parsing a snapshot and folding a long tail are CPU work: they run in a thread, so that other
 sessions go on meanwhile; a short log without a snapshot is folded on the event loop.
@@ -9,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from ..messages import History
-from ..replay import State, continued, fold, from_snapshot, to_snapshot
+from ..replay import OpenBatch, State, continued, fold, from_snapshot, to_snapshot
 from ..store import StoredEvent
 from ..store.log import EventLog, Lease, SessionKey, Snapshot
 from ..tools import Tool
@@ -55,8 +56,16 @@ async def restore(
     return state, snapshot.seq
 
 
-async def save_snapshot(log: EventLog, lease: Lease, tools: dict[str, Tool]) -> int:
-    """Keep the session's state as of its log's end (under the run's lease); returns its seq."""
+async def save_snapshot(
+    log: EventLog, lease: Lease, tools: dict[str, Tool], live: tuple[State, int] | None = None
+) -> int:
+    """Keep the session's state as of its log's end (under the run's lease); returns its seq.
+    `live`: the run's state and the seq up to which it is the log's, kept as it is instead of
+    the log being read and folded again."""
+    if live is not None:
+        data = await asyncio.to_thread(to_snapshot, frozen(live[0]))
+        await log.save_snapshot(lease, Snapshot(live[1], data))
+        return live[1]
     state, after = await restore(log, lease.key, tools)
     stored = await log.read(lease.key, after=after)
     if not stored:
@@ -72,6 +81,26 @@ def refill(state: State, fresh: State) -> None:
     for f in fields(History):
         setattr(state.history, f.name, getattr(fresh.history, f.name))
     state.batch, state.paused, state.finished = fresh.batch, fresh.paused, fresh.finished
+
+
+def frozen(state: State) -> State:
+    """A copy of the state that events applied to it later leave as it is (its messages and
+    events are values: only the containers are copied)."""
+    history = replace(state.history, messages=list(state.history.messages))
+    history.queued = list(history.queued)
+    batch = state.batch
+    if batch is not None:
+        batch = OpenBatch(
+            list(batch.calls),
+            dict(batch.results),
+            set(batch.started),
+            dict(batch.args),
+            dict(batch.asked),
+            dict(batch.asked_call),
+            dict(batch.decided),
+            dict(batch.suspended),
+        )
+    return State(state.tools, history, batch, state.paused, state.finished)
 
 
 def _continued(
