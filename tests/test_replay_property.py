@@ -2,17 +2,17 @@
 real SQLite file): random runs (tool calls, live approvals and denials, durable pauses resolved
 through the runtime and resumed, cancels, compactions, steering, model failures), driven through
 either door — a script's session (`runtime.open_session`) or the `Runtime` — and, at every
-commit, the state folded from the log so far against the live state recorded at that commit;
-then the snapshot round trip at every point of each log.
+commit the run makes, the state folded from the log so far against the live state recorded at
+that commit; then the snapshot round trip at every point of each log.
 
-At a commit the live run may be one step behind the log (a reply is committed before it joins
-the history) or a few events ahead (a step computes several events — the input and its
-steering, the results of skipped or interrupted calls — before it yields and commits them one
-by one). The comparison allows exactly that: the live state must equal the fold of the log up to
-the commit, except after `message:completed` (the fold without it) and when the events that
-follow in the log are of the kinds a step computes ahead (the fold up to one of them). Once a
-cancel is requested, the live queues are dropped at once (and may take a message sent after it)
-while the log drops them at `loop:aborted`: the queues are not compared then.
+The live state is made by the same reducer, each event applied as the run yields it, before the
+journal sees it: at a commit it must equal the fold of the log up to that commit. What the run
+holds outside that state is compared too: the text it streamed so far (the log's carry-over
+while a reply streams) and its queues — a step takes the steering it delivers from the queue
+before it yields (and commits) its `steering:injected`, so the live queues may be the log's a
+few of those events later. Once a cancel is requested, the live queues are dropped at once (and
+may take a message sent after it) while the log drops them at `loop:aborted`: the queues are not
+compared then.
 """
 
 from __future__ import annotations
