@@ -1,0 +1,79 @@
+"""The end of a run going on in another process, as a decision made here waits for it.
+
+A decision recorded here for a run that waits on it elsewhere (a client holds its stream on
+another server) is answered with that run's `done`, read from the log. That process may die
+before: its lease expires and nobody writes a `done`. So while it waits, the answer looks at
+the session every third of a lease; once no run holds it and no `done` came, the session is
+taken over here — its dead run's items that can no longer resume are closed — and resumed
+here if it can be (it was pausing, and nothing under it is open). A run that died while it
+waited on the item cannot: the answer is a 409 that says so (the decision stays recorded; the
+session's next message shows the dead run's calls interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .. import events as ev
+from ..errors import SessionBusy
+from ..store import StaleWriter
+from ..store.log import SessionKey
+from .state import State
+from .views import ApiError
+
+DIED = (
+    "the run of session {session} waiting on {item} stopped before it went on (its process "
+    "died): the decision is recorded; the session's next message shows its calls interrupted"
+)
+
+
+async def next_done(state: State, root: SessionKey, before: int, item: str) -> ev.Done | None:
+    """The first `done` of the top-level session `root` after seq `before`, or the `done` of
+    its run resumed here once the process running it died (`ApiError` 409 when it cannot go
+    on: see the module)."""
+    runtime = state.runtime
+    every = runtime.settings.lease_seconds / 3
+    done = asyncio.ensure_future(_first_done(state, root, before))
+    try:
+        while True:
+            finished, _ = await asyncio.wait((done,), timeout=every)
+            if finished:
+                return done.result()
+            if not await _died(state, root, before):
+                continue
+            waiting = await runtime.outstanding(root)  # taken over: its dead run's items closed
+            if (await runtime.session(root)).status == "paused" and not waiting:
+                try:
+                    live = await runtime.resume(root.tenant, root.agent, root.id)
+                except (SessionBusy, StaleWriter):
+                    continue  # resumed elsewhere first: its `done` comes
+                return await live.wait()
+            if await _died(state, root, before):  # (not taken by a run meanwhile)
+                raise ApiError(409, DIED.format(session=root.id, item=item))
+    finally:
+        done.cancel()
+        await asyncio.gather(done, return_exceptions=True)
+
+
+async def _first_done(state: State, root: SessionKey, before: int) -> ev.Done | None:
+    events = state.log.follow(root, after=before)
+    try:
+        async for stored in events:
+            if isinstance(stored.event, ev.Done):
+                return stored.event
+        return None
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _died(state: State, root: SessionKey, before: int) -> bool:
+    """Whether the session's run stopped without a `done` after `before`: no run holds it
+    (here or in a live process), and the log has no `done` past `before`."""
+    if state.runtime.live.get(root) is not None:
+        return False
+    if (await state.runtime.session(root)).status == "running":
+        return False
+    stored = await state.log.read(root, after=before)
+    return not any(isinstance(s.event, ev.Done) for s in stored)
