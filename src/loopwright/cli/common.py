@@ -22,7 +22,7 @@ from ..agent import Agent
 from ..errors import ConfigError
 from ..project import NAME_RULE, Project, load_project
 from ..store import StoreError
-from ..store.log import EventLog, open_log
+from ..store.log import EventLog, is_postgres, open_log
 
 EXIT_CODES: dict[ev.RunStopReason, int] = {
     "completed": 0,
@@ -147,6 +147,18 @@ class Place:
         if self.bare:
             return os.environ.get("LOOPWRIGHT_STORE_URL") or self.store_path()
         return Project(root=self.root, settings=self.settings()).store_url()
+
+    def store_shown(self) -> str:
+        """Where the event log is, as messages name it: the SQLite file, or the PostgreSQL
+        database (never its password)."""
+        where = self.store_url()
+        if isinstance(where, str) and is_postgres(where):
+            from ..store.pg_schema import shown as database
+
+            return database(where)
+        if isinstance(where, str):
+            return where.removeprefix("sqlite:///")
+        return str(where)
 
     def settings(self) -> dict[str, Any]:
         """loopwright.toml, read without loading any agent."""

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..store import StoreError
 from .common import CliError, add_place_options, config_error, place_of
 
 if TYPE_CHECKING:
@@ -89,14 +90,30 @@ def serve_command(args: argparse.Namespace) -> int:
     access = (
         f"{len(settings.tokens)} bearer token(s)" if settings.tokens else "loopback clients only"
     )
-    say(f"loopwright: serving {len(project.agents)} agent(s) ({names}) at {url} ({access})")
-    say(f"playground: {url}/playground")
-    asyncio.run(_serve(server, sock, app.state.loopwright, args.reload))
+    serving = [
+        f"loopwright: serving {len(project.agents)} agent(s) ({names}) at {url} ({access})",
+        f"playground: {url}/playground",
+    ]
+    asyncio.run(_serve(server, sock, app.state.loopwright, args.reload, serving))
     say("loopwright: stopped")
     return 0
 
 
-async def _serve(server: uvicorn.Server, sock: socket.socket, state: State, reload: bool) -> None:
+async def _serve(
+    server: uvicorn.Server, sock: socket.socket, state: State, reload: bool, serving: list[str]
+) -> None:
+    """Open the event log (a bad [store] url is an error now, not at the first request), say
+    where it serves, and serve until stopped."""
+    from ..server.app import open_store
+
+    try:
+        await open_store(state)
+    except StoreError as exc:
+        sock.close()
+        hint = "check [store] in loopwright.toml (or $LOOPWRIGHT_STORE_URL)"
+        raise CliError(str(exc), hint=hint) from None
+    for line in serving:
+        say(line)
     stop = asyncio.Event()
     watcher = None
     if reload:

@@ -87,7 +87,7 @@ async def list_sessions(place: Place, args: argparse.Namespace) -> int:
         for record in records:
             print_json(as_row(record))
     elif not records:
-        print(f"no sessions yet (store: {place.store_path()})", file=sys.stderr)
+        print(f"no sessions yet (store: {place.store_shown()})", file=sys.stderr)
     else:
         rows = [[r.key.id, r.key.agent, r.status, r.updated_at, str(r.last_seq)] for r in records]
         print(table(["ID", "AGENT", "STATUS", "UPDATED", "LAST SEQ"], rows))

@@ -79,6 +79,7 @@ def build(state: State) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
+            await open_store(state)  # a bad [store] url fails the startup, not a first request
             yield
         finally:
             await state.close()
@@ -96,6 +97,14 @@ def build(state: State) -> Starlette:
     )
     app.state.loopwright = state
     return app
+
+
+async def open_store(state: State) -> None:
+    """Open the event log the app owns (a PostgreSQL database is otherwise connected to, and
+    its schema migrated, on first use): `StoreError` when it cannot be."""
+    opening = getattr(state.log, "open", None)
+    if state.owns_log and opening is not None:
+        await opening()
 
 
 async def openapi_json(request: Request) -> JSONResponse:
