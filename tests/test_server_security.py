@@ -87,8 +87,8 @@ def test_each_tenant_sees_only_its_own(acme: httpx.Client, globex: httpx.Client)
         assert body(globex.post(session + path), 404) == unknown
     assert body(globex.post(session + "/steer", json={"message": "x"}), 404) == unknown
     assert [s["id"] for s in body(globex.get("/agents/shop/sessions"), 200)["sessions"]] == []
-    assert body(globex.get("/agents/shop/approvals"), 200) == {"approvals": []}
-    assert body(globex.get("/pending"), 200) == {"items": []}
+    assert body(globex.get("/agents/shop/approvals"), 200) == {"approvals": [], "nextCursor": None}
+    assert body(globex.get("/pending"), 200) == {"items": [], "nextCursor": None}
     for verb in ("approve", "deny"):
         assert body(globex.post(f"/approvals/{pid}/{verb}"), 404) == {
             "error": f"No pending approval '{pid}' (already decided, timed out, or never existed)."
@@ -160,7 +160,7 @@ def test_a_subagents_items_are_listed_under_the_top_level_session(
         {**listed[0], "type": "approval"}
     ]
     assert [s["id"] for s in body(acme.get("/agents/greeter/sessions"), 200)["sessions"]] == ["g1"]
-    assert body(globex.get("/pending"), 200) == {"items": []}
+    assert body(globex.get("/pending"), 200) == {"items": [], "nextCursor": None}
 
 
 def test_the_host_header_must_name_this_server(acme: httpx.Client):

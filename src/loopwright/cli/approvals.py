@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..approvals import Answer, Approval
 from ..errors import ConfigError
 from ..runtime import Resolved, Runtime
 from ..store import PendingRecord
+from ..store.log import Page
 from .common import (
     EXIT_CODES,
     CliError,
@@ -34,6 +35,7 @@ from .common import (
     table,
     user_name,
 )
+from .pages import add_page_options, pages
 from .runner import Output, explain_pause, opened, show_run
 
 
@@ -86,6 +88,7 @@ def _list_options(parser: argparse.ArgumentParser) -> None:
     )
     add_place_options(parser)
     add_json_option(parser, "one item per line")
+    add_page_options(parser, "items")
 
 
 def approvals_command(args: argparse.Namespace) -> int:
@@ -97,15 +100,23 @@ def approvals_command(args: argparse.Namespace) -> int:
 
 
 async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
-    async with opened(place, agents) as runtime:
-        items = await runtime.pending(place.tenant, agent=opt(args, "agent"))
+    """One page of open items, in the order they were requested (every one with `--all`)."""
     session = opt(args, "session")
-    if session is not None:
-        items = [p for p in items if p.session_id == session]
+    items: list[PendingRecord] = []
+    async with opened(place, agents) as runtime:
+
+        def fetch(limit: int, cursor: str | None) -> Awaitable[Page]:
+            agent = opt(args, "agent")
+            return runtime.pending_page(place.tenant, agent=agent, limit=limit, cursor=cursor)
+
+        async for page in pages(fetch, args, "items"):
+            kept = [p for p in page if session is None or p.session_id == session]
+            for item in kept if opt(args, "json") else ():
+                print_json(asdict(item))
+            items += [] if opt(args, "json") else kept
     if opt(args, "json"):
-        for item in items:
-            print_json(asdict(item))
-    elif not items:
+        return 0
+    if not items:
         print("nothing is waiting for a decision", file=sys.stderr)
     else:
         rows = [

@@ -9,7 +9,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,7 +18,7 @@ from ..agent import Agent
 from ..compaction import Compaction, compactability, why_not
 from ..errors import UnknownSession
 from ..runtime import Runtime
-from ..store.log import SessionKey, SessionRecord
+from ..store.log import Page, SessionKey, SessionRecord
 from ..wire import to_dict
 from .common import (
     EXIT_CODES,
@@ -32,7 +32,11 @@ from .common import (
     print_json,
     table,
 )
+from .pages import add_page_options, pages
 from .runner import Output, opened, show_run
+
+EXPORT_PAGE = 1000
+"""Events (or sessions) read from the log at a time by `show`, `export` and the id lookup."""
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,6 +73,7 @@ def _list_options(parser: argparse.ArgumentParser) -> None:
     )
     add_place_options(parser)
     add_json_option(parser, "one session per line")
+    add_page_options(parser, "sessions")
 
 
 def sessions_command(args: argparse.Namespace) -> int:
@@ -81,12 +86,22 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 async def list_sessions(place: Place, args: argparse.Namespace) -> int:
+    """One page of sessions, newest first (every one with `--all`: JSON lines as they are
+    read)."""
+    records: list[SessionRecord] = []
     async with opened(place, {}) as runtime:
-        records = await _all(runtime, place.tenant, opt(args, "agent"))
+
+        def fetch(limit: int, cursor: str | None) -> Awaitable[Page]:
+            return runtime.sessions(place.tenant, opt(args, "agent"), limit=limit, cursor=cursor)
+
+        async for page in pages(fetch, args, "sessions"):
+            if not opt(args, "json"):
+                records += page  # (a table needs them all to size its columns)
+            for record in page if opt(args, "json") else ():
+                print_json(as_row(record))
     if opt(args, "json"):
-        for record in records:
-            print_json(as_row(record))
-    elif not records:
+        return 0
+    if not records:
         print(f"no sessions yet (store: {place.store_shown()})", file=sys.stderr)
     else:
         rows = [[r.key.id, r.key.agent, r.status, r.updated_at, str(r.last_seq)] for r in records]
@@ -117,8 +132,9 @@ async def show(place: Place, args: argparse.Namespace) -> int:
             f"session {key.id} · agent {key.agent} · {record.status} · "
             f"{record.last_seq} events · updated {record.updated_at}"
         )
-        for line in conversation([event async for _, event in runtime.events(key)]):
-            print(line)
+        async for _, event in runtime.events(key):  # the log, a page at a time
+            for line in conversation([event]):
+                print(line)
         waiting = await runtime.pending(place.tenant, session=key)
     if waiting:
         ids = ", ".join(p.id for p in waiting)
@@ -140,22 +156,26 @@ async def export(place: Place, args: argparse.Namespace) -> int:
 
 
 async def export_jsonl(runtime: Runtime, key: SessionKey, out: IO[str]) -> int:
-    """Write a session's log as JSON lines `{"seq", "at", "event"}`; returns the line count."""
-    stored = await runtime.log.read(key)
-    for item in stored:
-        line = {"seq": item.seq, "at": item.at, "event": to_dict(item.event)}
-        out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
-    return len(stored)
+    """Write a session's log as JSON lines `{"seq", "at", "event"}`, reading it a page at a
+    time; returns the line count."""
+    count = after = 0
+    while stored := await runtime.log.read(key, after=after, limit=EXPORT_PAGE):
+        for item in stored:
+            line = {"seq": item.seq, "at": item.at, "event": to_dict(item.event)}
+            out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+        count, after = count + len(stored), stored[-1].seq
+    return count
 
 
-async def _all(runtime: Runtime, tenant: str, agent: str | None) -> list[SessionRecord]:
-    records: list[SessionRecord] = []
+async def _using(runtime: Runtime, tenant: str, session_id: str) -> list[SessionRecord]:
+    """The tenant's sessions named `session_id` (whatever their agent), read a page at a time."""
+    found: list[SessionRecord] = []
     cursor = None
     while True:
-        page = await runtime.sessions(tenant, agent, limit=500, cursor=cursor)
-        records += page.items
+        page = await runtime.sessions(tenant, None, limit=EXPORT_PAGE, cursor=cursor)
+        found += [r for r in page.items if r.key.id == session_id]
         if (cursor := page.cursor) is None:
-            return records
+            return found
 
 
 async def find(runtime: Runtime, place: Place, session_id: str, agent: str | None) -> SessionRecord:
@@ -163,7 +183,7 @@ async def find(runtime: Runtime, place: Place, session_id: str, agent: str | Non
     when none does; a usage error when several do and `agent` does not say which)."""
     if agent is not None:
         return await runtime.session(SessionKey(place.tenant, agent, session_id))
-    found = [r for r in await _all(runtime, place.tenant, None) if r.key.id == session_id]
+    found = await _using(runtime, place.tenant, session_id)
     if not found:
         raise UnknownSession(f"no session {session_id!r}")
     if len(found) > 1:

@@ -305,15 +305,21 @@ class Runtime:
         after: int = 0,
         follow: bool = False,
         follower: Follower | None = None,
+        page: int = 1000,
     ) -> AsyncIterator[Item]:
         """The session's events after seq `after`, as (seq, event); with `follow`, then its
         runs' events as they come — live for a run here (token deltas included, with no seq),
         from the log for a run elsewhere — across pauses, up to a `done` that is not a pause
-        (at once when the session's latest run has ended so). `UnknownSession`."""
+        (at once when the session's latest run has ended so). Without `follow`, the log is
+        read `page` events at a time. `UnknownSession`."""
         if not follow:
-            for stored in await self.log.read(key, after=after):
-                yield stored.seq, stored.event
-            return
+            while True:
+                stored = await self.log.read(key, after=after, limit=page)
+                for one in stored:
+                    yield one.seq, one.event
+                if len(stored) < page:
+                    return
+                after = stored[-1].seq
         if self.live.get(key) is None:
             await self.log.session(key)  # an unknown or foreign key fails now
         async for item in following.follow(
@@ -339,6 +345,32 @@ class Runtime:
         for root in {(await chain(self.log, key_of(p)))[-1] for p in listed if p.status == "open"}:
             dead = await self._recover(root) or dead
         return await self._pending(tenant, agent, session, status) if dead else listed
+
+    async def pending_page(
+        self,
+        tenant: str,
+        *,
+        agent: str | None = None,
+        session: SessionKey | None = None,
+        status: PendingStatus | None = "open",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        """One page of `pending` (`Page.cursor` fetches the next): the items of runs that died
+        are closed first, as `pending` does."""
+        page = await self.log.pending(
+            tenant, agent=agent, session=session, status=status, limit=limit, cursor=cursor
+        )
+        if status not in ("open", None):
+            return page
+        dead = False
+        for root in {(await chain(self.log, key_of(p)))[-1] for p in page.items}:
+            dead = await self._recover(root) or dead
+        if not dead:
+            return page
+        return await self.log.pending(
+            tenant, agent=agent, session=session, status=status, limit=limit, cursor=cursor
+        )
 
     async def outstanding(self, key: SessionKey) -> list[PendingRecord]:
         """The open items a paused session waits on: its own and its subagents' (what must be

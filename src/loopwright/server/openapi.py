@@ -49,6 +49,33 @@ AFTER = {
     "schema": {"type": "integer", "minimum": 0},
     "description": "Only events with a larger sequence number.",
 }
+LIMIT = {
+    "name": "limit",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "description": "At most this many entries (default 100).",
+}
+CURSOR = {
+    "name": "cursor",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$", "maxLength": 400},
+    "description": "The `nextCursor` of the previous page (none: the first page).",
+}
+EVENT_LIMIT = {
+    "name": "limit",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "integer", "minimum": 1, "maximum": 5000},
+    "description": "At most this many events (default 500); `nextAfter` reads on.",
+}
+NEXT_CURSOR: Schema = {
+    "type": ["string", "null"],
+    "description": "The cursor of the next page; null at the end (a page may hold fewer "
+    "entries than the limit and still have a next one).",
+}
+PAGE_ERROR = {"400": _error("A bad limit or cursor.")}
 SSE = {
     "description": "Server-sent events: `event: <type>`, `id: <seq>` (only on events the log "
     "holds when they are sent: token deltas and events not committed yet have none, so "
@@ -67,6 +94,15 @@ SSE = {
         }
     },
 }
+EVENT_PAGE = _object(
+    ["events", "nextAfter", "more"],
+    events={
+        "type": "array",
+        "items": _object(["seq", "at", "event"], seq=INTEGER, at=STRING, event=_ref("Event")),
+    },
+    nextAfter={"type": "integer", "description": "The `after` of the next read."},
+    more={"type": "boolean", "description": "Events past this page were in the log."},
+)
 RUN_RESPONSES = {
     "200": _json(_ref("Final"), "The run ended."),
     "202": _json(_ref("Paused"), "The run paused on a pending item (the first open one)."),
@@ -179,6 +215,12 @@ def _listing(key: str) -> Schema:
     return _json(_object([key], **{key: {"type": "array", "items": _ref("Item")}}), "Open items.")
 
 
+def _paged(key: str, items: Schema, description: str) -> Schema:
+    listed = _object([key, "nextCursor"], **{key: {"type": "array", "items": items}})
+    listed["properties"]["nextCursor"] = NEXT_CURSOR
+    return {"200": _json(listed, description), **PAGE_ERROR}
+
+
 def _resolution(summary: str, body: Schema, required: bool) -> Schema:
     return {
         "post": _op(
@@ -263,7 +305,13 @@ def document(version: str) -> Schema:
                 )
             },
             "/agents/{name}/sessions": {
-                "get": _op("The tenant's sessions of this agent", {"200": ok}, NAME)
+                "get": _op(
+                    "The tenant's sessions of this agent, most recently updated first (a page)",
+                    _paged("sessions", OBJECT, "One page of sessions."),
+                    NAME,
+                    LIMIT,
+                    CURSOR,
+                )
             },
             session: {
                 "get": _op(
@@ -275,12 +323,17 @@ def document(version: str) -> Schema:
             },
             f"{session}/events": {
                 "get": _op(
-                    "The session's logged events after a sequence number (SSE with "
-                    "Accept: text/event-stream; Last-Event-ID resumes)",
-                    {"200": ok, "400": _error("Bad sequence number.")},
+                    "The session's logged events after a sequence number, a page at a time "
+                    "(SSE with Accept: text/event-stream: all of them, then the runs as they "
+                    "go; Last-Event-ID resumes)",
+                    {
+                        "200": _json(EVENT_PAGE, "One page of events."),
+                        "400": _error("Bad sequence number or limit."),
+                    },
                     NAME,
                     ID,
                     AFTER,
+                    EVENT_LIMIT,
                     PROFILE,
                 )
             },
@@ -308,7 +361,11 @@ def document(version: str) -> Schema:
             f"{session}/compact": {
                 "post": _op(
                     "Compact the session's history now",
-                    {"200": ok, "400": _error("Bad profile."), "409": _error("Busy.")},
+                    {
+                        "200": ok,
+                        "400": _error("Bad profile."),
+                        "409": _error("Busy."),
+                    },
                     NAME,
                     ID,
                     PROFILE,
@@ -324,10 +381,22 @@ def document(version: str) -> Schema:
                 )
             },
             "/agents/{name}/approvals": {
-                "get": _op("Open approvals", {"200": _listing("approvals")}, NAME)
+                "get": _op(
+                    "Open approvals (a page)",
+                    _paged("approvals", _ref("Item"), "Open items."),
+                    NAME,
+                    LIMIT,
+                    CURSOR,
+                )
             },
             "/agents/{name}/questions": {
-                "get": _op("Open questions", {"200": _listing("questions")}, NAME)
+                "get": _op(
+                    "Open questions (a page)",
+                    _paged("questions", _ref("Item"), "Open items."),
+                    NAME,
+                    LIMIT,
+                    CURSOR,
+                )
             },
             f"{session}/approvals": {
                 "get": _op("A session's open approvals", {"200": _listing("approvals")}, NAME, ID)
@@ -335,7 +404,14 @@ def document(version: str) -> Schema:
             f"{session}/questions": {
                 "get": _op("A session's open questions", {"200": _listing("questions")}, NAME, ID)
             },
-            "/pending": {"get": _op("Every open item of the tenant", {"200": _listing("items")})},
+            "/pending": {
+                "get": _op(
+                    "Every open item of the tenant (a page)",
+                    _paged("items", _ref("Item"), "Open items."),
+                    LIMIT,
+                    CURSOR,
+                )
+            },
             "/approvals/{id}/approve": _resolution(
                 "Approve (optionally with edited arguments)", APPROVE, False
             ),

@@ -24,12 +24,12 @@ from ..errors import ConfigError, UnknownPending
 from ..runtime import Resolved
 from ..store import PendingRecord
 from ..store.log import SessionKey
-from . import sse
-from .elsewhere import next_done
+from . import pages, sse
 from .routes import held_stream, session_record
 from .state import State, ended, plain_answer, state_of
 from .views import (
     ApiError,
+    Pending,
     open_items,
     paused_body,
     place,
@@ -203,11 +203,13 @@ async def _record(
 
 async def _ending(state: State, result: Resolved, before: int) -> ev.Done | None:
     """The `done` of the run that goes on after the decision: a run of this process (resumed
-    here, or waiting here on the item), else the next `done` the log gets (a run elsewhere,
-    taken over here if its process dies: `elsewhere`)."""
+    here, or waiting here on the item), else the next `done` the log gets (a run elsewhere)."""
     if result.run is not None:
         return await result.run.wait()
-    return await next_done(state, result.root, before, result.item.id)
+    async for stored in state.log.follow(result.root, after=before):
+        if isinstance(stored.event, ev.Done):
+            return stored.event
+    return None
 
 
 def _decision(action: Action, data: dict[str, Any]) -> Approval | Answer:
@@ -228,22 +230,42 @@ def _decision(action: Action, data: dict[str, Any]) -> Approval | Answer:
 
 
 async def agent_items(request: Request) -> JSONResponse:
-    """`/agents/{name}/approvals|questions` and `/agents/{name}/sessions/{id}/...`."""
+    """`/agents/{name}/approvals|questions` (one page: `?limit`, `?cursor`, see `pages`) and
+    `/agents/{name}/sessions/{id}/...` (what the session waits on: its open batch and its
+    subagents', all of it)."""
     state = state_of(request)
     name = request.path_params["name"]
     state.agent(name)
-    tenant = tenant_of(request)
+    kind: Kind = "approval" if request.url.path.endswith("/approvals") else "question"
     if "id" in request.path_params:
         key = (await session_record(state, request)).key
-        items = await open_items(state.runtime, tenant, session=key)
-    else:
-        items = await open_items(state.runtime, tenant, agent=name)
-    kind = "approval" if request.url.path.endswith("/approvals") else "question"
-    listed = [p.listed() for p in items if p.item.kind == kind]
-    return JSONResponse({f"{kind}s": listed})
+        items = await open_items(state.runtime, key)
+        return JSONResponse({f"{kind}s": [p.listed() for p in items if p.item.kind == kind]})
+    listed, cursor = await _page(request, name, kind)
+    return JSONResponse(pages.page_body(f"{kind}s", [p.listed() for p in listed], cursor))
 
 
 async def all_items(request: Request) -> JSONResponse:
-    state = state_of(request)
-    items = await open_items(state.runtime, tenant_of(request))
-    return JSONResponse({"items": [p.listed(typed=True) for p in items]})
+    """`/pending`: one page of every open item of the tenant."""
+    listed, cursor = await _page(request, None, None)
+    return JSONResponse(pages.page_body("items", [p.listed(typed=True) for p in listed], cursor))
+
+
+async def _page(
+    request: Request, agent: str | None, kind: Kind | None
+) -> tuple[list[Pending], str | None]:
+    """One page of the tenant's open items, in the order they were requested: those under the
+    top-level agent `agent` (a subagent's items are its parent's), of `kind` (or all)."""
+    state, tenant = state_of(request), tenant_of(request)
+    limit, cursor = pages.limit_of(request), pages.cursor_of(request)
+
+    async def fetch(n: int, cursor: str | None) -> tuple[list[Pending], str | None]:
+        page = await state.runtime.pending_page(tenant, limit=n, cursor=cursor)
+        placed = [await place(state.log, item) for item in page.items]
+        return [
+            p
+            for p in placed
+            if (agent is None or p.root_agent == agent) and (kind is None or p.item.kind == kind)
+        ], page.cursor
+
+    return await pages.collect(fetch, limit, cursor)

@@ -16,7 +16,7 @@ from ..errors import UnknownSession
 from ..runtime import LiveRun
 from ..store.log import SessionKey, SessionRecord
 from ..wire import Profile, messages_to_json
-from . import sse
+from . import pages, sse
 from .config import configuration, summary
 from .state import State, plain_answer, run_events, state_of
 from .views import (
@@ -121,39 +121,37 @@ async def session_record(state: State, request: Request) -> SessionRecord:
 
 
 async def list_sessions(request: Request) -> JSONResponse:
+    """One page of the tenant's sessions of this agent, most recently updated first (a
+    subagent's session is shown through its parent's)."""
     state = state_of(request)
     name = request.path_params["name"]
     state.agent(name)
-    records: list[SessionRecord] = []
-    cursor = None
-    while True:
-        page = await state.runtime.sessions(tenant_of(request), name, cursor=cursor)
-        records += page.items
-        if (cursor := page.cursor) is None:
-            break
-    return JSONResponse(
+    tenant, limit = tenant_of(request), pages.limit_of(request)
+
+    async def fetch(n: int, cursor: str | None) -> tuple[list[SessionRecord], str | None]:
+        page = await state.runtime.sessions(tenant, name, limit=n, cursor=cursor)
+        return pages.kept(page, lambda r: r.parent is None)
+
+    records, cursor = await pages.collect(fetch, limit, pages.cursor_of(request))
+    listed = [
         {
-            "sessions": [
-                {
-                    "id": r.key.id,
-                    "agent": r.key.agent,
-                    "status": r.status,
-                    "lastSeq": r.last_seq,
-                    "createdAt": r.created_at,
-                    "updatedAt": r.updated_at,
-                }
-                for r in records
-                if r.parent is None  # a subagent's session is shown through its parent's
-            ]
+            "id": r.key.id,
+            "agent": r.key.agent,
+            "status": r.status,
+            "lastSeq": r.last_seq,
+            "createdAt": r.created_at,
+            "updatedAt": r.updated_at,
         }
-    )
+        for r in records
+    ]
+    return JSONResponse(pages.page_body("sessions", listed, cursor))
 
 
 async def show_session(request: Request) -> JSONResponse:
     state = state_of(request)
     record = await session_record(state, request)
     session = await state.runtime.open(record.key)
-    waiting = await open_items(state.runtime, record.key.tenant, session=record.key)
+    waiting = await open_items(state.runtime, record.key)
     return JSONResponse(
         {
             "sessionId": record.key.id,
@@ -167,8 +165,9 @@ async def show_session(request: Request) -> JSONResponse:
 
 async def session_events(request: Request) -> Response:
     """`GET .../events` (JSON, or SSE with `Accept: text/event-stream`) and `.../stream`: the
-    log after a seq (`?after`, or `Last-Event-ID`); as SSE, then the session's runs as they go,
-    across pauses, up to a `done` that is not a pause."""
+    log after a seq (`?after`, or `Last-Event-ID`): as JSON one page (`?limit`, see `pages`);
+    as SSE all of it, then the session's runs as they go, across pauses, up to a `done` that
+    is not a pause."""
     state = state_of(request)
     key = (await session_record(state, request)).key
     profile = profile_of(request)
@@ -177,8 +176,17 @@ async def session_events(request: Request) -> Response:
     if resume_from is not None and resume_from.strip():
         after = _sequence(resume_from, "Last-Event-ID")
     if not (wants_stream(request) or request.url.path.endswith("/stream")):
-        stored = await state.log.read(key, after=after)
-        return JSONResponse({"events": stored_json(stored, profile)})
+        limit = pages.limit_of(request, pages.EVENTS, pages.MAX_EVENTS)
+        stored = await state.log.read(key, after=after, limit=limit + 1)
+        more = len(stored) > limit
+        stored = stored[:limit]
+        return JSONResponse(
+            {
+                "events": stored_json(stored, profile),
+                "nextAfter": stored[-1].seq if stored else after,
+                "more": more,
+            }
+        )
     runtime = state.runtime
     return sse.response(
         lambda: runtime.events(key, after=after, follow=True), profile, state.settings.keepalive

@@ -221,21 +221,10 @@ def paused_body(
     return Pending(waiting[0], root.agent, root.id).paused_body(ids, events, profile)
 
 
-async def open_items(
-    runtime: Runtime, tenant: str, *, agent: str | None = None, session: SessionKey | None = None
-) -> list[Pending]:
-    """The tenant's open items, each under its top-level agent and session: all of them, those
-    of one top-level agent, or those one top-level session waits on."""
-    if session is not None:
-        return [
-            Pending(item, session.agent, session.id) for item in await runtime.outstanding(session)
-        ]
-    out = []
-    for item in await runtime.pending(tenant):
-        placed = await place(runtime.log, item)
-        if agent is None or placed.root_agent == agent:
-            out.append(placed)
-    return out
+async def open_items(runtime: Runtime, session: SessionKey) -> list[Pending]:
+    """The open items the top-level `session` waits on (its own and its subagents'), under
+    it. (The tenant's and an agent's are listed a page at a time: `resolve._page`.)"""
+    return [Pending(item, session.agent, session.id) for item in await runtime.outstanding(session)]
 
 
 async def place(log: EventLog, item: PendingRecord) -> Pending:
