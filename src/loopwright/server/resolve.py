@@ -25,6 +25,7 @@ from ..runtime import Resolved
 from ..store import PendingRecord
 from ..store.log import SessionKey
 from . import pages, sse
+from .elsewhere import next_done
 from .routes import held_stream, session_record
 from .state import State, ended, plain_answer, state_of
 from .views import (
@@ -203,13 +204,11 @@ async def _record(
 
 async def _ending(state: State, result: Resolved, before: int) -> ev.Done | None:
     """The `done` of the run that goes on after the decision: a run of this process (resumed
-    here, or waiting here on the item), else the next `done` the log gets (a run elsewhere)."""
+    here, or waiting here on the item), else the next `done` the log gets (a run elsewhere,
+    taken over here if its process dies: `elsewhere`)."""
     if result.run is not None:
         return await result.run.wait()
-    async for stored in state.log.follow(result.root, after=before):
-        if isinstance(stored.event, ev.Done):
-            return stored.event
-    return None
+    return await next_done(state, result.root, before, result.item.id)
 
 
 def _decision(action: Action, data: dict[str, Any]) -> Approval | Answer:
