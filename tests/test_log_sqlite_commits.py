@@ -137,29 +137,36 @@ class Threads:
 
 
 async def test_an_append_nothing_waits_for_runs_on_the_event_loop(tmp_path):
-    """The worker is idle and the write lock free: the append's transaction runs where it is
-    awaited, without waiting for SQLite's lock (busy timeout 0 for its length)."""
+    """The worker is idle, the write lock free and the last append was under the same lease:
+    the append's transaction runs where it is awaited, without waiting for SQLite's lock (busy
+    timeout 0 for its length). After another lease's append it goes to the worker, where the
+    appends of several runs at once share transactions."""
     threads = Threads()
     log = SQLiteLog(tmp_path / "l.db", clock=threads)
+    worker, loop = log._worker, threading.current_thread()
     lease = (await log.claim(KEY, "run-1", ttl=30)).lease
-    statements = traced(log)
     assert await log.append(lease, [said("hi")]) == 1
-    assert threads.seen == [log._worker, threading.current_thread()]
+    statements = traced(log)
+    assert await log.append(lease, [said("again")]) == 2
     assert statements == [
         "PRAGMA busy_timeout=0",
         "BEGIN IMMEDIATE",
-        "SELECT id, epoch,",
         "UPDATE sessions SET",
         "INSERT INTO events",
         "COMMIT",
         "PRAGMA busy_timeout=5000",
     ]
+    other = (await log.claim(SessionKey("acme", "support", "o-2"), "run-1", ttl=30)).lease
+    for appender in (other, lease, lease):
+        await log.append(appender, [said("more")])
+    assert threads.seen == [worker, worker, loop, worker, worker, worker, loop]
     await log.close()
     full = SQLiteLog(tmp_path / "f.db", clock=threads, durability="full")  # every commit syncs
     lease = (await full.claim(KEY, "run-1", ttl=30)).lease
     threads.seen.clear()
-    assert await full.append(lease, [said("hi")]) == 1
-    assert threads.seen == [full._worker]
+    for n in range(2):
+        assert await full.append(lease, [said("hi")]) == n + 1
+    assert threads.seen == [full._worker] * 2
     await full.close()
 
 
@@ -174,14 +181,16 @@ async def test_an_append_waits_on_the_worker_while_another_connection_holds_the_
         return submit(*args)
 
     log._runner.submit = handing  # type: ignore[method-assign]
+    assert await log.append(lease, [said("hi")]) == 1  # (the first under a lease: the worker)
+    handed.clear()
     blocker = sqlite3.connect(tmp_path / "l.db", isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
-    appended = asyncio.ensure_future(log.append(lease, [said("hi")]))
+    appended = asyncio.ensure_future(log.append(lease, [said("again")]))
     await asyncio.wait_for(handed.wait(), SAFETY)  # the event loop went on meanwhile
     assert not appended.done()
     blocker.execute("ROLLBACK")
     blocker.close()
-    assert await asyncio.wait_for(appended, SAFETY) == 1
+    assert await asyncio.wait_for(appended, SAFETY) == 2
     await log.close()
 
 

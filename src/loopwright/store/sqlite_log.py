@@ -92,6 +92,9 @@ class SQLiteLog:
         self._poller: asyncio.Task[None] | None = None
         self._runner = Worker(db, self.path, self._checkpoints, self._notify, busy_timeout)
         self._now = durability == "normal" and inline_appends
+        self._appender: tuple[SessionKey, int] | None = None
+        """The lease of the last append: one that follows an append under another lease
+        goes to the worker, where appends of several runs at once share transactions."""
         self._worker = self._runner.thread
 
     # ---- the worker thread (sqlite_worker) ----------------------------------------------------
@@ -228,7 +231,8 @@ class SQLiteLog:
             self._heads[head] = (sid, new)
             return new.last_seq
 
-        if self._now and not self._closed:
+        alone, self._appender = self._appender == (lease.key, lease.epoch), (lease.key, lease.epoch)
+        if alone and self._now and not self._closed:
             done, last_seq = self._runner.now(job)  # on the loop, when nothing would wait
             if done:
                 self._notify()
