@@ -183,6 +183,8 @@ def test_server_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOPWRIGHT_TOKEN_GLOBEX", "globex-token-of-16-chars")
     settings = ServerSettings.from_project(tomllib.loads(block(README, "toml", "[server]").code))
     assert (settings.host, settings.port, settings.max_connections) == ("127.0.0.1", 8787, 100)
+    assert (settings.request_timeout, settings.idle_timeout) == (10.0, 5.0)
+    assert (settings.max_runs_per_tenant, settings.max_streams_per_tenant) == (50, 50)
     assert settings.tokens == {"a-long-random-token": "acme", "globex-token-of-16-chars": "globex"}
 
 

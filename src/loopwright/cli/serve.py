@@ -55,9 +55,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from ..server import ServerSettings, create_app
+    from ..server.limits import serve_config
 
     place = place_of(args)
     place.require_project()
@@ -74,10 +73,9 @@ def serve_command(args: argparse.Namespace) -> int:
         raise config_error(exc, hint="fix [server] or [auth] in loopwright.toml") from None
     sock = _listen(settings.host, settings.port)
     app = create_app(project, settings=settings)
-    config = uvicorn.Config(
+    config = serve_config(  # deadlines for connections; the app counts what it serves
         app,
-        # uvicorn counts the arriving connection too: N + 1 serves N at once, the next gets 503
-        limit_concurrency=settings.max_connections + 1,
+        settings,
         timeout_graceful_shutdown=GRACE_SECONDS,
         log_level="warning",
         lifespan="on",

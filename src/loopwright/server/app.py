@@ -1,6 +1,7 @@
 """The Starlette application: one routes list, the error shape, the middleware stack (Host
-check, CORS when configured, authentication and body size) and the lifespan (live runs are
-cancelled and recorded on shutdown, then the event log is closed)."""
+check, CORS when configured, authentication and body size, the budget of requests served at
+once) and the lifespan (live runs are cancelled and recorded on shutdown, then the event log is
+closed)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -23,6 +24,7 @@ from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, 
 from ..store import StaleWriter, StoreError
 from . import openapi, resolve, routes
 from .guard import Guard, HostCheck, SecurityHeaders
+from .limits import Budget
 from .state import State
 from .views import ApiError
 
@@ -75,6 +77,7 @@ def build(state: State) -> Starlette:
             )
         )
     middleware.append(Middleware(Guard, settings=lambda: state.settings))
+    middleware.append(Middleware(Budget, settings=lambda: state.settings))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -91,6 +94,7 @@ def build(state: State) -> Starlette:
             HTTPException: http_error,
             ApiError: api_error,
             LoopwrightError: loopwright_error,
+            ClientDisconnect: gone,
             Exception: server_error,
         },
         lifespan=lifespan,
@@ -149,7 +153,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 async def api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return JSONResponse({"error": exc.message}, status_code=exc.status)
+    return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
 
 
 async def loopwright_error(request: Request, exc: Exception) -> Response:
@@ -164,6 +168,12 @@ async def loopwright_error(request: Request, exc: Exception) -> Response:
     elif isinstance(exc, ConfigError):
         log.error("configuration error: %s", exc)
     return JSONResponse({"error": str(exc)}, status_code=status)
+
+
+async def gone(request: Request, exc: Exception) -> Response:
+    """The client went away (or was cut off by a deadline) while its body was read: nobody
+    reads the answer."""
+    return Response(status_code=400)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:

@@ -103,6 +103,7 @@ EVENT_PAGE = _object(
     nextAfter={"type": "integer", "description": "The `after` of the next read."},
     more={"type": "boolean", "description": "Events past this page were in the log."},
 )
+TOO_MANY = _error("The tenant holds too many runs or streams at once (see Retry-After).")
 RUN_RESPONSES = {
     "200": _json(_ref("Final"), "The run ended."),
     "202": _json(_ref("Paused"), "The run paused on a pending item (the first open one)."),
@@ -110,6 +111,7 @@ RUN_RESPONSES = {
     "404": _error("Unknown agent, session or pending item."),
     "409": _error("The session is running or paused on pending items."),
     "413": _error("The body is over the limit."),
+    "429": TOO_MANY,
 }
 
 
@@ -123,6 +125,7 @@ def _op(
     every = {
         "401": _error("A bearer token is required (tokens are configured) and was not given."),
         "403": _error("The Host header names another server, or the client is not on loopback."),
+        "503": _error("The server serves all the requests it may at once (see Retry-After)."),
     }
     if NAME in params:
         every["404"] = _error("Unknown agent (or session, or another tenant's).")
@@ -258,6 +261,7 @@ def _durable(summary: str, body: Schema) -> Schema:
         "200": _json(durable, "Already resolved; recorded with items still open; or the run."),
         "404": _error("Unknown pending item (or another tenant's)."),
         "409": _error("Recorded, but the run cannot resume here."),
+        "429": TOO_MANY,
     }
     return {"post": _op(summary, responses, ID, body=body)}
 
@@ -329,6 +333,7 @@ def document(version: str) -> Schema:
                     {
                         "200": _json(EVENT_PAGE, "One page of events."),
                         "400": _error("Bad sequence number or limit."),
+                        "429": TOO_MANY,
                     },
                     NAME,
                     ID,
@@ -341,7 +346,7 @@ def document(version: str) -> Schema:
                 "get": _op(
                     "Replay the session's events as SSE, then its runs as they go (across "
                     "pauses, up to a run's end that is not a pause)",
-                    {"200": SSE, "400": _error("Bad sequence number.")},
+                    {"200": SSE, "400": _error("Bad sequence number."), "429": TOO_MANY},
                     NAME,
                     ID,
                     AFTER,
@@ -365,6 +370,7 @@ def document(version: str) -> Schema:
                         "200": ok,
                         "400": _error("Bad profile."),
                         "409": _error("Busy."),
+                        "429": TOO_MANY,
                     },
                     NAME,
                     ID,

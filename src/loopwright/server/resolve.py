@@ -24,10 +24,11 @@ from ..errors import ConfigError, UnknownPending
 from ..runtime import Resolved
 from ..store import PendingRecord
 from ..store.log import SessionKey
+from ..wire import Profile
 from . import pages, sse
 from .elsewhere import next_done
 from .routes import held_stream, session_record
-from .state import State, ended, plain_answer, state_of
+from .state import Places, State, ended, plain_answer, state_of
 from .views import (
     ApiError,
     Pending,
@@ -83,8 +84,16 @@ async def _resolve(request: Request, action: Action) -> Response:
     decision = _decision(action, data)
     item = await _item(request, kind, WRONG_KIND[kind])
     hold = wants_stream(request)
-    decided = await _record(request, item, decision, hold=hold)
-    result, before = decided.result, decided.before
+    places = state.places(tenant_of(request), stream=hold)  # (a decision takes no run's place)
+    try:
+        return await _answer(state, await _record(request, item, decision, places), places, profile)
+    finally:
+        places.close()  # (what a run or a stream did not take over)
+
+
+async def _answer(state: State, decided: _Recorded, places: Places, profile: Profile) -> Response:
+    """The answer to a decision: see the module docstring."""
+    result, before, hold = decided.result, decided.before, places.stream is not None
     if result.status == "invalid":
         raise ApiError(400, result.error or "invalid decision")
     if result.status == "already_resolved":
@@ -105,7 +114,7 @@ async def _resolve(request: Request, action: Action) -> Response:
     run = result.run
     if run is not None and run.start_seq >= before:  # resumed here by this decision
         if hold:
-            return held_stream(state, run, profile)
+            return held_stream(state, run, profile, places)
         return await plain_answer(state, run, profile, whole_turn=True)
     if hold:  # it goes on where it waited (here or elsewhere): follow the session
         runtime, root = state.runtime, result.root
@@ -113,6 +122,7 @@ async def _resolve(request: Request, action: Action) -> Response:
             lambda: runtime.events(root, after=before, follow=True),
             profile,
             state.settings.keepalive,
+            on_close=places.on_close(),
         )
     done = await _ending(state, result, before)
     if done is None:
@@ -152,7 +162,7 @@ async def answer_pending(request: Request) -> Response:
 
 async def _durable(request: Request, kind: Kind, decision: Approval | Answer) -> Response:
     item = await _item(request, kind, DURABLE_WRONG_KIND[kind])
-    decided = await _record(request, item, decision, hold=False)
+    decided = await _record(request, item, decision, state_of(request).places(tenant_of(request)))
     result = decided.result
     if result.status == "invalid":
         raise ApiError(400, f"editedArgs invalid — {result.error or 'invalid decision'}")
@@ -187,18 +197,21 @@ class _Recorded:
 
 
 async def _record(
-    request: Request, item: PendingRecord, decision: Approval | Answer, *, hold: bool
+    request: Request, item: PendingRecord, decision: Approval | Answer, places: Places
 ) -> _Recorded:
-    """Record the decision (durable before any answer); a run it resumes here is held by the
-    caller when `hold`."""
+    """Record the decision (durable before any answer); a run it resumes here counts in the
+    tenant's runs (`Places.counted`), and is held by the caller when `places` has a stream's."""
     state, tenant = state_of(request), tenant_of(request)
     placed = await place(state.log, item)
     root = SessionKey(tenant, placed.root_agent, placed.root_session)
     before = (await state.runtime.session(root)).last_seq
+    hold = places.stream is not None
     try:
         result = await state.runtime.resolve(tenant, item.id, decision, hold=hold)
     except ConfigError as exc:
         raise ApiError(409, f"cannot resolve '{item.id}' here: {exc}") from None
+    run = result.run
+    places.counted(run if run is not None and run.start_seq >= before else None)
     return _Recorded(result, before)
 
 

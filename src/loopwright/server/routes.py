@@ -18,7 +18,7 @@ from ..store.log import SessionKey, SessionRecord
 from ..wire import Profile, messages_to_json
 from . import pages, sse
 from .config import configuration, summary
-from .state import State, plain_answer, run_events, state_of
+from .state import Places, State, plain_answer, run_events, state_of
 from .views import (
     ApiError,
     events_json,
@@ -67,9 +67,15 @@ async def post_message(request: Request) -> Response:
     if session_id is not None:
         await check_open(state, SessionKey(tenant, agent.name, session_id))
     stream = request.url.path.endswith("/stream")
-    live = await state.runtime.send(tenant, agent.name, session_id, message, hold=stream)
+    places = state.places(tenant, run=True, stream=stream)
+    try:
+        live = await state.runtime.send(tenant, agent.name, session_id, message, hold=stream)
+    except BaseException:
+        places.close()
+        raise
+    places.ran(live)
     if stream:
-        return held_stream(state, live, profile)
+        return held_stream(state, live, profile, places)
     return await plain_answer(state, live, profile)
 
 
@@ -98,14 +104,15 @@ async def check_open(state: State, key: SessionKey) -> None:
     )
 
 
-def held_stream(state: State, live: LiveRun, profile: Profile) -> Response:
-    """A live run streamed to its caller, who holds it (see `Runtime.send`'s `hold`)."""
+def held_stream(state: State, live: LiveRun, profile: Profile, places: Places) -> Response:
+    """A live run streamed to its caller, who holds it (see `Runtime.send`'s `hold`), in the
+    stream's place of `places`."""
     held = live.held
     return sse.response(
         live.stream,
         profile,
         state.settings.keepalive,
-        on_close=held.close if held is not None else None,
+        on_close=places.on_close(held.close if held is not None else None),
     )
 
 
@@ -188,8 +195,12 @@ async def session_events(request: Request) -> Response:
             }
         )
     runtime = state.runtime
+    places = state.places(key.tenant, stream=True)
     return sse.response(
-        lambda: runtime.events(key, after=after, follow=True), profile, state.settings.keepalive
+        lambda: runtime.events(key, after=after, follow=True),
+        profile,
+        state.settings.keepalive,
+        on_close=places.on_close(),
     )
 
 
@@ -240,7 +251,13 @@ async def compact(request: Request) -> JSONResponse:
     if nothing != "ok":
         reason = f"nothing to compact: {why_not(nothing, keep_last)}"
         return JSONResponse({"sessionId": key.id, "compacted": False, "reason": reason})
-    live = await state.runtime.compact(key.tenant, key.agent, key.id)
+    places = state.places(key.tenant, run=True)
+    try:
+        live = await state.runtime.compact(key.tenant, key.agent, key.id)
+    except BaseException:
+        places.close()
+        raise
+    places.ran(live)
     done = await live.wait()
     if done is None:
         raise ApiError(500, "the compaction failed")
@@ -261,7 +278,13 @@ async def resume(request: Request) -> Response:
     key = (await session_record(state, request)).key
     profile = profile_of(request)
     hold = wants_stream(request)
-    live = await state.runtime.resume(key.tenant, key.agent, key.id, hold=hold)
+    places = state.places(key.tenant, run=True, stream=hold)
+    try:
+        live = await state.runtime.resume(key.tenant, key.agent, key.id, hold=hold)
+    except BaseException:
+        places.close()
+        raise
+    places.ran(live)
     if hold:
-        return held_stream(state, live, profile)
+        return held_stream(state, live, profile, places)
     return await plain_answer(state, live, profile, whole_turn=True)

@@ -4,7 +4,11 @@
     host = "127.0.0.1"              # loopback unless you say otherwise
     port = 8787
     max_body_bytes = 1048576        # larger request bodies get 413
-    max_connections = 100           # more concurrent connections get 503
+    max_connections = 100           # authenticated requests served at once; more get 503
+    request_timeout = 10            # seconds to send a whole request; then the connection closes
+    idle_timeout = 5                # seconds a connection may stay silent (new, or kept alive)
+    max_runs_per_tenant = 50        # runs a tenant's requests hold at once; more get 429
+    max_streams_per_tenant = 50     # event streams a tenant holds open at once; more get 429
     allowed_hosts = ["agents.example.com"]   # Host headers accepted besides loopback names
     cors_origins = ["https://app.example.com"]   # CORS is off unless listed
 
@@ -20,6 +24,7 @@ With no token configured only loopback clients are served, as tenant `default`.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +33,7 @@ from typing import Any
 from ..errors import ConfigError
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+LIMITS = ("request_timeout", "idle_timeout", "max_runs_per_tenant", "max_streams_per_tenant")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,7 +46,18 @@ class ServerSettings:
     max_body_bytes: int = 1 << 20
     """Request bodies above this size are refused with 413."""
     max_connections: int = 100
-    """Concurrent connections (uvicorn's `limit_concurrency`); beyond it, 503."""
+    """Requests served at once, counted once authenticated (a held stream counts until it
+    closes); beyond it, 503 with `Retry-After`. Connections that send nothing count for nothing."""
+    request_timeout: float = 10.0
+    """Seconds a connection has to send a whole request (head and body), from its opening or
+    from its previous answer; then it is closed."""
+    idle_timeout: float = 5.0
+    """Seconds a connection may stay silent, new or between requests, before it is closed."""
+    max_runs_per_tenant: int = 50
+    """Runs one tenant's requests hold at once (sends, resumptions, compactions); beyond, 429.
+    (50, like the streams': half of the default `max_connections` for one tenant.)"""
+    max_streams_per_tenant: int = 50
+    """Event streams one tenant holds open at once; beyond, 429 with `Retry-After`."""
     allowed_hosts: tuple[str, ...] = ()
     """Host header names accepted besides localhost, 127.0.0.1 and [::1] (any port)."""
     cors_origins: tuple[str, ...] = ()
@@ -64,6 +81,10 @@ class ServerSettings:
             ("port", int),
             ("max_body_bytes", int),
             ("max_connections", int),
+            ("max_runs_per_tenant", int),
+            ("max_streams_per_tenant", int),
+            ("request_timeout", float),
+            ("idle_timeout", float),
         ):
             if key in server:
                 values[key] = _typed(server[key], kind, f"[server] {key}")
@@ -77,6 +98,9 @@ class ServerSettings:
             raise ConfigError(f"[server] port must be 0-65535, not {made.port}")
         if made.max_body_bytes < 1 or made.max_connections < 1:
             raise ConfigError("[server] max_body_bytes and max_connections must be positive")
+        for key in LIMITS:
+            if not 0 < getattr(made, key) < math.inf:
+                raise ConfigError(f"[server] {key} must be positive")
         return made
 
     def host_names(self) -> frozenset[str]:
@@ -95,8 +119,11 @@ def _table(settings: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 def _typed(value: Any, kind: type, where: str) -> Any:
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ConfigError(f"{where} must be {'a string' if kind is str else 'an integer'}")
+        wanted = {str: "a string", int: "an integer", float: "a number (seconds)"}[kind]
+        raise ConfigError(f"{where} must be {wanted}")
     return value
 
 

@@ -4,7 +4,9 @@ the first item it paused on."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.requests import Request
@@ -18,6 +20,7 @@ from ..runtime import LiveRun, Runtime
 from ..runtime.journal import NOT_STORED
 from ..store.log import EventLog, SessionKey
 from ..wire import Profile
+from .limits import TenantLimits
 from .settings import ServerSettings
 from .views import ApiError, final_body, paused_body, turn_events
 
@@ -31,6 +34,14 @@ class State:
     settings: ServerSettings
     owns_runtime: bool = False
     owns_log: bool = False
+    limits: TenantLimits = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.limits = TenantLimits(lambda: self.settings)
+
+    def places(self, tenant: str, *, run: bool = False, stream: bool = False) -> Places:
+        """The tenant's places for a run and a stream (429 when it holds too many)."""
+        return Places(self.limits, tenant, run=run, stream=stream)
 
     @property
     def log(self) -> EventLog:
@@ -90,3 +101,63 @@ async def ended(
         if waiting:
             return JSONResponse(paused_body(waiting, key, events, profile), status_code=202)
     return JSONResponse(final_body(key.id, done, events, profile))
+
+
+class Places:
+    """A request's places in its tenant's limits: taken at once (or a 429 before anything is
+    done), each given back exactly once — the run's when the run it started ends (`ran`), the
+    stream's when its response closes (`on_close`), and whatever is left by `close`."""
+
+    _ending: set[asyncio.Task[bool]] = set()
+
+    def __init__(self, limits: TenantLimits, tenant: str, *, run: bool, stream: bool) -> None:
+        self.limits, self.tenant = limits, tenant
+        self.run: Callable[[], None] | None = None
+        self.stream: Callable[[], None] | None = limits.stream(tenant) if stream else None
+        try:
+            self.run = limits.run(tenant) if run else None
+        except ApiError:
+            self.close()
+            raise
+
+    def ran(self, live: LiveRun | None) -> None:
+        """The request started `live` (None: no run here): its place is held until it ends."""
+        give_back, self.run = self.run, None
+        if give_back is None:
+            return
+        if live is None or live.finished.is_set():
+            give_back()
+            return
+        ending = asyncio.ensure_future(live.finished.wait())
+        self._ending.add(ending)  # (a task nobody refers to may be collected before it ends)
+
+        def ended(task: asyncio.Task[bool]) -> None:
+            self._ending.discard(task)
+            give_back()
+
+        ending.add_done_callback(ended)
+
+    def counted(self, live: LiveRun | None) -> None:
+        """`live` was resumed by a decision (never refused): it counts from now on, whatever
+        the limit."""
+        if live is not None and self.run is None:
+            self.run = self.limits.run(self.tenant, counted=True)
+            self.ran(live)
+
+    def on_close(self, also: Callable[[], None] | None = None) -> Callable[[], None]:
+        """What a stream's response calls when it closes (after `also`)."""
+        give_back, self.stream = self.stream, None
+
+        def closed() -> None:
+            if also is not None:
+                also()
+            if give_back is not None:
+                give_back()
+
+        return closed
+
+    def close(self) -> None:
+        for give_back in (self.run, self.stream):
+            if give_back is not None:
+                give_back()
+        self.run = self.stream = None

@@ -30,12 +30,13 @@ SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class ApiError(Exception):
-    """Answered as `{"error": message}` with `status`."""
+    """Answered as `{"error": message}` with `status` (and `headers`)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers
 
 
 def error(status: int, message: str) -> JSONResponse:
