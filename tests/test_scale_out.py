@@ -22,6 +22,7 @@ import os
 import random
 import time
 from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,9 @@ from loopwright.server.elsewhere import DIED
 from scale_cluster import SAFETY, Frame, Served, Stream, env_for, make_project
 
 SESSIONS = examples(quick=12, long=300)
-AT_ONCE = examples(quick=6, long=12)
+AT_ONCE = examples(quick=6, long=30)
 """Sessions going on at the same time."""
-LEASE = 2.0
+LEASE = 4.0
 POLL = 0.05
 """Seconds between two looks at a session that still runs (the survivors wait for the killed
 process's leases to expire)."""
@@ -72,8 +73,8 @@ class Life:
     rounds: list[Round]
     messages: list[str] = field(default_factory=list)
     """The texts of its acknowledged messages."""
-    decisions: list[tuple[str, str]] = field(default_factory=list)
-    """(item, by) of its acknowledged decisions."""
+    decisions: list[tuple[str, str, str]] = field(default_factory=list)
+    """(item, status, by) of its items, as the answers to its acknowledged decisions say."""
     streams: list[Held] = field(default_factory=list)
     final: dict[str, Any] | None = None
 
@@ -90,6 +91,12 @@ class Cluster:
         self.acks = 0
         self.killed_at: int | None = None
         self.broken = 0
+        self.streams: list[Stream] = []
+
+    def stream(self, n: int, method: str, path: str, **kwargs: Any) -> Stream:
+        """A stream held on process `n`."""
+        self.streams.append(Stream(self.http[n], method, path, **kwargs))
+        return self.streams[-1]
 
     def alive(self, n: int) -> int:
         """Process `n`, or the next one alive."""
@@ -111,8 +118,25 @@ class Cluster:
         await asyncio.to_thread(self.servers[self.victim].kill)
 
     async def close(self) -> None:
+        """Close the streams still open (after a failure) and the clients."""
+        await cancelled([s.task for s in self.streams])
         for http in self.http:
             await http.aclose()
+
+
+async def every(*jobs: Awaitable[None]) -> None:
+    """Run `jobs` together; when one fails, the others are cancelled."""
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        await cancelled(tasks)
+
+
+async def cancelled(tasks: list[asyncio.Future[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def post(cluster: Cluster, n: int, path: str, body: dict[str, Any]) -> httpx.Response | None:
@@ -136,11 +160,15 @@ async def decide(cluster: Cluster, life: Life, n: int, item: str, by: str) -> bo
         return False
     assert answer.status_code == 200, answer.text
     cluster.ack()
-    life.decisions.append((item, by))
     body = answer.json()
-    if body.get("alreadyResolved"):  # decided by this very request, lost with its process
-        assert (body["status"], body["decidedBy"]) == ("approved", by), body
+    if body.get("alreadyResolved"):
+        # decided by this very request, lost with its process; or closed by a survivor that
+        # took over the session after the run asking died
+        decided = (body["status"], body["decidedBy"])
+        assert decided in (("approved", by), ("skipped", "recovery")), body
+        life.decisions.append((item, *decided))
         return False
+    life.decisions.append((item, "approved", by))
     assert (body["text"], body["stopReason"]) == ("settled", "completed"), body
     return True
 
@@ -148,7 +176,7 @@ async def decide(cluster: Cluster, life: Life, n: int, item: str, by: str) -> bo
 def watch(cluster: Cluster, life: Life, n: int, path: str, **kwargs: Any) -> Held:
     after = kwargs.pop("after", None)
     headers = {} if after is None else {"Last-Event-ID": str(after)}
-    held = Held(Stream(cluster.http[cluster.alive(n)], "GET", path, headers=headers), after)
+    held = Held(cluster.stream(cluster.alive(n), "GET", path, headers=headers), after)
     life.streams.append(held)
     return held
 
@@ -161,7 +189,7 @@ async def play(cluster: Cluster, life: Life, number: int, round: Round) -> bool:
     if cluster.due():  # the kill comes at a run of the victim waiting on its approval
         round.held, send = True, cluster.victim
     if round.held:
-        stream = Stream(cluster.http[send], "POST", f"{AGENT}/messages/stream", json=body)
+        stream = cluster.stream(send, "POST", f"{AGENT}/messages/stream", json=body)
         life.streams.append(Held(stream, None, text))
         if await stream.head() != 200:
             assert stream.broken is not None, (stream.status, stream.body)
@@ -208,10 +236,8 @@ async def reconnect(cluster: Cluster, life: Life) -> None:
         cluster.broken += 1
         last = held.stream.ids()[-1:] or [await start_of(cluster, life, held)]
         path = f"{AGENT}/sessions/{life.sid}/stream"
-        again = Stream(
-            cluster.http[cluster.survivor()], "GET", path, headers={"Last-Event-ID": str(last[0])}
-        )
-        held.again = again
+        headers = {"Last-Event-ID": str(last[0])}
+        held.again = cluster.stream(cluster.survivor(), "GET", path, headers=headers)
 
 
 async def start_of(cluster: Cluster, life: Life, held: Held) -> int:
@@ -281,8 +307,8 @@ def check_log(life: Life, log: Log) -> None:
     inputs = Counter(e["message"]["content"] for _, e in log if e["type"] == "input:received")
     assert all(inputs[text] == 1 for text in life.messages), (life.sid, inputs, life.messages)
     decided = {e["id"]: e for _, e in log if e["type"] == "pending:decided"}
-    for item, by in life.decisions:
-        assert (decided[item]["status"], decided[item]["by"]) == ("approved", by), life.sid
+    for item, status, by in life.decisions:
+        assert (decided[item]["status"], decided[item]["by"]) == (status, by), life.sid
     assert life.final is not None
     assert (life.final["text"], life.final["stopReason"]) == (f"ok: last {life.sid}", "completed")
 
@@ -370,12 +396,12 @@ async def test_three_servers_on_one_database_survive_a_kill(tmp_path: Path, pg_u
         cluster = Cluster(servers, rng, rng.randrange(planned // 5, planned // 3))
         try:
             slots = asyncio.Semaphore(AT_ONCE)
-            await asyncio.gather(*(live(cluster, life, slots) for life in lives))
+            await every(*(live(cluster, life, slots) for life in lives))
             assert cluster.killed_at is not None, "the kill never came"
             killed, acked_before = time.monotonic(), cluster.acks
             for life in lives:
                 await reconnect(cluster, life)
-            await asyncio.gather(*(settle(cluster, life) for life in lives))
+            await every(*(settle(cluster, life) for life in lives))
             for life in lives:
                 for held in life.streams:
                     await held.stream.end()

@@ -2,12 +2,10 @@
 
 A decision recorded here for a run that waits on it elsewhere (a client holds its stream on
 another server) is answered with that run's `done`, read from the log. That process may die
-before: its lease expires and nobody writes a `done`. So while it waits, the answer looks at
-the session every third of a lease; once no run holds it and no `done` came, the session is
-taken over here — its dead run's items that can no longer resume are closed — and resumed
-here if it can be (it was pausing, and nothing under it is open). A run that died while it
-waited on the item cannot: the answer is a 409 that says so (the decision stays recorded; the
-session's next message shows the dead run's calls interrupted).
+first: nobody writes the `done`, and its lease expires. So while it waits, the answer looks at
+the session every third of a lease; once no run holds it and no `done` came, the answer is a
+409 that says the run died (the decision stays recorded; the session's next message takes it
+over, and shows the dead run's calls interrupted).
 """
 
 from __future__ import annotations
@@ -15,8 +13,6 @@ from __future__ import annotations
 import asyncio
 
 from .. import events as ev
-from ..errors import SessionBusy
-from ..store import StaleWriter
 from ..store.log import SessionKey
 from .state import State
 from .views import ApiError
@@ -28,27 +24,16 @@ DIED = (
 
 
 async def next_done(state: State, root: SessionKey, before: int, item: str) -> ev.Done | None:
-    """The first `done` of the top-level session `root` after seq `before`, or the `done` of
-    its run resumed here once the process running it died (`ApiError` 409 when it cannot go
-    on: see the module)."""
-    runtime = state.runtime
-    every = runtime.settings.lease_seconds / 3
+    """The first `done` of the top-level session `root` after seq `before` (None if the log
+    stops following it); `ApiError` 409 when the run stopped without one (see the module)."""
+    every = state.runtime.settings.lease_seconds / 3
     done = asyncio.ensure_future(_first_done(state, root, before))
     try:
         while True:
             finished, _ = await asyncio.wait((done,), timeout=every)
             if finished:
                 return done.result()
-            if not await _died(state, root, before):
-                continue
-            waiting = await runtime.outstanding(root)  # taken over: its dead run's items closed
-            if (await runtime.session(root)).status == "paused" and not waiting:
-                try:
-                    live = await runtime.resume(root.tenant, root.agent, root.id)
-                except (SessionBusy, StaleWriter):
-                    continue  # resumed elsewhere first: its `done` comes
-                return await live.wait()
-            if await _died(state, root, before):  # (not taken by a run meanwhile)
+            if await _died(state, root, before):
                 raise ApiError(409, DIED.format(session=root.id, item=item))
     finally:
         done.cancel()
