@@ -51,10 +51,6 @@ class OpenBatch:
     suspended: dict[str, ev.ToolSuspended] = field(default_factory=dict)
     """Call id → what it waits on, until it starts again."""
 
-    @property
-    def complete(self) -> bool:
-        return all(call.id in self.results for call in self.calls)
-
 
 @dataclass(slots=True)
 class State:
@@ -114,10 +110,13 @@ def _input(state: State, event: ev.InputReceived | ev.SteeringInjected) -> None:
     history = state.history
     history.carry_over = None
     history.append(event.message)
-    if isinstance(event, ev.SteeringInjected):
-        entry = (event.mode, event.message.content)
-        if entry in history.queued:
-            history.queued.remove(entry)
+
+
+def _injected(state: State, event: ev.SteeringInjected) -> None:
+    _input(state, event)
+    entry, queued = (event.mode, event.message.content), state.history.queued
+    if entry in queued:
+        queued.remove(entry)
 
 
 def _queued(state: State, event: ev.SteeringQueued) -> None:
@@ -149,13 +148,19 @@ def _output(state: State, event: ev.ToolOutput) -> None:
     batch = state.batch
     if batch is None:
         return
-    batch.results[event.id] = ToolResultMessage(
+    results = batch.results
+    results[event.id] = ToolResultMessage(
         call_id=event.id, tool=event.tool, content=event.content, is_error=event.is_error
     )
-    if batch.complete:  # the batch closes: its results join the history in call order
-        for call in batch.calls:
-            state.history.append(batch.results[call.id])
-        state.batch = None
+    calls = batch.calls
+    if len(results) < len(calls):
+        return
+    for call in calls:
+        if call.id not in results:
+            return
+    for call in calls:  # the batch closes: its results join the history in call order
+        state.history.append(results[call.id])
+    state.batch = None
 
 
 def _asked(state: State, event: Asked) -> None:
@@ -202,7 +207,7 @@ def _paused(state: State, event: ev.LoopPaused) -> None:
 
 HANDLERS: dict[type, Callable[[State, Any], None]] = {
     ev.InputReceived: _input,
-    ev.SteeringInjected: _input,
+    ev.SteeringInjected: _injected,
     ev.SteeringQueued: _queued,
     ev.MessageCompleted: _reply,
     ev.ToolStarted: _started,

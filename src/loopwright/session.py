@@ -122,7 +122,7 @@ class Session:
                 f"session {self.id} is already running (a run left unfinished stays running: "
                 "iterate it to the end, use `async with session.run(...)`, or `await run.aclose()`)"
             )
-        checkpoint = self.history.checkpoint
+        checkpoint = self.state.history.checkpoint
         if input is not None and checkpoint is not None:
             ids = ", ".join(p.request.id for p in checkpoint.pending.values() if p.decision is None)
             raise SessionBusy(

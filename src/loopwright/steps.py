@@ -236,11 +236,12 @@ class Steps:
         return item if message is item.message else ev.MessageCompleted(message=message)
 
     async def accept(self, reply: AssistantMessage) -> list[ToolCall]:
-        """The reply is complete (its `message:completed` put it in the history and opened its
-        batch): its calls."""
+        """The reply is complete (its `message:completed` put it in the history and opened the
+        batch of its calls, if any): its calls."""
         if self.agent.hooks.after_reply:
             await call_hook(self.agent.hooks.after_reply, self.info, reply)
-        return reply.tool_calls
+        batch = self.state.batch
+        return batch.calls if batch is not None else []
 
     async def proceed(self, reply: AssistantMessage) -> list[ev.Event]:
         """After a batch: the continuation policy may stop; steering is delivered."""
@@ -329,8 +330,9 @@ class Steps:
             text = f"Stopped: denied {', '.join(batch.denied)}. Send another message to continue."
             self.stop(ev.LoopDenied(denied_tools=batch.denied), text, "denied")
             return
-        for event in self.decider.closed(batch):  # asks a human's denial closed
-            yield event
+        if batch.closed:  # asks a human's denial closed
+            for event in self.decider.closed(batch):
+                yield event
         runner, scheduled = self.runner, batch.scheduled
         if runner.alone(scheduled):  # the common case, without a task per call
             await cancel_point()
@@ -340,8 +342,13 @@ class Steps:
         else:
             async for event in runner.run(scheduled):
                 yield event
-        outcomes = [(item.call.name, self.outcomes[item.call.id]) for item in scheduled]
-        waits = [(name, o.suspended) for name, o in outcomes if o.suspended is not None]
+        waits: list[tuple[str, Any]] = []  # (name, what it waits on) of the suspended calls
+        terminate = len(scheduled) == len(calls)  # every call of the reply ran and says so
+        for item in scheduled:
+            outcome = self.outcomes[item.call.id]
+            terminate = terminate and outcome.terminate
+            if outcome.suspended is not None:
+                waits.append((item.call.name, outcome.suspended))
         if batch.deferred or waits:
             self.history.checkpoint = self.paused(batch)
             what = [
@@ -355,11 +362,10 @@ class Steps:
             text = f"Paused: waiting for {', '.join(what)}."
             self.stop(ev.LoopPaused(pending_ids=waiting), text, "paused")
             return
-        self.runner.reset()
-        # every call of the reply ran and says so
-        if outcomes and len(scheduled) == len(calls) and all(o.terminate for _, o in outcomes):
-            text = outcomes[-1][1].content
+        if terminate and scheduled:
+            text = self.outcomes[scheduled[-1].call.id].content
             self.stop(ev.LoopTerminated(reason="a tool asked to end the run"), text, "terminated")
+        self.runner.reset()
 
     def paused(self, batch: Batch) -> Checkpoint:
         """The checkpoint of the batch the run pauses on, as the log derives it (`replay`),
