@@ -1,11 +1,12 @@
 """Sessions and runs: the Python way to drive the loop.
 
-A `Session` is one conversation with one agent; it holds the history and runs one input at a
-time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and its events
-reach the caller through a buffer; `steer`, `follow_up` and `cancel` work from anywhere while it
-runs, and cancelling is cancelling that task. Leaving an `async with` block early cancels the
-run. A `Journal` (the store seam) sees every event, in the run's task, before the loop goes on;
-`loopwright.store` implements it durably.
+A `Session` is one conversation with one agent; it holds its state (`replay.State`: the
+history, the batch still open), which each event of its runs changes as it goes by, and runs one
+input at a time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and
+its events reach the caller through a buffer; `steer`, `follow_up` and `cancel` work from
+anywhere while it runs, and cancelling is cancelling that task. Leaving an `async with` block
+early cancels the run. A `Journal` (the store seam) sees every event, in the run's task, before
+the loop goes on; `loopwright.store` implements it durably.
 """
 
 from __future__ import annotations
