@@ -253,3 +253,24 @@ async def test_closing_the_runtime_leaves_a_held_run_paused_durably(logs, runtim
     resumed = await elsewhere.resolve("acme", item.id, Approval.approve(by="bo"))
     assert resumed.run is not None and (await ended(resumed.run)).text == "all paid"
     assert paid == [1]
+
+
+async def test_a_follower_of_a_run_cancelled_at_its_prompt_ends_at_its_done(logs, runtimes):
+    """A run cancelled while it waits for a decision closes its item after its `done` (a
+    `pending:decided` follows the `done` in the log): a follower from the start, or from the
+    `done`, still ends there instead of waiting for the session's next run."""
+    runtime = runtimes({"payer": payer(*pays(1))}, await logs())
+    live = await runtime.send("acme", "payer", "s1", "go", hold=True)
+    stream = live.stream()
+    await until(stream, "pending:requested")
+    assert runtime.cancel(KEY)
+    assert (await ended(live)).stop_reason == "aborted"
+    await stream.aclose()
+    stored = await runtime.log.read(KEY)
+    assert [s.event.type for s in stored[-2:]] == ["done", "pending:decided"]
+    done = stored[-2].seq
+    async with asyncio.timeout(60):  # a safety net: it used to wait for the next run
+        items = [pair async for pair in runtime.events(KEY, after=0, follow=True)]
+        assert [(s.seq, s.event) for s in stored[:-1]] == items
+        rest = [pair async for pair in runtime.events(KEY, after=done, follow=True)]
+        assert rest == []

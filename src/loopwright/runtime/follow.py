@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import events as ev
+from ..store import StoredEvent
 from ..store.log import EventLog, SessionKey
 
 if TYPE_CHECKING:
@@ -61,20 +62,34 @@ async def follow(
                     if final(live.done):
                         return
                     continue
-            record = await log.session(key)
-            if record.status == "idle" and position >= record.last_seq:
-                return  # its latest run ended for good, and nothing came after `after`
+            if await _over(log, key, position):
+                return  # its latest run ended for good, and nothing of a run came after `after`
             ended = False
             async for seq, event in _from_log(log, registry, key, position):
                 position = seq
                 yield seq, event
-                if final(event) and (await log.session(key)).last_seq == seq:
+                if final(event) and await _over(log, key, seq):
                     ended = True  # the session's latest run ended for good
                     break
             if ended:
                 return
     finally:
         follower.close()
+
+
+AFTER_DONE = 16
+"""How many events after a run's `done` are looked at for one of a run: only decisions come
+there (the items a run left open are closed just after its `done`), a handful at most."""
+
+
+async def _over(log: EventLog, key: SessionKey, seq: int) -> bool:
+    """The session's latest run ended for good at or before `seq`: the session is idle and all
+    that came after `seq` is decisions (not a run's events)."""
+    record = await log.session(key)
+    if record.status != "idle" or record.last_seq - seq > AFTER_DONE:
+        return False
+    after = await log.read(key, after=seq, limit=AFTER_DONE)
+    return all(type(stored.event) is ev.PendingDecided for stored in after)
 
 
 async def _from_log(
@@ -86,17 +101,19 @@ async def _from_log(
     if registry.get(key) is not None:
         return
     events = aiter(log.follow(key, after=after))
+    step: asyncio.Future[StoredEvent] | None = None
     try:
         while True:
             step = asyncio.ensure_future(anext(events))
             await asyncio.wait((step, started), return_when=asyncio.FIRST_COMPLETED)
             if not step.done():
-                step.cancel()
-                await asyncio.gather(step, return_exceptions=True)
                 return
             stored = step.result()
             yield stored.seq, stored.event
     finally:
+        if step is not None and not step.done():  # a run started here, or the caller left
+            step.cancel()
+            await asyncio.gather(step, return_exceptions=True)
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
