@@ -81,13 +81,6 @@ class RuntimeStack:
             self.building[session_id] = await self.runtime.open(self.key(session_id))
         session = self.building[session_id]
         await session.run(text).result()
-        # WORKAROUND (reported, not fixed here): LogJournal does not advance `loaded_seq` with
-        # its own commits, so each run of a session kept open re-reads and rebuilds its whole
-        # log (building 30,000 events took 570 s instead of seconds). Nobody else writes to
-        # this session, so the history in memory is the log's: keep the two in step.
-        journal = session.journal
-        if getattr(journal, "loaded_seq", -1) >= 0 and hasattr(journal, "last_seq"):
-            journal.loaded_seq = journal.last_seq
 
     async def last_seq(self, session_id: str) -> int:
         try:
