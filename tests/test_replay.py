@@ -1,8 +1,11 @@
 """The reducer (`loopwright.replay`) at its edges: a paused call whose tool no longer exists,
-and snapshots it did not write. (The property that the state folded from the log is the live
-state is in test_replay_property.py.)"""
+snapshots it did not write, an approved call that suspends, a cancel while a reply is committed.
+(The property that the state folded from the log is the live state is in
+test_replay_property.py.)"""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -112,3 +115,44 @@ async def test_an_approved_call_that_suspends_is_not_asked_about_again(tmp_path,
     assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant"]
     if log is not None:
         await log.close()
+
+
+async def test_a_cancel_while_a_reply_is_committed_answers_its_calls_as_the_log_does():
+    """A cancel that lands while the journal commits a reply with calls: the reply is in the
+    state already (applied before the journal saw it), and the run answers its calls before it
+    ends, so the live history is the one its events fold to, and valid for every provider."""
+    from conftest import call, drive, scripted
+    from loopwright import Agent, Session
+    from loopwright.runner import NOT_RUN
+
+    committing, cancelled = asyncio.Event(), asyncio.Event()
+    seen: list[ev.Event] = []
+
+    class Journal:
+        async def begin(self, session, input):
+            pass
+
+        async def end(self, session, stop_reason):
+            pass
+
+        async def append(self, session_id, event):
+            seen.append(event)
+            if event.type == "message:completed":  # held until the other task has cancelled
+                committing.set()
+                await cancelled.wait()
+
+    model = scripted({"tool_calls": [call("pay", "p", n=1)]}, "never")
+    session = Session(Agent(model=model, tools=[pay]), journal=Journal())
+
+    async def cancel_while_committing():
+        await committing.wait()
+        session.cancel()
+        cancelled.set()
+
+    canceller = asyncio.create_task(cancel_while_committing())
+    result = await drive(session.run("go"))
+    await canceller
+    assert result.stop_reason == "aborted"
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool"]
+    assert session.messages[-1].content == NOT_RUN
+    assert continued(fold(seen, BY_NAME), died=False).messages == session.messages
