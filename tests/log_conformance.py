@@ -314,3 +314,18 @@ async def test_pending_pages_in_request_order(make_log: MakeLog) -> None:
 def safely(awaitable: Awaitable[Any]) -> Awaitable[Any]:
     """A safety net for a wait that must end by itself."""
     return asyncio.wait_for(awaitable, SAFETY)
+
+
+@pytest.mark.parametrize("cursor", ["x", "-1", "1.5", "9" * 19, "٣", "abc:2026", ":", "1"])
+async def test_a_cursor_the_log_did_not_give_is_refused(make_log: MakeLog, cursor: str) -> None:
+    """`ValueError`, never a backend's own error (a sessions cursor is `<row>:<updated at>`, a
+    pending one a row: "1" is a fine pending cursor)."""
+    log = await make_log()
+    await log.claim(KEY, "run-1", ttl=30)
+    with pytest.raises(ValueError, match="is not one this log gave"):
+        await log.sessions("acme", cursor=cursor)
+    if cursor == "1":
+        assert (await log.pending("acme", cursor=cursor)).items == []
+        return
+    with pytest.raises(ValueError, match="is not one this log gave"):
+        await log.pending("acme", cursor=cursor)

@@ -101,10 +101,30 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """One page of a listing; `cursor` fetches the next one (None at the end)."""
+    """One page of a listing; `cursor` fetches the next one (None at the end). A cursor the
+    log did not give is refused with `ValueError` (`session_cursor`, `pending_cursor`)."""
 
     items: list[Any]
     cursor: str | None
+
+
+def _row(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise ValueError(f"cursor {text!r} is not one this log gave")
+    return int(text)
+
+
+def session_cursor(cursor: str) -> tuple[int, str]:
+    """A sessions page's cursor, `<row>:<updated at>`, as (row, updated at)."""
+    row, colon, updated_at = cursor.partition(":")
+    if not colon:
+        raise ValueError(f"cursor {cursor!r} is not one this log gave")
+    return _row(row), updated_at
+
+
+def pending_cursor(cursor: str) -> int:
+    """A pending page's cursor: the row of the last item given."""
+    return _row(cursor)
 
 
 class EventLog(Protocol):

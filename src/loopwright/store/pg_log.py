@@ -31,7 +31,18 @@ from ..wire import loads
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
 from . import pg_rows as sql
 from .derive import decision_events
-from .log import Claimed, Decided, Decision, Lease, Page, SessionKey, SessionRecord, Snapshot
+from .log import (
+    Claimed,
+    Decided,
+    Decision,
+    Lease,
+    Page,
+    SessionKey,
+    SessionRecord,
+    Snapshot,
+    pending_cursor,
+    session_cursor,
+)
 from .pg_listen import Wakeups, channel
 from .pg_rows import Db
 from .pg_schema import migrate, shown
@@ -383,9 +394,9 @@ class PostgresLog:
             where.append("s.agent = %s")
             params.append(agent)
         if cursor:
-            after_id, _, after_at = cursor.partition(":")
+            after_id, after_at = session_cursor(cursor)
             where.append("(s.updated_at, s.id) < (%s, %s)")
-            params += [after_at, int(after_id)]
+            params += [after_at, after_id]
 
         async def job(db: Db) -> Page:
             rows = await (
@@ -426,7 +437,7 @@ class PostgresLog:
                 params.append(value)
         if cursor:
             where.append("p.n > %s")
-            params.append(int(cursor))
+            params.append(pending_cursor(cursor))
 
         async def job(db: Db) -> Page:
             rows = await (

@@ -36,7 +36,18 @@ from ..wire import loads
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
 from . import sqlite_rows as sql
 from .derive import SessionState, decision_events
-from .log import Claimed, Decided, Decision, Lease, Page, SessionKey, SessionRecord, Snapshot
+from .log import (
+    Claimed,
+    Decided,
+    Decision,
+    Lease,
+    Page,
+    SessionKey,
+    SessionRecord,
+    Snapshot,
+    pending_cursor,
+    session_cursor,
+)
 from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
 from .sqlite_worker import Worker
@@ -350,12 +361,12 @@ class SQLiteLog:
         self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
     ) -> Page:
         def job(db: sqlite3.Connection) -> Page:
-            after_id, _, after_at = (cursor or "").partition(":")
+            after_id, after_at = session_cursor(cursor) if cursor else (None, "")
             rows = db.execute(
                 f"SELECT {sql.SESSION} WHERE s.tenant=?1 AND (?2 IS NULL OR s.agent=?2) AND "
                 "(?3 IS NULL OR s.updated_at < ?4 OR (s.updated_at = ?4 AND s.id < ?3)) "
                 "ORDER BY s.updated_at DESC, s.id DESC LIMIT ?5",
-                (tenant, agent, int(after_id) if cursor else None, after_at, limit + 1),
+                (tenant, agent, after_id, after_at, limit + 1),
             ).fetchall()
             now = self.clock()
             items = [sql.session_record(row, now) for row in rows[:limit]]
@@ -374,6 +385,8 @@ class SQLiteLog:
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page:
+        after = pending_cursor(cursor) if cursor else 0
+
         def job(db: sqlite3.Connection) -> Page:
             sid = None
             if session is not None:
@@ -387,7 +400,7 @@ class SQLiteLog:
                 f"SELECT p.rowid, {sql.PENDING} WHERE p.tenant=?1 "
                 "AND (?2 IS NULL OR s.agent=?2) AND (?3 IS NULL OR p.session=?3) "
                 "AND (?4 IS NULL OR p.status=?4) AND p.rowid > ?5 ORDER BY p.rowid LIMIT ?6",
-                (tenant, agent, sid, status, int(cursor or 0), limit + 1),
+                (tenant, agent, sid, status, after, limit + 1),
             ).fetchall()
             items = [sql.pending_record(row[1:]) for row in rows[:limit]]
             return Page(items, str(rows[limit - 1][0]) if len(rows) > limit else None)
