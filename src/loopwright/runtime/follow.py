@@ -68,7 +68,7 @@ async def follow(
             async for seq, event in _from_log(log, registry, key, position):
                 position = seq
                 yield seq, event
-                if final(event) and await _over(log, key, seq):
+                if final(event) and await _over(log, key, seq, done=True):
                     ended = True  # the session's latest run ended for good
                     break
             if ended:
@@ -82,11 +82,12 @@ AFTER_DONE = 16
 there (the items a run left open are closed just after its `done`), a handful at most."""
 
 
-async def _over(log: EventLog, key: SessionKey, seq: int) -> bool:
-    """The session's latest run ended for good at or before `seq`: the session is idle and all
-    that came after `seq` is decisions (not a run's events)."""
+async def _over(log: EventLog, key: SessionKey, seq: int, *, done: bool = False) -> bool:
+    """The session's latest run ended for good at or before `seq`: all that came after `seq`
+    is decisions (not a run's events), and either the event at `seq` is that run's final
+    `done`, or the session is idle (its run may hold its lease a moment after its `done`)."""
     record = await log.session(key)
-    if record.status != "idle" or record.last_seq - seq > AFTER_DONE:
+    if record.last_seq - seq > AFTER_DONE or not (done or record.status == "idle"):
         return False
     after = await log.read(key, after=seq, limit=AFTER_DONE)
     return all(type(stored.event) is ev.PendingDecided for stored in after)
@@ -106,17 +107,26 @@ async def _from_log(
         while True:
             step = asyncio.ensure_future(anext(events))
             await asyncio.wait((step, started), return_when=asyncio.FIRST_COMPLETED)
-            if not step.done():
+            if not step.done():  # a run started here: the caller follows it live
+                step.cancel()
+                await asyncio.gather(step, return_exceptions=True)
                 return
             stored = step.result()
             yield stored.seq, stored.event
     finally:
-        if step is not None and not step.done():  # a run started here, or the caller left
+        if step is not None and not step.done():  # the caller left: nobody waits for it
             step.cancel()
-            await asyncio.gather(step, return_exceptions=True)
+            step.add_done_callback(_retrieved)
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+
+
+def _retrieved(step: asyncio.Future[StoredEvent]) -> None:
+    """Take a stopped read's outcome, so that its failure (the log closed under it) is not
+    reported as never retrieved."""
+    if not step.cancelled():
+        step.exception()
 
 
 async def keepalive(items: AsyncIterator[T], every: float) -> AsyncIterator[T | None]:
