@@ -151,13 +151,8 @@ def live_view() -> dict[str, Any]:
     it streamed so far (the journal commits it as `message:partial`) and its queues."""
     run, session = LIVE.steps, LIVE.session
     state = session.state
-    mine = State(  # `continued` derives into the history: keep the live one as it is
-        tools=state.tools,
-        history=replace(state.history),
-        batch=state.batch,
-        paused=state.paused,
-        finished=state.finished,
-    )
+    # `continued` derives into the history: keep the live one as it is
+    mine = State(state.tools, replace(state.history), state.batch, state.paused, state.finished)
     return {
         **view_of(mine),
         "carry_over": "".join(run.partial) if run.partial else state.history.carry_over,
@@ -167,9 +162,7 @@ def live_view() -> dict[str, Any]:
     }
 
 
-AHEAD = {"steering:injected"}
-"""Events whose change a step makes to the live queues before it yields (and commits) them:
-the steering it delivers leaves the queue at once."""
+AHEAD = {"steering:injected"}  # a step takes what it delivers from the live queue before
 SEEN = {"loop:paused", "loop:aborted", "loop:error", "loop:denied", "loop:max_turns"}
 SEEN |= {"compaction:finished", "steering:queued", "steering:injected", "loop:skipped"}
 
@@ -186,10 +179,8 @@ def watch(session: Any) -> Any:
     async def recorded(extra: ev.Event | None = None) -> None:
         before = journal.last_seq
         await commit(extra)
-        run = session._run
-        if run is not None and asyncio.current_task() is not run._task:
-            return
-        if journal.last_seq != before:  # something was appended
+        run = session._run  # a commit of the run's own task, which appended something
+        if (run is None or asyncio.current_task() is run._task) and journal.last_seq != before:
             LIVE.session = session
             LIVE.commits.append((journal.last_seq, live_view()))
 
