@@ -46,6 +46,7 @@ from .log import (
 from .pg_listen import Wakeups, channel
 from .pg_rows import Db
 from .pg_schema import migrate, shown
+from .records import pending_record, session_record
 
 T = TypeVar("T")
 Told = list[tuple[int, int]]
@@ -382,7 +383,7 @@ class PostgresLog:
             )
             if row is None:
                 raise sql.unknown(key)
-            return sql.session_record(row, self._now(row[13]))
+            return session_record(row, self._now(row[13]))
 
         return await self._run(job)
 
@@ -406,7 +407,7 @@ class PostgresLog:
                     (*params, limit + 1),
                 )
             ).fetchall()
-            items = [sql.session_record(row, self._now(row[13])) for row in rows[:limit]]
+            items = [session_record(row, self._now(row[13])) for row in rows[:limit]]
             more = len(rows) > limit
             return Page(items, f"{rows[limit - 1][12]}:{rows[limit - 1][6]}" if more else None)
 
@@ -446,7 +447,7 @@ class PostgresLog:
                     (*params, limit + 1),
                 )
             ).fetchall()
-            items = [sql.pending_record(row[1:]) for row in rows[:limit]]
+            items = [pending_record(row[1:]) for row in rows[:limit]]
             return Page(items, str(rows[limit - 1][0]) if len(rows) > limit else None)
 
         return await self._run(job)

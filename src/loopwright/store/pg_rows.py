@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +20,8 @@ from ..errors import SessionBusy, UnknownPending, UnknownSession
 from ..wire import dumps
 from . import PendingRecord, StaleWriter
 from .derive import DecidePending, NewPending, NewUsage, SessionState, SetCallId, derive
-from .log import Claimed, Lease, SessionKey, SessionRecord
+from .log import Claimed, Lease, SessionKey
+from .records import pending_record
 
 Db = AsyncConnection[TupleRow]
 
@@ -233,34 +233,6 @@ async def pending_item(db: Db, tenant: str, pending_id: str) -> PendingRecord:
     if found is None:
         raise UnknownPending(f"no pending item {pending_id!r}")
     return pending_record(found)
-
-
-def pending_record(row: Sequence[Any]) -> PendingRecord:
-    record = PendingRecord(*row)
-    return replace(
-        record,
-        args=json.loads(row[7]),
-        edited_args=None if row[14] is None else json.loads(row[14]),
-    )
-
-
-def session_record(row: Sequence[Any], now: float) -> SessionRecord:
-    tenant, agent, name, status, last_seq, created, updated, owner, expires = row[:9]
-    if owner is not None and expires is not None and expires > now:
-        status = "running"
-    elif status == "running":
-        status = "interrupted"  # its run ended without its `done` and let the lease expire
-    parent = None if row[9] is None else SessionKey(row[9], row[10], row[11])
-    return SessionRecord(
-        SessionKey(tenant, agent, name),
-        status,
-        last_seq,
-        created,
-        updated,
-        parent,
-        owner,
-        expires if owner is not None else None,
-    )
 
 
 def iso(t: float) -> str:

@@ -48,6 +48,7 @@ from .log import (
     pending_cursor,
     session_cursor,
 )
+from .records import pending_record, session_record
 from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
 from .sqlite_worker import Worker
@@ -353,7 +354,7 @@ class SQLiteLog:
             ).fetchone()
             if row is None:
                 raise sql.unknown(key)
-            return sql.session_record(row, self.clock())
+            return session_record(row, self.clock())
 
         return await self._call(job)
 
@@ -369,7 +370,7 @@ class SQLiteLog:
                 (tenant, agent, after_id, after_at, limit + 1),
             ).fetchall()
             now = self.clock()
-            items = [sql.session_record(row, now) for row in rows[:limit]]
+            items = [session_record(row, now) for row in rows[:limit]]
             more = len(rows) > limit
             return Page(items, f"{rows[limit - 1][12]}:{rows[limit - 1][6]}" if more else None)
 
@@ -402,7 +403,7 @@ class SQLiteLog:
                 "AND (?4 IS NULL OR p.status=?4) AND p.rowid > ?5 ORDER BY p.rowid LIMIT ?6",
                 (tenant, agent, sid, status, after, limit + 1),
             ).fetchall()
-            items = [sql.pending_record(row[1:]) for row in rows[:limit]]
+            items = [pending_record(row[1:]) for row in rows[:limit]]
             return Page(items, str(rows[limit - 1][0]) if len(rows) > limit else None)
 
         return await self._call(job)

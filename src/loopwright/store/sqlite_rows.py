@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from .. import events as ev
 from ..errors import UnknownPending, UnknownSession
 from ..wire import dumps
 from . import PendingRecord, StaleWriter
 from .derive import DecidePending, NewPending, NewUsage, Op, SessionState, SetCallId, derive
-from .log import Lease, SessionKey, SessionRecord
+from .log import Lease, SessionKey
+from .records import pending_record
 
 PENDING = (
     "p.id, s.name, s.tenant, s.agent, p.kind, p.call_id, p.tool, p.args, p.reason, "
@@ -179,34 +178,6 @@ def pending_item(db: sqlite3.Connection, tenant: str, pending_id: str) -> Pendin
     if found is None:
         raise UnknownPending(f"no pending item {pending_id!r}")
     return pending_record(found)
-
-
-def pending_record(row: Sequence[Any]) -> PendingRecord:
-    record = PendingRecord(*row)
-    return replace(
-        record,
-        args=json.loads(row[7]),
-        edited_args=None if row[14] is None else json.loads(row[14]),
-    )
-
-
-def session_record(row: Sequence[Any], now: float) -> SessionRecord:
-    tenant, agent, name, status, last_seq, created, updated, owner, expires = row[:9]
-    if owner is not None and expires is not None and expires > now:
-        status = "running"
-    elif status == "running":
-        status = "interrupted"  # its run ended without its `done` and let the lease expire
-    parent = None if row[9] is None else SessionKey(row[9], row[10], row[11])
-    return SessionRecord(
-        SessionKey(tenant, agent, name),
-        status,
-        last_seq,
-        created,
-        updated,
-        parent,
-        owner,
-        expires if owner is not None else None,
-    )
 
 
 def data_version(db: sqlite3.Connection) -> int:
