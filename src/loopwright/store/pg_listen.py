@@ -3,8 +3,11 @@ waiter (`follow`, `wait_decided`) of the process.
 
 Every commit that appends events to a session is followed by a NOTIFY on the log's channel with
 a small payload, the session's key and its last seq ("17 342"); the events themselves are read
-from the table. A waiter takes its session's next wake-up (`tick`) *before* it reads, so a commit either is
-in what it reads or wakes it after. Wake-ups are only hints to read again:
+from the table. A control sent to the session's run is told as "17 c", and one taken by that run
+(or withdrawn) as "17 t": each wakes only its own waiters (`CONTROL`, `TAKEN`), so a run's own
+appends never wake its listener for controls. A waiter takes its session's next wake-up (`tick`)
+*before* it reads, so a commit either is in what it reads or wakes it after. Wake-ups are only
+hints to read again:
 
 - a notification wakes the waiters of its session; this process's own commits wake them at once;
 - the listening connection, once lost, is opened again (with a growing pause); every waiter is
@@ -22,13 +25,16 @@ import contextlib
 import psycopg
 from psycopg import sql
 
+EVENTS, CONTROL, TAKEN = "", "c", "t"
+"""What a wake-up is about: appended events, a control sent, a control taken or withdrawn."""
+
 
 class Wakeups:
     """Waiters by session key, woken by notifications on `channel` (see the module docstring)."""
 
     def __init__(self, conninfo: str, channel: str, *, recheck: float) -> None:
         self.conninfo, self.channel, self.recheck = conninfo, channel, recheck
-        self._ticks: dict[int, asyncio.Future[None]] = {}
+        self._ticks: dict[tuple[int, str], asyncio.Future[None]] = {}
         self._listening = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.connections = 0
@@ -47,11 +53,12 @@ class Wakeups:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._listening.wait()), self.recheck)
 
-    def tick(self, sid: int) -> asyncio.Future[None]:
-        """Completes at the session's next commit (or any reason to read again)."""
-        tick = self._ticks.get(sid)
+    def tick(self, sid: int, about: str = EVENTS) -> asyncio.Future[None]:
+        """Completes at the session's next commit of what `about` names (or any reason to
+        read again)."""
+        tick = self._ticks.get((sid, about))
         if tick is None or tick.done():
-            tick = self._ticks[sid] = asyncio.get_running_loop().create_future()
+            tick = self._ticks[sid, about] = asyncio.get_running_loop().create_future()
         return tick
 
     async def wait(self, tick: asyncio.Future[None]) -> None:
@@ -60,8 +67,8 @@ class Wakeups:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(tick), self.recheck)
 
-    def wake(self, sid: int) -> None:
-        tick = self._ticks.pop(sid, None)
+    def wake(self, sid: int, about: str = EVENTS) -> None:
+        tick = self._ticks.pop((sid, about), None)
         if tick is not None and not tick.done():
             tick.set_result(None)
 
@@ -102,11 +109,17 @@ class Wakeups:
             pause = min(pause * 2, self.recheck)
 
     def _heard(self, payload: str) -> None:
-        sid, _, _seq = payload.partition(" ")
-        if sid.isdigit():
-            self.wake(int(sid))
-        else:
+        self.heard(payload)
+
+    def heard(self, payload: str) -> None:
+        """Wake the waiters a payload names (a notification's, or this process's own write's)."""
+        sid, _, rest = payload.partition(" ")
+        if not sid.isdigit():
             self.wake_all()
+        elif rest in (CONTROL, TAKEN):
+            self.wake(int(sid), rest)
+        else:
+            self.wake(int(sid))
 
     async def close(self) -> None:
         if self._task is not None:

@@ -7,7 +7,8 @@ epoch is checked inside the transaction that appends under it: a stale writer's 
 refused by the database. Leases are judged by the database's clock, one clock for every machine
 (or by an injected `clock`, as the tests do). Once a transaction that appended events has
 committed, the log NOTIFYs the session's key and last seq (in the same round trip);
-`follow` and `wait_decided` wake on it and read from the table (`pg_listen`). A write whose caller is cancelled still runs to its end, as on SQLite.
+`follow` and `wait_decided` wake on it and read from the table (`pg_listen`). The pool, and how
+a job runs on it (to its end even when its caller is cancelled, as on SQLite), are `pg_pool`'s.
 
 The log connects on first use (in the event loop that uses it), creating or migrating its tables
 (`pg_schema`); `open_log` opens it at once, so that a bad URL or a newer schema fails there.
@@ -15,15 +16,9 @@ The log connects on first use (in the event loop that uses it), creating or migr
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
-
-import psycopg
-from psycopg.pq import TransactionStatus
-from psycopg_pool import AsyncConnectionPool
+from typing import Any
 
 from .. import events as ev
 from ..errors import UnknownPending, UnknownSession
@@ -43,14 +38,11 @@ from .log import (
     pending_cursor,
     session_cursor,
 )
-from .pg_listen import Wakeups, channel
+from .pg_listen import Wakeups
+from .pg_pool import Database, Told
 from .pg_rows import Db
-from .pg_schema import migrate, shown
+from .pg_schema import shown
 from .records import pending_record, session_record
-
-T = TypeVar("T")
-Told = list[tuple[int, int]]
-"""Sessions (key, last seq) a write appended to: their listeners are notified."""
 
 
 class PostgresLog:
@@ -69,129 +61,18 @@ class PostgresLog:
         self.where = shown(conninfo)
         self.clock = clock
         """None: the database's clock."""
-        self.pool_size, self.recheck = pool_size, recheck
-        self._pool: AsyncConnectionPool | None = None
-        self._opening: asyncio.Future[AsyncConnectionPool] | None = None
-        self._wakeups: Wakeups | None = None
-        self._jobs: set[asyncio.Future[Any]] = set()
+        self.db = Database(conninfo, self.where, pool_size=pool_size, recheck=recheck)
+        self._run = self.db.run
         self._ids: dict[SessionKey, int] = {}
-        self._closed = False
 
-    # ---- connecting --------------------------------------------------------------------------
+    @property
+    def _wakeups(self) -> Wakeups | None:
+        return self.db.wakeups
 
     async def open(self) -> PostgresLog:
         """Connect and migrate now (otherwise the first call does); `StoreError` if it cannot."""
-        await self._ready()
+        await self.db.ready()
         return self
-
-    async def _ready(self) -> AsyncConnectionPool:
-        if self._closed:
-            raise StoreError(f"{self.where}: the log is closed")
-        if self._pool is not None:
-            return self._pool
-        if self._opening is None:
-            self._opening = asyncio.ensure_future(self._connect())
-            self._opening.add_done_callback(_settled)
-        opening = self._opening
-        try:
-            return await asyncio.shield(opening)
-        except BaseException:
-            if opening.done() and self._opening is opening:
-                self._opening = None  # the next call tries again
-            raise
-
-    async def _connect(self) -> AsyncConnectionPool:
-        try:
-            async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as db:
-                schema = await migrate(db, self.where)
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.where}: cannot open the event log: {exc}") from None
-        pool = AsyncConnectionPool(
-            self.conninfo,
-            min_size=1,
-            max_size=self.pool_size,
-            kwargs={"autocommit": True},
-            open=False,
-            name="loopwright",
-        )
-        await pool.open()
-        self._wakeups = Wakeups(self.conninfo, channel(schema), recheck=self.recheck)
-        self._pool = pool
-        return pool
-
-    async def _run(
-        self, job: Callable[[Db], Awaitable[T]], *, write: bool = False, told: Told | None = None
-    ) -> T:
-        """`job` on a pooled connection (in one transaction if `write`), run to its end even
-        if the caller is cancelled; psycopg's errors become `StoreError`s naming the database.
-        The sessions a write's job adds to `told` (key, last seq) are notified once it committed,
-        and this process's waiters on them are woken at once."""
-        pool = await self._ready()
-        task = asyncio.ensure_future(self._on(pool, job, write, [] if told is None else told))
-        self._jobs.add(task)
-        task.add_done_callback(_settled)
-        task.add_done_callback(self._jobs.discard)
-        result = await asyncio.shield(task)
-        for sid, _ in told or ():
-            assert self._wakeups is not None
-            self._wakeups.wake(sid)
-        return result
-
-    async def _on(
-        self, pool: AsyncConnectionPool, job: Callable[[Db], Awaitable[T]], write: bool, told: Told
-    ) -> T:
-        tries = self.pool_size + 1
-        try:
-            for attempt in range(1, tries + 1):
-                sent: list[bool] = []
-                async with pool.connection() as db:
-                    try:
-                        return await (self._write(db, job, told, sent) if write else job(db))
-                    except psycopg.OperationalError:
-                        if not db.closed or sent or attempt == tries:
-                            raise
-                # a connection the pool kept was broken (the server restarted): nothing of the
-                # job was committed, so it runs again on another (the pool drops this one)
-            raise AssertionError("unreachable")
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.where}: {exc}") from None
-
-    async def _write(
-        self, db: Db, job: Callable[[Db], Awaitable[T]], told: Told, sent: list[bool]
-    ) -> T:
-        """`job` in one transaction; `sent` once its COMMIT may have reached the server."""
-        committed = None
-        try:
-            # pipelined: BEGIN goes with the row's lock, COMMIT and the notifications with the
-            # writes: two round trips (psycopg's transaction() would take five)
-            async with db.pipeline():
-                await db.execute("BEGIN")
-                result = await job(db)
-                sent.append(True)
-                committed = await db.execute("COMMIT")
-                if told:
-                    await self._tell(db, told)
-        except psycopg.Error:
-            if committed is None or committed.statusmessage != "COMMIT":
-                raise
-            # committed; only its notifications failed: followers re-read in a while
-        finally:
-            if not db.closed and db.info.transaction_status != TransactionStatus.IDLE:
-                await db.execute("ROLLBACK")  # the job failed: nothing of it stays
-        return result
-
-    async def _tell(self, db: Db, told: Told) -> None:
-        """NOTIFY after the commit, in a transaction of its own (the pipeline's implicit one)
-        that does not wait for the disk: notifying holds a database-wide lock until its
-        transaction ends, and notifying inside the write would serialise every commit on its
-        flush (half the commits per second with eight writers, measured). A notification lost
-        in a crash is made up by the re-reads."""
-        assert self._wakeups is not None
-        for sid, seq in told:
-            await db.execute(
-                "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
-                (self._wakeups.channel, f"{sid} {seq}"),
-            )
 
     def _now(self, db_now: float) -> float:
         return db_now if self.clock is None else self.clock()
@@ -241,7 +122,7 @@ class PostgresLog:
             at = sql.iso(self._now(db_now))
             last = await sql.commit(db, sid, lease.key.tenant, state, events, at)
             if events:
-                told.append((sid, last))
+                told.append((sid, str(last)))
             return last
 
         return await self._run(job, write=True, told=told)
@@ -279,7 +160,7 @@ class PostgresLog:
                     note=decision.note,
                     open_in_batch=[r[0] for r in siblings],
                 )
-                told.append((sid, await sql.commit(db, sid, tenant, state, decided, at)))
+                told.append((sid, str(await sql.commit(db, sid, tenant, state, decided, at))))
                 item = await sql.pending_item(db, tenant, pending_id)
             left = await sql.one(db, f"SELECT count(*) {in_batch}", (sid, item.batch_seq))
             assert left is not None
@@ -358,10 +239,7 @@ class PostgresLog:
             await wakeups.wait(tick)
 
     async def _listening(self) -> Wakeups:
-        await self._ready()
-        assert self._wakeups is not None
-        await self._wakeups.start()
-        return self._wakeups
+        return await self.db.listening()
 
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
         sid = await self._sid(key)
@@ -479,21 +357,4 @@ class PostgresLog:
         return await self._run(job)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._opening is not None and self._pool is None:
-            with contextlib.suppress(Exception):
-                await self._opening
-        if self._jobs:
-            await asyncio.gather(*self._jobs, return_exceptions=True)
-        if self._wakeups is not None:
-            await self._wakeups.close()
-        if self._pool is not None:
-            await self._pool.close()
-
-
-def _settled(task: asyncio.Future[Any]) -> None:
-    """A job (or the connecting) whose caller was cancelled: its failure is nobody's to hear."""
-    if not task.cancelled():
-        task.exception()
+        await self.db.close()

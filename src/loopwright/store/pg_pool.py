@@ -1,0 +1,178 @@
+"""The PostgreSQL event log's connections: a `psycopg_pool.AsyncConnectionPool` opened on first
+use (in the event loop that uses it, the schema created or migrated first: `pg_schema`), the
+listening connection's wake-ups (`pg_listen`), and how a job runs on a pooled connection.
+
+A job runs to its end even if its caller is cancelled (as on SQLite); a write runs in one
+transaction, pipelined: BEGIN goes with the session row's lock, COMMIT and the notifications
+with the writes — two round trips. psycopg's errors become `StoreError`s naming the database
+(never its password).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool
+
+from . import StoreError
+from .pg_listen import Wakeups, channel
+from .pg_rows import Db
+from .pg_schema import migrate
+
+T = TypeVar("T")
+Told = list[tuple[int, str]]
+"""What a write tells once it committed: (session key, payload after the key) — the session's
+last seq for appended events (`pg_listen`)."""
+
+
+class Database:
+    """The pool and the wake-ups of one `PostgresLog` (see the module docstring)."""
+
+    def __init__(self, conninfo: str, where: str, *, pool_size: int, recheck: float) -> None:
+        self.conninfo, self.where = conninfo, where
+        self.pool_size, self.recheck = pool_size, recheck
+        self.pool: AsyncConnectionPool | None = None
+        self.wakeups: Wakeups | None = None
+        self._opening: asyncio.Future[AsyncConnectionPool] | None = None
+        self._jobs: set[asyncio.Future[Any]] = set()
+        self.closed = False
+
+    async def ready(self) -> AsyncConnectionPool:
+        if self.closed:
+            raise StoreError(f"{self.where}: the log is closed")
+        if self.pool is not None:
+            return self.pool
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._connect())
+            self._opening.add_done_callback(settled)
+        opening = self._opening
+        try:
+            return await asyncio.shield(opening)
+        except BaseException:
+            if opening.done() and self._opening is opening:
+                self._opening = None  # the next call tries again
+            raise
+
+    async def _connect(self) -> AsyncConnectionPool:
+        try:
+            async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as db:
+                schema = await migrate(db, self.where)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: cannot open the event log: {exc}") from None
+        pool = AsyncConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs={"autocommit": True},
+            open=False,
+            name="loopwright",
+        )
+        await pool.open()
+        self.wakeups = Wakeups(self.conninfo, channel(schema), recheck=self.recheck)
+        self.pool = pool
+        return pool
+
+    async def listening(self) -> Wakeups:
+        await self.ready()
+        assert self.wakeups is not None
+        await self.wakeups.start()
+        return self.wakeups
+
+    async def run(
+        self, job: Callable[[Db], Awaitable[T]], *, write: bool = False, told: Told | None = None
+    ) -> T:
+        """`job` on a pooled connection (in one transaction if `write`), run to its end even
+        if the caller is cancelled. What a write's job adds to `told` is notified once it
+        committed, and this process's waiters on it are woken at once."""
+        pool = await self.ready()
+        task = asyncio.ensure_future(self._on(pool, job, write, [] if told is None else told))
+        self._jobs.add(task)
+        task.add_done_callback(settled)
+        task.add_done_callback(self._jobs.discard)
+        result = await asyncio.shield(task)
+        if told:
+            assert self.wakeups is not None
+            for sid, payload in told:
+                self.wakeups.heard(f"{sid} {payload}")
+        return result
+
+    async def _on(
+        self, pool: AsyncConnectionPool, job: Callable[[Db], Awaitable[T]], write: bool, told: Told
+    ) -> T:
+        tries = self.pool_size + 1
+        try:
+            for attempt in range(1, tries + 1):
+                sent: list[bool] = []
+                async with pool.connection() as db:
+                    try:
+                        return await (self._write(db, job, told, sent) if write else job(db))
+                    except psycopg.OperationalError:
+                        if not db.closed or sent or attempt == tries:
+                            raise
+                # a connection the pool kept was broken (the server restarted): nothing of the
+                # job was committed, so it runs again on another (the pool drops this one)
+            raise AssertionError("unreachable")
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: {exc}") from None
+
+    async def _write(
+        self, db: Db, job: Callable[[Db], Awaitable[T]], told: Told, sent: list[bool]
+    ) -> T:
+        """`job` in one transaction; `sent` once its COMMIT may have reached the server."""
+        committed = None
+        try:
+            # pipelined: BEGIN goes with the row's lock, COMMIT and the notifications with the
+            # writes: two round trips (psycopg's transaction() would take five)
+            async with db.pipeline():
+                await db.execute("BEGIN")
+                result = await job(db)
+                sent.append(True)
+                committed = await db.execute("COMMIT")
+                if told:
+                    await self._tell(db, told)
+        except psycopg.Error:
+            if committed is None or committed.statusmessage != "COMMIT":
+                raise
+            # committed; only its notifications failed: followers re-read in a while
+        finally:
+            if not db.closed and db.info.transaction_status != TransactionStatus.IDLE:
+                await db.execute("ROLLBACK")  # the job failed: nothing of it stays
+        return result
+
+    async def _tell(self, db: Db, told: Told) -> None:
+        """NOTIFY after the commit, in a transaction of its own (the pipeline's implicit one)
+        that does not wait for the disk: notifying holds a database-wide lock until its
+        transaction ends, and notifying inside the write would serialise every commit on its
+        flush (half the commits per second with eight writers, measured). A notification lost
+        in a crash is made up by the re-reads."""
+        assert self.wakeups is not None
+        for sid, payload in told:
+            await db.execute(
+                "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
+                (self.wakeups.channel, f"{sid} {payload}"),
+            )
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._opening is not None and self.pool is None:
+            with contextlib.suppress(Exception):
+                await self._opening
+        if self._jobs:
+            await asyncio.gather(*self._jobs, return_exceptions=True)
+        if self.wakeups is not None:
+            await self.wakeups.close()
+        if self.pool is not None:
+            await self.pool.close()
+
+
+def settled(task: asyncio.Future[Any]) -> None:
+    """A job (or the connecting) whose caller was cancelled: its failure is nobody's to hear."""
+    if not task.cancelled():
+        task.exception()
