@@ -24,14 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-import os
-import secrets
-import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from .. import events as ev
@@ -45,6 +40,12 @@ from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Decision, EventLog, Lease, SessionKey
 from ..tools import Tool
+from .commits import COMMIT_AT as COMMIT_AT
+from .commits import CRASH_ENV as CRASH_ENV
+from .commits import LEASE_ENV as LEASE_ENV
+from .commits import NOT_STORED as NOT_STORED
+from .commits import Settings as Settings
+from .commits import crash_points_of_process, maybe_crash
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
 from .state import read_state, refill, save_snapshot
 
@@ -52,55 +53,6 @@ if TYPE_CHECKING:
     from .live import Live
 
 logger = logging.getLogger("loopwright.runtime")
-
-NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})
-COMMIT_AT = frozenset(
-    {
-        "input:received",
-        "steering:injected",
-        "message:completed",
-        "approval:pending",  # the item exists before anyone can see it (and decide it)
-        "question:pending",
-        "pending:requested",
-        "tool:started",
-        "tool:result",
-        "tool:late_result",
-        "run:interrupted",
-        "compaction:finished",
-        "done",  # with the terminal event just before it: nothing runs between the two
-    }
-)
-CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
-"""Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type
-(counted over every journal of the process: a subagent's commits count with its parent's)."""
-LEASE_ENV = "LOOPWRIGHT_LEASE_SECONDS"
-"""Overrides every lease's length (tests)."""
-
-
-def new_owner() -> str:
-    """A writer's name in leases: the host, the process and a random part (two runtimes of one
-    process are two owners)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """How a runtime's journals write."""
-
-    owner: str = field(default_factory=new_owner)
-    ttl: float = 30.0
-    """Seconds a lease lasts unless renewed; the heartbeat renews it every third of that."""
-    partial_every: float = 0.5
-    snapshot_every: int = 200
-    """Events appended since the newest snapshot past which a run's end saves another."""
-    environment: str | None = None
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    """How the heartbeat waits (tests inject a clock)."""
-
-    @property
-    def lease_seconds(self) -> float:
-        override = os.environ.get(LEASE_ENV)
-        return float(override) if override else self.ttl
 
 
 class LogJournal:
@@ -142,7 +94,7 @@ class LogJournal:
         self.buffer: list[ev.Event] = []
         self.partial: list[str] = []
         self.last_commit = 0.0
-        self.crash = _crash_points_of_process()
+        self.crash = crash_points_of_process()
         self._session: Session | None = None
         self._lock = asyncio.Lock()
         self.agents: Mapping[str, Agent] = {agent.name: agent}
@@ -394,7 +346,7 @@ class LogJournal:
             self.last_seq = last
             self.last_commit = time.monotonic()
         if self.crash:
-            _maybe_crash(self.crash, events)
+            maybe_crash(self.crash, events)
         if cancelled:
             raise asyncio.CancelledError
 
@@ -475,25 +427,3 @@ async def _open_in(log: EventLog, key: SessionKey) -> list[PendingRecord]:
 
 def _status_of(history: History) -> SessionStatus:
     return "paused" if history.checkpoint else "interrupted" if history.recovery else "idle"
-
-
-@functools.cache
-def _crash_points_of_process() -> dict[str, int]:
-    """The counts left before each crash point, one for all the process's journals."""
-    return _crash_points(os.environ.get(CRASH_ENV, ""))
-
-
-def _crash_points(spec: str) -> dict[str, int]:
-    points = {}
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        kind, _, count = part.partition("#")
-        points[kind] = int(count or 1)
-    return points
-
-
-def _maybe_crash(points: dict[str, int], events: Sequence[ev.Event]) -> None:
-    for event in events:
-        if event.type in points:
-            points[event.type] -= 1
-            if points[event.type] == 0:
-                os._exit(86)

@@ -1,0 +1,85 @@
+"""What a journal commits, and when: the events never stored, the commit points, the settings
+a runtime's journals write with, and the crash points tests set (`LOOPWRIGHT_CRASH_AFTER`)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import secrets
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from .. import events as ev
+
+NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})
+COMMIT_AT = frozenset(
+    {
+        "input:received",
+        "steering:injected",
+        "message:completed",
+        "approval:pending",  # the item exists before anyone can see it (and decide it)
+        "question:pending",
+        "pending:requested",
+        "tool:started",
+        "tool:result",
+        "tool:late_result",
+        "run:interrupted",
+        "compaction:finished",
+        "done",  # with the terminal event just before it: nothing runs between the two
+    }
+)
+CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
+"""Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type
+(counted over every journal of the process: a subagent's commits count with its parent's)."""
+LEASE_ENV = "LOOPWRIGHT_LEASE_SECONDS"
+"""Overrides every lease's length (tests)."""
+
+
+def new_owner() -> str:
+    """A writer's name in leases: the host, the process and a random part (two runtimes of one
+    process are two owners)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """How a runtime's journals write."""
+
+    owner: str = field(default_factory=new_owner)
+    ttl: float = 30.0
+    """Seconds a lease lasts unless renewed; the heartbeat renews it every third of that."""
+    partial_every: float = 0.5
+    snapshot_every: int = 200
+    """Events appended since the newest snapshot past which a run's end saves another."""
+    environment: str | None = None
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    """How the heartbeat waits (tests inject a clock)."""
+
+    @property
+    def lease_seconds(self) -> float:
+        override = os.environ.get(LEASE_ENV)
+        return float(override) if override else self.ttl
+
+
+@functools.cache
+def crash_points_of_process() -> dict[str, int]:
+    """The counts left before each crash point, one for all the process's journals."""
+    return _crash_points(os.environ.get(CRASH_ENV, ""))
+
+
+def _crash_points(spec: str) -> dict[str, int]:
+    points = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        kind, _, count = part.partition("#")
+        points[kind] = int(count or 1)
+    return points
+
+
+def maybe_crash(points: dict[str, int], events: Sequence[ev.Event]) -> None:
+    for event in events:
+        if event.type in points:
+            points[event.type] -= 1
+            if points[event.type] == 0:
+                os._exit(86)
