@@ -15,6 +15,7 @@ import pytest
 
 from log_conformance import *  # noqa: F403
 from log_conformance import KEY, SAFETY, MakeLog, approval, reply, safely, said
+from log_conformance_controls import *  # noqa: F403
 from log_conformance_decisions import *  # noqa: F403
 from loopwright.cli.common import Place
 from loopwright.errors import ConfigError
@@ -24,7 +25,7 @@ from loopwright.store.log import Decision, EventLog, log_at, open_log
 from loopwright.store.pg_log import PostgresLog
 from loopwright.store.sqlite_log import SQLiteLog
 
-TABLES = {"events", "pending", "schema", "sessions", "snapshots", "usage"}
+TABLES = {"controls", "events", "pending", "schema", "sessions", "snapshots", "usage"}
 
 
 @pytest.fixture
@@ -47,11 +48,11 @@ async def test_the_schema_is_made_once_and_a_newer_one_is_refused(pg_url: str) -
     for log in logs:
         await log.close()
     with psycopg.connect(pg_url, autocommit=True) as db:
-        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(1,)]
+        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(2,)]
         tables = db.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         assert {name.removeprefix("loopwright_") for (name,) in tables} == TABLES
-        db.execute("UPDATE loopwright_schema SET version = 2")
-    newer = r"schema version 2 is newer than this loopwright knows \(1\); upgrade loopwright"
+        db.execute("UPDATE loopwright_schema SET version = 3")
+    newer = r"schema version 3 is newer than this loopwright knows \(2\); upgrade loopwright"
     with pytest.raises(StoreError, match=newer):
         await open_log(pg_url)
 

@@ -16,6 +16,15 @@ Decisions on pending items are not writes of the run: `decide` appends a `pendin
 to the item's session whoever holds its lease (the run may be waiting on a live approver), and is
 single-use — the first decision wins, a second one changes nothing and returns the first.
 
+**Controls** reach a run wherever it executes: `send_control` records a cancel, a steer or a
+follow-up for the run that holds the session *now*, addressed to its lease's epoch; that run
+takes it (`controls`, single-use, in the order sent), in this process or any other. A control
+is fenced by that epoch: a run that ended (or lost its lease) first never takes it, nor does any
+later run of the session (a later lease has a higher epoch) — `delivered` then withdraws it and
+says so, and the sender decides what to do instead (a steer is logged for the session's next
+run). Controls are not events: the run logs what it does with one (`steering:queued`, its
+cancelled end) as it would for a control of its own process.
+
     log = await open_log(url)                     # SQLite file by default, or PostgreSQL
     claimed = await log.claim(key, owner, ttl=30)
     seq = await log.append(claimed.lease, [event, ...])
@@ -88,6 +97,21 @@ class Decided:
     item: PendingRecord
     outstanding: int
     """Open items left in the item's batch."""
+
+
+ControlKind = Literal["cancel", "steer", "follow_up"]
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """A cancel, steer or follow-up sent to the run holding `key` under the lease of `epoch`."""
+
+    id: int
+    key: SessionKey
+    epoch: int
+    kind: ControlKind
+    text: str | None = None
+    """The message of a steer or a follow-up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +187,34 @@ class EventLog(Protocol):
     async def save_snapshot(self, lease: Lease, snapshot: Snapshot) -> None:
         """Keep the session's state as of `snapshot.seq` (only the newest is kept). Raises
         `StaleWriter`."""
+        ...
+
+    # ---- controls (see the module docstring) -------------------------------------------------
+
+    async def send_control(
+        self, key: SessionKey, kind: ControlKind, text: str | None = None
+    ) -> Control | None:
+        """Record a control for the run that holds the session now (an unexpired lease),
+        addressed to its lease's epoch, and wake that run wherever it is; None when no run
+        holds the session. `UnknownSession`."""
+        ...
+
+    def controls(self, lease: Lease) -> AsyncIterator[Control]:
+        """The controls sent to the run of `lease`, each taken (single-use) as it comes, from
+        this process or any other, in the order sent, until the caller stops. Raises
+        `StaleWriter` once the lease was released or taken over (a release by this log ends
+        a waiting iteration at once)."""
+        ...
+
+    async def delivered(self, control: Control) -> bool:
+        """Wait until the run took the control (True), or can no longer take it — it released
+        its lease, lost it, or let it expire — and then withdraw it (False: it is never taken
+        afterwards)."""
+        ...
+
+    async def withdraw(self, control: Control) -> bool:
+        """Withdraw a control its run has not taken (True: it never will); False when the run
+        took it first."""
         ...
 
     # ---- the readers' side -------------------------------------------------------------------

@@ -16,18 +16,23 @@ The log connects on first use (in the event loop that uses it), creating or migr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from .. import events as ev
 from ..errors import UnknownPending, UnknownSession
 from ..wire import loads
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
+from . import pg_controls as ctl
 from . import pg_rows as sql
 from .derive import decision_events
 from .log import (
     Claimed,
+    Control,
+    ControlKind,
     Decided,
     Decision,
     Lease,
@@ -38,11 +43,14 @@ from .log import (
     pending_cursor,
     session_cursor,
 )
-from .pg_listen import Wakeups
+from .pg_listen import CONTROL, TAKEN, Wakeups
 from .pg_pool import Database, Told
 from .pg_rows import Db
 from .pg_schema import shown
 from .records import pending_record, session_record
+
+LOOK_AGAIN = 0.2
+"""Seconds between a sender's looks at a control its run has not taken (`delivered`)."""
 
 
 class PostgresLog:
@@ -104,15 +112,18 @@ class PostgresLog:
         return await self._run(job, write=True)
 
     async def release(self, lease: Lease, status: SessionStatus) -> None:
-        async def job(db: Db) -> None:
+        async def job(db: Db) -> int:
             sid, _, db_now = await sql.fence(db, lease)
             await db.execute(
                 "UPDATE loopwright_sessions SET status = %s, owner = NULL, lease_expires = NULL, "
                 "updated_at = %s WHERE id = %s",
                 (status, sql.iso(self._now(db_now)), sid),
             )
+            return sid
 
-        await self._run(job, write=True)
+        sid = await self._run(job, write=True)
+        if self.db.wakeups is not None:
+            self.db.wakeups.wake(sid, CONTROL)  # its listener here ends
 
     async def append(self, lease: Lease, events: Sequence[ev.Event]) -> int:
         told: Told = []
@@ -121,6 +132,7 @@ class PostgresLog:
             sid, state, db_now = await sql.fence(db, lease)
             at = sql.iso(self._now(db_now))
             last = await sql.commit(db, sid, lease.key.tenant, state, events, at)
+            self._ids[lease.key] = sid
             if events:
                 told.append((sid, str(last)))
             return last
@@ -184,6 +196,46 @@ class PostgresLog:
             )
 
         await self._run(job, write=True)
+
+    # ---- controls ----------------------------------------------------------------------------
+
+    async def send_control(
+        self, key: SessionKey, kind: ControlKind, text: str | None = None
+    ) -> Control | None:
+        told: Told = []
+        return await self._run(
+            lambda db: ctl.send(db, key, kind, text, self._now, told), write=True, told=told
+        )
+
+    async def controls(self, lease: Lease) -> AsyncIterator[Control]:
+        sid = await self._sid(lease.key)
+        wakeups = await self._listening()
+        while True:
+            tick = wakeups.tick(sid, CONTROL)  # taken before reading
+            if (await self._run(lambda db: ctl.waiting(db, lease)))[1]:
+                told: Told = []
+                take = partial(ctl.take, lease=lease, now=self._now, told=told)
+                taken = await self._run(take, write=True, told=told)
+                for control in taken:
+                    yield control
+                continue
+            await wakeups.wait(tick)
+
+    async def delivered(self, control: Control) -> bool:
+        sid = await self._sid(control.key)
+        wakeups = await self._listening()
+        while True:
+            tick = wakeups.tick(sid, TAKEN)
+            state, holds = await self._run(lambda db: ctl.outcome(db, control, self._now))
+            if state != "sent":
+                return state == "taken"
+            if not holds:
+                return not await self.withdraw(control)
+            # a run that ends without taking it tells nobody: look again every little while
+            await asyncio.wait((tick,), timeout=min(self.db.recheck, LOOK_AGAIN))
+
+    async def withdraw(self, control: Control) -> bool:
+        return await self._run(lambda db: ctl.withdraw(db, control, self._now), write=True)
 
     # ---- the readers' side -------------------------------------------------------------------
 

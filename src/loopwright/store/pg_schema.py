@@ -8,7 +8,8 @@ schema newer than this code knows.
 
 The tables mirror the SQLite log's (`sqlite_schema`): sessions named by (tenant, agent, name) with
 an integer key the other tables use, their lease (owner, epoch, expiry in Unix seconds); events
-by (session, seq); pending items in request order (`n`); usage rows; the newest snapshot.
+by (session, seq); pending items in request order (`n`); usage rows; the newest snapshot;
+(version 2) the controls sent to a session's run, addressed to its lease's epoch.
 Timestamps are the ISO strings the records carry, as on SQLite.
 """
 
@@ -55,7 +56,15 @@ CREATE TABLE loopwright_snapshots (
     session bigint PRIMARY KEY, seq bigint NOT NULL, data text NOT NULL, at text NOT NULL)
 """
 
-MIGRATIONS: list[str] = [V1]
+V2 = """
+CREATE TABLE loopwright_controls (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, session bigint NOT NULL,
+    epoch bigint NOT NULL, kind text NOT NULL, text text, state text NOT NULL,
+    sent_at text NOT NULL, handled_at text);
+CREATE INDEX loopwright_controls_to_run ON loopwright_controls (session, epoch, state)
+"""
+
+MIGRATIONS: list[str] = [V1, V2]
 """Schema version N is reached by running MIGRATIONS[N-1]; append, never edit."""
 
 _VERSION = "SELECT version FROM loopwright_schema"

@@ -15,9 +15,12 @@ it still stands as that append left it under that epoch (one statement fewer; an
 reads it). WAL checkpoints run on a thread of their own (`sqlite_checkpoints`), never inside a
 commit.
 
-Waiters (`follow`, `wait_decided`) are woken as soon as this log commits; another process's
-commits are noticed by a background task that watches `PRAGMA data_version` every
-`poll_interval` seconds, and runs only while someone waits.
+Waiters (`follow`, `wait_decided`, a sender's `delivered`) are woken as soon as this log
+commits; another process's commits are noticed by a background task that watches `PRAGMA
+data_version` every `poll_interval` seconds, and runs only while someone waits. A run that
+listens for controls (`controls`) waits too, but is woken only by controls sent to its session —
+the same task looks for rows added to `controls` (`sqlite_controls.sent_since`), never by the
+run's own appends — and by its lease's release here.
 """
 
 from __future__ import annotations
@@ -34,10 +37,13 @@ from .. import events as ev
 from ..errors import SessionBusy, UnknownSession
 from ..wire import loads
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
+from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
 from .derive import SessionState, decision_events
 from .log import (
     Claimed,
+    Control,
+    ControlKind,
     Decided,
     Decision,
     Lease,
@@ -51,6 +57,7 @@ from .log import (
 from .records import pending_record, session_record
 from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
+from .sqlite_watch import Watch
 from .sqlite_worker import Worker
 
 T = TypeVar("T")
@@ -99,10 +106,8 @@ class SQLiteLog:
         """Per lease (key, epoch), the session's row as this log's last append left it (used
         with the connection only): the next append under it fences by updating that row."""
         self._closed = False
-        self._tick: asyncio.Future[None] | None = None
-        self._waiting = 0
-        self._poller: asyncio.Task[None] | None = None
-        self._runner = Worker(db, self.path, self._checkpoints, self._notify, busy_timeout)
+        self._waits = Watch(self._submit, poll_interval)
+        self._runner = Worker(db, self.path, self._checkpoints, self._waits.notify, busy_timeout)
         self._now = durability == "normal" and inline_appends
         self._appender: tuple[SessionKey, int] | None = None
         """The lease of the last append: one that follows an append under another lease
@@ -120,43 +125,9 @@ class SQLiteLog:
             raise StoreError(f"{self.path}: the log is closed")
         return self._runner.submit(fn, write)
 
-    # ---- waiting ---------------------------------------------------------------------------
-
-    def _notify(self) -> None:
-        tick, self._tick = self._tick, None
-        if tick is not None and not tick.done():
-            tick.set_result(None)
-
-    def _next_tick(self) -> asyncio.Future[None]:
-        """Completes at the next commit (of this log, or seen from another process)."""
-        loop = asyncio.get_running_loop()
-        if self._tick is None or self._tick.get_loop() is not loop:
-            self._tick = loop.create_future()
-        return self._tick
-
-    def _watch(self) -> None:
-        self._waiting += 1
-        if self._poller is None or self._poller.done():
-            # the baseline is queued now, before the waiter's first read
-            baseline = self._submit(sql.data_version, False)
-            self._poller = asyncio.get_running_loop().create_task(self._poll(baseline))
-
-    def _unwatch(self) -> None:
-        self._waiting -= 1
-
-    async def _poll(self, baseline: asyncio.Future[int]) -> None:
-        try:
-            version = await baseline
-            while self._waiting > 0:
-                await asyncio.sleep(self.poll_interval)
-                if self._waiting <= 0:
-                    break
-                now = await self._call(sql.data_version)
-                if now != version:
-                    version = now
-                    self._notify()
-        except StoreError:  # closed: the waiters learn it from their next read
-            self._notify()
+    @property
+    def _poller(self) -> asyncio.Task[None] | None:
+        return self._waits.poller
 
     # ---- the writer's side -------------------------------------------------------------------
 
@@ -224,6 +195,7 @@ class SQLiteLog:
             )
 
         await self._call(job, write=True)
+        self._waits.wake_controls(lease.key)  # its listener ends
 
     async def append(self, lease: Lease, events: Sequence[ev.Event]) -> int:
         def job(db: sqlite3.Connection) -> int:
@@ -247,7 +219,7 @@ class SQLiteLog:
         if alone and self._now and not self._closed:
             done, last_seq = self._runner.now(job)  # on the loop, when nothing would wait
             if done:
-                self._notify()
+                self._waits.notify()
                 return last_seq  # type: ignore[no-any-return]
         return await self._call(job, write=True)
 
@@ -296,6 +268,49 @@ class SQLiteLog:
 
         await self._call(job, write=True)
 
+    # ---- controls ----------------------------------------------------------------------------
+
+    async def send_control(
+        self, key: SessionKey, kind: ControlKind, text: str | None = None
+    ) -> Control | None:
+        sent = await self._call(lambda db: ctl.send(db, key, kind, text, self.clock()), write=True)
+        if sent is not None:
+            self._waits.wake_controls(key)
+        return sent
+
+    async def controls(self, lease: Lease) -> AsyncIterator[Control]:
+        self._waits.start()
+        try:
+            while True:
+                tick = self._waits.control_tick(lease.key)  # taken before reading
+                if await self._call(lambda db: ctl.waiting(db, lease)):
+                    taken = await self._call(
+                        lambda db: ctl.take(db, lease, self.clock()), write=True
+                    )
+                    for control in taken:
+                        yield control
+                    continue
+                await asyncio.shield(tick)
+        finally:
+            self._waits.stop()
+
+    async def delivered(self, control: Control) -> bool:
+        self._waits.start()
+        try:
+            while True:
+                tick = self._waits.next_tick()
+                state, holds = await self._call(lambda db: ctl.outcome(db, control, self.clock()))
+                if state != "sent":
+                    return state == "taken"
+                if not holds:
+                    return not await self.withdraw(control)
+                await asyncio.shield(tick)
+        finally:
+            self._waits.stop()
+
+    async def withdraw(self, control: Control) -> bool:
+        return await self._call(lambda db: ctl.withdraw(db, control, self.clock()), write=True)
+
     # ---- the readers' side -------------------------------------------------------------------
 
     async def read(
@@ -311,11 +326,11 @@ class SQLiteLog:
         return await self._call(job)
 
     async def follow(self, key: SessionKey, *, after: int) -> AsyncIterator[StoredEvent]:
-        self._watch()
+        self._waits.start()
         try:
             position = after
             while True:
-                tick = self._next_tick()  # taken before reading: no commit slips between
+                tick = self._waits.next_tick()  # taken before reading: no commit slips between
                 batch = await self.read(key, after=position, limit=500)
                 for stored in batch:
                     position = stored.seq
@@ -323,19 +338,19 @@ class SQLiteLog:
                 if not batch:
                     await asyncio.shield(tick)  # shared: a waiter cancelled leaves it be
         finally:
-            self._unwatch()
+            self._waits.stop()
 
     async def wait_decided(self, tenant: str, pending_id: str) -> PendingRecord:
-        self._watch()
+        self._waits.start()
         try:
             while True:
-                tick = self._next_tick()
+                tick = self._waits.next_tick()
                 item = await self.pending_item(tenant, pending_id)
                 if item.status != "open":
                     return item
                 await asyncio.shield(tick)
         finally:
-            self._unwatch()
+            self._waits.stop()
 
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
         def job(db: sqlite3.Connection) -> Snapshot | None:
@@ -433,6 +448,4 @@ class SQLiteLog:
             return
         self._closed = True
         await self._runner.stop()
-        if self._poller is not None:
-            self._poller.cancel()
-        self._notify()
+        self._waits.close()

@@ -3,6 +3,8 @@
 Version 1 is the schema the synchronous `SQLiteStore` wrote (session ids global, claims by
 process identity). Version 2 is the event log's: sessions named by (tenant, agent, id) with an
 integer key the other tables use, leases with an expiry, a subagent session's parent, snapshots.
+Version 3 adds the controls sent to a session's run from another process (`controls`: addressed
+to the lease's epoch, `sent`, then `taken` by the run or `withdrawn` by the sender).
 A database is opened only when it is empty or ours (`application_id`), and not newer than this
 code knows.
 """
@@ -119,13 +121,27 @@ def _v2(db: sqlite3.Connection) -> None:
             db.execute("UPDATE sessions SET parent = ? WHERE id = ?", (parent[0], key))
 
 
+def _v3(db: sqlite3.Connection) -> None:
+    """Controls (cancel, steer, follow-up) for the run holding a session, kept once handled."""
+    _script(
+        db,
+        """
+        CREATE TABLE controls (
+            id INTEGER PRIMARY KEY, session INTEGER NOT NULL, epoch INTEGER NOT NULL,
+            kind TEXT NOT NULL, text TEXT, state TEXT NOT NULL, sent_at TEXT NOT NULL,
+            handled_at TEXT);
+        CREATE INDEX controls_to_run ON controls (session, epoch, state)
+        """,
+    )
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Statements one by one, inside the caller's transaction (`executescript` would commit)."""
     for statement in filter(None, (part.strip() for part in script.split(";"))):
         db.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
 """Schema version N is reached by applying MIGRATIONS[N-1]; append, never edit."""
 
 

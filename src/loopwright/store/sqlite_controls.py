@@ -1,0 +1,94 @@
+"""The SQLite log's controls: the statements behind `send_control`, `controls`, `delivered` and
+`withdraw` (see `store.log`), each a function of the log's connection run on its worker.
+
+A control row is addressed to (session, epoch) and goes `sent` → `taken` (by the run of that
+lease, fenced like its appends) or `sent` → `withdrawn` (by its sender, once that run can no
+longer take it); each change is one conditional UPDATE, so exactly one of the two wins.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from . import sqlite_rows as sql
+from .log import Control, ControlKind, Lease, SessionKey
+
+
+def send(
+    db: sqlite3.Connection, key: SessionKey, kind: ControlKind, text: str | None, now: float
+) -> Control | None:
+    row = db.execute(
+        "SELECT id, epoch, owner, lease_expires FROM sessions "
+        "WHERE tenant=? AND agent=? AND name=?",
+        (key.tenant, key.agent, key.id),
+    ).fetchone()
+    if row is None:
+        raise sql.unknown(key)
+    sid, epoch, owner, expires = row
+    if owner is None or expires is None or expires <= now:
+        return None
+    cursor = db.execute(
+        "INSERT INTO controls (session, epoch, kind, text, state, sent_at) "
+        "VALUES (?, ?, ?, ?, 'sent', ?)",
+        (sid, epoch, kind, text, sql.iso(now)),
+    )
+    assert cursor.lastrowid is not None
+    return Control(cursor.lastrowid, key, epoch, kind, text)
+
+
+def waiting(db: sqlite3.Connection, lease: Lease) -> bool:
+    """Whether controls wait for the run of `lease` (a read); `StaleWriter` once it lost it."""
+    sid = sql.fence(db, lease)[0]
+    row = db.execute(
+        "SELECT 1 FROM controls WHERE session=? AND epoch=? AND state='sent' LIMIT 1",
+        (sid, lease.epoch),
+    ).fetchone()
+    return row is not None
+
+
+def take(db: sqlite3.Connection, lease: Lease, now: float) -> list[Control]:
+    """Take what was sent to the run of `lease` (in a write transaction); `StaleWriter`."""
+    sid = sql.fence(db, lease)[0]
+    rows = db.execute(
+        "UPDATE controls SET state='taken', handled_at=? "
+        "WHERE session=? AND epoch=? AND state='sent' RETURNING id, kind, text",
+        (sql.iso(now), sid, lease.epoch),
+    ).fetchall()
+    return [Control(n, lease.key, lease.epoch, kind, text) for n, kind, text in sorted(rows)]
+
+
+def outcome(db: sqlite3.Connection, control: Control, now: float) -> tuple[str, bool]:
+    """The control's state, and whether the run it was sent to still holds its session."""
+    row = db.execute(
+        "SELECT c.state, s.epoch, s.owner, s.lease_expires FROM controls c "
+        "JOIN sessions s ON s.id = c.session WHERE c.id=?",
+        (control.id,),
+    ).fetchone()
+    state, epoch, owner, expires = row
+    holds = epoch == control.epoch and owner is not None and expires is not None and expires > now
+    return state, holds
+
+
+def withdraw(db: sqlite3.Connection, control: Control, now: float) -> bool:
+    db.execute(
+        "UPDATE controls SET state='withdrawn', handled_at=? WHERE id=? AND state='sent'",
+        (sql.iso(now), control.id),
+    )
+    row = db.execute("SELECT state FROM controls WHERE id=?", (control.id,)).fetchone()
+    return bool(row[0] == "withdrawn")
+
+
+def sent_since(db: sqlite3.Connection, high: int | None) -> tuple[int, set[SessionKey] | None]:
+    """Controls sent after row `high`: the new high mark and the sessions they went to (None:
+    any session — the first look, which only sets the mark)."""
+    if high is None:
+        row = db.execute("SELECT coalesce(max(id), 0) FROM controls").fetchone()
+        return int(row[0]), None
+    rows = db.execute(
+        "SELECT c.id, s.tenant, s.agent, s.name FROM controls c "
+        "JOIN sessions s ON s.id = c.session WHERE c.id > ?",
+        (high,),
+    ).fetchall()
+    if not rows:
+        return high, set()
+    return max(r[0] for r in rows), {SessionKey(*r[1:]) for r in rows}
