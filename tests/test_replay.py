@@ -14,6 +14,7 @@ from loopwright import tool
 from loopwright.messages import AssistantMessage, UserMessage
 from loopwright.replay import continued, fold, from_snapshot, to_snapshot
 from loopwright.testing import Reply
+from loopwright.wire import dumps, loads
 
 
 @tool
@@ -156,3 +157,20 @@ async def test_a_cancel_while_a_reply_is_committed_answers_its_calls_as_the_log_
     assert [m.role for m in session.messages] == ["user", "assistant", "tool"]
     assert session.messages[-1].content == NOT_RUN
     assert continued(fold(seen, BY_NAME), died=False).messages == session.messages
+
+
+def test_partials_of_old_logs_and_new_ones_give_the_same_carry_over():
+    """An old log's `message:partial` holds the whole text so far (no `offset`); a new one's,
+    only what was added since the last one, from its offset. Both fold to the text streamed,
+    across a snapshot too, and a reply's first partial (offset 0) starts afresh."""
+    start = [ev.Session(session_id="s"), ev.InputReceived(message=UserMessage(content="go"))]
+    old = [loads('{"type":"message:partial","text":"' + text + '"}') for text in ("ab", "abcd")]
+    assert [(e.offset, e.text) for e in old] == [(0, "ab"), (0, "abcd")]
+    new = [ev.MessagePartial(text="ab"), ev.MessagePartial(text="cd", offset=2)]
+    assert [e.offset for e in map(loads, map(dumps, new))] == [0, 2]
+    for log in (old, new):
+        assert fold([*start, *log], {}).history.carry_over == "abcd"
+        restored = from_snapshot(to_snapshot(fold([*start, log[0]], {})), {})
+        assert fold(log[1:], {}, restored).history.carry_over == "abcd"
+    again = [*start, *new, ev.MessagePartial(text="x"), ev.MessagePartial(text="yz", offset=1)]
+    assert fold(again, {}).history.carry_over == "xyz"

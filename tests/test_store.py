@@ -21,6 +21,7 @@ from loopwright.store.log import Decision
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.testing import FunctionModel, Reply
 from loopwright.tools import ask_user
+from loopwright.wire import dumps
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import Clock, Held, ended, never
 
@@ -218,12 +219,12 @@ class CutOff:
 
     name = "cut-off"
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, text: str, chunk: int = 4) -> None:
+        self.text, self.chunk = text, chunk
         self.hung = asyncio.Event()
 
     async def stream(self, request):
-        async for item in Reply(text=self.text, chunk=4).stream(request, self.name):
+        async for item in Reply(text=self.text, chunk=self.chunk).stream(request, self.name):
             if isinstance(item, ev.MessageCompleted):
                 break
             yield item  # the run commits it (as `message:partial`) before asking for more
@@ -242,6 +243,30 @@ async def test_a_run_cut_off_mid_reply_leaves_carry_over(logs, runtimes):
     recovered = await heir.open(KEY)
     assert recovered.history.recovery is not None
     assert recovered.history.carry_over == model.text
+
+
+async def test_a_long_reply_cut_off_is_logged_once_as_partials(logs, runtimes):
+    """A 40 kB reply streamed in 100-character deltas, each committed as `message:partial`
+    (`partial_every` 0): each partial holds only what was added since the last one, from the
+    offset where it starts, so the log holds the text once (not its prefix again and again),
+    and the carry-over a crash leaves is the whole text streamed."""
+    clock, text = Clock(), "".join(f"{i:05d} and on and on " for i in range(2000))
+    model = CutOff(text, chunk=100)
+    dead = {"payer": Agent(name="payer", model=model)}
+    dying = runtimes(dead, await logs(clock), sleep=never, partial_every=0.0)
+    await dying.send("default", "payer", "s", "tell me")
+    await model.hung.wait()
+    partials = [s.event for s in await dying.log.read(KEY) if s.event.type == "message:partial"]
+    parts = [text[i : i + 100] for i in range(0, len(text), 100)]
+    assert len(text) == 40_000 and len(parts) == 400
+    assert [(p.offset, p.text) for p in partials] == [(100 * i, t) for i, t in enumerate(parts)]
+    stored = sum(len(dumps(p)) for p in partials)
+    assert stored < 2 * len(text)  # each character once (the whole text each time: 8 MB)
+    clock.advance(31)  # its lease expired: the run died
+    heir = runtimes({"payer": agent()}, await logs(clock))
+    recovered = await heir.open(KEY)
+    assert recovered.history.recovery is not None
+    assert recovered.history.carry_over == text
 
 
 async def test_a_question_is_answered_from_another_process(logs, runtimes):

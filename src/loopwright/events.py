@@ -295,10 +295,12 @@ class MessageCompleted:
 
 @value
 class MessagePartial:
-    """Stored only (never streamed): the text of a reply still streaming, committed now and then
-    so a crash mid-reply leaves carry-over for the next run."""
+    """Stored only (never streamed): what a reply still streaming added to its text since the
+    last partial (`text`, from character `offset` on; 0 in old logs: the whole text so far),
+    committed now and then so a crash mid-reply leaves carry-over for the next run."""
 
     text: str
+    offset: int = 0
     type: Literal["message:partial"] = "message:partial"
 
 

@@ -189,7 +189,11 @@ def _aborted(state: State, event: ev.LoopAborted) -> None:
 
 
 def _partial(state: State, event: ev.MessagePartial) -> None:
-    state.history.carry_over = event.text
+    """The reply's text so far: what its earlier partials gave before `offset`, then `text` (a
+    partial at offset 0 replaces the carry-over: the first of a reply, or one of an old log,
+    which holds the whole text so far)."""
+    history = state.history
+    history.carry_over = (history.carry_over or "")[: event.offset] + event.text
 
 
 def _session(state: State, event: ev.Session) -> None:

@@ -4,9 +4,11 @@ What is committed when (SPEC §7): token deltas never one by one; every other ev
 grouped so that a commit happens at each point that matters — the input before the first step,
 each complete reply, each pending item before anyone is asked, each tool call's intent before it
 runs and its result right after, and the end of the run. A reply still streaming is committed as
-`message:partial` every `partial_every` seconds, so a crash leaves carry-over. An event gets its
-sequence number when it is committed: `append` returns it for the event that made the commit and
-None for one still buffered — a number is never handed out for an event the log does not hold.
+`message:partial` every `partial_every` seconds, so a crash leaves carry-over: each holds what
+was streamed since the last one (its `offset` says where it starts), so a long reply costs the
+log its length once. An event gets its sequence number when it is committed: `append` returns
+it for the event that made the commit and None for one still buffered — a number is never handed
+out for an event the log does not hold.
 
 A run holds its session under a lease renewed by a heartbeat; a lease that expired is taken over
 by the next run (the dead run's unfinished batch is recovered, its items that can no longer be
@@ -93,6 +95,9 @@ class LogJournal:
         """Called with events others appended to the session during the run (decisions)."""
         self.buffer: list[ev.Event] = []
         self.partial: list[str] = []
+        """The deltas of the reply streaming that no `message:partial` holds yet."""
+        self.streamed = 0
+        """The characters of the reply streaming that its `message:partial`s hold."""
         self.last_commit = 0.0
         self.crash = crash_points_of_process()
         self._session: Session | None = None
@@ -110,7 +115,7 @@ class LogJournal:
 
     async def begin(self, session: Session, input: str | None) -> None:
         self._session, self.stale, self.seqs, self.held = session, None, {}, []
-        self.partial = []  # a reply cut off in the last run is not this run's
+        self.partial, self.streamed = [], 0  # a reply cut off in the last run is not this run's
         ttl = self.settings.lease_seconds
         claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
         lease, self.last_seq = claimed.lease, claimed.last_seq
@@ -143,10 +148,12 @@ class LogJournal:
                 self.partial.append(event.delta)  # type: ignore[union-attr]
                 due = time.monotonic() - self.last_commit >= self.settings.partial_every
                 if due and not self._lock.locked():
-                    await self._commit(ev.MessagePartial(text="".join(self.partial)))
+                    text, offset = "".join(self.partial), self.streamed
+                    self.partial, self.streamed = [], offset + len(text)
+                    await self._commit(ev.MessagePartial(text=text, offset=offset))
             return None
         if kind == "message:completed":
-            self.partial.clear()
+            self.partial, self.streamed = [], 0
         self.buffer.append(event)
         if kind in COMMIT_AT:
             await self._commit()
