@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,7 @@ class Run:
         "_exhausted",
         "_input",
         "_journal",
+        "_on_end",
         "_reader",
         "_room",
         "_seqs",
@@ -87,6 +88,7 @@ class Run:
         journal: Journal | None = None,
         session: Session | None = None,
         input: str | None = None,
+        on_end: Callable[[Run], None] | None = None,
     ) -> None:
         self._events = events
         self._control = control
@@ -95,6 +97,7 @@ class Run:
         self._session = session
         self._state = session.state if session is not None else State()
         self._input = input
+        self._on_end = on_end  # called once the run is finished (its session's `idle()`)
         self._buffer: deque[ev.Event] = deque()
         self._seqs: deque[int | None] | None = deque() if journal is not None else None
         self.seq: int | None = None
@@ -131,7 +134,13 @@ class Run:
         if self._task is None:
             loop = asyncio.get_running_loop()
             self._task = loop.create_task(self._drive(), name=f"loopwright run {self.session_id}")
+            self._task.add_done_callback(self._ended)
         return self._task
+
+    def _ended(self, _: object = None) -> None:
+        on_end, self._on_end = self._on_end, None
+        if on_end is not None:
+            on_end(self)
 
     async def _drive(self) -> None:
         """The run's task: each event is applied to the session's state, then goes to the
@@ -273,6 +282,7 @@ class Run:
             await reader.aclose()  # another task ends by itself, once the run has
         if self._task is None:
             self._exhausted = True
+            self._ended()
             await self._events.aclose()
             return
         self._unbounded = True

@@ -114,7 +114,8 @@ class History:
 
     It changes as the session's events are applied to it (`replay`, live and when the log is
     read). `messages` only grows during a run (compaction replaces it atomically between steps).
-    Sizes are tracked as messages are appended, so token estimates cost the same at any length.
+    Sizes are tracked as messages are appended, so token estimates cost the same at any length;
+    a history made with messages copies the list and counts them (unless `chars` is given).
     """
 
     messages: list[Message] = field(default_factory=list)
@@ -132,6 +133,11 @@ class History:
     """Length of the history right after its last compaction (to tell "just compacted")."""
     queued: list[tuple[Literal["steer", "follow_up"], str]] = field(default_factory=list)
     """Steering and follow-up messages logged as sent but not yet delivered (durable sessions)."""
+
+    def __post_init__(self) -> None:
+        self.messages = list(self.messages)  # the caller's list stays the caller's
+        if self.messages and not self.chars:
+            self.chars = sum(map(message_chars, self.messages))
 
     def append(self, message: Message) -> None:
         self.messages.append(message)

@@ -3,8 +3,9 @@
 A `Session` is one conversation with one agent; it holds its state (`replay.State`: the
 history, the batch still open), which each event of its runs changes as it goes by, and runs one
 input at a time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and
-its events reach the caller through a buffer; `steer`, `follow_up` and `cancel` work from
-anywhere while it runs, and cancelling is cancelling that task. Leaving an `async with` block
+its events reach the caller through a buffer; `steer`, `follow_up`, `clear_queue` and `cancel`
+work from anywhere while it runs, cancelling is cancelling that task, and any task may
+`await session.idle()` until no run is in progress. Leaving an `async with` block
 early cancels the run. A `Journal` (the store seam) sees every event, in the run's task, before
 the loop goes on; `loopwright.store` implements it durably.
 """
@@ -15,6 +16,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from . import events as ev
@@ -26,7 +28,7 @@ from .driver import RunResult as RunResult
 from .errors import SessionBusy, UnknownPending
 from .hooks import RunInfo
 from .loop import Control, run_loop
-from .messages import History, Message
+from .messages import History, Message, ToolResultMessage, UserMessage
 from .models import get_model
 from .replay import State
 
@@ -69,6 +71,17 @@ class Journal(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """Steering and follow-up messages sent to a session and not yet delivered, oldest first."""
+
+    steering: tuple[str, ...] = ()
+    follow_ups: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.steering) + len(self.follow_ups)
+
+
 class Session:
     """One conversation with one agent; one run at a time."""
 
@@ -91,6 +104,7 @@ class Session:
         self.journal = journal
         self._control = Control()
         self._run: Run | None = None
+        self._idle: list[asyncio.Future[None]] = []  # tasks waiting in `idle()`
         self._gate = agent.gate()
         self._children: dict[str, Session] = {}
 
@@ -111,13 +125,25 @@ class Session:
         return self.run(None, compact=True)
 
     def run(
-        self, input: str | None = None, *, approver: Approver | None = None, compact: bool = False
+        self,
+        input: str | UserMessage | None = None,
+        *,
+        approver: Approver | None = None,
+        compact: bool = False,
     ) -> Run:
-        """Start processing `input`; iterate the returned `Run` for its events.
+        """Start processing `input` (text, or a `UserMessage` whose content is the input);
+        iterate the returned `Run` for its events.
 
+        Without an input the run continues the history from where it is: that needs a valid
+        point to continue from (a history ending in a user message or tool results, a
+        carry-over note, queued steering, a paused or interrupted batch), else `ValueError`.
         `approver` answers `ask` decisions live; without one they become pending items and the
         run pauses. Raises `SessionBusy` while another run of this session is in progress.
         """
+        if isinstance(input, UserMessage):
+            input = input.content
+        elif input is not None and not isinstance(input, str):
+            raise TypeError(f"a run's input is a str or a UserMessage, not {type(input).__name__}")
         if self.busy:
             raise SessionBusy(
                 f"session {self.id} is already running (a run left unfinished stays running: "
@@ -131,6 +157,8 @@ class Session:
             )
         if input is None and checkpoint is not None and self.pending:
             raise SessionBusy(f"session {self.id} still has {len(self.pending)} open items")
+        if input is None and not compact:
+            self._check_continuable()
         if approver is not None and self.journal is not None:
             approver = self.journal.live(approver)
         model = get_model(self.agent.model)
@@ -155,8 +183,44 @@ class Session:
             compact=compact,
             children=self.child,
         )
-        self._run = Run(events, self._control, self.id, self.journal, self, input)
+        self._run = Run(events, self._control, self.id, self.journal, self, input, self._ended)
         return self._run
+
+    def _check_continuable(self) -> None:
+        """A run without input needs something for the model to answer (pi-agent-core's
+        `continue()` refuses the same states)."""
+        history = self.history
+        if history.checkpoint is not None or history.recovery is not None:
+            return
+        if history.carry_over or self._control.steering:
+            return
+        tail = history.messages[-1] if history.messages else None
+        if isinstance(tail, (UserMessage, ToolResultMessage)):
+            return
+        where = "its history is empty" if tail is None else "its history ends with a reply"
+        raise ValueError(
+            f"session {self.id} has nothing to continue from: {where} (give the run an input, "
+            "or steer() before running without one)"
+        )
+
+    def _ended(self, run: Run) -> None:
+        """A run's task has ended: whoever waits in `idle()` looks again."""
+        waiting, self._idle = self._idle, []
+        for future in waiting:
+            if not future.done():
+                future.set_result(None)
+
+    async def idle(self) -> None:
+        """Return once no run of this session is in progress (at once when none is): from any
+        task, without driving the run. A run started meanwhile is waited for too."""
+        while self.busy:
+            future = asyncio.get_running_loop().create_future()
+            self._idle.append(future)
+            try:
+                await future
+            finally:
+                if future in self._idle:
+                    self._idle.remove(future)
 
     async def child(self, agent: Agent, session_id: str) -> Session:
         """The session of a subagent's call: kept by this session (in the store when this one
@@ -225,6 +289,26 @@ class Session:
         if self.journal is not None and self.busy:
             self.journal.record(ev.SteeringQueued(text=message, mode=mode))
 
+    @property
+    def queued(self) -> Queued:
+        """What `steer` and `follow_up` sent that no run has delivered yet (a copy)."""
+        return Queued(tuple(self._control.steering), tuple(self._control.follow_ups))
+
+    def clear_queue(self, mode: Literal["steer", "follow_up"] | None = None) -> Queued:
+        """Drop the queued steering (`"steer"`), follow-ups (`"follow_up"`) or both (None), so
+        that no run delivers them; returns what was dropped. Not logged: a durable session read
+        again from its log gets back what a running run had logged as sent."""
+        control = self._control
+        cleared = Queued(
+            tuple(control.steering) if mode != "follow_up" else (),
+            tuple(control.follow_ups) if mode != "steer" else (),
+        )
+        if mode != "follow_up":
+            control.steering.clear()
+        if mode != "steer":
+            control.follow_ups.clear()
+        return cleared
+
     def cancel(self) -> None:
         """Cancel the running run (see `Run.cancel`)."""
         if self._run is not None:
@@ -232,14 +316,14 @@ class Session:
 
 
 async def run(
-    agent: Agent, input: str, *, approver: Approver | None = None, **session: Any
+    agent: Agent, input: str | UserMessage, *, approver: Approver | None = None, **session: Any
 ) -> RunResult:
     """Run `input` through `agent` in a new session and return how it ended."""
     return await Session(agent, **session).run(input, approver=approver).result()
 
 
 def run_sync(
-    agent: Agent, input: str, *, approver: Approver | None = None, **session: Any
+    agent: Agent, input: str | UserMessage, *, approver: Approver | None = None, **session: Any
 ) -> RunResult:
     """`run` for scripts without an event loop."""
     return asyncio.run(run(agent, input, approver=approver, **session))

@@ -1,0 +1,207 @@
+"""Controls a pi-agent-core user expects (issue 14, item 11): waiting from any task until a
+session is idle, and inspecting and clearing its steering and follow-up queues."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import call, drive, scripted, verify
+from loopwright import Agent, Session, tool
+from loopwright.messages import UserMessage
+from loopwright.session import Queued
+from loopwright.testing import types
+
+REPLY = ["text:delta", "message:completed"]
+ANSWER = ["step:started", "budget:check", *REPLY, "step:finished", "loop:done", "done"]
+TOOL_STEP = [
+    "step:started",
+    "budget:check",
+    "tool:delta",
+    "message:completed",
+    "actauth:decision",
+    "tool:started",
+    "toollane:result",
+    "tool:output",
+    "tool:result",
+    "step:finished",
+]
+
+gates: dict[str, asyncio.Event] = {}
+
+
+@tool
+async def hold() -> str:
+    """Waits until the test opens the gate (or a minute: a safety net, never reached)."""
+    await asyncio.wait_for(gates["hold"].wait(), 60)
+    return "released"
+
+
+def held_session(*replies: object) -> tuple[Session, asyncio.Event]:
+    gates["hold"] = gate = asyncio.Event()
+    model = scripted({"tool_calls": [call("hold")]}, *replies)
+    return Session(Agent(model=model, tools=[hold])), gate
+
+
+def users(session: Session) -> list[str]:
+    return [m.content for m in session.messages if isinstance(m, UserMessage)]
+
+
+# ---- idle ------------------------------------------------------------------------------------
+
+
+async def test_idle_returns_at_once_without_a_run():
+    session = Session(Agent(model=scripted("ok")))
+    await session.idle()
+    await drive(session.run("hi"))
+    await session.idle()
+    assert not session.busy
+
+
+async def test_another_task_waits_until_the_run_is_over():
+    session, gate = held_session("done")
+    waiting = asyncio.Event()
+
+    async def waiter() -> tuple[bool, bool]:
+        waiting.set()
+        await session.idle()
+        return session.busy, run.finished
+
+    run = session.run("go")
+    idle = asyncio.create_task(waiter())
+    await waiting.wait()
+    events = []
+    async for event in run:
+        events.append(event)
+        if event.type == "tool:started":
+            assert not idle.done()  # the run is in progress: still waiting
+            gate.set()
+        if event.type == "done":
+            assert not idle.done()  # `done` is out, but the run's task has not ended
+    verify(events)
+    assert types(events) == ["session", "input:received", *TOOL_STEP, *ANSWER]
+    assert await asyncio.wait_for(idle, 60) == (False, True)  # (a safety net, never reached)
+
+
+async def test_idle_waits_for_a_run_nobody_started_until_it_is_closed():
+    session = Session(Agent(model=scripted("ok")))
+    waiting = asyncio.Event()
+
+    async def waiter() -> bool:
+        waiting.set()
+        await session.idle()
+        return session.busy
+
+    run = session.run("hi")
+    idle = asyncio.create_task(waiter())
+    await waiting.wait()
+    assert not idle.done() and session.busy
+    await run.aclose()
+    assert await asyncio.wait_for(idle, 60) is False  # (a safety net, never reached)
+
+
+async def test_idle_waits_for_a_run_drained_by_another_task():
+    session, gate = held_session("done")
+    run = session.run("go")
+    result = asyncio.create_task(run.result())
+    waiting = asyncio.Event()
+
+    async def waiter() -> bool:
+        waiting.set()
+        await session.idle()
+        return session.busy
+
+    cancelled, idle = asyncio.create_task(session.idle()), asyncio.create_task(waiter())
+    await waiting.wait()
+    cancelled.cancel()  # a waiter cancelled meanwhile changes nothing for the others
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert not idle.done() and session.busy
+    gate.set()
+    assert await asyncio.wait_for(idle, 60) is False  # (a safety net, never reached)
+    assert types((await result).events) == ["session", "input:received", *TOOL_STEP, *ANSWER]
+
+
+# ---- the queues ------------------------------------------------------------------------------
+
+
+def test_queued_shows_what_was_sent_and_not_delivered():
+    session = Session(Agent(model=scripted("ok")))
+    assert session.queued == Queued() and len(session.queued) == 0
+    session.steer("a")
+    session.follow_up("c")
+    session.steer("b")
+    view = session.queued
+    assert view == Queued(steering=("a", "b"), follow_ups=("c",)) and len(view) == 3
+    session.steer("d")
+    assert view.steering == ("a", "b")  # a copy: later sends do not change it
+    assert session.queued.steering == ("a", "b", "d")
+
+
+def test_clear_queue_by_mode_returns_what_it_dropped():
+    session = Session(Agent(model=scripted("ok")))
+    session.steer("a")
+    session.steer("b")
+    session.follow_up("c")
+    session.follow_up("d")
+    assert session.clear_queue("steer") == Queued(steering=("a", "b"))
+    assert session.queued == Queued(follow_ups=("c", "d"))
+    session.steer("e")
+    assert session.clear_queue("follow_up") == Queued(follow_ups=("c", "d"))
+    assert session.queued == Queued(steering=("e",))
+    session.follow_up("f")
+    assert session.clear_queue() == Queued(steering=("e",), follow_ups=("f",))
+    assert session.queued == Queued() and session.clear_queue() == Queued()
+
+
+async def test_a_queue_cleared_before_the_run_is_not_delivered():
+    session = Session(Agent(model=scripted("ok")))
+    session.steer("stale")
+    session.follow_up("stale too")
+    session.clear_queue()
+    result = await drive(session.run("hi"))
+    assert types(result.events) == ["session", "input:received", *ANSWER]
+    assert users(session) == ["hi"]
+
+
+async def test_a_queue_cleared_during_the_run_is_not_delivered():
+    session, gate = held_session("done")
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:started":
+            session.steer("steer me")
+            session.follow_up("then this")
+            assert session.queued == Queued(steering=("steer me",), follow_ups=("then this",))
+            cleared = session.clear_queue()
+            assert cleared == Queued(steering=("steer me",), follow_ups=("then this",))
+            gate.set()
+    verify(events)
+    assert types(events) == ["session", "input:received", *TOOL_STEP, *ANSWER]
+    assert users(session) == ["go"] and session.queued == Queued()
+
+
+async def test_clearing_one_mode_keeps_the_other_for_delivery():
+    session, gate = held_session("noted", "done")
+    events = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:started":
+            session.steer("dropped")
+            session.follow_up("kept")
+            assert session.clear_queue("steer") == Queued(steering=("dropped",))
+            gate.set()
+    verify(events)
+    assert types(events) == [
+        "session",
+        "input:received",
+        *TOOL_STEP,
+        *ANSWER[:4],
+        "steering:injected",  # the follow-up, when the run would have stopped
+        "step:finished",
+        *ANSWER,
+    ]
+    injected = [e.message.content for e in events if e.type == "steering:injected"]
+    assert injected == ["kept"]
+    assert users(session) == ["go", "kept"]
