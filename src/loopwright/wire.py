@@ -3,6 +3,11 @@
 One alias rule (snake_case in Python, camelCase on the wire) and one pydantic adapter per type,
 built lazily, so importing the core costs nothing here. Optional fields that are unset are left
 out of the JSON (never `null`), which keeps v1 objects valid under `additionalProperties: false`.
+
+Everything serialised here leaves the process or is stored, so it is redacted here
+(`loopwright.redact`, RELIABILITY P11): the provider keys and bearer tokens in use and
+well-known key shapes become `[redacted]` in `dumps`, `to_dict` and `messages_to_json` — the
+event log, checkpoints, HTTP bodies, SSE, exports. The events themselves keep raw values.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 
 from . import events as ev
+from . import redact
 from .messages import Message
 
 if TYPE_CHECKING:
@@ -50,12 +56,12 @@ def _messages_adapter() -> TypeAdapter[Any]:
 
 
 def to_dict(event: ev.Event, profile: Profile = "full") -> dict[str, Any] | None:
-    """The JSON object for one event, or None when `profile` leaves it out."""
+    """The JSON object for one event (redacted), or None when `profile` leaves it out."""
     if profile == "v1":
         return _to_v1(event)
     adapter = _adapter(type(event))  # type: ignore[arg-type]
     data: dict[str, Any] = adapter.dump_python(event, mode="json", by_alias=True, exclude_none=True)
-    return data
+    return data if redact.clean(data) else redact.deep(data)
 
 
 @overload
@@ -63,10 +69,10 @@ def dumps(event: ev.Event) -> str: ...
 @overload
 def dumps(event: ev.Event, profile: Profile) -> str | None: ...
 def dumps(event: ev.Event, profile: Profile = "full") -> str | None:
-    """One compact JSON line for an event, or None when `profile` leaves it out."""
+    """One compact JSON line for an event (redacted), or None when `profile` leaves it out."""
     if profile == "full":
         adapter = _adapter(type(event))  # type: ignore[arg-type]
-        return adapter.dump_json(event, by_alias=True, exclude_none=True).decode()
+        return redact.json_text(adapter.dump_json(event, by_alias=True, exclude_none=True).decode())
     data = to_dict(event, profile)
     return None if data is None else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
@@ -80,7 +86,9 @@ def loads(data: str | bytes | dict[str, Any]) -> ev.Event:
 
 
 def messages_to_json(messages: list[Message]) -> str:
-    return _messages_adapter().dump_json(messages, by_alias=True, exclude_none=True).decode()
+    """The JSON array of a history (redacted)."""
+    text = _messages_adapter().dump_json(messages, by_alias=True, exclude_none=True).decode()
+    return redact.json_text(text)
 
 
 def messages_from_json(data: str | bytes) -> list[Message]:
@@ -91,7 +99,7 @@ def _to_v1(event: ev.Event) -> dict[str, Any] | None:
     """The loopengine v1 projection: v1 types as they are, `loop:error` as v1 `error`, the rest
     dropped. v1 `done.stopReason` only knows `max_turns` and `denied`."""
     if isinstance(event, ev.LoopError):
-        return {"type": "error", "error": event.error}
+        return {"type": "error", "error": redact.text(event.error)}
     if event.type not in ev.V1_TYPES:
         return None
     data = to_dict(event)

@@ -16,7 +16,7 @@ import shutil
 from typing import TYPE_CHECKING, Any, TextIO, assert_never
 
 from .. import events as ev
-from .. import wire
+from .. import redact, wire
 from ..messages import Thinking
 
 if TYPE_CHECKING:
@@ -139,7 +139,6 @@ class Human:
         self.console = console
         self.prompt = prompt
         """The person answers approvals at this prompt, which shows them itself."""
-        self.note = console.note
         self.style = console.style
         self.live = console.out.isatty()
         """Stream text deltas to stdout as they arrive (it is a terminal)."""
@@ -285,6 +284,10 @@ class Human:
             case _:
                 assert_never(event)
 
+    def note(self, line: str) -> None:
+        """A progress line, redacted (`loopwright.redact`): it may go to a log."""
+        self.console.note(redact.text(line))
+
     def elsewhere(self, resolved: ev.ApprovalResolved | ev.QuestionResolved) -> bool:
         """A decision made elsewhere (another terminal, HTTP) overtook the prompt here."""
         prompt = self.prompt
@@ -299,5 +302,5 @@ class Human:
         answered = reason in ("completed", "terminated") and text
         if answered and not (self.live and self.streamed.strip() == text.strip()):
             self.console.end_line()
-            self.console.write_answer(text + "\n")
+            self.console.write_answer(redact.text(text) + "\n")
         self.console.end_line()

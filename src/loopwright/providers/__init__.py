@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .. import redact
 from ..errors import ConfigError
 from ..models import Model, register_provider
 
@@ -48,6 +49,7 @@ class Endpoint:
         if self.api_key_env is None:
             return "not-needed"
         key = os.environ.get(self.api_key_env)
+        redact.register(key)  # never in what leaves the process or is stored (P11)
         if not key:
             raise ConfigError(
                 f"missing API key for '{self.name}': set the environment variable "

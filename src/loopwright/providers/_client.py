@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import httpx2
 
+from .. import redact
 from . import Endpoint
 
 Client = TypeVar("Client")
@@ -36,6 +37,7 @@ class ClientModel(Generic[Client]):
         self.http_client = http_client
         """The HTTP client given to the model, if any; whoever made it closes it."""
         self._api_key = api_key
+        redact.register(api_key)  # never in what leaves the process or is stored (P11)
         self._sdk: Client | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import events as ev
+from .. import redact
 from ..approvals import Answer, Approval
 from ..errors import ConfigError, UnknownPending
 from ..runtime import Resolved
@@ -173,7 +174,11 @@ async def _durable(request: Request, kind: Kind, decision: Approval | Answer) ->
     done = await _ending(state_of(request), result, decided.before)
     if done is None:
         raise ApiError(500, "the resumed run failed")
-    body = {"text": done.text, "sessionId": result.root.id, "stopReason": done.stop_reason}
+    body = {
+        "text": redact.text(done.text),
+        "sessionId": result.root.id,
+        "stopReason": done.stop_reason,
+    }
     return JSONResponse(body)
 
 

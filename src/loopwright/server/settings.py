@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import redact
 from ..errors import ConfigError
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -102,6 +103,9 @@ class ServerSettings:
             if not 0 < getattr(made, key) < math.inf:
                 raise ConfigError(f"[server] {key} must be positive")
         return made
+
+    def __post_init__(self) -> None:
+        redact.register(*self.tokens)  # the tokens in use never leave in events (P11)
 
     def host_names(self) -> frozenset[str]:
         """Host header names (without port) this server answers to."""

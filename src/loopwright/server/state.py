@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .. import events as ev
+from .. import redact
 from ..agent import Agent
 from ..errors import describe
 from ..project import Project
@@ -87,7 +88,9 @@ async def plain_answer(
     done = await live.wait()
     if done is None:
         failure = live.failure or RuntimeError("the run stopped without an answer")
-        return JSONResponse({"error": f"the run failed: {describe(failure)}"}, status_code=500)
+        return JSONResponse(
+            {"error": redact.text(f"the run failed: {describe(failure)}")}, status_code=500
+        )
     events = await turn_events(state.log, live.key) if whole_turn else run_events(live)
     return await ended(state, live.key, done, events, profile)
 

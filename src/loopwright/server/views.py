@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .. import events as ev
+from .. import redact
 from ..runtime import Runtime
 from ..runtime.decisions import chain, key_of
 from ..store import PendingRecord, StoredEvent
@@ -134,13 +135,13 @@ def final_body(
 ) -> dict[str, Any]:
     """200: the run (or turn) ended."""
     body: dict[str, Any] = {
-        "text": done.text,
+        "text": redact.text(done.text),
         "sessionId": session_id,
         "events": events_json(events, profile),
         "stopReason": done.stop_reason,
     }
     if done.stop_reason == "error":
-        body["error"] = done.text
+        body["error"] = body["text"]
     return body
 
 

@@ -7,7 +7,8 @@
 
 A line is `{"seq", "at", "event"}`, the event as the wire writes it. A trace file is the JSON
 array of the messages one model context held: each compaction starts a new context, and so a
-new file, with the compacted view.
+new file, with the compacted view. Both are redacted as the wire redacts (`loopwright.redact`):
+no provider key, bearer token or well-known key shape is written.
 """
 
 from __future__ import annotations

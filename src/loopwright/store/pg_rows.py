@@ -16,6 +16,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from .. import events as ev
+from .. import redact
 from ..errors import SessionBusy, UnknownPending, UnknownSession
 from ..wire import dumps
 from . import PendingRecord, StaleWriter
@@ -173,9 +174,9 @@ async def commit(
                         tenant,
                         op.kind,
                         op.tool,
-                        json.dumps(op.args),
+                        json.dumps(redact.deep(op.args)),
                         None if op.scope is None else json.dumps(op.scope),
-                        op.reason,
+                        redact.deep(op.reason),
                         op.requested_at,
                         op.batch_seq,
                     ),
@@ -194,9 +195,9 @@ async def commit(
                         op.status,
                         op.by,
                         op.decided_at,
-                        None if op.edited_args is None else json.dumps(op.edited_args),
-                        op.answer,
-                        op.note,
+                        None if op.edited_args is None else json.dumps(redact.deep(op.edited_args)),
+                        redact.deep(op.answer),
+                        redact.deep(op.note),
                         op.id,
                         sid,
                     ),

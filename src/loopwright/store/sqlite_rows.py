@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from .. import events as ev
+from .. import redact
 from ..errors import UnknownPending, UnknownSession
 from ..wire import dumps
 from . import PendingRecord, StaleWriter
@@ -128,9 +129,9 @@ def _apply(db: sqlite3.Connection, sid: int, tenant: str, op: Op, at: str) -> No
                     tenant,
                     op.kind,
                     op.tool,
-                    json.dumps(op.args),
+                    json.dumps(redact.deep(op.args)),
                     None if op.scope is None else json.dumps(op.scope),
-                    op.reason,
+                    redact.deep(op.reason),
                     op.requested_at,
                     op.batch_seq,
                 ),
@@ -147,9 +148,9 @@ def _apply(db: sqlite3.Connection, sid: int, tenant: str, op: Op, at: str) -> No
                     op.status,
                     op.by,
                     op.decided_at,
-                    None if op.edited_args is None else json.dumps(op.edited_args),
-                    op.answer,
-                    op.note,
+                    None if op.edited_args is None else json.dumps(redact.deep(op.edited_args)),
+                    redact.deep(op.answer),
+                    redact.deep(op.note),
                     op.id,
                     sid,
                 ),
