@@ -24,6 +24,7 @@ from loopwright.messages import UserMessage
 from loopwright.models import ModelFailure, ModelRequest, ToolSpec
 from loopwright.providers import Endpoint, make_model
 from loopwright.testing import types
+from loopwright.wire import dumps
 from virtual_time import virtual
 
 KEY = "TEST_OPENAI_KEY"
@@ -223,6 +224,17 @@ async def test_rate_limited_past_the_bound_never_reruns_the_tool(tmp_path):
     assert result.stop_reason == "error" and ran == ["UTC"]
     assert types(result.events)[-2:] == ["loop:error", "done"]
     assert len(retries(result)) == 2 and all("HTTP 429" in r.error for r in retries(result))
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_a_refusal_echoing_the_key_leaves_redacted(tmp_path, dialect):  # (P11)
+    refused = error(401, "Incorrect API key provided: test-key.", "invalid_api_key")
+    with aimock(tmp_path, [leg(refused, tool_result=None)]) as url:
+        async with model_at(url, dialect) as model:  # (its key is registered: redacted)
+            result = await Session(Agent(model=model, retry=FAST)).run(ASK).result()
+    assert "HTTP 401" in result.text and "test-key" in result.text  # raw in process
+    stored = [dumps(e) for e in result.events]
+    assert "provided: [redacted]." in stored[-1] and not [s for s in stored if "test-key" in s]
 
 
 async def test_stalled_server_times_out_and_errors_past_the_bound(tmp_path):
