@@ -129,3 +129,21 @@ def test_killed_at_every_crash_point_the_log_and_the_ledger_stay_right(tmp_path)
     assert all(n == 1 for n in charges.values()), charges  # a side effect never runs twice
     assert any(n == 2 for line, n in counts.items() if line.startswith("fetch"))  # idempotent
     assert interrupted_runs == PASSES * (len(POINTS) - 1)  # every crash but the one after `done`
+
+
+def test_a_result_the_log_cannot_take_ends_the_run_and_the_next_process_goes_on(tmp_path):
+    """The fault beside the kills (issue 14, item 1): a tool's result holds a lone surrogate (a
+    name whose bytes are not UTF-8), which no encoder takes. The run ends with `loop:error` and
+    exits normally, its result kept in the log (made valid); the next process continues the
+    session, and the tool ran once. Before: the run raised and the result was lost."""
+    failed = work(tmp_path, "run", "garble 1")
+    assert failed.returncode == 0, failed.stderr[-2000:]
+    assert json.loads(failed.stdout)["stop"] == "error"
+    after = work(tmp_path, "run", "continue 1")
+    assert after.returncode == 0, after.stderr[-2000:]
+    assert json.loads(after.stdout)["stop"] == "completed"
+    check_log(tmp_path)
+    stored = [e.event for e in read_log(tmp_path)[0]]
+    assert [e.content for e in stored if isinstance(e, ev.ToolOutput)] == ["caf\ufffd 1"]
+    assert [e.type for e in stored].count("loop:error") == 1
+    assert ledger(tmp_path) == Counter({"label label-1": 1})

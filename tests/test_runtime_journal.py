@@ -13,12 +13,15 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, call
+from conftest import ROOT, call, drive, scripted
 from loopwright import Agent, Approval, replay
+from loopwright import events as ev
 from loopwright.errors import SessionBusy
+from loopwright.messages import AssistantMessage
 from loopwright.runtime import Settings
 from loopwright.runtime.journal import session_in_log
 from loopwright.store import StaleWriter
+from loopwright.testing import check_events
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Beats, Clock, Held, ended, logged, never, paid, payer, pays
 
@@ -273,3 +276,75 @@ async def test_a_run_cancelled_while_the_log_commits_accounts_for_the_commit(log
     assert shown == stored[: len(shown)]  # each once, in the log's order
     [asked] = [e for e in live.items if e.type == "pending:requested"]
     assert live.seq_of(asked) == stored.index("pending:requested") + 1
+
+
+# ---- commits that fail (issue 14, item 1) -------------------------------------------------------
+
+
+async def test_a_reply_the_log_cannot_take_ends_the_run_with_a_logged_error(logs):
+    """A lone surrogate in a reply (from a model no provider's edge made valid) fails its commit
+    with an error that is no `StoreError`. Its events stay buffered, made valid, and the run ends
+    with `loop:error`, committed with them; the lease is released and the session's next message
+    works. Before: the run raised, its events were lost, and the session kept the reply."""
+    log = await logs()
+    agent = Agent(name="payer", model=scripted("bad \ud800 reply"))
+    session = await session_in_log(log, agent, KEY, Settings())
+    result = await session.run("go").result()
+    assert (result.stop_reason, result.events[-2].type) == ("error", "loop:error")
+    assert result.events[-2].error.startswith(  # type: ignore[union-attr]
+        "CommitFailed: a commit of step:started, budget:check, message:completed failed: "
+        "PydanticSerializationError: Error serializing to JSON: UnicodeEncodeError"
+    )
+    stored = [s.event for s in await log.read(KEY)]
+    assert [e.type for e in stored] == [
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "message:completed",
+        "loop:error",
+        "done",
+    ]
+    check_events(stored)
+    record = await log.session(KEY)
+    assert (record.status, record.lease_owner) == ("idle", None)
+    assert (await session.run("again").result()).stop_reason == "error"  # the same reply
+    fine = Agent(name="payer", model=scripted("fine"))
+    again = await session_in_log(log, fine, KEY, Settings())
+    assert texts(again.messages) == ["go", "bad \ufffd reply", "again", "bad \ufffd reply"]
+    assert (await drive(again.run("and now"))).text == "fine"
+
+
+async def test_a_commit_failing_with_any_error_ends_the_run_and_keeps_its_events(logs):
+    """The log's append raises an error that is no `StoreError`, once, as the tool's result is
+    committed: nothing of it was stored, so its events stay buffered; the run ends with
+    `loop:error`, committed with them (the tool's result is kept, once); the lease is released
+    and the next message works."""
+    log = await logs()
+    append, faults = log.append, []
+
+    async def faulty(lease: Any, events: list[Any]) -> int:
+        if not faults and "tool:result" in [e.type for e in events]:
+            faults.append([e.type for e in events])
+            raise RuntimeError("the disk is on fire")
+        return await append(lease, events)
+
+    log.append = faulty  # type: ignore[method-assign]
+    agent = payer({"tool_calls": [call("look", "l1", n=1)]}, "seen", "after")
+    session = await session_in_log(log, agent, KEY, Settings())
+    result = await drive(session.run("go"))
+    assert faults == [["toollane:result", "tool:output", "tool:result"]]
+    error = "CommitFailed: a commit of toollane:result, tool:output, tool:result failed: "
+    assert result.events[-2] == ev.LoopError(error=error + "RuntimeError: the disk is on fire")
+    stored = [s.event for s in await log.read(KEY)]
+    assert stored == [e for e in result.events if not e.type.endswith(":delta")]
+    assert [e.content for e in stored if isinstance(e, ev.ToolOutput)] == ["looked 1"]
+    assert (await log.session(KEY)).status == "idle"
+    assert (await drive(session.run("again"))).text == "seen"
+    again = await session_in_log(log, agent, KEY, Settings())
+    assert again.messages == session.messages
+    assert texts(again.messages) == ["go", "", "looked 1", "again", "seen"]
+
+
+def texts(messages: list[Any]) -> list[str]:
+    return [m.text if isinstance(m, AssistantMessage) else m.content for m in messages]

@@ -7,7 +7,9 @@ the journal (the loop waits until it is durable) and then into a buffer; the rea
 from there and is woken only when it waits, once for all the events buffered meanwhile.
 Cancelling a run is cancelling its task: the cancellation lands where the loop awaits, or — if
 it comes while the task awaits the journal or the reader — is handed to the loop at the event
-it is suspended on. Nothing lands in the reader's code.
+it is suspended on. Nothing lands in the reader's code. A commit that fails (`CommitFailed`) is
+handed to the loop there too: the run ends with `loop:error`, or raises the log's error when
+not even that can be logged.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import events as ev
+from .errors import CommitFailed
 from .replay import HANDLERS, State
 
 if TYPE_CHECKING:
@@ -158,7 +161,7 @@ class Run:
         self._entered = True
         events, done, limit = self._events, ev.Done, HIGH_WATER
         step = events.__anext__
-        pushed = True
+        pushed, failed = True, False
         try:
             event = await step()
             while True:  # until the loop, past its `done`, ends (StopAsyncIteration)
@@ -195,9 +198,28 @@ class Run:
                         return
                     event = await (step() if type(event) in _ENDING else events.athrow(exc))
                     continue
+                except CommitFailed as exc:
+                    # The log did not take it: the loop ends with `loop:error`, logged if the
+                    # log takes that (the event, applied, stays in the stream without a seq).
+                    if failed or type(event) is done or type(event) in _ENDING:
+                        raise
+                    failed = True
+                    if not pushed:
+                        buffer.append(event)
+                        seqs.append(None)  # type: ignore[union-attr]
+                        self._wake_reader()
+                        pushed = True
+                    event = await events.athrow(exc)
+                    continue
                 event = await step()
         except StopAsyncIteration:
             pass
+        except CommitFailed as exc:  # not even the run's end could be logged: the log's error
+            stop = None  # its `done` is not in the log: the session is left interrupted
+            cause = exc.__cause__
+            if not isinstance(cause, Exception):
+                raise
+            raise cause from cause.__cause__
         finally:
             try:
                 if journal is not None:

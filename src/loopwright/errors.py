@@ -6,7 +6,9 @@
      ├── SessionBusy      a second run was started on a session that is running (or paused)
      ├── UnknownPending   no pending item has this id (for this tenant)
      ├── UnknownSession   no session has this id (for this tenant)
-     └── UnknownModel     a `provider:model` string names no registered provider
+     ├── UnknownModel     a `provider:model` string names no registered provider
+     └── CommitFailed     a journal could not log a run's events (the run ends with
+                          `loop:error` when it can still be logged; never raised by a run)
 
 Everything a model can act on (unknown tools, bad arguments, failing tools, denials) is data:
 a tool result with `is_error` set, never an exception.
@@ -46,6 +48,12 @@ class UnknownSession(LoopwrightError):
 
 class UnknownModel(ConfigError):
     """No provider is registered for the model string."""
+
+
+class CommitFailed(LoopwrightError):
+    """A journal's commit failed (other than a takeover): the driver hands it to the loop,
+    which ends the run with `loop:error`; if that cannot be logged either, the run raises the
+    commit's own error (its `__cause__`)."""
 
 
 def describe(exc: BaseException) -> str:

@@ -1,7 +1,9 @@
 """A worker process for the crash and cross-process tests.
 
 usage: python ledger_agent.py DB SESSION ACTION [ARG...]
-  run MESSAGE            open the session and run MESSAGE (recovering a dead run first)
+  run MESSAGE            open the session and run MESSAGE (recovering a dead run first);
+                         "cycle K" charges and fetches, "garble K" reads a label that is
+                         not valid text
   resume                 resume a paused run
   resolve ID approve|deny [JSON_ARGS]   decide through a runtime: the last open item resumes
                                         the run here, and the line says how it stopped
@@ -54,6 +56,14 @@ async def fetch(n: int, ctx: ToolContext) -> str:
 
 
 @tool
+def label(n: int, ctx: ToolContext) -> str:
+    """Read a label whose bytes are not UTF-8: a lone surrogate, as `os.listdir` gives one."""
+    _ledger("label", ctx.call_id)
+    name = b"caf\xe9".decode("utf-8", "surrogateescape")
+    return f"{name} {n}"
+
+
+@tool
 def refund(n: int, ctx: ToolContext) -> str:
     """Refund (asks a human first)."""
     _ledger("refund", ctx.call_id)
@@ -80,6 +90,9 @@ def reply(request: ModelRequest) -> Reply:
         return Reply(
             tool_calls=(question, ToolCall(id=f"fetch-a{k}", name="fetch", args={"n": int(k)}))
         )
+    elif isinstance(last, UserMessage) and last.content.startswith("garble "):
+        k = last.content.split()[1]
+        calls = [("label", f"label-{k}")]
     elif isinstance(last, UserMessage) and last.content.startswith("slow"):
         return held()  # type: ignore[return-value]
     else:
@@ -105,7 +118,7 @@ async def held() -> Reply:
 AGENT = Agent(
     name="ledger",
     model=FunctionModel(reply),
-    tools=[charge, fetch, refund, ask_user],
+    tools=[charge, fetch, label, refund, ask_user],
     rules=Rules.from_yaml(
         "rules: [{name: refunds-asked, tool: refund, decision: ask}]\ndefault_decision: allow"
     ),

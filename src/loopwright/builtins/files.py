@@ -4,8 +4,10 @@ Every path is relative to the workspace and checked against the root's real path
 `..` escapes, symlinks leading outside and special files are refused with a `ToolError` (an error
 result the model reads), so nothing outside is touched. A file with more than one hard link is
 not read or edited either (its other name may be outside, and a link carries no direction); a
-write replaces the name in the workspace, never the content behind another link. Reads, listings and writes are capped
-(RELIABILITY P10); writes are atomic (a temp file in the same directory, then `os.replace`).
+write replaces the name in the workspace, never the content behind another link. Reads,
+listings and writes are capped (RELIABILITY P10); writes are atomic (a temp file in the same
+directory, then `os.replace`). A listed name whose bytes are not UTF-8 shows U+FFFD (`�`) for
+each byte that is not (`loopwright.text.valid`): a result holds valid text only.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from itertools import accumulate
 from pathlib import Path, PureWindowsPath
 
 from ..errors import ConfigError, ToolError
+from ..text import valid
 from ..tools import Tool, tool
 
 __all__ = ["workspace_tools"]
@@ -178,7 +181,7 @@ def _walk(real: str, pattern: str | None) -> tuple[list[str], bool]:
                 if recursive and is_dir:
                     pending.append(entry.path)
                 if name_glob is None or fnmatch.fnmatchcase(entry.name, name_glob):
-                    rel = os.path.relpath(entry.path, real).replace(os.sep, "/")
+                    rel = valid(os.path.relpath(entry.path, real).replace(os.sep, "/"))
                     found.append(rel + ("/" if is_dir else "@" if entry.is_symlink() else ""))
     return sorted(found), False
 

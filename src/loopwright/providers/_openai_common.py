@@ -16,6 +16,7 @@ from ..catalog import with_cost
 from ..events import MessageCompleted, ToolDelta
 from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
 from ..models import ModelFailure, ModelRequest
+from ..text import valid_data
 from ._client import ClientModel
 from ._errors import failure_from
 
@@ -32,9 +33,9 @@ class OpenAIClientModel(ClientModel[openai.AsyncOpenAI]):
 async def relay(
     stream: Any, read: Callable[[Any], Iterable[Any]], done: Callable[[], bool]
 ) -> AsyncIterator[Any]:
-    """Feed the SDK stream's items to `read` and yield what it makes, until `done()` or the
-    stream ends. An error while reading ends it with that failure (cancellation propagates);
-    the stream is closed either way."""
+    """Feed the SDK stream's items to `read` and yield what it makes (its text made valid),
+    until `done()` or the stream ends. An error while reading ends it with that failure
+    (cancellation propagates); the stream is closed either way."""
     try:
         iterator = aiter(stream)
         while not done():
@@ -48,7 +49,7 @@ async def relay(
                 yield failure_from(exc)
                 return
             for made in read(item):
-                yield made
+                yield valid_data(made)  # no lone surrogate reaches the run (`loopwright.text`)
     finally:
         await stream.close()
 
@@ -122,4 +123,4 @@ class ReplyParts:
         if usage is not None:
             usage = with_cost(model, usage)
         message = AssistantMessage(parts=tuple(parts), stop_reason=stop, usage=usage, model=name)
-        return MessageCompleted(message=message)
+        return MessageCompleted(message=valid_data(message))

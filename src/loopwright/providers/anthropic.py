@@ -48,6 +48,7 @@ from ..messages import (
 )
 from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
 from ..replies import wire_text
+from ..text import valid_data
 from ._client import ClientModel
 from ._errors import TOO_LONG, failure_from
 
@@ -96,10 +97,10 @@ class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
                     yield _stream_failure(exc)
                     return
                 for item in reply.feed(event.model_dump(warnings=False)):
-                    yield item
+                    yield valid_data(item)  # no lone surrogate reaches the run
                     if isinstance(item, ModelFailure):
                         return
-        yield reply.finish(self.name, self.model)
+        yield valid_data(reply.finish(self.name, self.model))
 
     def _max_tokens(self, request: ModelRequest) -> int:
         if request.max_output_tokens:

@@ -16,6 +16,12 @@ resumed are closed), and the old run ends at its next append or renewal (`StaleW
 end of a run, items left open that no resumption can reach (the run was cancelled at a prompt, or
 stopped before pausing) are closed too: an item is either resumable or shown closed.
 
+A commit the store refuses (`StoreError`: full, locked, unreachable) ends the run with that
+error. Any other failure of a commit (an event it cannot encode, such as one holding a lone
+surrogate; a bug) took nothing: its events stay buffered, their text made valid
+(`loopwright.text`), and the run is told (`CommitFailed`): it ends with `loop:error`, committed
+with them. Whatever failed, the run's end releases the lease.
+
 A session opens from its newest snapshot and the events after it (`loopwright.replay` folds
 them); a run's end saves a new snapshot once `snapshot_every` events came since the last one:
 the run's own state, unless others wrote to the session or a reply was cut off (the state's
@@ -35,12 +41,13 @@ from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
 from ..decide import Resolution
-from ..errors import UnknownPending, UnknownSession
+from ..errors import CommitFailed, UnknownPending, UnknownSession, describe
 from ..messages import History
 from ..replay import State, apply
 from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Decision, EventLog, Lease, SessionKey
+from ..text import valid, valid_data
 from ..tools import Tool
 from .commits import COMMIT_AT as COMMIT_AT
 from .commits import CRASH_ENV as CRASH_ENV
@@ -176,9 +183,10 @@ class LogJournal:
         await asyncio.gather(*self._flushes, return_exceptions=True)
 
     async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None:
-        """Commit what is left, close what became unreachable, and release the lease; after a
-        failure (a full or locked database) the original error stands and the session is left
-        `interrupted`; after a takeover, nothing is written."""
+        """Commit what is left, close what became unreachable, and release the lease, whatever
+        failed; after a failure here (a full or locked database) or a run that stopped without
+        its `done` logged, the session is left `interrupted`; after a takeover, nothing is
+        written."""
         lease = self.lease
         if lease is None:
             return
@@ -194,16 +202,18 @@ class LogJournal:
                     await self._save_snapshot(lease, session)
         except StaleWriter:
             pass
-        except StoreError as exc:
-            logger.warning("session %s: could not finish its log: %s", self.key.id, exc)
+        except Exception as exc:  # whatever failed, the lease is released
+            logger.warning("session %s: could not finish its log: %s", self.key.id, describe(exc))
             status = "interrupted"
         finally:
             self.lease, self.buffer = None, []
         if stop_reason is None:
             status = "interrupted"  # the run stopped without its `done` (an exception)
         if self.stale is None:
-            with contextlib.suppress(StoreError):
+            try:
                 await self.log.release(lease, status)
+            except Exception as exc:  # its lease expires: the next run takes the session over
+                logger.warning("session %s: lease not released: %s", self.key.id, describe(exc))
 
     async def recover(self, session: Session) -> None:
         """Take over a session whose run died (its lease expired before its `done`) without
@@ -341,6 +351,15 @@ class LogJournal:
             except StaleWriter as exc:
                 self.stale = exc
                 raise
+            except StoreError:
+                raise  # the store failed (full, locked, unreachable): the run stops with it
+            except Exception as exc:  # the log took none of them (a lone surrogate, a bug):
+                self.buffer[:0] = map(valid_data, events)  # kept, made valid, for the next one
+                self.loaded_seq = -1  # the history in memory may not be the log's
+                if cancelled:
+                    raise asyncio.CancelledError from exc
+                kinds = ", ".join(dict.fromkeys(e.type for e in events))
+                raise CommitFailed(valid(f"a commit of {kinds} failed: {describe(exc)}")) from exc
             first = last - len(events) + 1
             if first > self.last_seq + 1 and self.on_foreign is not None:
                 gap = first - 1 - self.last_seq
@@ -360,7 +379,7 @@ class LogJournal:
     async def _flush(self) -> None:
         try:
             await self._commit()
-        except StoreError as exc:
+        except (StoreError, CommitFailed) as exc:
             logger.warning("session %s: a steering message was not logged: %s", self.key.id, exc)
 
     def _foreign(self, stored: list[StoredEvent]) -> None:

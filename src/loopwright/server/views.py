@@ -23,6 +23,7 @@ from ..runtime import Runtime
 from ..runtime.decisions import chain, key_of
 from ..store import PendingRecord, StoredEvent
 from ..store.log import EventLog, SessionKey
+from ..text import valid_data
 from ..wire import Profile, to_dict
 from .guard import TENANT
 
@@ -61,7 +62,8 @@ def wants_stream(request: Request) -> bool:
 
 async def read_json(request: Request, limit: int, *, required: bool = True) -> dict[str, Any]:
     """The request's JSON object; 413 past `limit` bytes (counted, whatever the headers say),
-    400 when it is not a JSON object. An empty body is `{}` unless `required`."""
+    400 when it is not a JSON object. An empty body is `{}` unless `required`. Its strings are
+    made valid (`loopwright.text`: a lone surrogate becomes U+FFFD)."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
@@ -75,7 +77,7 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
         raise ApiError(400, "the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
-    return data
+    return valid_data(data)  # (JSON's "\ud800" is a lone surrogate)
 
 
 def text_field(data: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
