@@ -7,6 +7,7 @@ their raw values. Plus the shapes, the registry and the serialisation seam on th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import subprocess
@@ -22,9 +23,10 @@ from aimock import aimock
 from live_server import LiveServer
 from loopwright import Agent, RetryPolicy, Session, redact, wire
 from loopwright import events as ev
-from loopwright.messages import ToolResultMessage, UserMessage
+from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from loopwright.project import load_project
 from loopwright.providers import Endpoint, make_model
+from loopwright.replay import fold, from_snapshot, to_snapshot
 from loopwright.server import create_app
 from loopwright.testing import check_events
 
@@ -124,6 +126,35 @@ def test_wire_redacts_what_it_writes_and_the_event_keeps_its_value():
     document = '{"delta":"nothing to hide","type":"text:delta"}'
     assert wire.dumps(plain) == document
     assert redact.json_text(document) is document  # screened, never decoded
+
+
+def test_a_snapshot_holds_no_secret():
+    """A session's snapshot (stored beside the log) is written from the live state: its queued
+    steering and its open batch's calls are redacted too."""
+    events = [
+        ev.Session(session_id="s"),
+        ev.InputReceived(message=UserMessage(content="go")),
+        ev.SteeringQueued(text=f"use {SHAPES}", mode="steer"),
+        ev.MessageCompleted(
+            message=AssistantMessage(parts=(ToolCall(id="c1", name="keep", args={"k": SHAPES}),))
+        ),
+    ]
+    snapshot = to_snapshot(fold(events, {}))
+    assert "AKIA" not in snapshot and "ghp_" not in snapshot
+    restored = from_snapshot(snapshot, {})
+    assert restored.history.queued == [("steer", f"use {MARK} and {MARK}")]
+
+
+def test_the_log_filter_redacts_messages_and_tracebacks(caplog):
+    logger = logging.getLogger("loopwright.test_redact")
+    caplog.handler.addFilter(redact.LogFilter())
+    try:
+        raise RuntimeError(f"refused {SHAPES}")
+    except RuntimeError:
+        logger.exception("call failed with %s", "Bearer abcdefghijklmnop0123")
+    [record] = caplog.records
+    assert record.getMessage() == f"call failed with Bearer {MARK}"
+    assert f"RuntimeError: refused {MARK} and {MARK}" in caplog.text and "AKIA" not in caplog.text
 
 
 # ---- the fault: a provider error echoing its key, through the loop -------------------------

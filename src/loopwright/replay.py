@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
+from . import redact
 from .approvals import Answer, Approval, ApprovalRequest, QuestionRequest
 from .compaction import apply as apply_compaction
 from .decide import Checkpoint, Pending, Recovery, Suspended
@@ -340,7 +341,7 @@ def to_snapshot(state: State) -> str:
             "decided": [to_dict(e) for e in batch.decided.values()],
             "suspended": [to_dict(e) for e in batch.suspended.values()],
         }
-    body = json.dumps(head, ensure_ascii=False, separators=(",", ":"))
+    body = redact.json_text(json.dumps(head, ensure_ascii=False, separators=(",", ":")))  # (P11)
     return f"{_HEAD}{body}{_MESSAGES}{messages_to_json(messages)}}}"
 
 
