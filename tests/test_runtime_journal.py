@@ -346,5 +346,32 @@ async def test_a_commit_failing_with_any_error_ends_the_run_and_keeps_its_events
     assert texts(again.messages) == ["go", "", "looked 1", "again", "seen"]
 
 
+async def test_a_log_that_takes_nothing_more_leaves_the_session_interrupted_and_released(logs):
+    """When not even the run's `loop:error` can be logged, the run raises the log's own error
+    (not a wrapper); its lease is released all the same and the session, `interrupted`, takes
+    its next message (recovered, as after a crash)."""
+    log = await logs()
+    append, broken = log.append, [False]
+
+    async def faulty(lease: Any, events: list[Any]) -> int:
+        if broken[0] or "message:completed" in [e.type for e in events]:
+            broken[0] = True
+            raise RuntimeError("the disk is gone")
+        return await append(lease, events)
+
+    log.append = faulty  # type: ignore[method-assign]
+    agent = payer("never logged", "logged")
+    session = await session_in_log(log, agent, KEY, Settings())
+    with pytest.raises(RuntimeError, match="the disk is gone"):
+        await session.run("go").result()
+    assert await logged(log, KEY) == ["session", "input:received"]
+    record = await log.session(KEY)
+    assert (record.status, record.lease_owner) == ("interrupted", None)
+    log.append = append  # type: ignore[method-assign]
+    again = await session_in_log(log, agent, KEY, Settings())
+    assert (await drive(again.run("again"))).text == "never logged"
+    assert texts(again.messages) == ["go", "again", "never logged"]
+
+
 def texts(messages: list[Any]) -> list[str]:
     return [m.text if isinstance(m, AssistantMessage) else m.content for m in messages]
