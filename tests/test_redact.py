@@ -299,6 +299,9 @@ def leaves(served: tuple[LiveServer, dict[str, str]], agent: str, hidden: list[s
         sid = answer.json()["sessionId"]
         logged = http.get(f"/agents/{agent}/sessions/{sid}/events")
         assert logged.status_code == 200
+        detail = http.get(f"/agents/{agent}/sessions/{sid}")  # (its history)
+        assert detail.status_code == 200
+        assert not [secret for secret in hidden if secret in detail.text]
         url = f"/agents/{agent}/sessions/{sid}/stream"
         with http.stream("GET", url, headers={"Last-Event-ID": "0"}) as replay:
             assert replay.status_code == 200
