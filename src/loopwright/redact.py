@@ -150,8 +150,9 @@ def forget(*values: str) -> None:
 
 
 def text(value: str) -> str:
-    """`value` with every registered secret and well-known key shape replaced by `MARKER`."""
-    return _exact.sub(_replace, value)
+    """`value` with every registered secret and well-known key shape replaced by `MARKER` (the
+    screens first: most text holds none)."""
+    return _exact.sub(_replace, value) if may_hold(value) else value
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -163,7 +164,7 @@ def deep(value: Any) -> Any:
     """A copy of a JSON value (dicts, lists, strings, scalars) with `text` applied to every
     string, keys included."""
     if isinstance(value, str):
-        return _exact.sub(_replace, value)
+        return text(value)
     if isinstance(value, dict):
         return {deep(k): deep(v) for k, v in value.items()}
     if isinstance(value, list):
