@@ -375,3 +375,22 @@ async def test_a_log_that_takes_nothing_more_leaves_the_session_interrupted_and_
 
 def texts(messages: list[Any]) -> list[str]:
     return [m.text if isinstance(m, AssistantMessage) else m.content for m in messages]
+
+
+async def test_a_failed_reply_leaves_the_log_the_carry_over_the_run_keeps(logs):
+    """A reply cut off by a model failure between two `message:partial`s: the log gets the rest
+    of its text before `loop:error`, so a session read from the log carries over all that was
+    streamed, as the run itself does (before: only what the last partial held)."""
+    log = await logs()
+    failing = {"fail": {"error": "gone", "after_text": "half of a reply"}, "chunk": 4}
+    agent = Agent(name="payer", model=scripted(failing))
+    settings = Settings(partial_every=3600.0)  # no partial while it streams
+    session = await session_in_log(log, agent, KEY, settings)
+    result = await drive(session.run("go"))
+    assert result.stop_reason == "error"
+    assert session.history.carry_over == "half of a reply"
+    stored = [s.event for s in await log.read(KEY)]
+    assert [e.type for e in stored][-3:] == ["message:partial", "loop:error", "done"]
+    assert (stored[-3].text, stored[-3].offset) == ("half of a reply", 0)  # type: ignore[union-attr]
+    again = await session_in_log(log, agent, KEY, settings)
+    assert again.history.carry_over == "half of a reply"

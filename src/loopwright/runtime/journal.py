@@ -155,17 +155,23 @@ class LogJournal:
                 self.partial.append(event.delta)  # type: ignore[union-attr]
                 due = time.monotonic() - self.last_commit >= self.settings.partial_every
                 if due and not self._lock.locked():
-                    text, offset = "".join(self.partial), self.streamed
-                    self.partial, self.streamed = [], offset + len(text)
-                    await self._commit(ev.MessagePartial(text=text, offset=offset))
+                    await self._commit(self._partial())
             return None
         if kind == "message:completed":
             self.partial, self.streamed = [], 0
+        elif kind == "loop:error" and self.partial:  # the run keeps all it streamed: so does
+            self.buffer.append(self._partial())  # the log (`loop:aborted` carries its own)
         self.buffer.append(event)
         if kind in COMMIT_AT:
             await self._commit()
             return self.seqs.get(id(event))
         return None
+
+    def _partial(self) -> ev.MessagePartial:
+        """The reply's text streamed since its last `message:partial`."""
+        text, offset = "".join(self.partial), self.streamed
+        self.partial, self.streamed = [], offset + len(text)
+        return ev.MessagePartial(text=text, offset=offset)
 
     def record(self, event: ev.Event) -> None:
         if self.lease is None or self.stale is not None:
