@@ -359,8 +359,8 @@ def test_a_bearer_token_in_a_tool_result_and_key_shapes_in_the_reply_leave_nowhe
 
 
 def test_a_pending_item_is_stored_and_shown_redacted(served):
-    """The args of a call that asks are redacted in its pending row and every answer; so the
-    call, resumed from the log once approved, runs with the redacted value (documented)."""
+    """The args of a call that asks are redacted in its pending row and every answer; the call,
+    resumed from the log once approved, is denied — never run on the redacted values."""
     live, _ = served
     hidden = f"{MARK} and {MARK}"
     with live.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
@@ -380,7 +380,14 @@ def test_a_pending_item_is_stored_and_shown_redacted(served):
         assert done.status_code == 200, done.text
     assert "AKIA" not in paused.text + json.dumps(listed) + done.text
     module = live.app.state.loopwright.project.agents["asking"].tools[0].fn.__globals__
-    assert module["RECEIVED"] == [hidden]
+    assert module["RECEIVED"] == []
+    events = [e for e in done.json()["events"] if e["type"] == "actauth:decision"]
+    assert events[-1]["decision"] == "deny"
+    assert events[-1]["reason"] == (
+        "matched rule 'keep-asks' — human approved, but its arguments held a secret the log "
+        f"does not keep (they read {MARK!r} now), so it does not run; ask for it again in a "
+        "live run"
+    )
 
 
 async def test_in_process_consumers_see_raw_values(served):
@@ -393,3 +400,29 @@ async def test_in_process_consumers_see_raw_values(served):
     [message] = [m for m in session.messages if isinstance(m, ToolResultMessage)]
     assert TOKEN in message.content and TOKEN not in wire.messages_to_json([message])
     assert result.text == f"Revoke {SHAPES} now."
+
+
+def test_a_recovered_idempotent_call_is_not_run_again_on_redacted_arguments():
+    """After a crash an idempotent call that had started runs again — unless its arguments, read
+    back from the log, lost a secret to redaction: then it is marked interrupted."""
+    from loopwright import tool
+    from loopwright.decide import Batch, Decider, Recovery
+    from loopwright.permissions import AllowAll
+
+    @tool(idempotent=True)
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        return url
+
+    decider = Decider(
+        {"fetch": fetch}, AllowAll(), ev.Scope(tenant="t", environment="e", agent="a"), "s", None
+    )
+    plain = ToolCall(id="f1", name="fetch", args={"url": "https://example.com/"})
+    hidden = ToolCall(id="f2", name="fetch", args={"url": f"https://x/?key={MARK}"})
+    batch = Batch()
+    [interrupted, *_] = decider.recover(Recovery([plain, hidden], {}, {"f1", "f2"}), batch, None)
+    assert isinstance(interrupted, ev.RunInterrupted)
+    assert (interrupted.interrupted_calls, interrupted.rerun_calls) == (["f2"], ["f1"])
+    assert [s.call.id for s in batch.scheduled] == ["f1"]
+    assert redact.holds_marker({"a": [1, {"b": f"x {MARK}"}]})
+    assert not redact.holds_marker({"a": [1, {"b": "x"}], MARK[1:]: None})

@@ -29,6 +29,7 @@ from .arguments import plain
 from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
 from .permissions import AllowAll, Decision, Gate
+from .redact import MARKER, holds_marker
 from .tools import Scheduled, Tool, answered, is_question
 
 INTERRUPTED = "[interrupted: tool call did not complete]"
@@ -314,6 +315,11 @@ class Decider:
         was vetted; else (a batch resumed from the log) checked again now."""
         if pending.checked is not None and pending.checked[0] is args:
             return pending.checked[1]
+        if holds_marker(args):  # read back from the log, which keeps no secret (P11)
+            raise ValueError(
+                "its arguments held a secret the log does not keep (they read "
+                f"{MARKER!r} now), so it does not run; ask for it again in a live run"
+            )
         if edited:
             assert isinstance(pending.request, ApprovalRequest)
             return vet_edit(pending.tool, self.gate, pending.request.scope, args)
@@ -378,7 +384,11 @@ class Decider:
         """The batch of a run that died: calls it had started of idempotent tools are scheduled
         to run again; every other call without a result is marked interrupted."""
         missing = [c for c in recovery.calls if c.id not in recovery.results]
-        again = [c for c in missing if c.id in recovery.started and self._idempotent(c)]
+        again = [  # never on arguments whose secrets the log redacted (P11)
+            c
+            for c in missing
+            if c.id in recovery.started and self._idempotent(c) and not holds_marker(c.args)
+        ]
         events: list[ev.Event] = [
             ev.RunInterrupted(
                 interrupted_calls=[c.id for c in missing if c not in again],

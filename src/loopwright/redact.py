@@ -24,8 +24,8 @@ through the application's handlers: `LogFilter` redacts them.
 What is *not* redacted: events as in-process Python consumers see them (a `Session`'s stream,
 hooks, `RunResult.events`, `session.messages`) keep raw values — only what leaves the process or
 is stored is redacted. Consequences: a session resumed from the log sees the redacted text (the
-model's history, and the arguments of a call that paused for approval, which then runs with
-them), and a text is redacted piece by piece where it travels in pieces — a token delta on a
+model's history; a call that paused for approval, resumed from the log, whose arguments held a
+secret is denied, never run on the redacted values: `holds_marker`), and a text is redacted piece by piece where it travels in pieces — a token delta on a
 live stream, a `message:partial` (what a reply added since the last one) — so a secret split
 across two pieces is not caught in them; the `message:completed` that ends them is.
 
@@ -170,6 +170,18 @@ def deep(value: Any) -> Any:
     if isinstance(value, list):
         return [deep(v) for v in value]
     return value
+
+
+def holds_marker(value: Any) -> bool:
+    """Whether a JSON value holds `MARKER` in a string: arguments read back from the log whose
+    secrets were redacted are not the ones the model gave."""
+    if isinstance(value, str):
+        return MARKER in value
+    if isinstance(value, dict):
+        return any(holds_marker(k) or holds_marker(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_marker(v) for v in value)
+    return False
 
 
 def may_hold(document: str) -> bool:
