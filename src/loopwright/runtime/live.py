@@ -8,6 +8,11 @@ Events others append to the session meanwhile (decisions) join the fan-out in lo
 
 Followers are counted per session: a run's live approver waits for a decision only while someone
 follows the session, and defers (a durable pause) once the last follower has gone.
+
+Once it holds its lease, a run listens for the controls other processes send it (`EventLog.
+controls`: a cancel, a steer, a follow-up) and applies each exactly as a control of this process:
+a cancel cancels the run, a steer or a follow-up is queued (logged as `steering:queued`, injected
+as `steering:injected`). The listener ends when the run releases its lease.
 """
 
 from __future__ import annotations
@@ -20,12 +25,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from .. import events as ev
 from ..errors import SessionBusy
 from ..session import Run, Session
-from ..store import StaleWriter, StoredEvent
-from ..store.log import EventLog, SessionKey
+from ..store import StaleWriter, StoredEvent, StoreError
+from ..store.log import Control, EventLog, Lease, SessionKey
 from .follow import Item, follow
 from .journal import NOT_STORED, LogJournal
 
 logger = logging.getLogger("loopwright.runtime")
+
+LISTENER_GRACE = 5.0
+"""Seconds a run's listener for controls may take to end after the run (a release here ends it
+at once; a run that lost its lease leaves it waiting): then it is cancelled."""
+RETRY = 1.0
+"""Seconds before a listener whose log failed listens again."""
 
 
 class LiveRun:
@@ -63,6 +74,7 @@ class LiveRun:
         self._queues: set[asyncio.Queue[ev.Event | None]] = set()
         self._first: asyncio.Future[None] = loop.create_future()
         self._first.add_done_callback(_retrieve)
+        self._listener: asyncio.Task[None] | None = None
         journal.on_foreign = self._foreign_events
         self.task = loop.create_task(self._drive(), name=f"loopwright run {key.id}")
 
@@ -113,6 +125,7 @@ class LiveRun:
                     self.done = event
                 if not self._first.done() and self._run.seq is not None:
                     self._first.set_result(None)
+                    self._listen()
         except Exception as exc:
             self.failure = exc
             if not self._first.done():
@@ -128,6 +141,7 @@ class LiveRun:
             self._publish_foreign()
             if not self._first.done():
                 self._first.set_result(None)
+            self._registry.ending(self._listener)
             self.finished.set()
             for queue in self._queues:
                 queue.put_nowait(None)
@@ -137,6 +151,36 @@ class LiveRun:
                 await self._on_end(self)
             except Exception:
                 logger.exception("after the run of session %s", self.key.id)
+
+    def _listen(self) -> None:
+        lease = self.journal.lease
+        if lease is not None:
+            self._listener = asyncio.get_running_loop().create_task(
+                self._controls(lease), name=f"loopwright controls {self.key.id}"
+            )
+
+    async def _controls(self, lease: Lease) -> None:
+        """Apply the controls sent to this run from other processes, until its lease ends."""
+        while not self.finished.is_set():
+            try:
+                async for control in self._registry.log.controls(lease):
+                    self.apply(control)
+            except StaleWriter:
+                return  # released (or taken over): the run is over
+            except StoreError as exc:
+                if self.finished.is_set():
+                    return
+                logger.warning("session %s: controls not heard: %s", self.key.id, exc)
+                await asyncio.sleep(RETRY)
+
+    def apply(self, control: Control) -> None:
+        """A control, exactly as this process's own: cancel, or queue a steer or follow-up."""
+        if control.kind == "cancel":
+            self.session.cancel()
+        elif control.kind == "steer":
+            self.session.steer(control.text or "")
+        else:
+            self.session.follow_up(control.text or "")
 
     def _publish(self, event: ev.Event) -> None:
         self.items.append(event)
@@ -206,6 +250,8 @@ class Live:
         self._followers: dict[SessionKey, int] = {}
         self._gone: dict[SessionKey, asyncio.Future[None]] = {}
         self._starts: dict[SessionKey, asyncio.Future[None]] = {}
+        self._listeners: set[asyncio.Task[None]] = set()
+        """Listeners for controls of runs that ended, still ending (see `ending`)."""
         self._closing = False
 
     def get(self, key: SessionKey) -> LiveRun | None:
@@ -233,6 +279,20 @@ class Live:
     def forget(self, live: LiveRun) -> None:
         if self._runs.get(live.key) is live:
             del self._runs[live.key]
+
+    def ending(self, listener: asyncio.Task[None] | None) -> None:
+        """A run ended: its listener for controls ends once its release is seen (at once when
+        released here), or is cancelled after `LISTENER_GRACE`."""
+        if listener is None or listener.done():
+            return
+        self._listeners.add(listener)
+        late = asyncio.get_running_loop().call_later(LISTENER_GRACE, listener.cancel)
+
+        def ended(_: object) -> None:
+            late.cancel()
+            self._listeners.discard(listener)
+
+        listener.add_done_callback(ended)
 
     def started(self, key: SessionKey) -> asyncio.Future[None]:
         """Completes when a run of the session starts here."""
@@ -284,13 +344,20 @@ class Live:
             if not live.finished.is_set():
                 live.session.cancel()
         tasks = [live.task for live in runs]
-        if not tasks:
-            return
-        _, stragglers = await asyncio.wait(tasks, timeout=timeout)
-        for task in stragglers:
-            task.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.gather(*stragglers, return_exceptions=True)
+        if tasks:
+            _, stragglers = await asyncio.wait(tasks, timeout=timeout)
+            for task in stragglers:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*stragglers, return_exceptions=True)
+        await self.stop_listening()
+
+    async def stop_listening(self) -> None:
+        """Cancel the listeners of runs that ended and have not seen their release yet."""
+        listeners = list(self._listeners)
+        for listener in listeners:
+            listener.cancel()
+        await asyncio.gather(*listeners, return_exceptions=True)
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:

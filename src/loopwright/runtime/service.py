@@ -6,7 +6,8 @@ pending item and resumes the run it belongs to when nothing under that run is le
 here, for every door. A run of this process is driven by a task the runtime owns; `events`
 follows a session live across pauses. Another process with its own runtime on the same log is a
 peer: a run there holds the session's lease, decisions made there wake runs waiting here (and the
-reverse), and a paused run is resumed by whichever process records the last decision.
+reverse), a paused run is resumed by whichever process records the last decision, and a cancel,
+steer or follow-up sent here reaches a run there through the log (`controls`).
 
     runtime = Runtime({"support": agent}, await open_log())
     run = await runtime.send("acme", "support", "order-1001", "where is my parcel?", hold=True)
@@ -15,6 +16,7 @@ reverse), and a paused run is resumed by whichever process records the last deci
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
@@ -32,6 +34,7 @@ from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
 from ..store.log import EventLog, Page, SessionKey, SessionRecord
 from . import follow as following
 from .approvers import held
+from .controls import cancel_elsewhere, queue_elsewhere
 from .decisions import chain, key_of, open_under, owner_of, record
 from .follow import Item
 from .journal import LogJournal, Settings, session_in_log
@@ -39,6 +42,8 @@ from .live import Follower, Live, LiveRun
 
 logger = logging.getLogger("loopwright.runtime")
 
+CONTROL_WAIT = 10.0
+"""Seconds a cancel, steer or follow-up for a run in another process waits for that run."""
 KEPT_SESSIONS = 256
 """Sessions kept in memory after their runs end here, so that the next message need not open
 them from the log."""
@@ -272,23 +277,50 @@ class Runtime:
         live.session.cancel()
         return True
 
-    async def steer(self, key: SessionKey, text: str) -> None:
-        """Deliver `text` at the next step boundary of the session's run here, or at the start
-        of its next run (logged now, so a crash does not lose it). `SessionBusy` while a run in
-        another process holds the session."""
-        await self._queue(key, text, "steer")
+    async def cancel_run(self, key: SessionKey, *, wait: float = CONTROL_WAIT) -> bool:
+        """Cancel the session's run wherever it executes, and wait (at most `wait` seconds)
+        until it recorded its end: True when it ended cancelled (or took the cancel and is
+        still ending when the wait runs out), False when no run held the session or it ended
+        otherwise (see `controls`). `UnknownSession`."""
+        live = self.live.get(key)
+        if live is None:
+            return await cancel_elsewhere(self.log, key, wait)
+        live.session.cancel()
+        try:
+            await asyncio.wait_for(live.finished.wait(), wait)
+        except TimeoutError:
+            return True
+        return live.done is not None and live.done.stop_reason == "aborted"
 
-    async def follow_up(self, key: SessionKey, text: str) -> None:
+    async def steer(self, key: SessionKey, text: str, *, wait: float = CONTROL_WAIT) -> None:
+        """Deliver `text` at the next step boundary of the session's run — here, or in another
+        process (waiting at most `wait` seconds for it to take it) — or at the start of its
+        next run (logged now, so a crash does not lose it). `SessionBusy` when a run in another
+        process holds the session and did not take it in time."""
+        await self._queue(key, text, "steer", wait)
+
+    async def follow_up(self, key: SessionKey, text: str, *, wait: float = CONTROL_WAIT) -> None:
         """Deliver `text` when the session's run would otherwise stop (or with its next run)."""
-        await self._queue(key, text, "follow_up")
+        await self._queue(key, text, "follow_up", wait)
 
-    async def _queue(self, key: SessionKey, text: str, mode: Literal["steer", "follow_up"]) -> None:
+    async def _queue(
+        self, key: SessionKey, text: str, mode: Literal["steer", "follow_up"], wait: float
+    ) -> None:
         live = self.live.get(key)
         if live is not None:
             (live.session.steer if mode == "steer" else live.session.follow_up)(text)
             await live.journal.flushed()
             return
-        record = await self.log.session(key)  # an unknown or foreign key fails here
+        await queue_elsewhere(  # an unknown or foreign key fails there
+            self.log, key, text, mode, wait, lambda: self._log_queued(key, text, mode)
+        )
+
+    async def _log_queued(
+        self, key: SessionKey, text: str, mode: Literal["steer", "follow_up"]
+    ) -> None:
+        """Log a steer or follow-up for the session's next run (`SessionBusy` while a run
+        holds it)."""
+        record = await self.log.session(key)
         claimed = await self.log.claim(key, self.settings.owner, ttl=self.settings.lease_seconds)
         status: SessionStatus = "paused" if record.status == "paused" else "idle"
         try:

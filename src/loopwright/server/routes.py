@@ -5,7 +5,6 @@ is another session, and another tenant's id is an unknown one (404)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from starlette.requests import Request
@@ -212,30 +211,29 @@ def _sequence(text: str, what: str) -> int:
 
 
 async def cancel(request: Request) -> JSONResponse:
-    """Cancel the session's live run here and wait (bounded) until it recorded its end."""
+    """Cancel the session's run, here or in another process, and wait (bounded by
+    `cancel_wait`) until it recorded its end: whether it ended cancelled."""
     state = state_of(request)
     key = (await session_record(state, request)).key
-    live = state.runtime.live.get(key)
-    if live is None or not state.runtime.cancel(key):
-        return JSONResponse({"cancelled": False})
-    try:
-        await asyncio.wait_for(live.finished.wait(), state.settings.cancel_wait)
-    except TimeoutError:
-        return JSONResponse({"cancelled": True})
-    stopped = live.done is not None and live.done.stop_reason == "aborted"
-    return JSONResponse({"cancelled": stopped})
+    cancelled = await state.runtime.cancel_run(key, wait=state.settings.cancel_wait)
+    return JSONResponse({"cancelled": cancelled})
 
 
 async def steer(request: Request) -> JSONResponse:
+    """Steer the session's run in progress, here or in another process: 202 once the run logged
+    it (waiting at most `cancel_wait` for a run elsewhere; had it just ended, the message waits
+    in the session for its next run)."""
     state = state_of(request)
-    key = (await session_record(state, request)).key
+    record = await session_record(state, request)
+    key = record.key
     data = await read_json(request, state.settings.max_body_bytes)
     message = text_field(data, "message", required=True)
     assert message is not None
     live = state.runtime.live.get(key)
-    if live is None or live.finished.is_set():
+    here = live is not None and not live.finished.is_set()
+    if not here and record.status != "running":
         raise ApiError(409, f"session {key.id} has no run in progress: send it a message")
-    await state.runtime.steer(key, message)
+    await state.runtime.steer(key, message, wait=state.settings.cancel_wait)
     return JSONResponse({"queued": True}, status_code=202)
 
 

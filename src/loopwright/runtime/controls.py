@@ -1,0 +1,129 @@
+"""Cancel, steer and follow-up for a run that executes in another process.
+
+The runtime applies a control to a run of its own process directly. For a run elsewhere it sends
+the control through the log (`EventLog.send_control`), addressed to the lease that holds the
+session, and waits — at most `wait` seconds — for that run to take it (`delivered`). The run
+applies it as a control of its own process (`LiveRun.apply`). What the sender learns:
+
+- a cancel: whether the run ended cancelled. Taken, the answer is the run's next `done`, read
+  from the log (True when it is `aborted`, as for a run here; True too when the wait runs out
+  after the run took it: it is ending). Not taken — no run held the session, the run ended
+  first, or the wait ran out (the control is then withdrawn, so it never lands late) — False.
+- a steer or a follow-up always lands: taken by the run in progress — the sender then waits
+  (within the same bound) until the run logged it as `steering:queued`, so that, as for a run
+  here, it returns once the steer is in the log — or, when no run holds the session or the one
+  that did ended first, logged for the session's next run, as a steer to an idle session is.
+  `SessionBusy` only when a run holds the session and has not taken it within the wait
+  (withdrawn: it never lands).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Literal
+
+from .. import events as ev
+from ..errors import SessionBusy
+from ..store import StoredEvent
+from ..store.log import Control, EventLog, SessionKey
+
+
+async def cancel_elsewhere(log: EventLog, key: SessionKey, wait: float) -> bool:
+    """Cancel the session's run in another process (see the module docstring)."""
+    before = (await log.session(key)).last_seq  # `UnknownSession` for an unknown key
+    control = await log.send_control(key, "cancel")
+    if control is None:
+        return False
+    try:
+        async with asyncio.timeout(wait):
+            if not await log.delivered(control):
+                return False
+            return await _ended_cancelled(log, key, before)
+    except TimeoutError:
+        return not await log.withdraw(control)
+
+
+async def queue_elsewhere(
+    log: EventLog,
+    key: SessionKey,
+    text: str,
+    mode: Literal["steer", "follow_up"],
+    wait: float,
+    log_for_next_run: Callable[[], Awaitable[None]],
+) -> None:
+    """Deliver a steer or follow-up to the session's run in another process, or log it for the
+    next run (`log_for_next_run`, which raises `SessionBusy` while a run holds the session)."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        before = (await log.session(key)).last_seq
+        control = await log.send_control(key, mode, text)
+        if control is not None and await _taken(log, control, deadline):
+            await _queued(log, key, before, text, mode, deadline)
+            return
+        try:
+            await log_for_next_run()
+            return
+        except SessionBusy:  # a run started meanwhile: the control goes to that one
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
+
+
+async def _taken(log: EventLog, control: Control, deadline: float) -> bool:
+    """Whether the run took the control by `deadline` (withdrawn otherwise: `SessionBusy` when
+    its run still holds the session)."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await log.delivered(control)
+    except TimeoutError:
+        if await log.withdraw(control):
+            raise SessionBusy(
+                f"session {control.key.id}: its run in another process did not take the "
+                f"{control.kind.replace('_', '-')} in time"
+            ) from None
+        return True
+
+
+async def _queued(
+    log: EventLog,
+    key: SessionKey,
+    before: int,
+    text: str,
+    mode: Literal["steer", "follow_up"],
+    deadline: float,
+) -> None:
+    """Until the run logged the steer it took (or `deadline`: it was taken all the same)."""
+    events = log.follow(key, after=before)
+    try:
+        async with asyncio.timeout_at(deadline):
+            async for stored in events:
+                event = stored.event
+                if isinstance(event, ev.SteeringQueued) and (event.text, event.mode) == (
+                    text,
+                    mode,
+                ):
+                    return
+                if isinstance(event, ev.Done):
+                    return  # it ended first (the steer waits in its session for the next run)
+    except TimeoutError:
+        pass
+    finally:
+        await _close(events)
+
+
+async def _ended_cancelled(log: EventLog, key: SessionKey, before: int) -> bool:
+    """Whether the run's next `done` after seq `before` says it was cancelled."""
+    events = log.follow(key, after=before)
+    try:
+        async for stored in events:
+            if isinstance(stored.event, ev.Done):
+                return stored.event.stop_reason == "aborted"
+        return False
+    finally:
+        await _close(events)
+
+
+async def _close(events: AsyncIterator[StoredEvent]) -> None:
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
