@@ -1,11 +1,12 @@
-"""Live fan-out for the PostgreSQL event log: one listening connection per log, shared by every
-waiter (`follow`, `wait_decided`) of the process.
+"""Live fan-out for the PostgreSQL event log: one listening connection per log and channel (its
+events', its controls'), opened once someone waits, shared by every waiter of the process.
 
 Every commit that appends events to a session is followed by a NOTIFY on the log's channel with
 a small payload, the session's key and its last seq ("17 342"); the events themselves are read
 from the table. A control sent to the session's run is told as "17 c", and one taken by that run
-(or withdrawn) as "17 t": each wakes only its own waiters (`CONTROL`, `TAKEN`), so a run's own
-appends never wake its listener for controls. A waiter takes its session's next wake-up (`tick`)
+as "17 t", on a channel of their own (`channel(schema, "controls")`, heard by a `Wakeups` of its
+own): each wakes only its own waiters (`CONTROL`, `TAKEN`), and a process whose runs listen for
+controls does not hear every commit. A waiter takes its session's next wake-up (`tick`)
 *before* it reads, so a commit either is in what it reads or wakes it after. Wake-ups are only
 hints to read again:
 
@@ -129,7 +130,9 @@ class Wakeups:
         self.wake_all()
 
 
-def channel(schema: str) -> str:
-    """The log's NOTIFY channel: one per schema (a database may hold several logs)."""
+def channel(schema: str, what: str = "") -> str:
+    """The log's NOTIFY channel for events (or `what`, e.g. "controls"): one per schema (a
+    database may hold several logs)."""
     name = "loopwright" if schema == "public" else f"loopwright {schema}"
+    name = f"{name} {what}" if what else name
     return name.encode()[:63].decode(errors="ignore")

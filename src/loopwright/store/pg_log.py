@@ -122,8 +122,8 @@ class PostgresLog:
             return sid
 
         sid = await self._run(job, write=True)
-        if self.db.wakeups is not None:
-            self.db.wakeups.wake(sid, CONTROL)  # its listener here ends
+        if self.db.controls is not None:
+            self.db.controls.wake(sid, CONTROL)  # its listener here ends
 
     async def append(self, lease: Lease, events: Sequence[ev.Event]) -> int:
         told: Told = []
@@ -209,7 +209,7 @@ class PostgresLog:
 
     async def controls(self, lease: Lease) -> AsyncIterator[Control]:
         sid = await self._sid(lease.key)
-        wakeups = await self._listening()
+        wakeups = await self.db.listening(CONTROL)
         while True:
             tick = wakeups.tick(sid, CONTROL)  # taken before reading
             if (await self._run(lambda db: ctl.waiting(db, lease)))[1]:
@@ -223,7 +223,7 @@ class PostgresLog:
 
     async def delivered(self, control: Control) -> bool:
         sid = await self._sid(control.key)
-        wakeups = await self._listening()
+        wakeups = await self.db.listening(CONTROL)
         while True:
             tick = wakeups.tick(sid, TAKEN)
             state, holds = await self._run(lambda db: ctl.outcome(db, control, self._now))

@@ -20,7 +20,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from . import StoreError
-from .pg_listen import Wakeups, channel
+from .pg_listen import CONTROL, EVENTS, TAKEN, Wakeups, channel
 from .pg_rows import Db
 from .pg_schema import migrate
 
@@ -38,6 +38,10 @@ class Database:
         self.pool_size, self.recheck = pool_size, recheck
         self.pool: AsyncConnectionPool | None = None
         self.wakeups: Wakeups | None = None
+        """Wake-ups for appended events (`follow`, `wait_decided`)."""
+        self.controls: Wakeups | None = None
+        """Wake-ups for controls, on a channel of their own: a process whose runs listen for
+        controls does not hear every commit of the database."""
         self._opening: asyncio.Future[AsyncConnectionPool] | None = None
         self._jobs: set[asyncio.Future[Any]] = set()
         self.closed = False
@@ -74,14 +78,21 @@ class Database:
         )
         await pool.open()
         self.wakeups = Wakeups(self.conninfo, channel(schema), recheck=self.recheck)
+        self.controls = Wakeups(self.conninfo, channel(schema, "controls"), recheck=self.recheck)
         self.pool = pool
         return pool
 
-    async def listening(self) -> Wakeups:
+    async def listening(self, about: str = EVENTS) -> Wakeups:
+        """The wake-ups for events (or, with `about` CONTROL, for controls), listening."""
         await self.ready()
-        assert self.wakeups is not None
-        await self.wakeups.start()
-        return self.wakeups
+        wakeups = self._about(about)
+        await wakeups.start()
+        return wakeups
+
+    def _about(self, payload: str) -> Wakeups:
+        wakeups = self.controls if payload in (CONTROL, TAKEN) else self.wakeups
+        assert wakeups is not None
+        return wakeups
 
     async def run(
         self, job: Callable[[Db], Awaitable[T]], *, write: bool = False, told: Told | None = None
@@ -95,10 +106,8 @@ class Database:
         task.add_done_callback(settled)
         task.add_done_callback(self._jobs.discard)
         result = await asyncio.shield(task)
-        if told:
-            assert self.wakeups is not None
-            for sid, payload in told:
-                self.wakeups.heard(f"{sid} {payload}")
+        for sid, payload in told or ():
+            self._about(payload).heard(f"{sid} {payload}")
         return result
 
     async def _on(
@@ -150,11 +159,10 @@ class Database:
         transaction ends, and notifying inside the write would serialise every commit on its
         flush (half the commits per second with eight writers, measured). A notification lost
         in a crash is made up by the re-reads."""
-        assert self.wakeups is not None
         for sid, payload in told:
             await db.execute(
                 "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
-                (self.wakeups.channel, f"{sid} {payload}"),
+                (self._about(payload).channel, f"{sid} {payload}"),
             )
 
     async def close(self) -> None:
@@ -166,8 +174,9 @@ class Database:
                 await self._opening
         if self._jobs:
             await asyncio.gather(*self._jobs, return_exceptions=True)
-        if self.wakeups is not None:
-            await self.wakeups.close()
+        for wakeups in (self.wakeups, self.controls):
+            if wakeups is not None:
+                await wakeups.close()
         if self.pool is not None:
             await self.pool.close()
 
