@@ -9,10 +9,12 @@ Events others append to the session meanwhile (decisions) join the fan-out in lo
 Followers are counted per session: a run's live approver waits for a decision only while someone
 follows the session, and defers (a durable pause) once the last follower has gone.
 
-Once it holds its lease, a run listens for the controls other processes send it (`EventLog.
-controls`: a cancel, a steer, a follow-up) and applies each exactly as a control of this process:
-a cancel cancels the run, a steer or a follow-up is queued (logged as `steering:queued`, injected
-as `steering:injected`). The listener ends when the run releases its lease.
+A run that lives past `LISTEN_AFTER` listens for the controls other processes send it
+(`EventLog.controls`: a cancel, a steer, a follow-up) and applies each exactly as a control of
+this process: a cancel cancels the run, a steer or a follow-up is queued (logged as
+`steering:queued`, injected as `steering:injected`). A control sent earlier waits in the log
+until then (it is addressed to the run's lease, so it cannot miss it); a short run never pays
+for listening. The listener ends when the run releases its lease.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ from .journal import NOT_STORED, LogJournal
 
 logger = logging.getLogger("loopwright.runtime")
 
+LISTEN_AFTER = 0.2
+"""Seconds a run lives before it listens for controls (see the module docstring): a one-step
+run of a few milliseconds on SQLite took ~20% longer when every run listened from its start
+(the listener's reads at its start and end, on the log's one worker), measured."""
 LISTENER_GRACE = 5.0
 """Seconds a run's listener for controls may take to end after the run (a release here ends it
 at once; a run that lost its lease leaves it waiting): then it is cancelled."""
@@ -75,6 +81,8 @@ class LiveRun:
         self._first: asyncio.Future[None] = loop.create_future()
         self._first.add_done_callback(_retrieve)
         self._listener: asyncio.Task[None] | None = None
+        self._listening = False
+        """The listener for controls waited `LISTEN_AFTER` and listens (or has listened)."""
         journal.on_foreign = self._foreign_events
         self.task = loop.create_task(self._drive(), name=f"loopwright run {key.id}")
 
@@ -141,6 +149,8 @@ class LiveRun:
             self._publish_foreign()
             if not self._first.done():
                 self._first.set_result(None)
+            if self._listener is not None and not self._listening:
+                self._listener.cancel()  # it had not begun to listen: nothing to lose
             self._registry.ending(self._listener)
             self.finished.set()
             for queue in self._queues:
@@ -161,6 +171,8 @@ class LiveRun:
 
     async def _controls(self, lease: Lease) -> None:
         """Apply the controls sent to this run from other processes, until its lease ends."""
+        await asyncio.sleep(LISTEN_AFTER)
+        self._listening = True
         while not self.finished.is_set():
             try:
                 async for control in self._registry.log.controls(lease):
