@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from log_conformance import KEY, Clock, MakeLog, safely, said
+from loopwright import redact
 from loopwright.errors import UnknownSession
 from loopwright.store import StaleWriter
 from loopwright.store.log import Control, EventLog, Lease, SessionKey
@@ -131,3 +132,17 @@ async def test_a_release_here_ends_a_waiting_listener(make_log: MakeLog) -> None
     await log.release(lease, "idle")
     with pytest.raises(StaleWriter):
         await safely(ending)
+
+
+async def test_a_steer_is_stored_redacted(make_log: MakeLog) -> None:
+    """A control's text is kept as the log keeps events: without the secrets in use."""
+    secret = "s3cr3t-token-4c9f2b1e7d"
+    redact.register(secret)
+    try:
+        here, there = await make_log(), await make_log()
+        lease = (await here.claim(KEY, "run-1", ttl=30)).lease
+        sent = await there.send_control(KEY, "steer", f"use {secret} now")
+        assert sent is not None and sent.text == "use [redacted] now"
+        assert await next_control(here, lease) == sent
+    finally:
+        redact.forget(secret)

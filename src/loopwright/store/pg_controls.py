@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import redact
 from ..errors import UnknownSession
 from . import StaleWriter
 from . import pg_rows as sql
@@ -39,6 +40,7 @@ async def send(
     at = now(db_now)
     if owner is None or expires is None or expires <= at:
         return None
+    text = None if text is None else redact.text(text)  # stored as the log stores events
     made = await sql.one(
         db,
         "INSERT INTO loopwright_controls (session, epoch, kind, text, state, sent_at) "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from .. import redact
 from . import sqlite_rows as sql
 from .log import Control, ControlKind, Lease, SessionKey
 
@@ -27,6 +28,7 @@ def send(
     sid, epoch, owner, expires = row
     if owner is None or expires is None or expires <= now:
         return None
+    text = None if text is None else redact.text(text)  # stored as the log stores events
     cursor = db.execute(
         "INSERT INTO controls (session, epoch, kind, text, state, sent_at) "
         "VALUES (?, ?, ?, ?, 'sent', ?)",
