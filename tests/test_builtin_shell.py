@@ -336,12 +336,13 @@ async def test_cancelling_a_run_stops_the_grandchild(ws: Path, fifo: Fifo, watch
     result = await finished
     assert await grandchild.gone()
     assert result.stop_reason == "aborted"
-    after = [e.type for e in result.events][-6:]
+    after = [e.type for e in result.events][-7:]
     assert after == [
         "tool:started",
         "tool:interrupted",
         "tool:output",
         "tool:result",
+        "step:finished",
         "loop:aborted",
         "done",
     ]

@@ -65,7 +65,10 @@ def holder(entered: threading.Event, release: threading.Event) -> Any:
     return hold
 
 
-ABORTED_PAIRS = ["tool:interrupted", "tool:output", "tool:result"] * 2 + ["loop:aborted", "done"]
+ABORTED_PAIRS = [
+    *["tool:interrupted", "tool:output", "tool:result"] * 2,
+    *["step:finished", "loop:aborted", "done"],
+]
 
 
 # ---- a cancel starts nothing -------------------------------------------------------------------
@@ -132,10 +135,11 @@ async def test_finished_calls_keep_their_results_and_a_running_thread_reports_la
     verify(events)
     assert ran == [2]
     assert outputs(events) == {"a": STILL_RUNNING, "b": "ran 2"}
-    assert after(events, "tool:result")[-6:] == [
+    assert after(events, "tool:result")[-7:] == [
         "tool:interrupted",
         "tool:output",
         "tool:result",
+        "step:finished",
         "tool:late_result",
         "loop:aborted",
         "done",
@@ -190,10 +194,11 @@ async def test_an_async_call_stopped_while_it_ran_says_so():
             session.cancel()
     verify(events)
     assert outputs(events) == {"w": STOPPED}
-    assert types(events)[-5:] == [
+    assert types(events)[-6:] == [
         "tool:interrupted",
         "tool:output",
         "tool:result",
+        "step:finished",
         "loop:aborted",
         "done",
     ]
@@ -252,7 +257,7 @@ async def test_a_reader_cancelled_while_it_waits_cancels_the_run():
     with pytest.raises(asyncio.CancelledError):
         await reader
     rest = await run.result()
-    assert types(rest.events) == ["loop:aborted", "done"]
+    assert types(rest.events) == ["step:finished", "loop:aborted", "done"]
     assert not session.busy
 
 
@@ -277,6 +282,7 @@ async def test_closing_a_run_that_another_task_reads_ends_both():
         "input:received",
         "step:started",
         "budget:check",
+        "step:finished",
         "loop:aborted",
         "done",
     ]

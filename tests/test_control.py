@@ -113,10 +113,11 @@ async def test_cancel_during_a_tool_interrupts_it_and_keeps_history_valid():
     from conftest import verify
 
     verify(events)
-    assert types(events)[-5:] == [
+    assert types(events)[-6:] == [
         "tool:interrupted",
         "tool:output",
         "tool:result",
+        "step:finished",
         "loop:aborted",
         "done",
     ]
@@ -308,17 +309,18 @@ async def test_cancel_while_a_human_is_deciding_closes_the_approval():
     from conftest import verify
 
     verify(events)
-    assert types(events)[-8:] == [
+    assert types(events)[-9:] == [
         "approval:pending",
         "pending:requested",
         "actauth:decision",
         "tool:interrupted",
         "tool:output",
         "tool:result",
+        "step:finished",
         "loop:aborted",
         "done",
     ]
-    assert events[-6].reason == "matched rule 'ask-echo' — run ended before a decision"
+    assert events[-7].reason == "matched rule 'ask-echo' — run ended before a decision"
 
 
 async def test_the_journal_sees_every_event_and_the_intent_before_the_tool_runs():
@@ -385,10 +387,11 @@ async def test_cancel_from_another_task_while_a_journal_is_writing():
     result = await drive(run)
     await canceller
     assert result.stop_reason == "aborted"
-    assert types(result.events)[-5:] == [
+    assert types(result.events)[-6:] == [
         "tool:interrupted",
         "tool:output",
         "tool:result",
+        "step:finished",
         "loop:aborted",
         "done",
     ]

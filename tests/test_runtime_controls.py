@@ -34,7 +34,8 @@ async def test_a_run_elsewhere_is_steered_and_followed_up(logs, runtimes) -> Non
         ("steer", "mind the budget"),
         ("follow_up", "and say goodbye"),
     ]
-    held.give("noted")
+    held.give("noted")  # the steering, then (as the run would stop) the follow-up
+    held.give("within budget")
     held.give("bye")
     assert (await ended(live)).text == "bye"
     injected = [e for e in live.items if e.type == "steering:injected"]

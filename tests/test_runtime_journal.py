@@ -302,6 +302,7 @@ async def test_a_reply_the_log_cannot_take_ends_the_run_with_a_logged_error(logs
         "step:started",
         "budget:check",
         "message:completed",
+        "step:finished",
         "loop:error",
         "done",
     ]

@@ -354,6 +354,7 @@ async def test_a_message_sent_to_a_live_run_is_logged_when_steer_returns(logs, r
         ("steer", "mind the budget"),
         ("follow_up", "and say goodbye"),
     ]
-    held.give("noted")
+    held.give("noted")  # the steering, then (as the run would stop) the follow-up
+    held.give("within budget")
     held.give("bye")
     assert (await ended(live)).text == "bye"

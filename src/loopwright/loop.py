@@ -71,10 +71,11 @@ async def run_loop(
 
     1. `session`; the input (after any carry-over note) joins the history; steering is injected.
     2. Each step: stop at `max_turns`; `budget:check`; stream the reply (retrying within bounds).
-    3. No tool calls: finish (unless follow-ups are queued or the stop hook goes on).
-    4. Decide every call in model order; run the allowed ones concurrently; append results in
+    3. Decide every call in model order; run the allowed ones concurrently; append results in
        call order. A denial skips the rest and stops (or is told to the model); a call with no
-       live approver pauses the run once its siblings have run.
+       live approver pauses the run once its siblings have run. Every step finishes.
+    4. Steering is injected; with no tool calls (or all said `terminate`) the run finishes
+       unless a follow-up is queued or the stop hook goes on.
     5. Late results of threads given up on (within a grace), exactly one terminal loop event,
        then `done`.
     """
@@ -103,8 +104,7 @@ async def run_loop(
                 run.stop(ev.LoopMaxTurns(max_turns=agent.max_turns), text, "max_turns")
                 break
             # -- request
-            run.step += 1
-            yield ev.StepStarted(step=run.step)
+            yield run.started()
             check = check_budget(history, run.budget)
             yield check
             reason = compaction_due(agent.compaction, check, run.step)
@@ -139,11 +139,8 @@ async def run_loop(
                         yield event
                     failures += 1
             calls = await run.accept(reply)
-            # -- finish, or decide and execute
-            if not calls:
-                for event in await run.finish(reply):
-                    yield event
-            else:
+            # -- decide and execute
+            if calls:
                 if reply.text:
                     yield ev.AssistantText(text=reply.text)
                 batch = Batch()
@@ -151,10 +148,10 @@ async def run_loop(
                     yield event
                 async for event in run.execute(batch, calls):
                     yield event
-            yield ev.StepFinished(step=run.step, usage=reply.usage)
-            # -- continue
-            if calls and run.terminal is None:
-                for event in await run.proceed(reply):
+            yield run.finished()
+            # -- continue with steering, or finish (unless a follow-up is queued)
+            if run.terminal is None:
+                for event in await run.proceed(reply, calls):
                     yield event
     except asyncio.CancelledError:
         for event in run.interrupt(cancelled=True):

@@ -10,7 +10,8 @@ A cancel or a timeout stops an async call where it awaits. A thread cannot be st
 call is given up: its `ToolContext.cancelled` is set and its result says it was still running.
 When the thread finishes, its real outcome is recorded as `tool:late_result` while the run is
 open: the run waits up to `grace` seconds for such threads before it ends; one that finishes
-later is reported to the `loopwright.tools` logger only.
+later is reported to the `loopwright.tools` logger only. What a call reports through its
+`ToolContext` once it is over is dropped (and logged there too, as a WARNING).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .events import (
     ToolStarted,
     ToolSuspended,
 )
+from .hooks import RunInfo, call_hook
 from .threads import NOT_STARTED, Flag, Job, Signal
 from .tools import Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
 
@@ -241,6 +243,17 @@ class ToolRunner:
         self.unfinished.clear()
 
     async def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
+        """Run one call to its outcome. What its `ToolContext` reports once the call is over (a
+        context the tool kept) would follow its `tool:result`: it is dropped and logged."""
+        if item.tool.context_param is None:
+            return await self._settle(item, emit)
+        until = _Until(emit, item)
+        try:
+            return await self._settle(item, until)
+        finally:
+            until.over = True
+
+    async def _settle(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
         tool, call_id = item.tool, item.call.id
         if tool.inline:
             ctx = None if tool.context_param is None else self.make_context(item, emit, NEVER)
@@ -389,6 +402,27 @@ class ToolRunner:
         return self.arrived()
 
 
+class _Until:
+    """A call's `emit` until the call is over; afterwards what comes is dropped and logged."""
+
+    __slots__ = ("emit", "item", "over")
+
+    def __init__(self, emit: Callable[[Event], None], item: Scheduled) -> None:
+        self.emit, self.item, self.over = emit, item, False
+
+    def __call__(self, event: Event) -> None:
+        if not self.over:
+            self.emit(event)
+            return
+        call = self.item.call
+        log.warning(
+            "tool %s (call %s) reported %s after its result; dropped",
+            call.name,
+            call.id,
+            event.type,
+        )
+
+
 def _from_thread(emit: Callable[[Event], None], signal: threading.Event) -> Callable[[Event], None]:
     """`emit` for a call in a worker thread: delivered on the loop, while the call is awaited."""
     loop = asyncio.get_running_loop()
@@ -412,3 +446,33 @@ def _log_late(item: Scheduled, outcome: Outcome) -> None:
         " with an error" if outcome.is_error else "",
         outcome.content[:1000],
     )
+
+
+# ---- what the run gives its runner --------------------------------------------------------------
+
+
+def tool_context(
+    info: RunInfo,
+    approver: Any,
+    children: Any,
+    item: Scheduled,
+    emit: Any,
+    cancelled: threading.Event,
+) -> ToolContext:
+    """The `ToolContext` of one call of the run `info` names."""
+    return ToolContext(
+        session_id=info.session_id,
+        tenant=info.tenant,
+        agent=info.agent,
+        call_id=item.call.id,
+        tool=item.call.name,
+        approver=approver,
+        open_session=children,
+        cancelled=cancelled,
+        _emit=emit,
+    )
+
+
+async def after_tool(hook: Any, info: RunInfo, item: Scheduled, outcome: Outcome) -> Outcome:
+    """The `after_tool` hook as the runner calls it: a replacement outcome, or the same."""
+    return await call_hook(hook, info, item.call, outcome) or outcome

@@ -3,7 +3,7 @@
 `run_loop` (in `loop.py`) tells the story; `Steps` holds what a run carries from one step to the
 next (the step count, the text streamed so far, the outcomes of the calls that ran, how it
 ended) and does each thing the loop names: start, request, accept, decide, execute, resume,
-recover, finish, proceed, compact, interrupt. Each delegates its policy to a collaborator: the
+recover, proceed, compact, interrupt. Each delegates its policy to a collaborator: the
 `Decider` (gate and humans), the `ToolRunner`, `retry`, `compaction`, the hooks.
 
 The session's state (`replay.State`: the history, the open batch and its results) changes as
@@ -17,7 +17,6 @@ streamed so far when a reply is cut off, applied as the journal's `message:parti
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -32,14 +31,16 @@ from .compaction import CompactionReason, compact
 from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, record
 from .errors import describe
 from .hooks import Block, RunInfo, Stop, call_hook
-from .messages import AssistantMessage, History, ToolCall, UserMessage
+from .messages import AssistantMessage, History, ToolCall, Usage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .permissions import Gate
 from .replay import State, apply, checkpoint
 from .replies import check_reply
 from .retry import ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_point, result_events
-from .tools import Outcome, Scheduled, ToolContext
+from .runner import after_tool as after
+from .runner import tool_context as context
+from .tools import Outcome
 
 if TYPE_CHECKING:
     from .loop import Control
@@ -65,6 +66,12 @@ class Steps:
     decider: Decider = field(init=False)
     runner: ToolRunner = field(init=False)
     step: int = 0
+    in_step: bool = False
+    usage: Usage | None = None
+    """The usage of this step's reply, once it is complete."""
+    ending: str | None = None
+    """The batch's every call said `terminate`: the run stops with this text, unless steering or
+    a follow-up is queued (it would stop: they go on, as after a reply without tools)."""
     budget: int = 100_000
     may_shrink: bool = True
     retries: int = 0
@@ -89,14 +96,14 @@ class Steps:
             self.tools, self.gate, self.scope, self.info.session_id, self.approver
         )
         agent, info = self.agent, self.info
-        after = agent.hooks.after_tool
+        hook = agent.hooks.after_tool
         self.runner = ToolRunner(
-            partial(tool_context, info, self.approver, self.children),
+            partial(context, info, self.approver, self.children),
             self.outcomes,
             agent.tool_concurrency,
             agent.tool_timeout,
             agent.max_tool_output,
-            partial(after_tool, after, info) if after else None,
+            partial(after, hook, info) if hook else None,
             self.control.signals,
             agent.tool_grace,
         )
@@ -150,7 +157,10 @@ class Steps:
 
     def abort(self) -> None:
         """The run was cancelled: what was queued for it is dropped (the log says so too:
-        `loop:aborted` drops it on replay)."""
+        `loop:aborted` drops it on replay). A run that already paused has nothing left to
+        stop: the pause stands, and its asks stay resolvable."""
+        if self.stop_reason == "paused":
+            return
         self.control.steering.clear()
         self.control.follow_ups.clear()
         aborted = ev.LoopAborted(reason="cancelled", carry_over=self.history.carry_over)
@@ -211,6 +221,15 @@ class Steps:
 
     # ---- one step -------------------------------------------------------------------------
 
+    def started(self) -> ev.StepStarted:
+        self.step, self.in_step, self.usage = self.step + 1, True, None
+        return ev.StepStarted(step=self.step)
+
+    def finished(self) -> ev.StepFinished:
+        """Every step that started finishes, also one an error or a cancel cut short."""
+        self.in_step = False
+        return ev.StepFinished(step=self.step, usage=self.usage)
+
     async def request(self, check: ev.BudgetCheck) -> ModelRequest:
         """This step's request; text a failed attempt had streamed rides along as a note."""
         agent = self.agent
@@ -238,33 +257,45 @@ class Steps:
     async def accept(self, reply: AssistantMessage) -> list[ToolCall]:
         """The reply is complete (its `message:completed` put it in the history and opened the
         batch of its calls, if any): its calls."""
+        self.usage = reply.usage
         if self.agent.hooks.after_reply:
             await call_hook(self.agent.hooks.after_reply, self.info, reply)
         batch = self.state.batch
         return batch.calls if batch is not None else []
 
-    async def proceed(self, reply: AssistantMessage) -> list[ev.Event]:
-        """After a batch: the continuation policy may stop; steering is delivered."""
-        if self.agent.hooks.continuation:
-            verdict = await call_hook(self.agent.hooks.continuation, self.info, reply)
+    async def proceed(self, reply: AssistantMessage, calls: list[ToolCall]) -> list[ev.Event]:
+        """After the step (SPEC §3, 8): the continuation policy may stop after a batch (the
+        queues are left to the session's next run); else steering is delivered. When the run would
+        stop (a reply without tools, or a batch whose every call said `terminate`) and no steering
+        was, follow-ups or the stop hook's message go on instead."""
+        hooks, control, ending = self.agent.hooks, self.control, self.ending
+        if calls and ending is None and hooks.continuation:
+            verdict = await call_hook(hooks.continuation, self.info, reply)
             if isinstance(verdict, Stop):
                 self.stop(ev.LoopTerminated(reason=verdict.reason), verdict.reason, "terminated")
                 return []
-        late = self.runner.arrived() if self.runner.late else []
-        return late + self.inject(self.control.steering, self.agent.steering, "steer")
+        events = self.runner.arrived() if self.runner.late else []
+        queued = self.inject(control.steering, self.agent.steering, "steer")
+        if not queued and (not calls or ending is not None):
+            queued = self.inject(control.follow_ups, self.agent.follow_up, "follow_up")
+            if not queued and not calls and hooks.on_stop:
+                more = await call_hook(hooks.on_stop, self.info, reply.text)
+                if more:
+                    control.follow_ups.appendleft(more)
+                    queued = self.inject(control.follow_ups, "one", "follow_up")
+            if not queued and ending is None:
+                self.stop(ev.LoopDone(text=reply.text), reply.text, "completed")
+        if queued:
+            self.ending = None
+        self.terminated()
+        return events + queued
 
-    async def finish(self, reply: AssistantMessage) -> list[ev.Event]:
-        """The model answered without tools: stop, unless there is more to say to it."""
-        queued = self.inject(self.control.steering, self.agent.steering, "steer")
-        queued += self.inject(self.control.follow_ups, self.agent.follow_up, "follow_up")
-        if not queued and self.agent.hooks.on_stop:
-            more = await call_hook(self.agent.hooks.on_stop, self.info, reply.text)
-            if more:
-                self.control.follow_ups.appendleft(more)
-                queued = self.inject(self.control.follow_ups, "one", "follow_up")
-        if not queued:
-            self.stop(ev.LoopDone(text=reply.text), reply.text, "completed")
-        return queued
+    def terminated(self) -> None:
+        """A batch whose every call said `terminate` ends the run (a resumed one at once)."""
+        if self.ending is not None:
+            reason = "a tool asked to end the run"
+            self.stop(ev.LoopTerminated(reason=reason), self.ending, "terminated")
+            self.ending = None
 
     async def decide(
         self, reply: AssistantMessage, calls: list[ToolCall], batch: Batch
@@ -311,6 +342,7 @@ class Steps:
                 yield event
         async for event in self.execute(batch, checkpoint.calls):
             yield event
+        self.terminated()
 
     async def recover(self, recovery: Recovery) -> AsyncIterator[ev.Event]:
         """Close the batch of a run that died (SPEC §3.9, P3): see `Decider.recover`."""
@@ -319,6 +351,7 @@ class Steps:
             yield event
         async for event in self.execute(batch, recovery.calls):
             yield event
+        self.terminated()
 
     async def execute(self, batch: Batch, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
         """Run what the decisions allowed; stop on a denial or pause on pending items. The
@@ -362,9 +395,8 @@ class Steps:
             text = f"Paused: waiting for {', '.join(what)}."
             self.stop(ev.LoopPaused(pending_ids=waiting), text, "paused")
             return
-        if terminate and scheduled:
-            text = self.outcomes[scheduled[-1].call.id].content
-            self.stop(ev.LoopTerminated(reason="a tool asked to end the run"), text, "terminated")
+        if terminate and scheduled:  # the run stops after this step (`proceed`)
+            self.ending = self.outcomes[scheduled[-1].call.id].content
         self.runner.reset()
 
     def paused(self, batch: Batch) -> Checkpoint:
@@ -399,32 +431,6 @@ class Steps:
             text = STOPPED if outcome is not None else runner.unfinished.get(call.id)
             events += record(call, text or (NOT_RUN if cancelled else INTERRUPTED), "Error.")
         runner.reset()
+        if self.in_step:
+            events.append(self.finished())
         return events
-
-
-# ---- collaborators' adapters --------------------------------------------------------------------
-
-
-def tool_context(
-    info: RunInfo,
-    approver: Approver | None,
-    children: Any,
-    item: Scheduled,
-    emit: Any,
-    cancelled: threading.Event,
-) -> ToolContext:
-    return ToolContext(
-        session_id=info.session_id,
-        tenant=info.tenant,
-        agent=info.agent,
-        call_id=item.call.id,
-        tool=item.call.name,
-        approver=approver,
-        open_session=children,
-        cancelled=cancelled,
-        _emit=emit,
-    )
-
-
-async def after_tool(hook: Any, info: RunInfo, item: Scheduled, outcome: Outcome) -> Outcome:
-    return await call_hook(hook, info, item.call, outcome) or outcome

@@ -32,6 +32,7 @@ class _Checker:
         self.output: set[str] = set()
         self.late: set[str] = set()
         self.in_step = False
+        self.injected: set[str] = set()  # the modes injected at this step boundary
         self.calls: dict[str, str] = {}
         self.allowed: list[str] = []
         self.asking: str | None = None
@@ -94,6 +95,13 @@ class _Checker:
                 if self.in_step:
                     self.fail(i, e, "step started before the previous one finished")
                 self.in_step = True
+                self.injected.clear()
+            case ev.InputReceived() | ev.SteeringInjected() if self.in_step:
+                self.fail(i, e, "input enters between steps, after step:finished")
+            case ev.SteeringInjected():
+                self.injected.add(e.mode)
+                if len(self.injected) > 1:
+                    self.fail(i, e, "a follow-up waits until the run would stop: not with steering")
             case ev.StepFinished():
                 if not self.in_step:
                     self.fail(i, e, "step finished without starting")
@@ -149,5 +157,7 @@ class _Checker:
                 if e.id not in self.resulted or e.id in self.late:
                     self.fail(i, e, f"a late result for {e.id} must follow its one result")
                 self.late.add(e.id)
+            case _ if e.type in ev.TERMINAL_TYPES and self.in_step:
+                self.fail(i, e, "every step that started must finish (step:finished) first")
             case _:
                 pass

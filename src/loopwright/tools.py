@@ -58,8 +58,8 @@ class ToolContext:
         self.emit(ToolUpdate(id=self.call_id, tool=self.tool, message=message, progress=fraction))
 
     def emit(self, event: Event) -> None:
-        """Stream an event as part of this call (between its `tool:started` and `tool:result`),
-        e.g. `skill:loaded`, or a subagent's events."""
+        """Stream an event as part of this call (between its `tool:started` and `tool:result`;
+        once the call is over it is dropped), e.g. `skill:loaded`, or a subagent's events."""
         if self._emit is not None:
             self._emit(event)
 
