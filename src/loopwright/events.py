@@ -3,15 +3,15 @@
 The seventeen loopengine v1 types keep their exact names and fields; everything else is additive
 and travels in its own type (never as a new field of a v1 type). The legal order of one run:
 
-    session [resumed batch] input:received? steering:injected*
+    session hook:failed? [resumed batch] input:received? steering:injected*
       ( step:started budget:check
         (text:delta | thinking:delta | tool:delta | model:retry)* message:completed
-        assistant:text?
+        hook:failed? assistant:text?
         ( (approval:pending approval:resolved?)? actauth:decision )*   one per call, model order
         ( tool:started tool:update* toollane:result tool:output tool:result )*   calls that run
         ( loop:skipped? tool:output tool:result )*                   calls that do not run
         step:finished (tool:late_result | steering:injected)* )*
-    tool:late_result* <terminal> done
+    tool:late_result* hook:failed? <terminal> done
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
 loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. The order
@@ -487,6 +487,16 @@ class RunInterrupted:
 
 
 @value
+class HookFailed:
+    """An observe hook (`on_run_start`, `after_reply`, `on_run_end`) raised: the run goes on (the
+    `loopwright.hooks` logger has the traceback)."""
+
+    hook: str
+    error: str
+    type: Literal["hook:failed"] = "hook:failed"
+
+
+@value
 class Origin:
     """Where a forwarded subagent event came from."""
 
@@ -557,6 +567,7 @@ Event: TypeAlias = (
     | LoopError
     | LoopTerminated
     | RunInterrupted
+    | HookFailed
     | SubagentEvent
 )
 

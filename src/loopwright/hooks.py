@@ -2,13 +2,14 @@
 
 Each hook is an optional sync or async callable on `Hooks`. Its mode is fixed: *observe* hooks
 return nothing; *transform* hooks return a replacement or None to keep the value; *veto* hooks
-return `Block`/`Stop` (or a message to go on). A hook that raises ends the run with `loop:error`;
-every tool call of the current reply still gets a result.
+return `Block`/`Stop` (or a message to go on). A transform or veto hook that raises ends the run
+with `loop:error`; every tool call of the current reply still gets a result. An observe hook
+that raises does not: the run goes on, and says so with `hook:failed`. Either way the
+`loopwright.hooks` logger records the failure at ERROR, with its traceback (`hook_calls`).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,9 +51,10 @@ class Hooks:
     """Optional callables, each sync or async. Unset hooks cost nothing."""
 
     on_run_start: Callable[[RunInfo], Any] | None = None
-    """Observe: a run begins."""
+    """Observe: a run begins (after `session`)."""
     on_run_end: Callable[[RunInfo, RunStopReason], Any] | None = None
-    """Observe: a run ended with this stop reason (also after errors)."""
+    """Observe: a run ends with this stop reason (also after errors), before its terminal
+    event."""
     on_prompt: Callable[[RunInfo, str], Block | str | None] | None = None
     """Veto/transform: `Block` refuses the input; a string is added as context after it."""
     before_request: Callable[[RunInfo, ModelRequest], ModelRequest | None] | None = None
@@ -67,10 +69,3 @@ class Hooks:
     """Veto: after a batch ran, `Stop` ends the run."""
     on_stop: Callable[[RunInfo, str], str | None] | None = None
     """Stop policy: the run is about to finish with this text; return a message to go on."""
-
-
-async def call_hook(hook: Callable[..., Any], *args: Any) -> Any:
-    result = hook(*args)
-    if inspect.isawaitable(result):
-        result = await result
-    return result

@@ -27,7 +27,8 @@ from .budget import check_budget
 from .compaction import compaction_due
 from .decide import Batch
 from .errors import describe
-from .hooks import RunInfo, call_hook
+from .hook_calls import observe
+from .hooks import RunInfo
 from .messages import AssistantMessage
 from .models import Model, ModelFailure
 from .permissions import Gate
@@ -84,8 +85,8 @@ async def run_loop(
     recovery, checkpoint = history.recovery, history.checkpoint  # `session` takes them over
     try:
         yield ev.Session(session_id=info.session_id)
-        if hooks.on_run_start:
-            await call_hook(hooks.on_run_start, info)
+        for event in await observe(hooks, "on_run_start", info):
+            yield event
         if recovery is not None:
             async for event in run.recover(recovery):
                 yield event
@@ -138,7 +139,9 @@ async def run_loop(
                     async for event in run.after_failure(failure, failures):
                         yield event
                     failures += 1
-            calls = await run.accept(reply)
+            calls, failed = await run.accept(reply)
+            for event in failed:
+                yield event
             # -- decide and execute
             if calls:
                 if reply.text:

@@ -10,8 +10,9 @@ A cancel or a timeout stops an async call where it awaits. A thread cannot be st
 call is given up: its `ToolContext.cancelled` is set and its result says it was still running.
 When the thread finishes, its real outcome is recorded as `tool:late_result` while the run is
 open: the run waits up to `grace` seconds for such threads before it ends; one that finishes
-later is reported to the `loopwright.tools` logger only. What a call reports through its
-`ToolContext` once it is over is dropped (and logged there too, as a WARNING).
+later is reported to the `loopwright.tools` logger only. That logger also records, for the
+operator, each call that raised (WARNING, with the traceback; a `ToolError` at DEBUG) and what a
+call reported through its `ToolContext` after it was over (WARNING: it is dropped).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from .events import (
     ToolStarted,
     ToolSuspended,
 )
-from .hooks import RunInfo, call_hook
+from .hook_calls import call_hook
+from .hooks import RunInfo
 from .threads import NOT_STARTED, Flag, Job, Signal
 from .tools import Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
 
@@ -104,6 +106,10 @@ def _timed_out_text(item: Scheduled, limit: float) -> str:
 
 
 def failed(item: Scheduled, exc: BaseException) -> Outcome:
+    """A call that raised: an error result for the model, and a log record with the traceback
+    for the operator (`ToolError`, a message meant for the model, at DEBUG)."""
+    level = logging.DEBUG if isinstance(exc, ToolError) else logging.WARNING
+    log.log(level, "tool %s (call %s) raised", item.tool.name, item.call.id, exc_info=exc)
     if isinstance(exc, ToolError):
         return Outcome(content=str(exc), is_error=True)
     text = str(exc)

@@ -29,8 +29,8 @@ from .approvals import ApprovalRequest, Approver
 from .budget import context_budget
 from .compaction import CompactionReason, compact
 from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, record
-from .errors import describe
-from .hooks import Block, RunInfo, Stop, call_hook
+from .hook_calls import call_hook, observe
+from .hooks import Block, RunInfo, Stop
 from .messages import AssistantMessage, History, ToolCall, Usage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .permissions import Gate
@@ -169,7 +169,7 @@ class Steps:
     async def wind_down(self) -> list[ev.Event]:
         """After the loop: the late results of threads still running (waiting up to the grace
         for them), then the run-end hook. A cancel that comes now aborts the run; a raising
-        hook fails it."""
+        hook does not change how it ended (`hook:failed`)."""
         runner = self.runner
         if runner.strays:
             try:
@@ -177,14 +177,10 @@ class Steps:
             except asyncio.CancelledError:
                 self.abort()
         events = runner.close()
-        hook = self.agent.hooks.on_run_end
-        if hook:
-            try:
-                await call_hook(hook, self.info, self.stop_reason)
-            except asyncio.CancelledError:
-                self.abort()
-            except Exception as exc:
-                self.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
+        try:
+            events += await observe(self.agent.hooks, "on_run_end", self.info, self.stop_reason)
+        except asyncio.CancelledError:
+            self.abort()
         return events
 
     # ---- start and steering -------------------------------------------------------------
@@ -254,14 +250,12 @@ class Steps:
         message, self.problems = check_reply(item.message)
         return item if message is item.message else ev.MessageCompleted(message=message)
 
-    async def accept(self, reply: AssistantMessage) -> list[ToolCall]:
+    async def accept(self, reply: AssistantMessage) -> tuple[list[ToolCall], list[ev.Event]]:
         """The reply is complete (its `message:completed` put it in the history and opened the
-        batch of its calls, if any): its calls."""
-        self.usage = reply.usage
-        if self.agent.hooks.after_reply:
-            await call_hook(self.agent.hooks.after_reply, self.info, reply)
-        batch = self.state.batch
-        return batch.calls if batch is not None else []
+        batch of its calls, if any): its calls, and the `hook:failed` of a raising observer."""
+        self.usage, hooks, batch = reply.usage, self.agent.hooks, self.state.batch
+        failed = await observe(hooks, "after_reply", self.info, reply) if hooks.after_reply else []
+        return (batch.calls if batch is not None else []), failed
 
     async def proceed(self, reply: AssistantMessage, calls: list[ToolCall]) -> list[ev.Event]:
         """After the step (SPEC §3, 8): the continuation policy may stop after a batch (the

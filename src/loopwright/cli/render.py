@@ -245,6 +245,8 @@ class Human:
                     self.elsewhere(inner)
                 ):
                     self.show(inner)
+            case ev.HookFailed(hook=hook, error=error):
+                self.note(s.yellow(f"! the {hook} hook failed (the run goes on): {error}"))
             case ev.LoopError(error=error):
                 self.note(s.red(f"✗ run failed: {error}"))
             case ev.LoopMaxTurns(max_turns=turns):
