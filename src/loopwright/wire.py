@@ -97,10 +97,13 @@ def messages_from_json(data: str | bytes) -> list[Message]:
 
 
 def _to_v1(event: ev.Event) -> dict[str, Any] | None:
-    """The loopengine v1 projection: v1 types as they are, `loop:error` as v1 `error`, the rest
-    dropped. v1 `done.stopReason` only knows `max_turns` and `denied`."""
+    """The loopengine v1 projection: v1 types as they are, `loop:error` as v1 `error`, a
+    subagent's pending item as the parent's own (`_subagent_item`), the rest dropped. v1
+    `done.stopReason` only knows `max_turns` and `denied`."""
     if isinstance(event, ev.LoopError):
         return {"type": "error", "error": redact.text(event.error)}
+    if isinstance(event, ev.SubagentEvent):
+        return _subagent_item(event)
     if event.type not in ev.V1_TYPES:
         return None
     data = to_dict(event)
@@ -108,6 +111,21 @@ def _to_v1(event: ev.Event) -> dict[str, Any] | None:
     if isinstance(event, ev.Done) and event.stop_reason not in V1_STOP_REASONS:
         del data["stopReason"]
     return data
+
+
+def _subagent_item(event: ev.SubagentEvent) -> dict[str, Any] | None:
+    """What v1 shows of a subagent's run (nested ones too): only what a human must answer, its
+    `approval:pending` or `question:pending` as the parent's own, with the child's scope (its
+    `scope` names the child agent; a question's `agent` and `sessionId` are the child's), by
+    the id the top-level approval and question routes resolve. The rest of the child's run stays
+    inside the parent's call, whose `tool:result` v1 sees when the call ends (as loopengine
+    shows a live question between a call's `tool:started` and its result)."""
+    inner = event.event
+    while isinstance(inner, ev.SubagentEvent):
+        inner = inner.event
+    if isinstance(inner, (ev.ApprovalPending, ev.QuestionPending)):
+        return to_dict(inner)
+    return None
 
 
 def event_schema() -> dict[str, Any]:
