@@ -115,28 +115,39 @@ def test_an_approval_pauses_the_run_and_approving_finishes_it(http: httpx.Client
 
 def test_the_v1_profile_of_the_approval_chain(http: httpx.Client):
     paused = paused_refund(http, profile="v1")
-    assert types(paused["events"]) == [
+    assert types(paused["events"]) == [  # v1's 202: the turn so far, no `done` (not ended)
         "session",
         "budget:check",
         "assistant:text",
         "approval:pending",
         "actauth:decision",
-        "done",
     ]
-    check_v1(paused["events"])
-    assert paused["events"][-1] == {"type": "done", "text": paused["events"][-1]["text"]}
+    for event in paused["events"]:
+        V1.validate(event)
+    assert "stopReason" not in paused and "pendingIds" not in paused
     done = body(http.post(f"/approvals/{paused['id']}/approve?profile=v1"), 200)
-    v1_resumed = ["session", "actauth:decision", "tool:started", "toollane:result", "tool:result"]
-    assert types(done["events"]) == [
-        *types(paused["events"]),
-        *v1_resumed,
+    assert types(done["events"]) == [  # the turn from the decision on: one session ... done
+        "session",
+        "actauth:decision",
+        "tool:started",
+        "toollane:result",
+        "tool:result",
         "budget:check",
         "loop:done",
         "done",
     ]
-    for run in (done["events"][:6], done["events"][6:]):
-        check_v1(run)
-    assert done["stopReason"] == "completed" and done["text"] == "Done: refunded 5 on A-1"
+    check_v1(done["events"])
+    assert done["events"][1]["decision"] == "allow"
+    assert done == {
+        "text": "Done: refunded 5 on A-1",
+        "sessionId": paused["sessionId"],
+        "events": done["events"],
+    }  # (no stopReason: the run ended on its own)
+    again = http.post(f"/approvals/{paused['id']}/deny?profile=v1")
+    assert body(again, 404) == {  # v1 answers a second decision as an unknown id
+        "error": f"No pending approval '{paused['id']}' (already decided, timed out, or never "
+        "existed)."
+    }
 
 
 def test_deny_one_of_two_skips_the_other(http: httpx.Client):
@@ -240,8 +251,8 @@ def test_a_question_is_answered(http: httpx.Client):
         "error": "answer must be a string"
     }
     done = body(http.post(f"/questions/{qid}/answer?profile=v1", json={"answer": "blue"}), 200)
-    assert done["text"] == "Done: blue" and done["stopReason"] == "completed"
-    assert [e["type"] for e in done["events"]].count("question:pending") == 1
+    assert done["text"] == "Done: blue" and "stopReason" not in done
+    assert types(done["events"])[0] == "session" and "question:pending" not in types(done["events"])
     for event in done["events"]:
         V1.validate(event)
 
@@ -299,10 +310,10 @@ def test_a_subagents_approval_pauses_its_parent_and_resolves_through_it(http: ht
     busy = http.post("/agents/desk/messages", json={"message": "more", "sessionId": sid})
     assert body(busy, 409)["error"].startswith(f"session {sid} is paused on pending items ({pid})")
     done = body(http.post(f"/approvals/{pid}/approve?profile=v1"), 200)
-    assert (done["text"], done["sessionId"], done["stopReason"]) == (
+    assert (done["text"], done["sessionId"], done.get("stopReason")) == (
         "Billing says it is done.",
         sid,
-        "completed",
+        None,
     )
     for event in done["events"]:
         V1.validate(event)

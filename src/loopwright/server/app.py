@@ -25,6 +25,7 @@ from ..store import StaleWriter, StoreError
 from . import openapi, resolve, routes
 from .guard import Guard, HostCheck, SecurityHeaders
 from .limits import Budget
+from .prefix import V1Prefix
 from .state import State
 from .views import ApiError
 
@@ -64,6 +65,7 @@ def build(state: State) -> Starlette:
         Mount("/static", app=Static()),
     ]
     middleware = [
+        Middleware(V1Prefix),  # (first: every other layer sees the path without /v1)
         Middleware(SecurityHeaders),
         Middleware(HostCheck, settings=lambda: state.settings),
     ]

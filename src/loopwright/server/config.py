@@ -4,11 +4,29 @@ loopengine v1 field names. Never a secret: model strings name a provider, not a 
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
 from ..agent import Agent
+from ..budget import DEFAULT_BUDGET, context_budget
+from ..catalog import lookup
 from ..project import rules_of
+from ..skills import Skills
+
+SKILL_INDEX_BUDGET: int = inspect.signature(Skills.apply).parameters["budget_tokens"].default
+"""The skill index's budget in tokens, as a project's agents are given it."""
+
+
+def context_budget_of(agent: Agent) -> int:
+    """The context budget a run of `agent` uses (`budget.context_budget`): its own, else its
+    model's context window from the catalog, else 100,000."""
+    if not isinstance(agent.model, str):
+        return context_budget(agent, agent.model)
+    if agent.context_budget is not None:
+        return agent.context_budget
+    info = lookup(agent.model.partition(":")[2] or agent.model)
+    return info.context_window if info else DEFAULT_BUDGET
 
 
 def model_string(agent: Agent, root: Path) -> str:
@@ -57,7 +75,8 @@ def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
         **summary(agent, root),
         "maxTurns": agent.max_turns,
         "onDeny": agent.on_deny,
-        "contextBudgetTokens": agent.context_budget,
+        "contextBudgetTokens": context_budget_of(agent),
+        "skillIndexBudgetTokens": SKILL_INDEX_BUDGET,
         "tools": [
             {
                 "name": t.name,

@@ -40,7 +40,8 @@ PROFILE = {
     "in": "query",
     "required": False,
     "schema": {"type": "string", "enum": ["full", "v1"]},
-    "description": "`v1` keeps only loopengine v1 events (valid against its schema).",
+    "description": "`v1`: loopengine v1's bodies and only its events (valid against its "
+    "schema). Default: `[server] profile` (`full` unless set); under the `/v1` server always v1.",
 }
 AFTER = {
     "name": "after",
@@ -147,7 +148,14 @@ def _op(
 MESSAGE = _object(
     ["message"],
     message={"type": "string", "minLength": 1},
-    sessionId={"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+    sessionId={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256,
+        "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]*$",
+        "description": "Any text but control characters, kept as given (percent-encode it in "
+        "paths).",
+    },
 )
 STEER = _object(["message"], message={"type": "string", "minLength": 1})
 APPROVE = _object([], args=OBJECT, editedArgs=OBJECT, by=STRING)
@@ -276,7 +284,9 @@ def document(version: str) -> Schema:
             "title": "loopwright",
             "version": version,
             "description": "Every agent of a project behind HTTP: loopengine v1 routes and "
-            'shapes, plus richer events. Errors are {"error": "<sentence>"}.',
+            'shapes, plus richer events. Errors are {"error": "<sentence>"}. The same paths '
+            "are served under `/v1` in loopengine v1's profile (a v1 client given the base URL "
+            "`http://host:8787/v1` gets v1 bodies and events on every route).",
         },
         "components": {
             "schemas": SCHEMAS,
@@ -319,10 +329,12 @@ def document(version: str) -> Schema:
             },
             session: {
                 "get": _op(
-                    "A session: status, history, open items",
-                    {"200": ok, "404": _error("Unknown session.")},
+                    "A session: status, history, open items (v1: `{sessionId, history}` in "
+                    "v1's message shape, and 200 with an empty history for an unknown session)",
+                    {"200": ok, "404": _error("Unknown session (full profile).")},
                     NAME,
                     ID,
+                    PROFILE,
                 )
             },
             f"{session}/events": {

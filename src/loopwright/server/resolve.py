@@ -25,7 +25,7 @@ from ..errors import ConfigError, UnknownPending
 from ..runtime import Resolved
 from ..store import PendingRecord
 from ..store.log import SessionKey
-from ..wire import Profile
+from ..wire import V1_STOP_REASONS, Profile
 from . import pages, sse
 from .elsewhere import next_done
 from .routes import held_stream, session_record
@@ -33,6 +33,7 @@ from .state import Places, State, ended, plain_answer, state_of
 from .views import (
     ApiError,
     Pending,
+    events_since,
     open_items,
     paused_body,
     place,
@@ -99,6 +100,8 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
         raise ApiError(400, result.error or "invalid decision")
     if result.status == "already_resolved":
         now = result.item
+        if profile == "v1":  # v1 knows no decided item: 404, as for an unknown one
+            raise ApiError(404, NOT_FOUND[now.kind].format(now.id))
         return JSONResponse(
             {
                 "alreadyResolved": True,
@@ -109,14 +112,15 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
             }
         )
     if result.status == "waiting":
-        events = await turn_events(state.log, result.root)
+        events = await _events(state, result.root, before, profile)
         body = paused_body(result.outstanding, result.root, events, profile)
         return JSONResponse(body, status_code=202)
     run = result.run
     if run is not None and run.start_seq >= before:  # resumed here by this decision
         if hold:
             return held_stream(state, run, profile, places)
-        return await plain_answer(state, run, profile, whole_turn=True)
+        if profile == "full":
+            return await plain_answer(state, run, profile, whole_turn=True)
     if hold:  # it goes on where it waited (here or elsewhere): follow the session
         runtime, root = state.runtime, result.root
         return sse.response(
@@ -128,8 +132,16 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
     done = await _ending(state, result, before)
     if done is None:
         raise ApiError(500, "the resumed run failed")
-    events = await turn_events(state.log, result.root)
+    events = await _events(state, result.root, before, profile)
     return await ended(state, result.root, done, events, profile)
+
+
+async def _events(state: State, root: SessionKey, before: int, profile: Profile) -> list[ev.Event]:
+    """The events an answer to a decision carries: the whole turn's (full), or v1's: those of
+    the turn from the decision on (one `session ... done`, one `actauth:decision` per call)."""
+    if profile == "v1":
+        return await events_since(state.log, root, before)
+    return await turn_events(state.log, root)
 
 
 async def resolve_pending(request: Request) -> Response:
@@ -174,11 +186,9 @@ async def _durable(request: Request, kind: Kind, decision: Approval | Answer) ->
     done = await _ending(state_of(request), result, decided.before)
     if done is None:
         raise ApiError(500, "the resumed run failed")
-    body = {
-        "text": redact.text(done.text),
-        "sessionId": result.root.id,
-        "stopReason": done.stop_reason,
-    }
+    body = {"text": redact.text(done.text), "sessionId": result.root.id}
+    if profile_of(request) == "full" or done.stop_reason in V1_STOP_REASONS:
+        body["stopReason"] = done.stop_reason
     return JSONResponse(body)
 
 

@@ -17,6 +17,8 @@ from ..store.log import SessionKey, SessionRecord
 from ..wire import Profile, messages_to_json
 from . import pages, sse
 from .config import configuration, summary
+from .history import v1_history
+from .prefix import path_id
 from .state import Places, State, plain_answer, run_events, state_of
 from .views import (
     ApiError,
@@ -119,7 +121,7 @@ async def session_record(state: State, request: Request) -> SessionRecord:
     """The session named in the path, of this tenant and this agent; 404 otherwise."""
     name = request.path_params["name"]
     state.agent(name)
-    key = SessionKey(tenant_of(request), name, request.path_params["id"])
+    key = SessionKey(tenant_of(request), name, path_id(request))
     try:
         return await state.runtime.session(key)
     except UnknownSession:
@@ -154,7 +156,18 @@ async def list_sessions(request: Request) -> JSONResponse:
 
 
 async def show_session(request: Request) -> JSONResponse:
+    """The session: its status, history and open items; v1: `{sessionId, history}` in v1's
+    message shape, and an unknown session's history empty (200)."""
     state = state_of(request)
+    if profile_of(request) == "v1":
+        name = request.path_params["name"]
+        state.agent(name)
+        key = SessionKey(tenant_of(request), name, path_id(request))
+        try:
+            messages = (await state.runtime.open(key)).messages
+        except UnknownSession:
+            messages = []
+        return JSONResponse({"sessionId": key.id, "history": v1_history(messages)})
     record = await session_record(state, request)
     session = await state.runtime.open(record.key)
     waiting = await open_items(state.runtime, record.key)

@@ -11,6 +11,7 @@
     max_streams_per_tenant = 50     # event streams a tenant holds open at once; more get 429
     allowed_hosts = ["agents.example.com"]   # Host headers accepted besides loopback names
     cors_origins = ["https://app.example.com"]   # CORS is off unless listed
+    profile = "v1"                  # default event profile: "full" (default) or loopengine "v1"
 
     [auth.tokens]                   # bearer token = tenant
     "long-random-token" = "acme"
@@ -32,6 +33,7 @@ from typing import Any
 
 from .. import redact
 from ..errors import ConfigError
+from ..wire import Profile
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 LIMITS = ("request_timeout", "idle_timeout", "max_runs_per_tenant", "max_streams_per_tenant")
@@ -69,6 +71,9 @@ class ServerSettings:
     """Seconds a cancel request waits for the run to record its end."""
     keepalive: float = 15.0
     """Seconds of silence after which a stream gets a keep-alive comment."""
+    profile: Profile = "full"
+    """The profile of every route that does not ask for one (`?profile=`, or the `/v1` prefix,
+    which always means v1): `full`, or `v1` for loopengine v1 clients that cannot ask."""
 
     @classmethod
     def from_project(cls, settings: Mapping[str, Any], **overrides: Any) -> ServerSettings:
@@ -92,6 +97,11 @@ class ServerSettings:
         for key in ("allowed_hosts", "cors_origins"):
             if key in server:
                 values[key] = tuple(_strings(server[key], f"[server] {key}"))
+        if "profile" in server:
+            profile = server["profile"]
+            if profile not in ("full", "v1"):
+                raise ConfigError('[server] profile must be "full" or "v1"')
+            values["profile"] = profile
         values["tokens"] = _tokens(auth)
         values.update({k: v for k, v in overrides.items() if v is not None})
         made = cls(**values)

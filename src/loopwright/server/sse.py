@@ -21,7 +21,10 @@ KEEPALIVE = ": keep-alive\n\n"
 
 
 def frame(event: ev.Event, seq: int | None, profile: Profile) -> str | None:
-    """The SSE frame of one event, or None when `profile` leaves it out."""
+    """The SSE frame of one event, or None when `profile` leaves it out (v1: a failed run's
+    `done` too, its `error` is the stream's last frame)."""
+    if profile == "v1" and isinstance(event, ev.Done) and event.stop_reason == "error":
+        return None
     data = to_dict(event, profile)
     if data is None:
         return None

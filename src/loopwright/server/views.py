@@ -24,11 +24,14 @@ from ..runtime.decisions import chain, key_of
 from ..store import PendingRecord, StoredEvent
 from ..store.log import EventLog, SessionKey
 from ..text import valid_data
-from ..wire import Profile, to_dict
+from ..wire import V1_STOP_REASONS, Profile, to_dict
 from .guard import TENANT
+from .prefix import is_v1
 
-SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-"""Session ids a client may choose."""
+MAX_SESSION_ID = 256
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Session ids a client may choose: any text of 1-256 characters but control characters
+(loopengine's own demo uses the customer's email), stored and compared as given."""
 
 
 class ApiError(Exception):
@@ -50,7 +53,11 @@ def tenant_of(request: Request) -> str:
 
 
 def profile_of(request: Request) -> Profile:
-    profile = request.query_params.get("profile", "full")
+    """v1 through the `/v1` prefix, else `?profile=`, else the server's `[server] profile`."""
+    if is_v1(request):
+        return "v1"
+    default = request.app.state.loopwright.settings.profile
+    profile = request.query_params.get("profile", default)
     if profile not in ("full", "v1"):
         raise ApiError(400, "profile must be 'full' or 'v1'")
     return "v1" if profile == "v1" else "full"
@@ -95,8 +102,15 @@ def text_field(data: Mapping[str, Any], key: str, *, required: bool = False) -> 
 
 def session_id_field(data: Mapping[str, Any]) -> str | None:
     session_id = text_field(data, "sessionId")
-    if session_id is not None and not SESSION_ID.fullmatch(session_id):
-        raise ApiError(400, "sessionId must be 1-128 letters, digits or . _ : -")
+    if session_id is not None:
+        check_session_id(session_id)
+    return session_id
+
+
+def check_session_id(session_id: str) -> str:
+    """400 unless `session_id` is 1-256 characters, none of them a control character."""
+    if not 1 <= len(session_id) <= MAX_SESSION_ID or CONTROL.search(session_id):
+        raise ApiError(400, "sessionId must be 1-256 characters, none of them a control character")
     return session_id
 
 
@@ -132,10 +146,28 @@ async def turn_events(log: EventLog, key: SessionKey) -> list[ev.Event]:
         window *= 4
 
 
+async def events_since(log: EventLog, key: SessionKey, after: int) -> list[ev.Event]:
+    """The logged events of the session after seq `after` (what followed a decision), without
+    `message:partial` (stored only)."""
+    return [s.event for s in await log.read(key, after=after) if s.event.type != "message:partial"]
+
+
 def final_body(
     session_id: str, done: ev.Done, events: Sequence[ev.Event], profile: Profile
 ) -> dict[str, Any]:
-    """200: the run (or turn) ended."""
+    """200: the run (or turn) ended. v1: `stopReason` only when v1 knows it (`max_turns`,
+    `denied`), and a failed run is a 500 `{"error": message}`."""
+    if profile == "v1":
+        if done.stop_reason == "error":
+            raise ApiError(500, redact.text(done.text) or "the run failed")
+        v1: dict[str, Any] = {
+            "text": redact.text(done.text),
+            "sessionId": session_id,
+            "events": events_json(events, profile),
+        }
+        if done.stop_reason in V1_STOP_REASONS:
+            v1["stopReason"] = done.stop_reason
+        return v1
     body: dict[str, Any] = {
         "text": redact.text(done.text),
         "sessionId": session_id,
@@ -203,6 +235,11 @@ class Pending:
             else ("question", "options", "answerUrl")
         )
         body |= {key: listed[key] for key in keys}
+        if profile == "v1":  # v1's 202: no stopReason, no pendingIds, no `done` (not ended)
+            going = [
+                e for e in events if not (isinstance(e, ev.Done) and e.stop_reason == "paused")
+            ]
+            return body | {"events": events_json(going, profile), "statusUrl": self.status_url}
         return body | {
             "statusUrl": self.status_url,
             "events": events_json(events, profile),

@@ -1,0 +1,62 @@
+"""The `/v1` prefix: the whole API again under `/v1`, in the loopengine v1 profile. A v1 client
+builds `${baseUrl}/agents/...` and nothing else; given `http://host:8787/v1` as its base URL it
+gets v1 bodies and v1 events on every route without asking (`?profile=` is not needed, and
+cannot turn it back to `full`).
+
+Also where a path's escapes are decoded for routing: `%2F` (and `%25`) stay escaped in the path
+the routes see, so a session id holding `/` is still one path segment; `path_id` decodes it.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+KEPT = re.compile(r"(%2[Ff]|%25)")
+PREFIX = "/v1"
+V1 = "loopwright.profile.v1"
+"""The scope key set on requests that came through the prefix."""
+
+
+class V1Prefix:
+    """ASGI middleware: strips `/v1` from the path (and marks the request v1), and keeps `%2F`
+    escaped in the path routing sees."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope = dict(scope)
+            path = routing_path(scope)
+            if path == PREFIX or path.startswith(PREFIX + "/"):
+                path = path[len(PREFIX) :] or "/"
+                scope[V1] = True
+                raw = scope.get("raw_path")
+                if isinstance(raw, bytes) and raw.startswith(PREFIX.encode()):
+                    scope["raw_path"] = raw[len(PREFIX) :] or b"/"
+            scope["path"] = path
+        await self.app(scope, receive, send)
+
+
+def routing_path(scope: Scope) -> str:
+    """The request's path with every escape decoded but `%2F` and `%25` (from `raw_path` when
+    the server gives it; else the decoded path as it is)."""
+    raw = scope.get("raw_path")
+    if not isinstance(raw, bytes):
+        return str(scope["path"])
+    text = raw.decode("latin-1").split("?", 1)[0]
+    parts = KEPT.split(text)  # (the kept escapes at odd places)
+    return "".join(p.upper() if i % 2 else unquote(p) for i, p in enumerate(parts))
+
+
+def path_id(request: Request, key: str = "id") -> str:
+    """A path parameter, fully decoded (see `routing_path`)."""
+    return unquote(request.path_params[key])
+
+
+def is_v1(request: Request) -> bool:
+    return bool(request.scope.get(V1))
