@@ -262,9 +262,10 @@ def held(http: httpx.Client, agent: str, message: str) -> Any:
 
 
 def until(reader: Frames, kind: str) -> list[dict[str, Any]]:
-    read = events_of(reader.read(1))
-    while read[-1]["type"] != kind:
-        read += events_of(reader.read(1))
+    """Frames (`{id, event}`) up to the first event of type `kind`."""
+    read = reader.read(1)
+    while read[-1]["event"]["type"] != kind:
+        read += reader.read(1)
     return read
 
 
@@ -287,7 +288,8 @@ def test_a_held_v1_stream_shows_the_subagents_approval_and_goes_on(
 ):
     with server.client() as other, held(http, "desk", "refund please") as response:
         reader = Frames(response)
-        asked = until(reader, "approval:pending")
+        read = until(reader, "approval:pending")
+        asked = events_of(read)
         assert types(asked) == [*CALLED, "approval:pending"]
         sid, item = asked[0]["sessionId"], asked[-1]
         assert item == {
@@ -299,18 +301,26 @@ def test_a_held_v1_stream_shows_the_subagents_approval_and_goes_on(
             "reason": "matched rule 'refunds'",
             "requestedAt": item["requestedAt"],
         }
-        # the id a v1 client saw is the one the top-level routes list and resolve
-        [listed] = body(other.get("/agents/desk/approvals"), 200)["approvals"]
-        assert (listed["id"], listed["sessionId"]) == (item["id"], sid)
-        approved = body(other.post(f"/approvals/{item['id']}/approve?profile=v1"), 200)
+        # the parent's log holds the item before its stream shows it: the frame has its seq
+        full = body(other.get(f"/agents/desk/sessions/{sid}/events"), 200)["events"]
+        [logged] = [e for e in full if e["seq"] == read[-1]["id"]]
+        assert (logged["event"]["type"], logged["event"]["event"]) == (
+            "subagent:event",
+            {**item, "requestedAt": logged["event"]["event"]["requestedAt"]},
+        )
+        # the id a v1 client saw is the one the top-level routes list and resolve; the
+        # approver's own stream is what follows the decision, the item not repeated
+        listed = body(other.get("/agents/desk/approvals"), 200)["approvals"]
+        assert [a["id"] for a in listed if a["sessionId"] == sid] == [item["id"]]
+        url = f"/approvals/{item['id']}/approve?profile=v1"
+        with other.stream("POST", url, headers={"Accept": "text/event-stream"}) as approving:
+            approver = events_of(Frames(approving).read())
         rest = events_of(reader.read())
     assert types(rest) == FINISHED
     assert rest[1] == {**BILLING_DONE, "detailText": "no rules: allowed"}
     assert rest[-1] == {"type": "done", "text": "Billing says it is done."}
     check(asked + rest)
-    assert (approved["text"], approved["sessionId"]) == ("Billing says it is done.", sid)
-    assert types(approved["events"])[-len(FINISHED) :] == FINISHED
-    check(approved["events"])
+    assert approver == rest
 
 
 def test_the_plain_v1_route_pauses_on_the_subagents_item_and_its_resumed_run_streams(
@@ -341,7 +351,7 @@ def test_a_held_v1_stream_shows_the_subagents_question_and_goes_on(
 ):
     with server.client() as other, held(http, "helpdesk", "where is it") as response:
         reader = Frames(response)
-        asked = until(reader, "question:pending")
+        asked = events_of(until(reader, "question:pending"))
         assert types(asked) == [*CALLED, "question:pending"]
         sid, item = asked[0]["sessionId"], asked[-1]
         assert item == {

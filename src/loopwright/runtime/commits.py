@@ -30,6 +30,22 @@ COMMIT_AT = frozenset(
         "done",  # with the terminal event just before it: nothing runs between the two
     }
 )
+FORWARDED_AT = frozenset({"approval:pending", "question:pending"})
+"""A subagent's events its parent's log commits at: the items a human answers, so the parent's
+log holds one before its stream shows it (with its seq) and before anyone decides it; what
+follows a decision in that log never repeats it."""
+
+
+def commits(event: ev.Event) -> bool:
+    """Whether a journal commits once it has appended `event` (a commit point)."""
+    if isinstance(event, ev.SubagentEvent):
+        inner = event.event
+        while isinstance(inner, ev.SubagentEvent):  # (a grandchild's, forwarded twice)
+            inner = inner.event
+        return inner.type in FORWARDED_AT
+    return event.type in COMMIT_AT
+
+
 CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
 """Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type
 (counted over every journal of the process: a subagent's commits count with its parent's)."""

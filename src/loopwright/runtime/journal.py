@@ -54,7 +54,7 @@ from .commits import CRASH_ENV as CRASH_ENV
 from .commits import LEASE_ENV as LEASE_ENV
 from .commits import NOT_STORED as NOT_STORED
 from .commits import Settings as Settings
-from .commits import crash_points_of_process, maybe_crash
+from .commits import commits, crash_points_of_process, maybe_crash
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
 from .state import read_state, refill, save_snapshot
 
@@ -162,7 +162,7 @@ class LogJournal:
         elif kind == "loop:error" and self.partial:  # the run keeps all it streamed: so does
             self.buffer.append(self._partial())  # the log (`loop:aborted` carries its own)
         self.buffer.append(event)
-        if kind in COMMIT_AT:
+        if commits(event):
             await self._commit()
             return self.seqs.get(id(event))
         return None
