@@ -13,9 +13,12 @@ import httpx
 import pytest
 
 from conftest import V1
-from live_server import serving
+from live_server import LiveServer, make_project, serving
 from loopwright.errors import ConfigError
+from loopwright.project import load_project
+from loopwright.server import create_app
 from loopwright.server.settings import ServerSettings
+from test_cli_project import lw
 
 
 def body(response: httpx.Response, status: int) -> Any:
@@ -97,3 +100,16 @@ def test_session_ids_are_kept_as_given(tmp_path: Path) -> None:
             assert body(http.post("/agents/shop/messages", json=sent), 400) == {
                 "error": "sessionId must be 1-256 characters, none of them a control character"
             }
+
+
+def test_the_cli_takes_any_session_id_and_the_server_reads_it(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "shop")
+    sid = "ana.lopez@example.com/orders 7"
+    for message in ("one", "two"):
+        ran = lw(root, "run", "shop", "--session", sid, message)
+        assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "heard: one | two"
+    with LiveServer(create_app(load_project(root))) as live, live.client() as http:
+        shown = body(http.get(f"/v1/agents/shop/sessions/{quote(sid, safe='')}"), 200)
+        assert shown["sessionId"] == sid
+        assert [m["content"] for m in shown["history"] if m["role"] == "user"] == ["one", "two"]
