@@ -209,3 +209,43 @@ async def test_clearing_one_mode_keeps_the_other_for_delivery():
     assert injected == [e.message for e in alone if e.type == "steering:injected"]
     assert injected == [UserMessage(content="kept")]
     assert users(session) == ["go", "kept"]
+
+
+async def test_a_durable_sessions_cleared_queue_stays_cleared_in_its_log(tmp_path):
+    """A durable session logs what was sent to its running run (`steering:queued`) and what was
+    cleared (`steering:cleared`): read again from the log, the session has nothing queued, as
+    live (before, the next process's run delivered the cleared messages)."""
+    from loopwright.replay import fold
+    from loopwright.runtime import open_session
+    from loopwright.store import open_log
+    from loopwright.store.log import SessionKey
+
+    gates["hold"] = gate = asyncio.Event()
+    model = scripted({"tool_calls": [call("hold")]}, "done", "noted")
+    agent = Agent(name="held", model=model, tools=[hold])
+    log = await open_log(tmp_path / "db")
+    session = await open_session(agent, log, "s1")
+    async for event in session.run("go"):
+        if event.type == "tool:started":
+            session.steer("dropped")
+            session.follow_up("kept")
+            session.follow_up("also dropped")
+            assert session.clear_queue("follow_up") == Queued(follow_ups=("kept", "also dropped"))
+            session.follow_up("kept")
+            assert session.clear_queue("steer") == Queued(steering=("dropped",))
+            gate.set()
+    stored = [s.event for s in await log.read(SessionKey("default", "held", "s1"))]
+    logged = [(e.type, getattr(e, "mode", None)) for e in stored if "steering" in e.type]
+    assert logged == [
+        ("steering:queued", "steer"),
+        ("steering:queued", "follow_up"),
+        ("steering:queued", "follow_up"),
+        ("steering:cleared", "follow_up"),
+        ("steering:queued", "follow_up"),
+        ("steering:cleared", "steer"),
+        ("steering:injected", "follow_up"),
+    ]
+    assert fold(stored, agent._by_name).history.queued == [] == session.history.queued
+    again = await open_session(agent, log, "s1")
+    assert again.history.queued == [] and users(again) == ["go", "kept"]
+    await log.close()

@@ -247,6 +247,15 @@ class SteeringQueued:
 
 
 @value
+class SteeringCleared:
+    """The steering (`steer`), the follow-ups (`follow_up`) or both (None) queued for a durable
+    session's running run were dropped (`Session.clear_queue`); logged like `steering:queued`."""
+
+    mode: Literal["steer", "follow_up"] | None = None
+    type: Literal["steering:cleared"] = "steering:cleared"
+
+
+@value
 class StepStarted:
     """A step (one model request and its tool calls) begins; `step` counts from 1 per run."""
 
@@ -543,6 +552,7 @@ Event: TypeAlias = (
     | InputReceived
     | SteeringInjected
     | SteeringQueued
+    | SteeringCleared
     | StepStarted
     | StepFinished
     | TextDelta

@@ -124,6 +124,11 @@ def _queued(state: State, event: ev.SteeringQueued) -> None:
     state.history.queued.append((event.mode, event.text))
 
 
+def _cleared(state: State, event: ev.SteeringCleared) -> None:
+    queued, mode = state.history.queued, event.mode
+    queued[:] = [entry for entry in queued if mode is not None and entry[0] != mode]
+
+
 def _reply(state: State, event: ev.MessageCompleted) -> None:
     history, message = state.history, event.message
     history.carry_over = None
@@ -214,6 +219,7 @@ HANDLERS: dict[type, Callable[[State, Any], None]] = {
     ev.InputReceived: _input,
     ev.SteeringInjected: _injected,
     ev.SteeringQueued: _queued,
+    ev.SteeringCleared: _cleared,
     ev.MessageCompleted: _reply,
     ev.ToolStarted: _started,
     ev.ToolSuspended: _suspended,

@@ -296,8 +296,8 @@ class Session:
 
     def clear_queue(self, mode: Literal["steer", "follow_up"] | None = None) -> Queued:
         """Drop the queued steering (`"steer"`), follow-ups (`"follow_up"`) or both (None), so
-        that no run delivers them; returns what was dropped. Not logged: a durable session read
-        again from its log gets back what a running run had logged as sent."""
+        that no run delivers them; returns what was dropped. A durable session's running run
+        logs it (`steering:cleared`), as it logs what was sent."""
         control = self._control
         cleared = Queued(
             tuple(control.steering) if mode != "follow_up" else (),
@@ -307,6 +307,8 @@ class Session:
             control.steering.clear()
         if mode != "steer":
             control.follow_ups.clear()
+        if cleared and self.journal is not None and self.busy:
+            self.journal.record(ev.SteeringCleared(mode=mode))
         return cleared
 
     def cancel(self) -> None:

@@ -271,6 +271,7 @@ class Human:
             case (
                 ev.Session()
                 | ev.SteeringQueued()
+                | ev.SteeringCleared()
                 | ev.PendingRequested()
                 | ev.PendingDecided()  # the run reports it as approval:/question:resolved
                 | ev.MessagePartial()
