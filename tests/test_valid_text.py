@@ -10,7 +10,7 @@ import os
 import pytest
 
 from conftest import call, drive, scripted
-from loopwright import Agent
+from loopwright import Agent, tool
 from loopwright import events as ev
 from loopwright.builtins import workspace_tools
 from loopwright.messages import AssistantMessage, Text, ToolCall, UserMessage
@@ -83,6 +83,29 @@ async def test_list_files_shows_a_name_that_is_not_utf8_with_a_replacement(tmp_p
     assert output.content == f"caf{REPLACEMENT}-{REPLACEMENT}.txt\nfine.txt"
     stored = [s.event for s in await session.journal.log.read(KEY)]
     assert [e for e in stored if isinstance(e, ev.ToolOutput)] == [output]
+
+
+async def test_a_tools_result_or_error_with_lone_surrogates_is_made_valid(logs):
+    """Any tool's result (and the text of its exception) is made valid where it becomes the
+    call's outcome: before, it failed the commit and the run ended with `loop:error`."""
+
+    @tool
+    def raw(n: int) -> str:
+        """Returns undecodable text; raises it for n > 1."""
+        if n > 1:
+            raise RuntimeError(BAD)
+        return BAD
+
+    calls = [call("raw", "r1", n=1), call("raw", "r2", n=2)]
+    model = scripted({"tool_calls": calls}, "seen")
+    agent = Agent(name="payer", model=model, tools=[raw])
+    session = await session_in_log(await logs(), agent, KEY, Settings())
+    result = await drive(session.run("go"))
+    assert result.stop_reason == "completed"
+    outputs = [(e.content, e.is_error) for e in result.events if isinstance(e, ev.ToolOutput)]
+    assert outputs == [(MADE, False), (f"Tool 'raw' failed: RuntimeError: {MADE}", True)]
+    stored = [s.event for s in await session.journal.log.read(KEY)]
+    assert [(e.content, e.is_error) for e in stored if isinstance(e, ev.ToolOutput)] == outputs
 
 
 async def test_an_anthropic_reply_with_lone_surrogates_is_made_valid(monkeypatch):

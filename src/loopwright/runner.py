@@ -40,6 +40,7 @@ from .events import (
 )
 from .hook_calls import call_hook
 from .hooks import RunInfo
+from .text import valid
 from .threads import NOT_STARTED, Flag, Job, Signal
 from .tools import Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
 
@@ -111,8 +112,8 @@ def failed(item: Scheduled, exc: BaseException) -> Outcome:
     level = logging.DEBUG if isinstance(exc, ToolError) else logging.WARNING
     log.log(level, "tool %s (call %s) raised", item.tool.name, item.call.id, exc_info=exc)
     if isinstance(exc, ToolError):
-        return Outcome(content=str(exc), is_error=True)
-    text = str(exc)
+        return Outcome(content=valid(str(exc)), is_error=True)
+    text = valid(str(exc))
     described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return Outcome(content=f"Tool '{item.tool.name}' failed: {described}", is_error=True)
 
@@ -124,7 +125,7 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     terminate = is_error = False
     if isinstance(value, ToolReturn):
         terminate, is_error, value = value.terminate, value.is_error, value.content
-    content = to_content(value)
+    content = valid(to_content(value))  # a result the log can take (no lone surrogate)
     name = item.tool.name
     cap = item.tool.max_output if item.tool.max_output is not None else max_output
     if len(content) > cap:
