@@ -113,6 +113,7 @@ RUN_RESPONSES = {
     "409": _error("The session is running or paused on pending items."),
     "413": _error("The body is over the limit."),
     "429": TOO_MANY,
+    "500": _error("The run failed (the v1 profile; the full profile answers 200)."),
 }
 
 
@@ -177,8 +178,8 @@ SCHEMAS: dict[str, Schema] = {
         "properties": {"type": STRING},
         "description": "One event; see protocol/loop-event.schema.json and PROTOCOL.md.",
     },
-    "Final": _object(
-        ["text", "sessionId", "events", "stopReason"],
+    "Final": _object(  # (v1: stopReason only when max_turns or denied, never error)
+        ["text", "sessionId", "events"],
         text=STRING,
         sessionId=STRING,
         events=EVENTS,
@@ -186,7 +187,7 @@ SCHEMAS: dict[str, Schema] = {
         error=STRING,
     ),
     "Paused": _object(
-        ["pending", "type", "id", "sessionId", "statusUrl", "events", "stopReason", "pendingIds"],
+        ["pending", "type", "id", "sessionId", "statusUrl", "events"],  # (v1: no stopReason)
         pending={"const": True},
         type={"enum": ["approval", "question"]},
         id=STRING,
@@ -258,7 +259,7 @@ def _durable(summary: str, body: Schema) -> Schema:
             _object(["alreadyResolved"], alreadyResolved={"const": True}),
             _object(["resolved", "outstanding"], resolved={"const": True}, outstanding=INTEGER),
             _object(
-                ["text", "sessionId", "stopReason"],
+                ["text", "sessionId"],
                 text=STRING,
                 sessionId=STRING,
                 stopReason=STRING,
@@ -331,7 +332,11 @@ def document(version: str) -> Schema:
                 "get": _op(
                     "A session: status, history, open items (v1: `{sessionId, history}` in "
                     "v1's message shape, and 200 with an empty history for an unknown session)",
-                    {"200": ok, "404": _error("Unknown session (full profile).")},
+                    {
+                        "200": ok,
+                        "400": _error("Bad profile."),
+                        "404": _error("Unknown session (full profile)."),
+                    },
                     NAME,
                     ID,
                     PROFILE,
