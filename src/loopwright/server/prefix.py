@@ -48,7 +48,10 @@ def routing_path(scope: Scope) -> str:
     raw = scope.get("raw_path")
     if not isinstance(raw, bytes):
         return str(scope["path"])
-    text = raw.decode("latin-1").split("?", 1)[0]
+    try:
+        text = raw.decode("ascii").split("?", 1)[0]
+    except UnicodeDecodeError:  # (a server that passes raw bytes: its own decoding stands)
+        return str(scope["path"])
     parts = KEPT.split(text)  # (the kept escapes at odd places)
     return "".join(p.upper() if i % 2 else unquote(p) for i, p in enumerate(parts))
 
