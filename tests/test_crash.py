@@ -133,9 +133,11 @@ def test_killed_at_every_crash_point_the_log_and_the_ledger_stay_right(tmp_path)
 
 def test_a_result_the_log_cannot_take_ends_the_run_and_the_next_process_goes_on(tmp_path):
     """The fault beside the kills (issue 14, item 1): a tool's result holds a lone surrogate (a
-    name whose bytes are not UTF-8), which no encoder takes. The run ends with `loop:error` and
-    exits normally, its result kept in the log (made valid); the next process continues the
-    session, and the tool ran once. Before: the run raised and the result was lost."""
+    name whose bytes are not UTF-8), which no encoder takes: it is made valid as the call's
+    outcome. The model (in process, past every edge) then answers with the raw text, which the
+    log cannot take: the run ends with `loop:error` and exits normally, the result kept in the
+    log; the next process continues the session, and the tool ran once. Before: the run raised
+    and the result was lost."""
     failed = work(tmp_path, "run", "garble 1")
     assert failed.returncode == 0, failed.stderr[-2000:]
     assert json.loads(failed.stdout)["stop"] == "error"

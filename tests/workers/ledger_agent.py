@@ -95,6 +95,10 @@ def reply(request: ModelRequest) -> Reply:
         calls = [("label", f"label-{k}")]
     elif isinstance(last, UserMessage) and last.content.startswith("slow"):
         return held()  # type: ignore[return-value]
+    elif isinstance(last, ToolResultMessage) and last.content.startswith("caf"):
+        # the label's text, made valid where the tool's result became its outcome; this model
+        # (in process: no provider's edge) answers with the raw bytes again, which no log takes
+        return Reply(text="read " + b"caf\xe9".decode("utf-8", "surrogateescape"))
     else:
         done = "done" if isinstance(last, ToolResultMessage) else "ok"
         return Reply(text=done)
