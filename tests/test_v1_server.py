@@ -113,3 +113,12 @@ def test_the_cli_takes_any_session_id_and_the_server_reads_it(tmp_path: Path) ->
         shown = body(http.get(f"/v1/agents/shop/sessions/{quote(sid, safe='')}"), 200)
         assert shown["sessionId"] == sid
         assert [m["content"] for m in shown["history"] if m["role"] == "user"] == ["one", "two"]
+
+
+def test_the_cli_refuses_a_session_id_the_server_would(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "shop")
+    for bad in ("a\nb", "tab\there", "x" * 257):
+        ran = lw(root, "run", "shop", "--session", bad, "hello")
+        assert ran.returncode == 2, ran.stderr
+        assert "--session must be 1-256 characters, none of them a control character" in ran.stderr
+        assert ran.stdout == ""

@@ -21,7 +21,7 @@ from ..agent import Agent
 from ..errors import ConfigError, SessionBusy, UnknownSession
 from ..project import with_model
 from ..runtime import Runtime
-from ..store.log import SessionKey
+from ..store.log import SESSION_ID_RULE, SessionKey, valid_session_id
 from .common import (
     EPILOG,
     EXIT_CODES,
@@ -96,6 +96,10 @@ def add_output_options(command: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if args.session is not None and not valid_session_id(args.session):
+        raise CliError(
+            f"--session must be {SESSION_ID_RULE}", hint="a session id is the text you choose"
+        )
     if args.resume:
         if args.message or args.input is not None:
             raise CliError("--resume takes no message", hint="resume first, then send a new one")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -22,16 +21,11 @@ from .. import redact
 from ..runtime import Runtime
 from ..runtime.decisions import chain, key_of
 from ..store import PendingRecord, StoredEvent
-from ..store.log import EventLog, SessionKey
+from ..store.log import SESSION_ID_RULE, EventLog, SessionKey, valid_session_id
 from ..text import valid_data
 from ..wire import V1_STOP_REASONS, Profile, to_dict
 from .guard import TENANT
 from .prefix import is_v1
-
-MAX_SESSION_ID = 256
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-"""Session ids a client may choose: any text of 1-256 characters but control characters
-(loopengine's own demo uses the customer's email), stored and compared as given."""
 
 
 class ApiError(Exception):
@@ -109,8 +103,8 @@ def session_id_field(data: Mapping[str, Any]) -> str | None:
 
 def check_session_id(session_id: str) -> str:
     """400 unless `session_id` is 1-256 characters, none of them a control character."""
-    if not 1 <= len(session_id) <= MAX_SESSION_ID or CONTROL.search(session_id):
-        raise ApiError(400, "sessionId must be 1-256 characters, none of them a control character")
+    if not valid_session_id(session_id):
+        raise ApiError(400, f"sessionId must be {SESSION_ID_RULE}")
     return session_id
 
 

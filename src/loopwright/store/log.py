@@ -34,6 +34,7 @@ cancelled end) as it would for a control of its own process.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,18 @@ from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreErr
 
 if TYPE_CHECKING:
     from .pg_log import PostgresLog
+
+
+MAX_SESSION_ID = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+SESSION_ID_RULE = "1-256 characters, none of them a control character"
+"""Session ids a client may choose: any text of 1-256 characters but control characters
+(loopengine's own demo uses the customer's email), stored and compared as given."""
+
+
+def valid_session_id(session_id: str) -> bool:
+    """Whether `session_id` follows `SESSION_ID_RULE` (the HTTP API and the CLI check it)."""
+    return 1 <= len(session_id) <= MAX_SESSION_ID and _CONTROL.search(session_id) is None
 
 
 @dataclass(frozen=True, slots=True)
