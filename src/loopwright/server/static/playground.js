@@ -135,6 +135,20 @@ async function getJson(path) {
   return data;
 }
 
+// Every page of a listing (`nextCursor`, up to `pages` of them): the items under `key`.
+async function getAll(path, key, pages = 20) {
+  const items = [];
+  let cursor = null;
+  for (let page = 0; page < pages; page += 1) {
+    const sep = path.includes("?") ? "&" : "?";
+    const data = await getJson(cursor ? `${path}${sep}cursor=${enc(cursor)}` : path);
+    if (Array.isArray(data[key])) items.push(...data[key]);
+    cursor = data.nextCursor;
+    if (!cursor) break;
+  }
+  return { [key]: items };
+}
+
 const isEventStream = (res) =>
   res.ok && str(res.headers.get("content-type")).startsWith("text/event-stream");
 
@@ -1077,7 +1091,7 @@ async function pollPending() {
   state.polling = true;
   const started = performance.now();
   try {
-    const data = await getJson("/pending");
+    const data = await getAll("/pending?limit=200", "items");
     $("pending-poll-error").hidden = true;
     const items = Array.isArray(data.items) ? data.items : [];
     const seen = new Set();
@@ -1309,7 +1323,7 @@ async function refreshSessions() {
   const agent = state.agent;
   let data;
   try {
-    data = await getJson(`/agents/${enc(agent)}/sessions`);
+    data = await getAll(`/agents/${enc(agent)}/sessions?limit=200`, "sessions");
   } catch (err) {
     $("sessions-list").replaceChildren(h("li", { class: "muted" }, `Could not list sessions: ${err.message}`));
     return;
