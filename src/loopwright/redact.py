@@ -175,13 +175,7 @@ def deep(value: Any) -> Any:
 def holds_marker(value: Any) -> bool:
     """Whether a JSON value holds `MARKER` in a string: arguments read back from the log whose
     secrets were redacted are not the ones the model gave."""
-    if isinstance(value, str):
-        return MARKER in value
-    if isinstance(value, dict):
-        return any(holds_marker(k) or holds_marker(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(holds_marker(v) for v in value)
-    return False
+    return MARKER in json.dumps(value, default=str)
 
 
 def may_hold(document: str) -> bool:
