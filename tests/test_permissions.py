@@ -1,3 +1,4 @@
+import math
 import os
 import textwrap
 from pathlib import Path
@@ -466,7 +467,10 @@ def test_eq_and_ne_are_complementary_when_the_field_exists(actual: Any, value: A
     ne = Rules((Rule("ne", "t", "allow", when=Condition("ne", "f", value)),))
     args = {"f": actual}
     kinds = (eq.decide("t", args, ACME_PROD).kind, ne.decide("t", args, ACME_PROD).kind)
-    assert kinds in (("allow", "ask"), ("ask", "allow"))
+    if isinstance(actual, float) and math.isnan(actual):  # unevaluable: both fail closed
+        assert kinds == ("ask", "ask")
+    else:
+        assert kinds in (("allow", "ask"), ("ask", "allow"))
 
 
 @pytest.mark.parametrize(
