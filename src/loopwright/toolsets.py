@@ -1,0 +1,95 @@
+"""Toolsets: sources of tools with a lifecycle (SPEC §3.7).
+
+A `Toolset` is entered (it starts what it needs: a server process, a connection), listed (the
+tools it offers now) and exited (it stops). `Agent(tools=[...])` takes tools and toolsets
+alike. A toolset whose tools never change (`ToolList`: Python tools, the built-ins, subagents)
+is flattened when the agent is built and costs a run nothing; a live one (an MCP server) is
+entered on the first run that needs it, listed before each model request (a cheap check of
+its `version` when nothing changed) and exited by `exit_all()` when the process's runtime
+closes. A toolset is shared by every session of the process that uses the same agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+
+from .tools import Tool
+
+log = logging.getLogger("loopwright.tools")
+
+
+class Toolset(ABC):
+    """A source of tools. Subclass it; `list_tools` is the one method you must write."""
+
+    name: str = "toolset"
+
+    @property
+    def fixed(self) -> tuple[Tool, ...] | None:
+        """The tools, when they never change (then the agent flattens them once); None for a
+        live source, which is listed before each model request."""
+        return None
+
+    @property
+    def version(self) -> int:
+        """Changes whenever the list of tools may have changed (e.g. on MCP `list_changed`):
+        a run lists the toolset again only then."""
+        return 0
+
+    async def enter(self) -> None:
+        """Start what the tools need. Called before the first `list_tools`; idempotent."""
+        return None
+
+    @abstractmethod
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools offered now. A source that cannot list them (its server failed) returns
+        what it can, and reports the failure through the calls' error results."""
+
+    async def exit(self) -> None:
+        """Stop what `enter` started; the toolset may be entered again later."""
+        return None
+
+
+class ToolList(Toolset):
+    """A fixed list of tools (Python functions, built-ins, subagents) as a toolset."""
+
+    def __init__(self, tools: Iterable[Tool], name: str = "tools") -> None:
+        self.tools = tuple(tools)
+        self.name = name
+
+    @property
+    def fixed(self) -> tuple[Tool, ...]:
+        return self.tools
+
+    async def list_tools(self) -> Sequence[Tool]:
+        return self.tools
+
+
+_entered: dict[int, Toolset] = {}
+_locks: dict[int, asyncio.Lock] = {}
+
+
+async def ensure_entered(toolset: Toolset) -> None:
+    """Enter `toolset` once per process (concurrent runs wait for the first to finish)."""
+    key = id(toolset)
+    if key in _entered:
+        return
+    lock = _locks.setdefault(key, asyncio.Lock())
+    async with lock:
+        if key not in _entered:
+            await toolset.enter()
+            _entered[key] = toolset
+
+
+async def exit_all() -> None:
+    """Exit every toolset this process entered (the runtime calls it when it closes). A
+    toolset that fails to exit is logged; the others still exit."""
+    while _entered:
+        key, toolset = _entered.popitem()
+        _locks.pop(key, None)
+        try:
+            await toolset.exit()
+        except Exception:
+            log.exception("toolset %r failed to exit", toolset.name)
