@@ -43,6 +43,11 @@ class RunResult:
         return [p for e in self.events if isinstance(e, ev.LoopPaused) for p in e.pending_ids]
 
 
+OBSERVE: Callable[[Run, Session | None], Callable[[ev.Event | None], object]] | None = None
+"""An observer of every run (the seam `loopwright.telemetry` sets; None: nothing is called). It
+is called as a run's task starts; what it returns is called with each event of the run in that
+task, as the event is applied, and with None once the task ends (with or without its `done`)."""
+
 HIGH_WATER = 1024
 """Events a run holds for a consumer that does not read: the loop then waits until the reader
 has read them all."""
@@ -159,6 +164,7 @@ class Run:
             self._wake_all()
             raise
         self._entered = True
+        observe = OBSERVE(self, self._session) if OBSERVE is not None else None
         events, done, limit = self._events, ev.Done, HIGH_WATER
         step = events.__anext__
         pushed, failed = True, False
@@ -168,13 +174,15 @@ class Run:
                 handler = handlers(type(event))
                 if handler is not None:
                     handler(state, event)
+                if observe is not None:
+                    observe(event)
                 try:
                     if seqs is None:
                         buffer.append(event)
                     else:
                         pushed = False
                         if type(event) is done:
-                            stop = event.stop_reason  # type: ignore[union-attr]
+                            stop = event.stop_reason
                         assert journal is not None
                         seqs.append(await journal.append(self.session_id, event))
                         buffer.append(event)
@@ -221,6 +229,8 @@ class Run:
                 raise
             raise cause from cause.__cause__
         finally:
+            if observe is not None:
+                observe(None)
             try:
                 if journal is not None:
                     assert self._session is not None
