@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from .compaction import Compaction
 from .errors import ConfigError
 from .hooks import Hooks
+from .model_settings import ModelSettings
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -65,6 +66,10 @@ class Agent:
     compaction: Compaction | None = field(default_factory=Compaction)
     """When and how the history is compacted; None turns compaction off."""
     max_output_tokens: int | None = None
+    """The older spelling of `settings.max_output_tokens` (which wins when both are set)."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """How the model is asked: sampling, stop sequences, the output limit, reasoning, request
+    metadata, provider extras (`model_settings`); a run may lay its own over them."""
     tool_concurrency: int = 64
     """Calls of one batch that may run at once."""
     tool_timeout: float | None = 120.0
