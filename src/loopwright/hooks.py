@@ -11,10 +11,11 @@ that raises does not: the run goes on, and says so with `hook:failed`. Either wa
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .messages import AssistantMessage, ToolCall
+from .model_settings import ModelSettings
 
 if TYPE_CHECKING:
     from .events import RunStopReason
@@ -30,6 +31,8 @@ class RunInfo:
     tenant: str
     environment: str
     agent: str
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """The run's own model settings (`Session.run(settings=...)`), over the agent's."""
 
 
 @dataclass(frozen=True, slots=True)

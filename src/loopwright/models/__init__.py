@@ -9,12 +9,13 @@ retry may help. Models are chosen by a `"provider:model"` string through `get_mo
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import UnknownModel
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import Message
+from ..model_settings import ModelSettings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,8 +38,14 @@ class ModelRequest:
     """Transient notes for this request only (a budget nudge, output carried into a retry);
     providers send them after the history, as user text."""
     max_output_tokens: int | None = None
+    """The older spelling of `settings.max_output_tokens` (which wins when both are set)."""
     model: str | Model | None = None
     """Set by a `before_request` hook to send this one request to another model."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """The agent's model settings with the run's laid over them; a `before_request` hook may
+    replace them (`dataclasses.replace(request, settings=...)`)."""
+    session_id: str | None = None
+    """The session the request is for (providers send a hash of it as request metadata)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
