@@ -129,7 +129,7 @@ async def ask_human(
         if inspect.isawaitable(answer):
             answer = await answer
         if not (isinstance(answer, Approval) and answer.approved and answer.args is not None):
-            return answer  # type: ignore[return-value]
+            return answer
         try:
             vet(answer.args)
             return answer

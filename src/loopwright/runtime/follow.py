@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 def final(event: ev.Event | None) -> bool:
     """A `done` that ends a held stream: the run stopped for good (not paused)."""
-    return type(event) is ev.Done and event.stop_reason != "paused"  # type: ignore[union-attr]
+    return type(event) is ev.Done and event.stop_reason != "paused"
 
 
 async def follow(
