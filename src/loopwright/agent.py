@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,10 +15,13 @@ from .errors import ConfigError
 from .hooks import Hooks
 from .model_settings import ModelSettings
 from .tools import Tool
+from .toolsets import Toolset, ensure_entered
 
 if TYPE_CHECKING:
     from .models import Model, ToolSpec
     from .permissions import Gate
+
+_log = logging.getLogger("loopwright.tools")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,7 +53,9 @@ class Agent:
     """The system prompt (the persona)."""
     description: str = ""
     """When this agent is a subagent: the tool description its parent's model reads."""
-    tools: Sequence[Tool] = ()
+    tools: Sequence[Tool | Toolset] = ()
+    """Tools and toolsets (`toolsets.Toolset`: an MCP server, the built-ins, subagents): a
+    fixed toolset is flattened here; a live one is listed before each model request."""
     rules: Gate | str | Path | None = None
     """A gate, or the path of a rules YAML file (re-read when it changes). None allows every
     tool: an agent built in Python trusts the tools it was given."""
@@ -85,33 +91,96 @@ class Agent:
     follow_up: Literal["one", "all"] = "one"
     _specs: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
     _by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _live: tuple[Toolset, ...] = field(default=(), init=False, repr=False, compare=False)
+    _listed: dict[int, tuple[int, tuple[Tool, ...]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     _gate: Gate = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ConfigError(f"agent {self.name!r}: max_turns must be at least 1")
-        tools = tuple(self.tools)
-        names = [t.name for t in tools]
+        given = tuple(self.tools)
+        strays = [t for t in given if not isinstance(t, (Tool, Toolset))]
+        if strays:
+            raise ConfigError(f"agent {self.name!r}: {strays[0]!r} is neither a tool nor a toolset")
+        fixed = _fixed(given)
+        names = [t.name for t in fixed]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigError(f"agent {self.name!r}: duplicate tool names {duplicates}")
-        object.__setattr__(self, "tools", tools)
-        object.__setattr__(self, "_specs", tuple(t.spec for t in tools))
-        object.__setattr__(self, "_by_name", {t.name: t for t in tools})
+        live = tuple(t for t in given if isinstance(t, Toolset) and t.fixed is None)
+        object.__setattr__(self, "tools", given)
+        object.__setattr__(self, "_live", live)
+        object.__setattr__(self, "_by_name", {t.name: t for t in fixed})
+        object.__setattr__(self, "_specs", tuple(t.spec for t in fixed))
         object.__setattr__(self, "_gate", _make_gate(self.rules))
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:
-        """What the model is told about the tools (computed once)."""
+        """What the model is told about the tools now (the live toolsets as last listed)."""
         return self._specs
+
+    @property
+    def current_tools(self) -> tuple[Tool, ...]:
+        """Every tool the agent offers now: its own, and its live toolsets' as last listed."""
+        return tuple(self._by_name.values())
 
     def find_tool(self, name: str) -> Tool | None:
         return self._by_name.get(name)
+
+    async def refresh_tools(self) -> None:
+        """List the live toolsets again where they changed (entering them on first use). The
+        agent's tool table is updated in place, so every run of the agent sees the change; a
+        live tool whose name an earlier tool already has is left out (and logged). A toolset that
+        fails to enter or list keeps its last listing (none before the first), and is logged."""
+        changed = False
+        for toolset in self._live:
+            listed = self._listed.get(id(toolset))
+            try:
+                await ensure_entered(toolset)
+                version = toolset.version
+                if listed is None or listed[0] != version:
+                    self._listed[id(toolset)] = (version, tuple(await toolset.list_tools()))
+                    changed = True
+            except Exception:  # its calls fail with the reason; the run goes on without it
+                _log.exception("agent %r: toolset %r failed to list", self.name, toolset.name)
+        if changed:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        fixed = _fixed(self.tools)
+        table = {t.name: t for t in fixed}
+        for toolset in self._live:
+            for t in self._listed.get(id(toolset), (0, ()))[1]:
+                if t.name in table:
+                    _log.warning(
+                        "agent %r: toolset %r repeats the tool name %r: left out",
+                        self.name,
+                        toolset.name,
+                        t.name,
+                    )
+                    continue
+                table[t.name] = t
+        self._by_name.clear()
+        self._by_name.update(table)
+        object.__setattr__(self, "_specs", tuple(t.spec for t in table.values()))
 
     def gate(self) -> Gate:
         """The permission gate this agent's calls go through (a rules file is loaded when the
         agent is built, and re-read when it changes)."""
         return self._gate
+
+
+def _fixed(given: Sequence[Tool | Toolset]) -> list[Tool]:
+    """The tools and the fixed toolsets' tools, in order."""
+    out: list[Tool] = []
+    for item in given:
+        if isinstance(item, Tool):
+            out.append(item)
+        elif item.fixed is not None:
+            out.extend(item.fixed)
+    return out
 
 
 def _make_gate(rules: Gate | str | Path | None) -> Gate:

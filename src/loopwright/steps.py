@@ -85,8 +85,7 @@ class Steps:
 
     def __post_init__(self) -> None:
         self.history = self.state.history
-        self.tools = self.agent._by_name
-        self.specs = self.agent.tool_specs
+        self.tools = self.agent._by_name  # the agent's table: its live toolsets update it
         self.scope = ev.Scope(
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
@@ -232,12 +231,16 @@ class Steps:
         notes = (check.nudge.content,) if check.nudge else ()
         if self.partial:
             notes = (*notes, partial_note(self.partial))
+        if agent._live:
+            await agent.refresh_tools()
         request = ModelRequest(
             system=agent.instructions,
             messages=self.history.messages,
-            tools=self.specs,
+            tools=agent.tool_specs,
             notes=notes,
             max_output_tokens=agent.max_output_tokens,
+            settings=self.info.settings.over(agent.settings),
+            session_id=self.info.session_id,
         )
         if agent.hooks.before_request:
             request = await call_hook(agent.hooks.before_request, self.info, request) or request

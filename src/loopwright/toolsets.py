@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from .tools import Tool
 
@@ -53,7 +53,8 @@ class Toolset(ABC):
 
 
 class ToolList(Toolset):
-    """A fixed list of tools (Python functions, built-ins, subagents) as a toolset."""
+    """A fixed list of tools (Python functions, built-ins, subagents) as a toolset. It is
+    also an iterable of its tools, so `[*tool_list, other]` still reads as a list."""
 
     def __init__(self, tools: Iterable[Tool], name: str = "tools") -> None:
         self.tools = tuple(tools)
@@ -65,6 +66,12 @@ class ToolList(Toolset):
 
     async def list_tools(self) -> Sequence[Tool]:
         return self.tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self.tools)
+
+    def __len__(self) -> int:
+        return len(self.tools)
 
 
 _entered: dict[int, Toolset] = {}

@@ -1,6 +1,8 @@
 """Opt-in built-in tools (SPEC §3.6). Nothing here is given to an agent unless you pass it:
 
-agent = Agent(model=..., tools=[*workspace_tools("./work"), shell_tool("./work")])
+agent = Agent(model=..., tools=[workspace_tools("./work"), shell_tool("./work")])
+
+(`workspace_tools` is a toolset, `toolsets.ToolList`; unpack it to pick some of its tools.)
 """
 
 from .files import workspace_tools

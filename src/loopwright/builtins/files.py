@@ -26,7 +26,8 @@ from pathlib import Path, PureWindowsPath
 
 from ..errors import ConfigError, ToolError
 from ..text import valid
-from ..tools import Tool, tool
+from ..tools import tool
+from ..toolsets import ToolList
 
 __all__ = ["workspace_tools"]
 
@@ -192,9 +193,9 @@ def workspace_tools(
     max_read: int = 100_000,
     max_write: int = 1_000_000,
     writable: bool = True,
-) -> list[Tool]:
-    """File tools confined to `root`: `read_file`, `list_files` and (if `writable`)
-    `write_file` and `edit_file`. `max_read` caps the characters one read returns,
+) -> ToolList:
+    """File tools confined to `root`, as one toolset: `read_file`, `list_files` and (if
+    `writable`) `write_file` and `edit_file`. `max_read` caps the characters one read returns,
     `max_write` the characters a write or an edit may produce."""
     ws = _Workspace(root)
 
@@ -309,4 +310,6 @@ def workspace_tools(
             ws.replace(real, result.encode("utf-8"))
         return f"Replaced {count} occurrence{'s' if count > 1 else ''} in {ws.shown(real)}."
 
-    return [read_file, list_files, *([write_file, edit_file] if writable else [])]
+    return ToolList(
+        [read_file, list_files, *([write_file, edit_file] if writable else [])], "files"
+    )

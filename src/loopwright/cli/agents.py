@@ -85,7 +85,7 @@ def describe(agent: Agent, folder: Path) -> dict[str, Any]:
     """The agent's resolved configuration as plain data."""
     tools = [
         {"name": t.name, "description": t.description, "parameters": t.parameters}
-        for t in agent.tools
+        for t in agent.current_tools
     ]
     skills: list[str] = []
     if agent.find_tool("Skill") is not None and (folder / "skills").is_dir():

@@ -88,6 +88,7 @@ async def refusal(log: EventLog, owner: Owner, decided: Decided) -> str | None:
         return f"{item.id} is {kind}"
     if not isinstance(decided, Approval) or not decided.approved or decided.args is None:
         return None
+    await owner.agent.refresh_tools()
     tool = owner.agent.find_tool(item.tool)
     if tool is None:
         return f"{item.id}: the tool {item.tool!r} no longer exists"

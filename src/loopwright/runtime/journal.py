@@ -78,7 +78,7 @@ class LogJournal:
     ) -> None:
         self.log = log
         self.agent = agent
-        self.tools: dict[str, Tool] = {t.name: t for t in agent.tools}
+        self.tools: dict[str, Tool] = agent._by_name  # live toolsets update it in place
         self.key = key
         self.settings = settings
         self.parent = parent
@@ -251,6 +251,8 @@ class LogJournal:
     async def load(self, *, died: bool) -> State:
         """The session's state from its log (`died`: its last run stopped before `done`): its
         newest snapshot and the events after it, folded by the reducer."""
+        if self.agent._live:  # a paused call of a live toolset needs its tool to resume
+            await self.agent.refresh_tools()
         state, self.loaded_seq, self.snapshot_seq = await read_state(
             self.log, self.key, self.tools, died=died
         )

@@ -32,6 +32,7 @@ from ..errors import ConfigError, SessionBusy
 from ..session import Run, Session
 from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
 from ..store.log import EventLog, Page, SessionKey, SessionRecord
+from ..toolsets import exit_all
 from . import follow as following
 from .approvers import held
 from .controls import cancel_elsewhere, queue_elsewhere
@@ -444,3 +445,4 @@ class Runtime:
         the log stays open (its owner closes it)."""
         self._closing = True
         await self.live.stop_all(timeout)
+        await exit_all()  # the toolsets its agents entered (MCP servers): entered again on use

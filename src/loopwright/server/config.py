@@ -85,7 +85,7 @@ def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
                 "gated": t.gated,
                 "subagent": t.subagent is not None,
             }
-            for t in agent.tools
+            for t in agent.current_tools
         ],
         "permissions": {
             "source": source,
@@ -104,6 +104,6 @@ def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
             ],
         },
         "skills": skills,
-        "subagents": [t.name for t in agent.tools if t.subagent is not None],
+        "subagents": [t.name for t in agent.current_tools if t.subagent is not None],
         "configError": rules.get("error"),
     }

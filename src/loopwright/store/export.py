@@ -54,7 +54,7 @@ async def export_traces(
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     name = key.id.replace("/", "-")
-    state = fold((), {t.name: t for t in agent.tools})
+    state = fold((), agent._by_name)
     contexts = []
     for item in stored:
         if item.event.type == "compaction:finished":  # the context it ends, as it stood
