@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -29,6 +29,7 @@ from .errors import SessionBusy, UnknownPending
 from .hooks import RunInfo
 from .loop import Control, run_loop
 from .messages import History, Message, ToolResultMessage, UserMessage
+from .model_settings import ModelSettings, check, resolve
 from .models import get_model
 from .replay import State
 
@@ -130,6 +131,7 @@ class Session:
         *,
         approver: Approver | None = None,
         compact: bool = False,
+        settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> Run:
         """Start processing `input` (text, or a `UserMessage` whose content is the input);
         iterate the returned `Run` for its events.
@@ -138,7 +140,9 @@ class Session:
         point to continue from (a history ending in a user message or tool results, a
         carry-over note, queued steering, a paused or interrupted batch), else `ValueError`.
         `approver` answers `ask` decisions live; without one they become pending items and the
-        run pauses. Raises `SessionBusy` while another run of this session is in progress.
+        run pauses. `settings` are model settings laid over the agent's for this run only.
+        Raises `SessionBusy` while another run of this session is in progress, and
+        `ConfigError` when the model cannot take the settings (before any request).
         """
         if isinstance(input, UserMessage):
             input = input.content
@@ -162,11 +166,14 @@ class Session:
         if approver is not None and self.journal is not None:
             approver = self.journal.live(approver)
         model = get_model(self.agent.model)
+        own = ModelSettings.parse(settings)
+        check(model, resolve(own.over(self.agent.settings), self.agent.max_output_tokens))
         info = RunInfo(
             session_id=self.id,
             tenant=self.tenant,
             environment=self.environment,
             agent=self.agent.name,
+            settings=own,
         )
         if self._children:  # keep only the subagents the paused batch waits on
             waiting = {s.session_id for s in checkpoint.suspended.values()} if checkpoint else ()
