@@ -146,6 +146,11 @@ async def claim(
     return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
 
 
+NOTICE = "INSERT INTO loopwright_outbox (tenant, item, event, at) VALUES (%s, %s, %s, %s)"
+"""An item became pending or was resolved: a row of the notifications' outbox, in the same
+transaction (see `sqlite_rows.NOTICE`)."""
+
+
 async def commit(
     db: Db,
     sid: int,
@@ -181,16 +186,19 @@ async def commit(
                         op.batch_seq,
                     ),
                 )
+                await db.execute(NOTICE, (tenant, op.id, "pending", at))
             case SetCallId():
                 await db.execute(
                     "UPDATE loopwright_pending SET call_id = %s WHERE id = %s AND session = %s",
                     (op.call_id, op.id, sid),
                 )
             case DecidePending():
-                await db.execute(
-                    "UPDATE loopwright_pending SET status = %s, decided_by = %s, "
-                    "decided_at = %s, edited_args = %s, answer = %s, note = %s "
-                    "WHERE id = %s AND session = %s AND status = 'open'",
+                await db.execute(  # (one statement: no round trip in a pipeline)
+                    "WITH decided AS (UPDATE loopwright_pending SET status = %s, "
+                    "decided_by = %s, decided_at = %s, edited_args = %s, answer = %s, "
+                    "note = %s WHERE id = %s AND session = %s AND status = 'open' RETURNING id) "
+                    "INSERT INTO loopwright_outbox (tenant, item, event, at) "
+                    "SELECT %s, id, 'resolved', %s FROM decided",  # (decided already: no notice)
                     (
                         op.status,
                         op.by,
@@ -200,6 +208,8 @@ async def commit(
                         redact.deep(op.note),
                         op.id,
                         sid,
+                        tenant,
+                        at,
                     ),
                 )
             case NewUsage():

@@ -9,7 +9,8 @@ schema newer than this code knows.
 The tables mirror the SQLite log's (`sqlite_schema`): sessions named by (tenant, agent, name) with
 an integer key the other tables use, their lease (owner, epoch, expiry in Unix seconds); events
 by (session, seq); pending items in request order (`n`); usage rows; the newest snapshot;
-(version 2) the controls sent to a session's run, addressed to its lease's epoch.
+(version 2) the controls sent to a session's run, addressed to its lease's epoch; (version 3) the
+notifications' outbox, deliveries, attempts, webhook cursors and signing keys (`store.outbox`).
 Timestamps are the ISO strings the records carry, as on SQLite.
 """
 
@@ -64,7 +65,24 @@ CREATE TABLE loopwright_controls (
 CREATE INDEX loopwright_controls_to_run ON loopwright_controls (session, epoch, state)
 """
 
-MIGRATIONS: list[str] = [V1, V2]
+V3 = """
+CREATE TABLE loopwright_outbox (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tenant text NOT NULL,
+    item text NOT NULL, event text NOT NULL, at text NOT NULL);
+CREATE TABLE loopwright_deliveries (
+    id text PRIMARY KEY, notice bigint NOT NULL, target text NOT NULL, state text NOT NULL,
+    attempts integer NOT NULL DEFAULT 0, due double precision NOT NULL,
+    held_until double precision, held_by text, last_status integer, last_error text,
+    created_at text NOT NULL, delivered_at text, UNIQUE (notice, target));
+CREATE INDEX loopwright_deliveries_due ON loopwright_deliveries (state, due);
+CREATE TABLE loopwright_delivery_attempts (
+    delivery text NOT NULL, n integer NOT NULL, at text NOT NULL, status integer, error text,
+    PRIMARY KEY (delivery, n));
+CREATE TABLE loopwright_notify_targets (target text PRIMARY KEY, floor bigint NOT NULL);
+CREATE TABLE loopwright_notify_keys (name text PRIMARY KEY, value text NOT NULL)
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3]
 """Schema version N is reached by running MIGRATIONS[N-1]; append, never edit."""
 
 _VERSION = "SELECT version FROM loopwright_schema"

@@ -74,6 +74,10 @@ def fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionState]:
     return sid, SessionState(*state)
 
 
+NOTICE = "INSERT INTO outbox (tenant, item, event, at) VALUES (?, ?, ?, ?)"
+"""An item became pending or was resolved: the notifications' outbox (`store.outbox`) gets a
+row in the same transaction, so a crash after the commit cannot lose its notifications."""
+
 ADVANCE = (
     "UPDATE sessions SET last_seq=?, last_reply_seq=?, status=?, updated_at=? "
     "WHERE id=? AND last_seq=? AND last_reply_seq=? AND status=?"
@@ -136,12 +140,13 @@ def _apply(db: sqlite3.Connection, sid: int, tenant: str, op: Op, at: str) -> No
                     op.batch_seq,
                 ),
             )
+            db.execute(NOTICE, (tenant, op.id, "pending", at))
         case SetCallId():
             db.execute(
                 "UPDATE pending SET call_id=? WHERE id=? AND session=?", (op.call_id, op.id, sid)
             )
         case DecidePending():
-            db.execute(
+            decided = db.execute(
                 "UPDATE pending SET status=?, decided_by=?, decided_at=?, edited_args=?, "
                 "answer=?, note=? WHERE id=? AND session=? AND status='open'",
                 (
@@ -155,6 +160,8 @@ def _apply(db: sqlite3.Connection, sid: int, tenant: str, op: Op, at: str) -> No
                     sid,
                 ),
             )
+            if decided.rowcount == 1:  # (an item decided already stays as it is: no notice)
+                db.execute(NOTICE, (tenant, op.id, "resolved", at))
         case NewUsage():
             db.execute(
                 "INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -5,6 +5,9 @@ process identity). Version 2 is the event log's: sessions named by (tenant, agen
 integer key the other tables use, leases with an expiry, a subagent session's parent, snapshots.
 Version 3 adds the controls sent to a session's run from another process (`controls`: addressed
 to the lease's epoch, `sent`, then `taken` by the run or `withdrawn` by the sender).
+Version 4 adds the notifications' outbox (`outbox`: a row per item that became pending or was
+resolved, written in the transaction that committed it), their deliveries to each webhook, every
+attempt, each webhook's cursor and the keys notifications sign with (`store.outbox`).
 A database is opened only when it is empty or ours (`application_id`), and not newer than this
 code knows.
 """
@@ -135,13 +138,36 @@ def _v3(db: sqlite3.Connection) -> None:
     )
 
 
+def _v4(db: sqlite3.Connection) -> None:
+    """The notifications' outbox, deliveries and their attempts (`store.outbox`)."""
+    _script(db, OUTBOX)
+
+
+OUTBOX = """
+CREATE TABLE outbox (
+    id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, item TEXT NOT NULL, event TEXT NOT NULL,
+    at TEXT NOT NULL);
+CREATE TABLE deliveries (
+    id TEXT PRIMARY KEY, notice INTEGER NOT NULL, target TEXT NOT NULL, state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0, due REAL NOT NULL, held_until REAL, held_by TEXT,
+    last_status INTEGER, last_error TEXT, created_at TEXT NOT NULL, delivered_at TEXT,
+    UNIQUE (notice, target));
+CREATE INDEX deliveries_due ON deliveries (state, due);
+CREATE TABLE delivery_attempts (
+    delivery TEXT NOT NULL, n INTEGER NOT NULL, at TEXT NOT NULL, status INTEGER, error TEXT,
+    PRIMARY KEY (delivery, n)) WITHOUT ROWID;
+CREATE TABLE notify_targets (target TEXT PRIMARY KEY, floor INTEGER NOT NULL);
+CREATE TABLE notify_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)
+"""
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Statements one by one, inside the caller's transaction (`executescript` would commit)."""
     for statement in filter(None, (part.strip() for part in script.split(";"))):
         db.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
 """Schema version N is reached by applying MIGRATIONS[N-1]; append, never edit."""
 
 
