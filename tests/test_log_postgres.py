@@ -17,6 +17,7 @@ from log_conformance import *  # noqa: F403
 from log_conformance import KEY, SAFETY, MakeLog, approval, reply, safely, said
 from log_conformance_controls import *  # noqa: F403
 from log_conformance_decisions import *  # noqa: F403
+from log_conformance_outbox import *  # noqa: F403
 from loopwright.cli.common import Place
 from loopwright.errors import ConfigError
 from loopwright.project import Project
@@ -25,7 +26,13 @@ from loopwright.store.log import Decision, EventLog, log_at, open_log
 from loopwright.store.pg_log import PostgresLog
 from loopwright.store.sqlite_log import SQLiteLog
 
-TABLES = {"controls", "events", "pending", "schema", "sessions", "snapshots", "usage"}
+TABLES = {"controls", "events", "pending", "schema", "sessions", "snapshots", "usage"} | {
+    "outbox",
+    "deliveries",
+    "delivery_attempts",
+    "notify_targets",
+    "notify_keys",
+}
 
 
 @pytest.fixture
@@ -48,11 +55,11 @@ async def test_the_schema_is_made_once_and_a_newer_one_is_refused(pg_url: str) -
     for log in logs:
         await log.close()
     with psycopg.connect(pg_url, autocommit=True) as db:
-        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(2,)]
+        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(3,)]
         tables = db.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         assert {name.removeprefix("loopwright_") for (name,) in tables} == TABLES
-        db.execute("UPDATE loopwright_schema SET version = 3")
-    newer = r"schema version 3 is newer than this loopwright knows \(2\); upgrade loopwright"
+        db.execute("UPDATE loopwright_schema SET version = 4")
+    newer = r"schema version 4 is newer than this loopwright knows \(3\); upgrade loopwright"
     with pytest.raises(StoreError, match=newer):
         await open_log(pg_url)
 

@@ -18,6 +18,7 @@ from log_conformance import *  # noqa: F403
 from log_conformance import KEY, Clock, MakeLog, approval, reply, safely, said
 from log_conformance_controls import *  # noqa: F403
 from log_conformance_decisions import *  # noqa: F403
+from log_conformance_outbox import *  # noqa: F403
 from loopwright.store import PendingRecord, StoredEvent, StoreError
 from loopwright.store.log import Decision, SessionKey, open_log
 from loopwright.store.sqlite_log import SQLiteLog
@@ -122,7 +123,7 @@ def test_a_database_written_by_sqlite_store_migrates_with_everything_in_it(tmp_p
 
     asyncio.run(check())
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (4,)
 
 
 def test_foreign_corrupt_and_newer_databases_are_refused(tmp_path):
@@ -138,8 +139,8 @@ def test_foreign_corrupt_and_newer_databases_are_refused(tmp_path):
     newer = tmp_path / "newer.db"
     asyncio.run(SQLiteLog(newer).close())
     with sqlite3.connect(newer) as db:
-        db.execute("PRAGMA user_version=4")
-    with pytest.raises(StoreError, match="schema version 4 is newer than this loopwright knows"):
+        db.execute("PRAGMA user_version=5")
+    with pytest.raises(StoreError, match="schema version 5 is newer than this loopwright knows"):
         SQLiteLog(newer)
 
 

@@ -1,0 +1,178 @@
+"""The notifications' outbox on the PostgreSQL event log (see `store.outbox`): the same
+statements as on SQLite (`sqlite_outbox`), on the log's pool, the writes in one transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from .outbox import SETTLE, Attempt, Delivery, Outcome
+from .pg_rows import Db, iso
+from .sqlite_outbox import DELIVERY, EXPAND_BATCH, delivery
+
+if TYPE_CHECKING:
+    from .pg_log import PostgresLog
+
+_DELIVERY = DELIVERY.replace("deliveries d", "loopwright_deliveries d").replace(
+    "outbox o", "loopwright_outbox o"
+)
+
+
+class PostgresOutbox:
+    """An `Outbox` on a `PostgresLog`'s schema."""
+
+    def __init__(self, log: PostgresLog) -> None:
+        self.log = log
+
+    async def expand(
+        self, target: str, events: Collection[str], now: float, *, max_age: float
+    ) -> int:
+        async def job(db: Db) -> int:
+            row = await (
+                await db.execute(
+                    "SELECT floor FROM loopwright_notify_targets WHERE target = %s FOR UPDATE",
+                    (target,),
+                )
+            ).fetchone()
+            floor = 0 if row is None else int(row[0])
+            notices = await (
+                await db.execute(
+                    "SELECT o.id, o.event, o.at FROM loopwright_outbox o WHERE o.id > %s AND "
+                    "NOT EXISTS (SELECT 1 FROM loopwright_deliveries d WHERE d.notice = o.id "
+                    "AND d.target = %s) ORDER BY o.id LIMIT %s",
+                    (floor, target, EXPAND_BATCH),
+                )
+            ).fetchall()
+            oldest, created, due = iso(now - max_age), iso(now), 0
+            for notice, event, at in notices:
+                state = "due" if event in events and at >= oldest else "skipped"
+                due += state == "due"
+                await db.execute(
+                    "INSERT INTO loopwright_deliveries (id, notice, target, state, due, "
+                    "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (uuid.uuid4().hex, notice, target, state, now, created),
+                )
+            if len(notices) < EXPAND_BATCH:
+                settled = await (
+                    await db.execute(
+                        "SELECT max(id) FROM loopwright_outbox WHERE id > %s AND at < %s",
+                        (floor, iso(now - SETTLE)),
+                    )
+                ).fetchone()
+                if settled is not None and settled[0] is not None:
+                    await db.execute(
+                        "INSERT INTO loopwright_notify_targets VALUES (%s, %s) ON CONFLICT "
+                        "(target) DO UPDATE SET floor = excluded.floor",
+                        (target, settled[0]),
+                    )
+            return due
+
+        return await self.log._run(job, write=True)
+
+    async def claim(
+        self, targets: Collection[str], now: float, *, hold: float, owner: str, limit: int = 20
+    ) -> list[Delivery]:
+        if not targets:
+            return []
+
+        async def job(db: Db) -> list[Delivery]:
+            rows = await (
+                await db.execute(
+                    f"SELECT {_DELIVERY} WHERE d.state = 'due' AND d.due <= %s "
+                    "AND (d.held_until IS NULL OR d.held_until <= %s) "
+                    "AND d.target = ANY(%s) ORDER BY d.due, o.id LIMIT %s FOR UPDATE OF d "
+                    "SKIP LOCKED",
+                    (now, now, list(targets), limit),
+                )
+            ).fetchall()
+            for row in rows:
+                await db.execute(
+                    "UPDATE loopwright_deliveries SET held_until = %s, held_by = %s WHERE id = %s",
+                    (now + hold, owner, row[0]),
+                )
+            return [delivery(row) for row in rows]
+
+        return await self.log._run(job, write=True)
+
+    async def record(self, delivery: Delivery, outcome: Outcome) -> None:
+        async def job(db: Db) -> None:
+            await db.execute(
+                "INSERT INTO loopwright_delivery_attempts VALUES (%s, "
+                "(SELECT attempts + 1 FROM loopwright_deliveries WHERE id = %s), %s, %s, %s)",
+                (delivery.id, delivery.id, outcome.at, outcome.status, outcome.error),
+            )
+            await db.execute(
+                "UPDATE loopwright_deliveries SET attempts = attempts + 1, state = %s, "
+                "due = %s, held_until = NULL, held_by = NULL, last_status = %s, "
+                "last_error = %s, delivered_at = %s WHERE id = %s",
+                (
+                    outcome.state,
+                    outcome.due if outcome.state == "due" else delivery.due,
+                    outcome.status,
+                    outcome.error,
+                    outcome.at if outcome.state == "delivered" else None,
+                    delivery.id,
+                ),
+            )
+
+        await self.log._run(job, write=True)
+
+    async def deliveries(
+        self, tenant: str | None = None, *, item: str | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        async def job(db: Db) -> list[Delivery]:
+            rows = await (
+                await db.execute(
+                    f"SELECT {_DELIVERY} WHERE d.state != 'skipped' "
+                    "AND (%s::text IS NULL OR o.tenant = %s) "
+                    "AND (%s::text IS NULL OR o.item = %s) "
+                    "ORDER BY o.id DESC, d.target LIMIT %s",
+                    (tenant, tenant, item, item, limit),
+                )
+            ).fetchall()
+            found = []
+            for row in rows:
+                tried = await (
+                    await db.execute(
+                        "SELECT n, at, status, error FROM loopwright_delivery_attempts "
+                        "WHERE delivery = %s ORDER BY n",
+                        (row[0],),
+                    )
+                ).fetchall()
+                found.append(delivery(row, [Attempt(*a) for a in tried]))
+            return found
+
+        return await self.log._run(job)
+
+    async def next_due(self, targets: Collection[str]) -> float | None:
+        if not targets:
+            return None
+
+        async def job(db: Db) -> float | None:
+            row = await (
+                await db.execute(
+                    "SELECT min(greatest(due, coalesce(held_until, 0))) "
+                    "FROM loopwright_deliveries WHERE state = 'due' AND target = ANY(%s)",
+                    (list(targets),),
+                )
+            ).fetchone()
+            return None if row is None or row[0] is None else float(row[0])
+
+        return await self.log._run(job)
+
+    async def key(self, name: str, new: str) -> str:
+        async def job(db: Db) -> str:
+            await db.execute(
+                "INSERT INTO loopwright_notify_keys VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (name, new),
+            )
+            row = await (
+                await db.execute(
+                    "SELECT value FROM loopwright_notify_keys WHERE name = %s", (name,)
+                )
+            ).fetchone()
+            assert row is not None
+            return str(row[0])
+
+        return await self.log._run(job, write=True)

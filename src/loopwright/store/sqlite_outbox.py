@@ -1,0 +1,174 @@
+"""The notifications' outbox on the SQLite event log (see `store.outbox`): its statements run on
+the log's worker thread, the writes in its write transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .outbox import SETTLE, Attempt, Delivery, Notice, Outcome
+from .sqlite_rows import iso
+
+if TYPE_CHECKING:
+    from .sqlite_log import SQLiteLog
+
+EXPAND_BATCH = 500
+DELIVERY = (
+    "d.id, o.id, o.tenant, o.item, o.event, o.at, d.target, d.state, d.attempts, d.due, "
+    "d.last_status, d.last_error, d.created_at, d.delivered_at "
+    "FROM deliveries d JOIN outbox o ON o.id = d.notice"
+)
+
+
+def delivery(row: Sequence[Any], tried: list[Attempt] | None = None) -> Delivery:
+    """A row of `DELIVERY` (the PostgreSQL outbox's has the same columns)."""
+    return Delivery(
+        row[0],
+        Notice(row[1], row[2], row[3], row[4], row[5]),
+        row[6],
+        row[7],
+        row[8],
+        float(row[9]),
+        last_status=row[10],
+        last_error=row[11],
+        created_at=row[12],
+        delivered_at=row[13],
+        tried=tried or [],
+    )
+
+
+def _marks(values: Collection[Any]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+class SQLiteOutbox:
+    """An `Outbox` on a `SQLiteLog`'s file."""
+
+    def __init__(self, log: SQLiteLog) -> None:
+        self.log = log
+
+    async def expand(
+        self, target: str, events: Collection[str], now: float, *, max_age: float
+    ) -> int:
+        def job(db: sqlite3.Connection) -> int:
+            row = db.execute("SELECT floor FROM notify_targets WHERE target=?", (target,))
+            floor = (row.fetchone() or (0,))[0]
+            notices = db.execute(
+                "SELECT o.id, o.event, o.at FROM outbox o WHERE o.id > ? AND NOT EXISTS "
+                "(SELECT 1 FROM deliveries d WHERE d.notice = o.id AND d.target = ?) "
+                "ORDER BY o.id LIMIT ?",
+                (floor, target, EXPAND_BATCH),
+            ).fetchall()
+            oldest, created, due = iso(now - max_age), iso(now), 0
+            for notice, event, at in notices:
+                state = "due" if event in events and at >= oldest else "skipped"
+                due += state == "due"
+                db.execute(
+                    "INSERT INTO deliveries (id, notice, target, state, due, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (uuid.uuid4().hex, notice, target, state, now, created),
+                )
+            if len(notices) < EXPAND_BATCH:  # every notice seen is fanned out
+                settled = db.execute(
+                    "SELECT max(id) FROM outbox WHERE id > ? AND at < ?", (floor, iso(now - SETTLE))
+                ).fetchone()[0]
+                if settled is not None:
+                    db.execute(
+                        "INSERT INTO notify_targets VALUES (?, ?) ON CONFLICT (target) "
+                        "DO UPDATE SET floor = excluded.floor",
+                        (target, settled),
+                    )
+            return due
+
+        return await self.log._call(job, write=True)
+
+    async def claim(
+        self, targets: Collection[str], now: float, *, hold: float, owner: str, limit: int = 20
+    ) -> list[Delivery]:
+        if not targets:
+            return []
+
+        def job(db: sqlite3.Connection) -> list[Delivery]:
+            rows = db.execute(
+                f"SELECT {DELIVERY} WHERE d.state = 'due' AND d.due <= ? "
+                f"AND (d.held_until IS NULL OR d.held_until <= ?) "
+                f"AND d.target IN ({_marks(targets)}) ORDER BY d.due, o.id LIMIT ?",
+                (now, now, *targets, limit),
+            ).fetchall()
+            db.executemany(
+                "UPDATE deliveries SET held_until = ?, held_by = ? WHERE id = ?",
+                [(now + hold, owner, row[0]) for row in rows],
+            )
+            return [delivery(row) for row in rows]
+
+        return await self.log._call(job, write=True)
+
+    async def record(self, delivery: Delivery, outcome: Outcome) -> None:
+        def job(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO delivery_attempts VALUES (?, "
+                "(SELECT attempts + 1 FROM deliveries WHERE id = ?), ?, ?, ?)",
+                (delivery.id, delivery.id, outcome.at, outcome.status, outcome.error),
+            )
+            db.execute(
+                "UPDATE deliveries SET attempts = attempts + 1, state = ?, due = ?, "
+                "held_until = NULL, held_by = NULL, last_status = ?, last_error = ?, "
+                "delivered_at = ? WHERE id = ?",
+                (
+                    outcome.state,
+                    outcome.due if outcome.state == "due" else delivery.due,
+                    outcome.status,
+                    outcome.error,
+                    outcome.at if outcome.state == "delivered" else None,
+                    delivery.id,
+                ),
+            )
+
+        await self.log._call(job, write=True)
+
+    async def deliveries(
+        self, tenant: str | None = None, *, item: str | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        def job(db: sqlite3.Connection) -> list[Delivery]:
+            rows = db.execute(
+                f"SELECT {DELIVERY} WHERE d.state != 'skipped' "
+                "AND (? IS NULL OR o.tenant = ?) AND (? IS NULL OR o.item = ?) "
+                "ORDER BY o.id DESC, d.target LIMIT ?",
+                (tenant, tenant, item, item, limit),
+            ).fetchall()
+            found = []
+            for row in rows:
+                tried = db.execute(
+                    "SELECT n, at, status, error FROM delivery_attempts WHERE delivery = ? "
+                    "ORDER BY n",
+                    (row[0],),
+                ).fetchall()
+                found.append(delivery(row, [Attempt(*a) for a in tried]))
+            return found
+
+        return await self.log._call(job)
+
+    async def next_due(self, targets: Collection[str]) -> float | None:
+        if not targets:
+            return None
+
+        def job(db: sqlite3.Connection) -> float | None:
+            row = db.execute(
+                "SELECT min(max(due, coalesce(held_until, 0))) FROM deliveries "
+                f"WHERE state = 'due' AND target IN ({_marks(targets)})",
+                tuple(targets),
+            ).fetchone()
+            return None if row[0] is None else float(row[0])
+
+        return await self.log._call(job)
+
+    async def key(self, name: str, new: str) -> str:
+        def job(db: sqlite3.Connection) -> str:
+            db.execute("INSERT INTO notify_keys VALUES (?, ?) ON CONFLICT DO NOTHING", (name, new))
+            return str(
+                db.execute("SELECT value FROM notify_keys WHERE name = ?", (name,)).fetchone()[0]
+            )
+
+        return await self.log._call(job, write=True)

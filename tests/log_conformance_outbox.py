@@ -1,0 +1,111 @@
+"""The event-log conformance suite, part four: the notifications' outbox (`store.outbox`).
+
+A notice is written with the pending item, and with its decision, in the same transaction; a
+delivery is made once per (notice, target); claims hold; every attempt is recorded. A backend's
+test module imports it beside the other parts and provides `make_log`.
+"""
+
+from __future__ import annotations
+
+from log_conformance import KEY, Clock, MakeLog, approval, decide, reply, said
+from loopwright.store.outbox import Attempt, Outcome, outbox_of
+
+NOW = 1_000_000.0
+BOTH = ("pending", "resolved")
+
+
+async def _paused(make_log: MakeLog, clock: Clock, *ids: str) -> object:
+    log = await make_log(clock=clock)
+    lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+    await log.append(lease, [said("refund"), reply(), *(approval(i, amount=5) for i in ids)])
+    return log
+
+
+async def test_a_pending_item_and_its_decision_are_delivered_once_per_target(
+    make_log: MakeLog,
+) -> None:
+    clock = Clock(NOW)
+    log = await _paused(make_log, clock, "p-1")
+    outbox = outbox_of(log)
+    assert await outbox.expand("hook-a", BOTH, NOW, max_age=3600) == 1
+    assert await outbox.expand("hook-a", BOTH, NOW, max_age=3600) == 0  # made once
+    assert await outbox.expand("hook-b", ("resolved",), NOW, max_age=3600) == 0  # skipped
+    claimed = await outbox.claim(["hook-a", "hook-b"], NOW, hold=30, owner="w1")
+    assert [(d.target, d.notice.item, d.notice.event, d.notice.tenant) for d in claimed] == [
+        ("hook-a", "p-1", "pending", "acme")
+    ]
+    assert await outbox.claim(["hook-a"], NOW + 29, hold=30, owner="w2") == []  # held
+    await outbox.record(claimed[0], Outcome("delivered", "t1", status=204))
+    await decide(log, "p-1", "approved")
+    await decide(log, "p-1", "denied")  # the first decision won: no second notice
+    assert await outbox.expand("hook-a", BOTH, NOW, max_age=3600) == 1
+    assert await outbox.expand("hook-b", ("resolved",), NOW, max_age=3600) == 1
+    resolved = await outbox.claim(["hook-a", "hook-b"], NOW, hold=30, owner="w1")
+    assert sorted((d.target, d.notice.event) for d in resolved) == [
+        ("hook-a", "resolved"),
+        ("hook-b", "resolved"),
+    ]
+    listed = await outbox.deliveries("acme")
+    assert [(d.target, d.notice.event, d.state, d.attempts) for d in listed] == [
+        ("hook-a", "resolved", "due", 0),
+        ("hook-b", "resolved", "due", 0),
+        ("hook-a", "pending", "delivered", 1),
+    ]
+    assert listed[2].tried == [Attempt(1, "t1", 204, None)]
+    assert listed[2].delivered_at == "t1"
+    assert await outbox.deliveries("globex") == []
+    assert len(await outbox.deliveries(item="p-1")) == 3
+
+
+async def test_a_failed_attempt_is_tried_again_when_due_and_a_lost_hold_expires(
+    make_log: MakeLog,
+) -> None:
+    clock = Clock(NOW)
+    outbox = outbox_of(await _paused(make_log, clock, "p-1"))
+    await outbox.expand("hook", BOTH, NOW, max_age=3600)
+    [first] = await outbox.claim(["hook"], NOW, hold=30, owner="w1")
+    await outbox.record(first, Outcome("due", "t1", status=503, due=NOW + 10))
+    assert await outbox.next_due(["hook"]) == NOW + 10
+    assert await outbox.claim(["hook"], NOW + 9, hold=30, owner="w1") == []
+    [again] = await outbox.claim(["hook"], NOW + 10, hold=30, owner="w1")
+    assert again.id == first.id and again.attempts == 1
+    # w1 dies holding it: once the hold expires, another worker posts it again
+    assert await outbox.claim(["hook"], NOW + 39, hold=30, owner="w2") == []
+    assert await outbox.next_due(["hook"]) == NOW + 40
+    [taken] = await outbox.claim(["hook"], NOW + 40, hold=30, owner="w2")
+    await outbox.record(taken, Outcome("failed", "t3", error="connection refused"))
+    [listed] = await outbox.deliveries()
+    assert (listed.state, listed.attempts, listed.last_error) == ("failed", 2, "connection refused")
+    assert listed.tried == [
+        Attempt(1, "t1", 503, None),
+        Attempt(2, "t3", None, "connection refused"),
+    ]
+    assert await outbox.next_due(["hook"]) is None
+
+
+async def test_a_denial_notifies_the_items_it_closes_and_old_notices_are_skipped(
+    make_log: MakeLog,
+) -> None:
+    clock = Clock(NOW)
+    log = await _paused(make_log, clock, "p-1", "p-2")
+    await decide(log, "p-1", "denied")
+    outbox = outbox_of(log)
+    # a target configured a day later: what is older than max_age is not sent to it
+    assert await outbox.expand("late", BOTH, NOW + 86_400, max_age=3600) == 0
+    assert await outbox.expand("hook", BOTH, NOW, max_age=3600) == 4
+    claimed = await outbox.claim(["hook"], NOW, hold=30, owner="w1")
+    assert [(d.notice.item, d.notice.event) for d in claimed] == [
+        ("p-1", "pending"),
+        ("p-2", "pending"),
+        ("p-1", "resolved"),
+        ("p-2", "resolved"),
+    ]
+    assert await outbox.deliveries("acme", item="p-2") != []
+    assert [d.target for d in await outbox.deliveries()] == ["hook"] * 4  # (skipped: unlisted)
+
+
+async def test_every_process_gets_the_same_key(make_log: MakeLog) -> None:
+    one, two = outbox_of(await make_log()), outbox_of(await make_log())
+    assert await one.key("links", "first") == "first"
+    assert await two.key("links", "second") == "first"
+    assert await two.key("other", "second") == "second"
