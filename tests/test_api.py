@@ -42,6 +42,8 @@ def test_public_exports():
         "ToolError",
         "ToolResultMessage",
         "ToolReturn",
+        "ToolList",
+        "Toolset",
         "UnknownModel",
         "UserMessage",
         "get_model",

@@ -152,3 +152,14 @@ async def test_sessions_see_live_tools_in_their_state_for_a_resumed_call():
     session = Session(agent)
     await session.run("go").result()
     assert session.state.tools["ping"] is ping  # the agent's table, updated in place
+
+
+async def test_subagents_are_a_fixed_toolset():
+    from loopwright.subagents import subagents
+
+    child = Agent(name="helper", description="Helps.", model=scripted("helped"))
+    model = scripted({"tool_calls": [call("helper", request="help")]}, "done")
+    result = await run_agent(Agent(model=model, tools=[subagents(child)]))
+    assert names(model.requests[0]) == ["helper"]
+    outputs = [e.content for e in result.events if e.type == "tool:output"]
+    assert (outputs, result.text) == (["helped"], "done")

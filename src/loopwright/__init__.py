@@ -15,6 +15,7 @@ from .models import Model, get_model
 from .permissions import Rules
 from .session import Run, RunResult, Session, run, run_sync
 from .tools import Tool, ToolContext, ToolReturn, tool
+from .toolsets import ToolList, Toolset
 
 __all__ = [
     "DEFER",
@@ -41,8 +42,10 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolError",
+    "ToolList",
     "ToolResultMessage",
     "ToolReturn",
+    "Toolset",
     "UnknownModel",
     "UserMessage",
     "get_model",
@@ -50,3 +53,7 @@ __all__ = [
     "run_sync",
     "tool",
 ]
+
+from . import telemetry as _telemetry
+
+_telemetry.from_environment()  # LOOPWRIGHT_OTEL=1: OpenTelemetry spans (docs/telemetry.md)

@@ -21,6 +21,12 @@ from .agent import Agent
 from .errors import ConfigError, ToolError
 from .session import Session
 from .tools import Suspend, Tool, ToolContext, tool
+from .toolsets import ToolList
+
+
+def subagents(*children: Agent) -> ToolList:
+    """Child agents as one toolset: `Agent(tools=[subagents(researcher, writer)])`."""
+    return ToolList([subagent_tool(child) for child in children], "subagents")
 
 
 def subagent_tool(child: Agent) -> Tool:
