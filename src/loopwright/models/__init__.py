@@ -127,8 +127,13 @@ def _register_builtins() -> None:
 
 def _register_plugins() -> None:
     """Providers from installed packages: entry points in the `loopwright.providers` group,
-    each naming a factory `(model: str) -> Model`."""
+    each naming a factory `(model: str) -> Model`, then those plugins registered (the
+    `loopwright.plugins` group). A built-in or a configured endpoint of the same name wins."""
     from importlib.metadata import entry_points
+
+    from ..plugins import providers
 
     for entry in entry_points(group="loopwright.providers"):
         _PROVIDERS.setdefault(entry.name, entry.load())
+    for name, factory in providers().items():
+        _PROVIDERS.setdefault(name, factory)
