@@ -35,6 +35,7 @@ from .compaction import Compaction
 from .errors import ConfigError
 from .permissions import AllowAll, Condition, Rules, RulesFile
 from .tools import Tool
+from .toolsets import Toolset
 
 NAME_RULE = "lowercase words joined by hyphens, like 'support' or 'order-desk'"
 
@@ -50,6 +51,8 @@ class _Spec(BaseModel):
     tools: list[str] = []
     """Extra tools by import path, `package.module:name`."""
     builtins: list[Literal["ask_user", "files", "files-readonly", "shell"]] = []
+    plugins: list[str] = []
+    """Installed plugins whose tools and toolsets this agent gets (docs/plugins.md)."""
     max_turns: int = 25
     on_deny: Literal["stop", "continue"] = "stop"
     context_budget: int | None = None
@@ -104,6 +107,10 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
             from .providers import load_endpoints
 
             load_endpoints(toml)
+        if "telemetry" in project.settings:  # [telemetry] otel = true (docs/telemetry.md)
+            from .telemetry import from_settings
+
+            from_settings(project.settings["telemetry"], source=str(toml))
     if dotenv and (project.root / ".env").exists():
         from dotenv import load_dotenv
 
@@ -138,7 +145,9 @@ def load_agent(folder: str | Path, *, defaults: dict[str, Any] | None = None) ->
         agent = _rules_beside(agent, folder)
     else:
         agent = _from_yaml(folder, defaults or {})
-    return _with_subagents(agent, folder, defaults or {})
+    from .plugins import with_plugins  # every plugin's hooks, before the agent's own
+
+    return with_plugins(_with_subagents(agent, folder, defaults or {}))
 
 
 def _rules_beside(agent: Agent, folder: Path) -> Agent:
@@ -221,7 +230,14 @@ def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
             "no model: set `model:` here or [defaults] model in loopwright.toml", source=f"{path}:1"
         )
     model = _model(spec.model, folder, f"{path}:{_line_of(node, 'model')}")
-    tools = _tools(folder, spec, f"{path}:{_line_of(node, 'tools')}")
+    tools: list[Tool | Toolset] = [*_tools(folder, spec, f"{path}:{_line_of(node, 'tools')}")]
+    if spec.plugins:
+        from .plugins import plugin_tools
+
+        try:
+            tools += plugin_tools(*spec.plugins)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), source=f"{path}:{_line_of(node, 'plugins')}") from None
     rules = folder / "rules.yaml"
     agent = Agent(
         name=name,
@@ -322,7 +338,7 @@ def _build(cls: Any, values: dict[str, Any], path: Path) -> Any:
 
 
 def _picked(defaults: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in defaults.items() if k in ("model", "max_turns", "on_deny")}
+    return {k: v for k, v in defaults.items() if k in ("model", "max_turns", "on_deny", "plugins")}
 
 
 def _line_of(node: Any, key: str) -> int:
