@@ -1,0 +1,103 @@
+"""An MCP server's tools as loopwright `Tool`s: names, schemas, argument checks.
+
+A tool is named `mcp__<server>__<tool>` so that rules can match a whole server
+(`tool: mcp__github__*`). Model APIs accept 1-64 letters, digits, `_` and `-` in a name: other
+characters become `_`, and a name too long (or made ambiguous by that) ends in a short hash of
+the original. Arguments are validated against the server's own input schema (JSON Schema, with
+`jsonschema`), so the gate and the log see exactly what the server will receive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..tools import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from .server import MCPServer
+
+log = logging.getLogger("loopwright.tools")
+
+PREFIX = "mcp__"
+_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
+_CONTEXT = "_loopwright_mcp_context"
+"""The parameter the call's `ToolContext` comes in (no MCP tool names an argument so)."""
+
+
+def tool_name(server: str, tool: str, taken: set[str] | None = None) -> str:
+    """`mcp__<server>__<tool>`, made a valid name of at most 64 characters."""
+    name = f"{PREFIX}{server}__{_NOT_ALLOWED.sub('_', tool)}"
+    changed = _NOT_ALLOWED.search(tool) is not None
+    if len(name) > 64 or (changed and taken is not None and name in taken):
+        digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
+        name = f"{name[:55]}_{digest}"
+    return name
+
+
+def build_tools(server: MCPServer, listed: Iterable[Any]) -> tuple[Tool, ...]:
+    """The `Tool`s of one listing (of `mcp.types.Tool`s)."""
+    tools: list[Tool] = []
+    taken: set[str] = set()
+    for spec in listed:
+        name = tool_name(server.name, spec.name, taken)
+        taken.add(name)
+        schema = dict(spec.input_schema or {"type": "object"})
+        tools.append(
+            Tool(
+                name=name,
+                description=spec.description or spec.title or spec.name,
+                parameters=schema,
+                fn=_caller(server, spec.name),
+                validate=_validator(server.name, spec.name, schema),
+                context_param=_CONTEXT,
+                is_async=True,
+                timeout=server.config.timeout,
+            )
+        )
+    return tuple(tools)
+
+
+def _caller(server: MCPServer, tool: str) -> Any:
+    async def call(**kwargs: Any) -> Any:
+        ctx: ToolContext | None = kwargs.pop(_CONTEXT, None)
+        return await server.call(tool, kwargs, ctx)
+
+    call.__name__ = call.__qualname__ = f"mcp_{server.name}_{tool}"
+    return call
+
+
+def _validator(server: str, tool: str, schema: dict[str, Any]) -> Any:
+    """`validate` for the Tool: the arguments as they are when they fit the schema, else a
+    `ValueError` listing what does not (path: message)."""
+    import jsonschema  # type: ignore[import-untyped]
+    from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+        checker: Any = cls(schema)
+    except jsonschema.SchemaError as exc:
+        log.warning(
+            "MCP server %r: tool %r has an invalid input schema: %s", server, tool, exc.message
+        )
+        checker = None
+
+    def validate(args: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(args, dict):
+            raise ValueError("(arguments): expected an object")
+        if checker is not None:
+            errors = sorted(checker.iter_errors(args), key=lambda e: list(e.absolute_path))
+            if errors:
+                raise ValueError(
+                    "; ".join(
+                        f"{'.'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {e.message}"
+                        for e in errors[:5]
+                    )
+                )
+        return dict(args)
+
+    return validate
