@@ -107,14 +107,13 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
             from .providers import load_endpoints
 
             load_endpoints(toml)
-        if "telemetry" in project.settings:  # [telemetry] otel = true (docs/telemetry.md)
-            from .telemetry import from_settings
-
-            from_settings(project.settings["telemetry"], source=str(toml))
     if dotenv and (project.root / ".env").exists():
         from dotenv import load_dotenv
 
         load_dotenv(project.root / ".env", override=False)
+    from .telemetry import from_project  # [telemetry] or LOOPWRIGHT_OTEL (docs/telemetry.md)
+
+    from_project(project.settings.get("telemetry"), source=str(toml))
     agents_dir = project.root / "agents"
     if agents_dir.is_dir():
         for folder in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
