@@ -16,7 +16,9 @@ from typing import Any, Generic, TypeVar
 import httpx2
 
 from .. import redact
+from ..model_settings import ModelSettings
 from . import Endpoint
+from ._settings import Fields
 
 Client = TypeVar("Client")
 
@@ -51,6 +53,14 @@ class ClientModel(Generic[Client]):
 
     def _build(self, **options: Any) -> Client:
         raise NotImplementedError
+
+    def _fields(self, settings: ModelSettings, session: str | None) -> Fields:
+        """The settings as body fields and extra body (`_settings`); raises `ConfigError`."""
+        raise NotImplementedError
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Raise `ConfigError` for a setting this model cannot take (a run calls it first)."""
+        self._fields(settings, None)
 
     def _client(self) -> Client:
         """The SDK client, built on first use in this event loop (a `None` base URL lets the

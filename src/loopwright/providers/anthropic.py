@@ -5,8 +5,11 @@ What goes out (`POST /v1/messages`, `stream: true`):
 - `system`: the request's system prompt as one text block marked `cache_control: ephemeral`, and
   the last tool definition marked the same way, so the long stable prefix is cached;
 - `max_tokens`: the request's limit, else the catalog's output limit for the model, else 8192;
+- the request's model settings as `_settings.anthropic` maps them (`thinking`, `stop_sequences`,
+  `metadata`; `temperature`, `top_p` and `extra` as the SDK's extra body);
 - `messages`: a user message is user text; an assistant message is its parts in order (thinking
-  blocks only when they carry a signature, text, `tool_use`); a tool result is a user-role
+  blocks only when they carry a signature, `redacted_thinking` blocks as they came, text,
+  `tool_use`); a tool result is a user-role
   `tool_result` block. Consecutive user-role messages (several tool results, then a steering
   message) are merged into one, since the API requires alternating roles, and the request's
   transient notes are text blocks at the end of the last user message.
@@ -14,7 +17,9 @@ What goes out (`POST /v1/messages`, `stream: true`):
 What comes back: `content_block_delta` events become `TextDelta`, `ThinkingDelta` and `ToolDelta`
 (with the arguments parsed so far, by jiter's partial mode); `message_start` and `message_delta`
 carry usage and the stop reason; `message_stop` completes the reply, which is yielded as one
-`MessageCompleted` with its parts in block order and its cost from the catalog.
+`MessageCompleted` with its parts in block order and its cost from the catalog. A thinking block
+keeps its signature, and a `redacted_thinking` block becomes a `Thinking` part without text whose
+signature is its data (marked `REDACTED`), so extended thinking survives a tool loop.
 
 Failures are data (the `Model` contract): an SDK exception, an `error` event inside the stream
 (e.g. `overloaded_error`), a stream that ends before `message_stop` and a `tool_use` block whose
@@ -46,9 +51,11 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
 from ..replies import wire_text
 from ..text import valid_data
+from . import _settings
 from ._client import ClientModel
 from ._errors import TOO_LONG, failure_from
 
@@ -56,6 +63,9 @@ DEFAULT_MAX_TOKENS = 8192
 CACHED = {"type": "ephemeral"}
 STOP_REASONS: dict[str, StopReason] = {s: s for s in ("end_turn", "tool_use", "max_tokens")}
 """Anything else (stop_sequence, refusal, pause_turn, …) ends the turn."""
+REDACTED = "redacted_thinking:"
+"""Marks a `Thinking` signature that is a `redacted_thinking` block's data (a real signature is
+base64, which has no colon)."""
 PARSE_ALWAYS = 8192
 """Partial tool arguments are re-parsed on every delta up to this size, then each time they
 grew by a quarter, so a 300 KB file write costs a few parses, not thousands."""
@@ -69,20 +79,9 @@ class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
-        client = self._client()
-        # plain dicts in the wire shape; the SDK's TypedDicts would add nothing but casts
-        system: Any = [{"type": "text", "text": request.system, "cache_control": CACHED}]
-        tools: Any = to_tools(request.tools) or anthropic.omit
-        messages: Any = to_messages(request.messages, request.notes)
+        params = self.params(request)  # settings it cannot take raise here, before the request
         try:
-            events = await client.messages.create(
-                model=self.model,
-                max_tokens=self._max_tokens(request),
-                system=system if request.system else anthropic.omit,
-                messages=messages,
-                tools=tools,
-                stream=True,
-            )
+            events = await self._client().messages.create(**params)
         except Exception as exc:  # asyncio.CancelledError is a BaseException: it propagates
             yield failure_from(exc)
             return
@@ -102,11 +101,29 @@ class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
                         return
         yield valid_data(reply.finish(self.name, self.model))
 
-    def _max_tokens(self, request: ModelRequest) -> int:
-        if request.max_output_tokens:
-            return request.max_output_tokens
+    def params(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body as SDK keyword arguments (`extra_body` is merged over it)."""
+        settings = resolve(request.settings, request.max_output_tokens)
+        fields, extra = self._fields(settings, request.session_id)
+        # plain dicts in the wire shape; the SDK's TypedDicts would add nothing but casts
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_messages(request.messages, request.notes),
+            "stream": True,
+            **fields,
+        }
+        if request.system:
+            params["system"] = [{"type": "text", "text": request.system, "cache_control": CACHED}]
+        if request.tools:
+            params["tools"] = to_tools(request.tools)
+        if extra:
+            params["extra_body"] = extra
+        return params
+
+    def _fields(self, settings: ModelSettings, session: str | None) -> _settings.Fields:
         info = catalog.lookup(self.model)
-        return info.max_output if info is not None else DEFAULT_MAX_TOKENS
+        limit = info.max_output if info is not None else DEFAULT_MAX_TOKENS
+        return _settings.anthropic(settings, model=self.name, limit=limit, session=session)
 
 
 # -- our values → the wire ------------------------------------------------------------------------
@@ -154,7 +171,13 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, Thinking):
-            if part.signature:  # unsigned reasoning (another provider's) cannot be sent back
+            if not part.signature:  # unsigned reasoning (another provider's) cannot be sent back
+                continue
+            if part.signature.startswith(REDACTED):
+                blocks.append(
+                    {"type": "redacted_thinking", "data": part.signature[len(REDACTED) :]}
+                )
+            else:
                 blocks.append(
                     {"type": "thinking", "thinking": part.text, "signature": part.signature}
                 )
@@ -246,6 +269,9 @@ class _Reply:
         if kind == "tool_use":
             block.id, block.name = wire_text(start.get("id")), wire_text(start.get("name"))
             block.start_input = dict(start.get("input") or {})
+            return []
+        if kind == "redacted_thinking":
+            block.kind, block.signature = "thinking", REDACTED + str(start.get("data") or "")
             return []
         if kind == "thinking":
             block.signature = start.get("signature") or None

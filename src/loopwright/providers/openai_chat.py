@@ -26,8 +26,10 @@ from openai.types.completion_usage import CompletionUsage
 
 from ..events import TextDelta, ThinkingDelta
 from ..messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
+from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem
 from ..replies import wire_text
+from . import _settings
 from ._errors import failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
 
@@ -44,10 +46,11 @@ class OpenAIChatModel(OpenAIClientModel):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
+        params = self.params(request)  # settings it cannot take raise here, before the request
         try:
             chunks = cast(
                 "AsyncStream[ChatCompletionChunk]",
-                await self._client().chat.completions.create(**self.params(request)),
+                await self._client().chat.completions.create(**params),
             )
         except asyncio.CancelledError:
             raise
@@ -65,8 +68,15 @@ class OpenAIChatModel(OpenAIClientModel):
         stop = STOP_REASONS.get(reader.finish, "end_turn")
         yield reader.parts.complete(stop, reader.usage, model=self.model, name=self.name)
 
+    def _fields(self, settings: ModelSettings, session: str | None) -> _settings.Fields:
+        return _settings.openai_chat(
+            settings, model=self.name, endpoint=self.endpoint.name, session=session
+        )
+
     def params(self, request: ModelRequest) -> dict[str, Any]:
-        """The request body (as SDK keyword arguments)."""
+        """The request body (as SDK keyword arguments; `extra_body` is merged over it)."""
+        settings = resolve(request.settings, request.max_output_tokens)
+        fields, extra = self._fields(settings, request.session_id)
         params: dict[str, Any] = {
             "model": self.model,
             "messages": to_messages(request),
@@ -85,10 +95,9 @@ class OpenAIChatModel(OpenAIClientModel):
                 }
                 for t in request.tools
             ]
-        if request.max_output_tokens is not None:
-            # OpenAI's own API renamed the field; compatible servers mostly know the old one
-            key = "max_completion_tokens" if self.endpoint.name == "openai" else "max_tokens"
-            params[key] = request.max_output_tokens
+        params.update(fields)
+        if extra:
+            params["extra_body"] = extra
         return params
 
 

@@ -41,8 +41,10 @@ from openai.types.responses import (
 
 from ..events import TextDelta, ThinkingDelta
 from ..messages import AssistantMessage, StopReason, ToolResultMessage, Usage
+from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem
 from ..replies import wire_text
+from . import _settings
 from ._errors import TOO_LONG, failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
 
@@ -55,10 +57,11 @@ class OpenAIResponsesModel(OpenAIClientModel):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
+        params = self.params(request)  # settings it cannot take raise here, before the request
         try:
             events = cast(
                 "AsyncStream[ResponseStreamEvent]",
-                await self._client().responses.create(**self.params(request)),
+                await self._client().responses.create(**params),
             )
         except asyncio.CancelledError:
             raise
@@ -77,8 +80,15 @@ class OpenAIResponsesModel(OpenAIClientModel):
         else:
             yield reader.parts.complete(reader.end, reader.usage, model=self.model, name=self.name)
 
+    def _fields(self, settings: ModelSettings, session: str | None) -> _settings.Fields:
+        return _settings.openai_responses(
+            settings, model=self.name, endpoint=self.endpoint.name, session=session
+        )
+
     def params(self, request: ModelRequest) -> dict[str, Any]:
-        """The request body (as SDK keyword arguments)."""
+        """The request body (as SDK keyword arguments; `extra_body` is merged over it)."""
+        settings = resolve(request.settings, request.max_output_tokens)
+        fields, extra = self._fields(settings, request.session_id)
         params: dict[str, Any] = {
             "model": self.model,
             "input": to_input(request),
@@ -99,8 +109,9 @@ class OpenAIResponsesModel(OpenAIClientModel):
                 }
                 for t in request.tools
             ]
-        if request.max_output_tokens is not None:
-            params["max_output_tokens"] = request.max_output_tokens
+        params.update(fields)
+        if extra:
+            params["extra_body"] = extra
         return params
 
 
