@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .agent import Agent, RetryPolicy
 from .compaction import Compaction
 from .errors import ConfigError
+from .model_settings import ModelSettings
 from .permissions import AllowAll, Condition, Rules, RulesFile
 from .tools import Tool
 from .toolsets import Toolset
@@ -57,6 +58,8 @@ class _Spec(BaseModel):
     on_deny: Literal["stop", "continue"] = "stop"
     context_budget: int | None = None
     max_output_tokens: int | None = None
+    settings: dict[str, Any] = {}
+    """Model settings: temperature, top_p, stop, max_output_tokens, reasoning, metadata, extra."""
     tool_timeout: float | None = 120.0
     compaction: dict[str, Any] | None = {}
     retry: dict[str, Any] = {}
@@ -249,6 +252,7 @@ def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         on_deny=spec.on_deny,
         context_budget=spec.context_budget,
         max_output_tokens=spec.max_output_tokens,
+        settings=_model_settings(spec.settings, f"{path}:{_line_of(node, 'settings')}"),
         tool_timeout=spec.tool_timeout,
         compaction=None if spec.compaction is None else _build(Compaction, spec.compaction, path),
         retry=_build(RetryPolicy, spec.retry, path),
@@ -334,6 +338,13 @@ def _build(cls: Any, values: dict[str, Any], path: Path) -> Any:
         return cls(**values)
     except TypeError as exc:
         raise ConfigError(f"{cls.__name__}: {exc}", source=str(path)) from None
+
+
+def _model_settings(values: dict[str, Any], where: str) -> ModelSettings:
+    try:
+        return ModelSettings.parse(values)
+    except ConfigError as exc:
+        raise ConfigError(f"settings: {exc}", source=where) from None
 
 
 def _picked(defaults: dict[str, Any]) -> dict[str, Any]:
