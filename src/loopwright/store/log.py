@@ -46,6 +46,7 @@ from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreErr
 
 if TYPE_CHECKING:
     from .pg_log import PostgresLog
+    from .usage_report import UsageQuery
 
 
 MAX_SESSION_ID = 256
@@ -282,6 +283,11 @@ class EventLog(Protocol):
     async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
         """Model requests, tokens (input, output, cache read/write) and cost, summed over the
         tenant or one session (`UnknownSession`)."""
+        ...
+
+    async def usage_report(self, query: UsageQuery) -> Page:
+        """The usage rows of `query.tenant` summed by group (`usage_report`), a page of
+        groups at a time; `ValueError` for a cursor this log did not give."""
         ...
 
     async def close(self) -> None: ...

@@ -25,7 +25,7 @@ from typing import Any
 from .. import events as ev
 from ..errors import UnknownPending, UnknownSession
 from ..wire import loads
-from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
+from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, usage_report
 from . import pg_controls as ctl
 from . import pg_rows as sql
 from .derive import decision_events
@@ -48,6 +48,7 @@ from .pg_pool import Database, Told
 from .pg_rows import Db
 from .pg_schema import shown
 from .records import pending_record, session_record
+from .usage_report import UsageQuery
 
 LOOK_AGAIN = 0.2
 """Seconds between a sender's looks at a control its run has not taken (`delivered`)."""
@@ -407,6 +408,14 @@ class PostgresLog:
             return dict(zip(sql.USAGE, row, strict=True))
 
         return await self._run(job)
+
+    async def usage_report(self, query: UsageQuery) -> Page:
+        text, params = usage_report.statement(query, postgres=True)
+
+        async def job(db: Db) -> list[Any]:
+            return await (await db.execute(text, params)).fetchall()
+
+        return usage_report.page(query, await self._run(job))
 
     async def close(self) -> None:
         await self.db.close()

@@ -36,7 +36,7 @@ from typing import Any, Literal, TypeVar
 from .. import events as ev
 from ..errors import SessionBusy, UnknownSession
 from ..wire import loads
-from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
+from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, usage_report
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
 from .derive import SessionState, decision_events
@@ -59,6 +59,7 @@ from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
 from .sqlite_watch import Watch
 from .sqlite_worker import Worker
+from .usage_report import UsageQuery
 
 T = TypeVar("T")
 HEADS = 1024
@@ -442,6 +443,11 @@ class SQLiteLog:
             return dict(zip(sql.USAGE, row, strict=True))
 
         return await self._call(job)
+
+    async def usage_report(self, query: UsageQuery) -> Page:
+        text, params = usage_report.statement(query, postgres=False)
+        rows = await self._call(lambda db: db.execute(text, params).fetchall())
+        return usage_report.page(query, rows)
 
     async def close(self) -> None:
         if self._closed:
