@@ -129,8 +129,10 @@ class RunSpans:
         self.pending: dict[str, str] = {}  # pending item id → call id
         self.asked: dict[str, int] = {}  # approval id → when it was asked
         checkpoint = session.history.checkpoint if session is not None else None
-        for pending_id, item in checkpoint.pending.items() if checkpoint is not None else ():
-            self.pending[pending_id] = item.request.call.id
+        if checkpoint is not None:  # a paused batch resumes: its calls are decided again
+            self.queued.extend(c for c in checkpoint.calls if c.id not in checkpoint.results)
+            for pending_id, item in checkpoint.pending.items():
+                self.pending[pending_id] = item.request.call.id
         self.input_tokens = self.output_tokens = 0
         self.ended = False
 
@@ -146,7 +148,20 @@ class RunSpans:
                 handler(self, event, time_ns())
         except Exception:
             log.warning("telemetry: the spans of run %s failed", self.session_id, exc_info=True)
-            self.ended = True
+            self._abandon()
+
+    def _abandon(self) -> None:
+        """Stop tracing this run after a failure here: what is open ends, marked so."""
+        self.ended = True
+        for call in self.calls.values():
+            self.tracing.calls.pop(f"{self.session_id}/{call.name}/{call.id}", None)
+        failed = Status(StatusCode.ERROR, "loopwright telemetry failed (see its log)")
+        for span in [*(c.span for c in self.calls.values() if c.span is not None), self.span]:
+            try:
+                span.set_status(failed)
+                span.end()
+            except Exception:  # pragma: no cover - the SDK's own failure: nothing more to do
+                pass
 
     # ---- the model's requests --------------------------------------------------------------
 
