@@ -21,15 +21,15 @@ What a plugin registered reaches agents so (docs/plugins.md):
   in an agent.py), so installing a package never hands an agent a tool it did not ask for;
 - providers answer `"<name>:<model>"` strings like those of the `loopwright.providers` group
   (a built-in provider or a `[providers]` endpoint of the same name takes precedence);
-- notifiers are told when a pending item (an approval, a question) opens or is resolved.
+- notifiers are told when a pending item (an approval, a question) opens or is resolved, by
+  the server's notification worker (`notify`), as its webhooks are.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -42,39 +42,28 @@ from .toolsets import Toolset
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .events import ApprovalPending, PendingDecided, QuestionPending
     from .models import ModelFactory
 
 GROUP = "loopwright.plugins"
 log = logging.getLogger("loopwright.plugins")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Notice:
-    """A pending item opened (`approval:pending`, `question:pending`) or was resolved
-    (`pending:decided`: approved, denied, answered or skipped) in a session."""
-
-    session_id: str
-    tenant: str
-    agent: str
-    event: ApprovalPending | QuestionPending | PendingDecided
-
-    @property
-    def opened(self) -> bool:
-        return self.event.type != "pending:decided"
-
-    @property
-    def pending_id(self) -> str:
-        return self.event.id
-
-
 @runtime_checkable
 class Notifier(Protocol):
-    """Told about pending items, e.g. to post a webhook or a chat message. `notify` may be
-    sync or async; one that raises is logged (`loopwright.plugins`) and the others are still
-    told: a notifier never changes a run."""
+    """Somewhere notifications of pending items go, beside the `[[notify.webhook]]` targets
+    (the shape of `notify.Notifier`): the server's delivery worker fans each notice out from
+    its durable outbox to every notifier whose `events` want it, hands `send` the notification's
+    JSON body (`notify/message.py`: `"event": "pending"` or `"resolved"`, the item, its links)
+    and tries again later when the returned `notify.Sent` says `retry`."""
 
-    def notify(self, notice: Notice) -> Any: ...
+    name: str
+    """Unique among the notifiers (deliveries are recorded by it)."""
+    events: frozenset[str]
+    """Which notices it wants: any of `approval`, `question` (opened), `resolved`."""
+
+    async def send(self, message: Mapping[str, Any]) -> Any:
+        """Deliver one notification; return a `notify.Sent` (ok, or whether to retry)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +125,8 @@ class Registry:
 
     def notifier(self, notifier: Notifier) -> None:
         """A notifier, told when pending items open or are resolved."""
-        self._check(isinstance(notifier, Notifier), f"reg.notifier(): no notify(): {notifier!r}")
+        ok = isinstance(notifier, Notifier) and isinstance(notifier.name, str)
+        self._check(ok, f"reg.notifier() takes a Notifier (name, events, send): {notifier!r}")
         self._notifiers.append(notifier)
 
     def _check(self, ok: bool, problem: str) -> None:
@@ -168,16 +158,21 @@ def load(entries: Iterable[EntryPoint]) -> tuple[Plugin, ...]:
                 f" and {plugin.origin}"
             )
         found[entry.name] = plugin
-    providers: dict[str, Plugin] = {}
-    for plugin in found.values():
-        for name in plugin.providers:
-            if name in providers:
-                raise ConfigError(
-                    f"provider {name!r} is registered by {providers[name].origin} "
-                    f"and by {plugin.origin}"
-                )
-            providers[name] = plugin
+    _unique(found.values(), "provider", lambda p: list(p.providers))
+    _unique(found.values(), "notifier", lambda p: [n.name for n in p.notifiers])
     return tuple(found.values())
+
+
+def _unique(found: Iterable[Plugin], what: str, names: Callable[[Plugin], list[str]]) -> None:
+    """Providers and notifiers are found by name: two plugins must not claim one."""
+    owners: dict[str, Plugin] = {}
+    for plugin in found:
+        for name in names(plugin):
+            if name in owners:
+                raise ConfigError(
+                    f"{what} {name!r} is registered by {owners[name].origin} and by {plugin.origin}"
+                )
+            owners[name] = plugin
 
 
 def _load_one(entry: EntryPoint) -> Plugin:
@@ -251,17 +246,6 @@ def providers(found: Sequence[Plugin] | None = None) -> dict[str, ModelFactory]:
 
 
 def notifiers(found: Sequence[Plugin] | None = None) -> tuple[Notifier, ...]:
-    """Every plugin's notifiers, in plugin name order."""
+    """Every plugin's notifiers, in plugin name order (for the delivery worker)."""
     found = plugins() if found is None else found
     return tuple(n for p in found for n in p.notifiers)
-
-
-async def notify(notice: Notice, to: Sequence[Notifier] | None = None) -> None:
-    """Tell every notifier (the plugins' by default), each isolated from the others."""
-    for notifier in notifiers() if to is None else to:
-        try:
-            result = notifier.notify(notice)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("notifier %r failed on %s", notifier, notice.event.type)
