@@ -283,7 +283,12 @@ def load_agent_file(file: Path) -> Agent:
             f"{file} must export `agent`, a loopwright.Agent (found {found})",
             hint="add `agent = Agent(name=..., model=..., tools=[...])` to agent.py",
         )
-    return agent
+    from ..plugins import with_plugins  # the plugins' hooks, as for a project's agents
+
+    try:
+        return with_plugins(agent)
+    except ConfigError as exc:
+        raise config_error(exc) from None
 
 
 def check_name(name: str, what: str = "agent name") -> str:
