@@ -1,0 +1,35 @@
+"""`loopwright acp AGENT`: an agent of the project spoken to over the Agent Client Protocol on
+stdio, so editors (Zed, JetBrains, Neovim...) and headless clients (acpx) can talk to it, watch
+its tool calls and approve them (the `loopwright[acp]` extra: the official Python SDK).
+
+A thin adapter over the one runtime (`loopwright.runtime.Runtime`): sessions are the project's
+durable sessions, approvals go through the same single authority as every other door. See
+docs/acp.md, `acp.agent` for the requests and `acp.updates` for the events' mapping.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, cast
+
+from ..agent import Agent
+from ..runtime import Runtime
+
+__all__ = ["serve"]
+
+
+async def serve(runtime: Runtime, agent: Agent, tenant: str) -> None:
+    """Speak ACP on this process's stdin and stdout until the client closes stdin. Python's
+    own `print`s go to stderr from now on: stdout is the protocol's."""
+    import acp
+    from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+
+    from .agent import AcpAgent
+
+    reader, writer = await acp.stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    sys.stdout = sys.stderr
+    adapter = AcpAgent(runtime, agent, tenant)
+    try:
+        await acp.run_agent(cast(Any, adapter), writer, reader)
+    finally:
+        await adapter.close()

@@ -1,0 +1,350 @@
+"""One agent of a project as an ACP agent: the protocol's requests, each done through the runtime.
+
+- `session/new` names a durable session (the log holds it from its first prompt on);
+  `session/load` replays a stored one (`updates.replay`) and goes on with it.
+- `session/prompt` sends the text (`Runtime.send`, held: the run waits for decisions while the
+  prompt streams) and streams the run as `session/update`s until it ends; its stop reason is
+  the prompt's.
+- An approval the run asks for becomes `session/request_permission` (allow once / reject once;
+  ACP has no way to answer with edited arguments: `loopwright approvals edit` does that), and
+  the answer goes to `Runtime.resolve`, the single authority: a decision made meanwhile from
+  another door (the CLI, the HTTP API, a link) wins as it would anywhere, and the editor's
+  request is then withdrawn.
+- A question the agent asks (`ask_user`) is shown as the agent's message and ends the turn: the
+  run pauses durably, and the next prompt is its answer.
+- `session/cancel` cancels the run; the prompt answers `cancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import secrets
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, cast
+
+from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    EmbeddedResourceContentBlock,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    ResourceContentBlock,
+    TextContentBlock,
+    TextResourceContents,
+    ToolCallUpdate,
+)
+
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import Answer, Approval
+from ..errors import SessionBusy, UnknownSession
+from ..runtime import LiveRun, Runtime
+from ..runtime.follow import Item
+from ..store.log import SessionKey, valid_session_id
+from . import servers
+from .updates import Translator, announce, kind_of, replay, stop_reason
+
+logger = logging.getLogger("loopwright.acp")
+
+ALLOW, REJECT = "allow_once", "reject_once"
+OPTIONS = [
+    PermissionOption(option_id=ALLOW, name="Allow once", kind="allow_once"),
+    PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
+]
+
+
+@dataclasses.dataclass
+class _Session:
+    """A session this connection created or loaded."""
+
+    key: SessionKey
+    runtime: Runtime
+    """The shared runtime, or one of its own when the client gave the session MCP servers."""
+    stored: bool
+    """The log holds it (it has had a prompt)."""
+    prompting: bool = False
+    cancelled: bool = False
+
+
+class AcpAgent:
+    """The ACP agent of `agent`, whose sessions `runtime` keeps (tenant `tenant`)."""
+
+    def __init__(self, runtime: Runtime, agent: Agent, tenant: str) -> None:
+        self.runtime = runtime
+        self.agent = agent
+        self.tenant = tenant
+        self.by = "acp"
+        """Who decides, as the log records it: `acp:<the client's name>`."""
+        self._conn: Client | None = None
+        self._sessions: dict[str, _Session] = {}
+        self._own: list[Runtime] = []
+
+    def on_connect(self, conn: Client) -> None:
+        self._conn = conn
+
+    @property
+    def conn(self) -> Client:
+        assert self._conn is not None, "on_connect comes first"
+        return self._conn
+
+    async def close(self) -> None:
+        """End what the sessions' own runtimes run (the shared one is its owner's)."""
+        for runtime in self._own:
+            await runtime.close()
+
+    # ---- setting up --------------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        if client_info is not None:
+            self.by = f"acp:{client_info.name}"
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=False, audio=False, embedded_context=True
+                ),
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
+            ),
+            agent_info=Implementation(name="loopwright", title=self.agent.name, version=_version()),
+            auth_methods=[],
+        )
+
+    async def new_session(
+        self, cwd: str, mcp_servers: Sequence[Any] | None = None, **kwargs: Any
+    ) -> NewSessionResponse:
+        session_id = secrets.token_hex(16)
+        self._open(session_id, mcp_servers, stored=False)
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Sequence[Any] | None = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        key = SessionKey(self.tenant, self.agent.name, session_id)
+        known = self._sessions.get(session_id)
+        if known is None or known.stored:
+            if not valid_session_id(session_id):
+                raise RequestError.invalid_params({"sessionId": "not a session id"})
+            try:
+                await self.runtime.session(key)
+            except UnknownSession:
+                raise RequestError.resource_not_found(session_id) from None
+            async for _, event in self.runtime.events(key):
+                for update in replay(event):
+                    await self.conn.session_update(session_id=session_id, update=update)
+        if known is None or mcp_servers:
+            self._open(session_id, mcp_servers, stored=True if known is None else known.stored)
+        return LoadSessionResponse()
+
+    def _open(self, session_id: str, mcp_servers: Sequence[Any] | None, *, stored: bool) -> None:
+        runtime = self.runtime
+        tools = servers.toolsets(mcp_servers)
+        if tools:  # the agent with the client's servers, for this session only
+            agent = dataclasses.replace(self.agent, tools=[*self.agent.tools, *tools])
+            runtime = Runtime({agent.name: agent}, self.runtime.log)
+            self._own.append(runtime)
+            logger.info("session %s: MCP servers %s", session_id, [t.name for t in tools])
+        key = SessionKey(self.tenant, self.agent.name, session_id)
+        self._sessions[session_id] = _Session(key, runtime, stored)
+
+    # ---- a turn ------------------------------------------------------------------------------
+
+    async def prompt(self, prompt: Sequence[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params({"sessionId": "unknown: session/new or load first"})
+        if session.prompting:
+            raise RequestError.invalid_request({"details": "a prompt of this session is running"})
+        text = prompt_text(prompt)
+        session.prompting, session.cancelled = True, False
+        try:
+            reason = await self._turn(session, text)
+        finally:
+            session.prompting = False
+        return PromptResponse(stop_reason=reason)
+
+    async def _turn(self, session: _Session, text: str) -> Any:
+        """Decide what the paused session waits on (a question takes the text as its answer),
+        stream the run that goes on, then send the text (when no question took it)."""
+        live: LiveRun | None = None
+        if session.stored:
+            for item in await session.runtime.outstanding(session.key):
+                if item.kind == "question" and text:
+                    decision: Approval | Answer = Answer(text=text, by=self.by)
+                    text = ""
+                else:
+                    decision = await self._permission(session, item.call_id, item.tool, item.args)
+                    if session.cancelled:
+                        return "cancelled"
+                resolved = await session.runtime.resolve(self.tenant, item.id, decision, hold=True)
+                live = resolved.run or live
+        if live is not None:
+            reason = await self._follow(session, live)
+            if not text or reason != "end_turn":
+                return reason
+        if not text:
+            return "end_turn"
+        try:
+            live = await session.runtime.send(
+                self.tenant, self.agent.name, session.key.id, text, hold=True
+            )
+        except SessionBusy as exc:
+            raise RequestError.invalid_request({"details": str(exc)}) from None
+        session.stored = True
+        return await self._follow(session, live)
+
+    async def _follow(self, session: _Session, live: LiveRun) -> Any:
+        """Stream the run (and its resumptions) to its end; its ACP stop reason."""
+        if session.cancelled:
+            await session.runtime.cancel_run(session.key)
+        translator = Translator()
+        asks: dict[str, asyncio.Task[None]] = {}
+        asked: dict[str, ev.ApprovalPending | ev.QuestionPending] = {}
+        done: ev.Done | None = None
+        error = ""
+        try:
+            async with contextlib.aclosing(
+                cast(AsyncGenerator[Item, None], live.stream())
+            ) as stream:
+                async for _, event in stream:
+                    for update in translator.updates(event):
+                        await self.conn.session_update(session_id=session.key.id, update=update)
+                    inner = event.event if isinstance(event, ev.SubagentEvent) else event
+                    if isinstance(inner, ev.ApprovalPending | ev.QuestionPending):
+                        asked[inner.id] = inner
+                    elif isinstance(inner, ev.PendingRequested) and inner.id in asked:
+                        pending = asked.pop(inner.id)
+                        if isinstance(pending, ev.QuestionPending):
+                            await self._say(session, _question_text(pending))
+                            break  # nobody follows now: the run pauses; the next prompt answers
+                        asks[inner.id] = asyncio.create_task(
+                            self._approve(session, pending, inner.call_id, event is not inner)
+                        )
+                    elif isinstance(inner, ev.PendingDecided) and inner.id in asks:
+                        asks.pop(inner.id).cancel()  # decided elsewhere: withdrawn here
+                    elif isinstance(event, ev.LoopError):
+                        error = event.error
+                    elif isinstance(event, ev.Done):
+                        done = event
+        finally:
+            for task in asks.values():
+                task.cancel()
+            await asyncio.gather(*asks.values(), return_exceptions=True)
+        if done is None:  # a question ended the turn: wait until the run has paused
+            current = session.runtime.live.get(session.key)
+            if current is not None:
+                await current.finished.wait()
+            return "cancelled" if session.cancelled else "end_turn"
+        if session.cancelled or done.stop_reason == "aborted":
+            return "cancelled"
+        if done.stop_reason == "error":
+            raise RequestError.internal_error({"details": error or done.text})
+        return stop_reason(done, translator.last_stop)
+
+    async def _approve(
+        self, session: _Session, pending: ev.ApprovalPending, call_id: str, subagent: bool
+    ) -> None:
+        """Ask the editor, and record its answer through the single authority."""
+        if subagent:  # the editor has not seen the subagent's call
+            update = announce_call(call_id, pending)
+            await self.conn.session_update(session_id=session.key.id, update=update)
+        decision = await self._permission(session, call_id, pending.tool, pending.args)
+        if session.cancelled:
+            return
+        resolved = await session.runtime.resolve(self.tenant, pending.id, decision, hold=False)
+        if resolved.status in ("invalid", "already_resolved"):
+            logger.info("approval %s: %s", pending.id, resolved.status)
+
+    async def _permission(
+        self, session: _Session, call_id: str, name: str, args: dict[str, Any]
+    ) -> Approval:
+        """The editor's answer to one approval (a cancelled request cancels the turn)."""
+        answer = await self.conn.request_permission(
+            session_id=session.key.id,
+            tool_call=ToolCallUpdate(
+                tool_call_id=call_id,
+                title=name,
+                kind=kind_of(name),
+                status="pending",
+                raw_input=args,
+            ),
+            options=OPTIONS,
+        )
+        if isinstance(answer.outcome, AllowedOutcome):
+            if answer.outcome.option_id == ALLOW:
+                return Approval.approve(by=self.by)
+            return Approval.deny(by=self.by)
+        await self.cancel(session.key.id)  # the client cancelled the turn
+        return Approval.deny(by=self.by)
+
+    async def _say(self, session: _Session, text: str) -> None:
+        update = update_agent_message_text(text)
+        await self.conn.session_update(session_id=session.key.id, update=update)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is None or not session.prompting:
+            return
+        session.cancelled = True
+        if session.runtime.live.get(session.key) is not None:
+            await session.runtime.cancel_run(session.key)
+
+
+def announce_call(call_id: str, pending: ev.ApprovalPending) -> Any:
+    from ..messages import ToolCall
+
+    return announce(ToolCall(id=call_id, name=pending.tool, args=pending.args))
+
+
+def _question_text(pending: ev.QuestionPending) -> str:
+    options = f" (options: {', '.join(pending.options)})" if pending.options else ""
+    return f"\n\n{pending.question}{options}\n"
+
+
+def prompt_text(blocks: Sequence[Any]) -> str:
+    """The text a prompt's blocks make: text as it is, a resource link as a Markdown link, an
+    embedded text resource fenced under its URI (images and audio are refused: the agent's
+    capabilities say so)."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            parts.append(f"[{block.name}]({block.uri})")
+        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
+            block.resource, TextResourceContents
+        ):
+            parts.append(f"{block.resource.uri}:\n```\n{block.resource.text}\n```")
+        else:
+            kind = getattr(block, "type", type(block).__name__)
+            raise RequestError.invalid_params({"prompt": f"{kind} content is not supported"})
+    text = "\n".join(parts).strip()
+    if not text:
+        raise RequestError.invalid_params({"prompt": "no text"})
+    return text
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loopwright")
+    except PackageNotFoundError:
+        return "unknown"
