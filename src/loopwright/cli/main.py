@@ -22,7 +22,7 @@ from ..errors import (
     UnknownSession,
 )
 from ..store import StoreError
-from . import agents, approvals, new, run, serve, sessions
+from . import acp, agents, approvals, new, run, serve, sessions
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 
 __all__ = ["EXIT_CODES", "USAGE_ERROR", "CliError", "build_parser", "main"]
@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_parser(commands)
     approvals.add_parser(commands)
     serve.add_parsers(commands)
+    acp.add_parser(commands)
     demo = commands.add_parser(
         "demo",
         help="run the bundled support agent end to end (offline)",
