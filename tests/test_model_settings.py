@@ -4,6 +4,9 @@ dialect sends are in test_model_settings_wire.py."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -231,3 +234,41 @@ async def test_the_scripted_model_takes_any_setting():
     settings = ModelSettings(stop=["X"], reasoning=ReasoningBudget(10), temperature=1.5)
     result = await drive(Session(Agent(model=model, settings=settings)).run("hi"))
     assert result.text == "ok" and model.requests[0].settings == settings
+
+
+# -- docs/models.md --------------------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "models.md"
+
+
+def doc_blocks(lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```$", DOC.read_text(), re.S | re.M)
+
+
+def test_models_doc_runs_as_written(tmp_path: Path):
+    code = "\n\n".join(doc_blocks("python"))
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert (out.returncode, out.stderr) == (0, "")
+    assert out.stdout == doc_blocks("text")[0]
+
+
+async def test_models_doc_yaml_and_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    folder = tmp_path / "agents" / "thinker"
+    folder.mkdir(parents=True)
+    [yaml] = doc_blocks("yaml")
+    (folder / "agent.yaml").write_text(yaml)
+    assert load_agent(folder).settings == ModelSettings(
+        temperature=1,
+        max_output_tokens=16000,
+        reasoning=ReasoningBudget(8000),
+        stop=("</answer>",),
+        metadata=True,
+        extra={"top_k": 40},
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    agent = Agent(model="openai-responses:gpt-5", settings=ModelSettings(stop=["x"]))
+    with pytest.raises(ConfigError) as caught:
+        Session(agent).run("hi")
+    assert f"ConfigError: {caught.value}\n" == doc_blocks("text")[1]
