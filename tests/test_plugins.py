@@ -126,7 +126,8 @@ TEXT_STEP = ["step:started", "budget:check", "text:delta", "message:completed", 
 def test_an_installed_plugin_is_discovered_and_used(site: Path, tmp_path: Path):
     script = tmp_path / "run.py"
     script.write_text(RUN)
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     done = subprocess.run(
         [sys.executable, str(script), str(project(tmp_path / "project"))],
         env=env,
