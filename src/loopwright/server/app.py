@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
-from . import openapi, resolve, routes
+from . import links, openapi, resolve, routes
 from .guard import Guard, HostCheck, SecurityHeaders
 from .limits import Budget
 from .prefix import V1Prefix
@@ -62,6 +62,9 @@ def build(state: State) -> Starlette:
         Route("/questions/{id}/answer", resolve.answer, methods=["POST"]),
         Route("/pending-approvals/{id}/resolve", resolve.resolve_pending, methods=["POST"]),
         Route("/pending-questions/{id}/answer", resolve.answer_pending, methods=["POST"]),
+        Route("/links/{token}", links.show, methods=["GET"]),
+        Route("/links/{token}/decide", links.decide, methods=["POST"]),
+        Route("/notifications", links.notifications, methods=["GET"]),
         Mount("/static", app=Static()),
     ]
     middleware = [
@@ -83,10 +86,14 @@ def build(state: State) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        worker = None
         try:
             await open_store(state)  # a bad [store] url fails the startup, not a first request
+            worker = await links.start_worker(state)  # webhooks: [notify] (notify/)
             yield
         finally:
+            if worker is not None:
+                await worker.close()
             await state.close()
 
     app = Starlette(

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import links
+
 Schema = dict[str, Any]
 
 OBJECT: Schema = {"type": "object"}
+ARRAY: Schema = {"type": "array"}
 STRING: Schema = {"type": "string"}
 INTEGER: Schema = {"type": "integer"}
 EVENTS: Schema = {
@@ -448,5 +451,13 @@ def document(version: str) -> Schema:
             "/pending-questions/{id}/answer": _durable(
                 "Answer a question (loopengine v1's durable route)", ANSWER
             ),
+            **links.PATHS,
+            "/notifications": {
+                "get": _op(
+                    "The tenant's webhook deliveries, newest first, with every attempt",
+                    {"200": _json(_object(["deliveries"], deliveries=ARRAY), "Deliveries.")},
+                    {"name": "item", "in": "query", "required": False, "schema": STRING},
+                )
+            },
         },
     }
