@@ -72,9 +72,10 @@ class Delivery:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What an attempt came to: `state` is `delivered`, `due` (again at `due`) or `failed`."""
+    """What an attempt came to: `state` is `delivered`, `due` (again at `due`) or `failed`;
+    `skipped`: not sent after all (the target does not take this kind), and no attempt."""
 
-    state: Literal["delivered", "due", "failed"]
+    state: Literal["delivered", "due", "failed", "skipped"]
     at: str
     status: int | None = None
     error: str | None = None
@@ -111,6 +112,11 @@ class Outbox(Protocol):
 
     async def next_due(self, targets: Collection[str]) -> float | None:
         """When the next due delivery to `targets` is due, if any."""
+        ...
+
+    async def notices(self) -> tuple[int, int]:
+        """How many notices there are and the highest id: when neither moved, there is nothing
+        new to fan out (a cheap read instead of a write per look)."""
         ...
 
     async def key(self, name: str, new: str) -> str:

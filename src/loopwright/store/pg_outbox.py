@@ -97,6 +97,12 @@ class PostgresOutbox:
 
     async def record(self, delivery: Delivery, outcome: Outcome) -> None:
         async def job(db: Db) -> None:
+            if outcome.state == "skipped":  # not sent: no attempt
+                await db.execute(
+                    "UPDATE loopwright_deliveries SET state = 'skipped' WHERE id = %s",
+                    (delivery.id,),
+                )
+                return
             await db.execute(
                 "INSERT INTO loopwright_delivery_attempts VALUES (%s, "
                 "(SELECT attempts + 1 FROM loopwright_deliveries WHERE id = %s), %s, %s, %s)",
@@ -158,6 +164,16 @@ class PostgresOutbox:
                 )
             ).fetchone()
             return None if row is None or row[0] is None else float(row[0])
+
+        return await self.log._run(job)
+
+    async def notices(self) -> tuple[int, int]:
+        async def job(db: Db) -> tuple[int, int]:
+            row = await (
+                await db.execute("SELECT count(*), coalesce(max(id), 0) FROM loopwright_outbox")
+            ).fetchone()
+            assert row is not None
+            return int(row[0]), int(row[1])
 
         return await self.log._run(job)
 

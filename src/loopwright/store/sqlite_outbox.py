@@ -107,6 +107,9 @@ class SQLiteOutbox:
 
     async def record(self, delivery: Delivery, outcome: Outcome) -> None:
         def job(db: sqlite3.Connection) -> None:
+            if outcome.state == "skipped":  # not sent: no attempt
+                db.execute("UPDATE deliveries SET state = 'skipped' WHERE id = ?", (delivery.id,))
+                return
             db.execute(
                 "INSERT INTO delivery_attempts VALUES (?, "
                 "(SELECT attempts + 1 FROM deliveries WHERE id = ?), ?, ?, ?)",
@@ -161,6 +164,13 @@ class SQLiteOutbox:
                 tuple(targets),
             ).fetchone()
             return None if row[0] is None else float(row[0])
+
+        return await self.log._call(job)
+
+    async def notices(self) -> tuple[int, int]:
+        def job(db: sqlite3.Connection) -> tuple[int, int]:
+            count, last = db.execute("SELECT count(*), coalesce(max(id), 0) FROM outbox").fetchone()
+            return int(count), int(last)
 
         return await self.log._call(job)
 

@@ -1,0 +1,60 @@
+"""Notifications: people hear of pending items wherever they are, and decide from a link.
+
+- `config`: `[notify]` in loopwright.toml (webhooks, their secrets' variables, link settings);
+- `store.outbox`: the durable outbox a pause writes its notice to, in its own commit;
+- `worker`: the task that fans notices out to the webhooks, sends, retries, records attempts;
+- `webhook`: the signed POST (`X-Loopwright-Signature: sha256=<hex HMAC of the raw body>`);
+- `message`: the body; `links` and `signing`: the approval links' tokens;
+- the server serves the links' confirmation pages (`server.links`) and `GET /notifications`.
+
+`start` makes the server's worker from the project's settings (None without webhooks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..store.log import EventLog
+from ..store.outbox import outbox_of
+from .config import EVENTS, NotifySettings, Webhook
+from .links import Links, link_key
+from .signing import SIGNATURE_HEADER, signature, verify
+from .webhook import Notifier, Sent, WebhookNotifier
+from .worker import Deliverer
+
+__all__ = [
+    "EVENTS",
+    "SIGNATURE_HEADER",
+    "Deliverer",
+    "Links",
+    "Notifier",
+    "NotifySettings",
+    "Sent",
+    "Webhook",
+    "WebhookNotifier",
+    "links_for",
+    "signature",
+    "start",
+    "verify",
+]
+
+
+async def links_for(settings: NotifySettings, log: EventLog, default_base: str) -> Links:
+    """The links of this project's server (`[notify] base_url`, else `default_base`)."""
+    key = await link_key(settings, outbox_of(log))
+    return Links(settings.base_url or default_base, key, settings.link_ttl)
+
+
+async def start(
+    project_settings: Mapping[str, Any], log: EventLog, default_base: str, **options: Any
+) -> Deliverer | None:
+    """The running delivery worker of a server, or None when no webhook is configured."""
+    settings = NotifySettings.from_project(project_settings)
+    if not settings.webhooks:
+        return None
+    links = await links_for(settings, log, default_base)
+    notifiers = [WebhookNotifier(hook) for hook in settings.webhooks]
+    deliverer = Deliverer(log, notifiers, settings, links, **options)
+    deliverer.start()
+    return deliverer

@@ -1,0 +1,85 @@
+"""The webhook notifier: one signed POST of a notification's JSON body.
+
+    POST <url>
+    Content-Type: application/json
+    X-Loopwright-Signature: sha256=<hex HMAC-SHA256 of the raw body with the secret>
+    X-Loopwright-Delivery: <the delivery id>
+
+A 2xx answer delivers it. 408, 425, 429, 5xx and no answer at all (refused, timed out) are tried
+again later; any other answer (the receiver refuses this body: 400, 401, 404, 410...) gives up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import ConfigError
+from .config import Webhook
+from .signing import SIGNATURE_HEADER, signature
+
+RETRIED = frozenset({408, 425, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """How one attempt went: `ok`, or whether trying again may help (`retry`)."""
+
+    ok: bool
+    status: int | None = None
+    error: str | None = None
+    retry: bool = False
+
+
+class Notifier(Protocol):
+    """Somewhere notifications go (a webhook here; the plugins' `Notifier` has this shape)."""
+
+    name: str
+    events: frozenset[str]
+
+    async def send(self, message: Mapping[str, Any]) -> Sent: ...
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """The raw body: what is signed is exactly what is sent."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class WebhookNotifier:
+    """A `Notifier` posting to one configured webhook (`[[notify.webhook]]`)."""
+
+    def __init__(self, hook: Webhook, client: Any | None = None) -> None:
+        try:
+            import httpx
+        except ImportError as exc:  # pragma: no cover - the extra is part of `test`
+            raise ConfigError(
+                f"webhooks need httpx ({exc}): pip install 'loopwright[notify]'"
+            ) from None
+        self.hook, self.name, self.events = hook, hook.name, hook.events
+        self._client = client or httpx.AsyncClient(timeout=hook.timeout, follow_redirects=False)
+        self._owns = client is None
+
+    async def send(self, message: Mapping[str, Any]) -> Sent:
+        import httpx
+
+        body = encode(message)
+        headers = {
+            "Content-Type": "application/json",
+            SIGNATURE_HEADER: signature(body, self.hook.secret),
+            "X-Loopwright-Delivery": str(message.get("deliveryId", "")),
+            "User-Agent": "loopwright-webhook",
+        }
+        try:
+            answer = await self._client.post(self.hook.url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            return Sent(False, error=f"{type(exc).__name__}: {exc}"[:500], retry=True)
+        code = answer.status_code
+        if 200 <= code < 300:
+            return Sent(True, code)
+        return Sent(False, code, f"HTTP {code}", retry=code >= 500 or code in RETRIED)
+
+    async def close(self) -> None:
+        if self._owns:
+            await self._client.aclose()
