@@ -20,7 +20,8 @@ from .settings import ServerSettings
 TENANT = "loopwright.tenant"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC = ("/health", "/openapi.json", "/", "/playground")
-"""Served without a token (they hold no tenant data); everything under /static/ too."""
+"""Served without a token (they hold no tenant data); everything under /static/ too, and the
+approval links' pages under /links/ (their signed token is the credential: `server.links`)."""
 
 
 async def send_error(
@@ -110,7 +111,7 @@ class Guard:
             return
         settings = self.settings()
         path: str = scope["path"]
-        public = path in PUBLIC or path.startswith("/static/")
+        public = path in PUBLIC or path.startswith(("/static/", "/links/"))
         if not settings.tokens:
             client = scope.get("client")
             if client is not None and not is_loopback(client[0]):
