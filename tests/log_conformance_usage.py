@@ -49,7 +49,7 @@ async def usage_log(make_log: MakeLog) -> EventLog:
     return log
 
 
-def sums(requests: int, i: int, o: int, cost: float | None) -> dict[str, Any]:
+def sums(requests: int, i: int, o: int, cost: float | None, unpriced: int = 0) -> dict[str, Any]:
     return {
         "requests": requests,
         "input_tokens": i,
@@ -57,23 +57,24 @@ def sums(requests: int, i: int, o: int, cost: float | None) -> dict[str, Any]:
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
         "cost": cost,
+        "unpriced": unpriced,
     }
 
 
 async def test_usage_sums_a_tenants_rows_by_any_grouping(make_log: MakeLog) -> None:
     log = await usage_log(make_log)
     total = await log.usage_report(UsageQuery(tenant="acme"))
-    assert (total.items, total.cursor) == ([sums(4, 42, 11, 0.875)], None)
+    assert (total.items, total.cursor) == ([sums(4, 42, 11, 0.875, unpriced=1)], None)
     by_agent = await log.usage_report(UsageQuery(tenant="acme", by=("agent",)))
     assert by_agent.items == [
-        {"agent": "billing", **sums(2, 12, 8, 0.125)},
+        {"agent": "billing", **sums(2, 12, 8, 0.125, unpriced=1)},
         {"agent": "support", **sums(2, 30, 3, 0.75)},
     ]
     by_day_model = await log.usage_report(UsageQuery(tenant="acme", by=("day", "model")))
     assert by_day_model.items == [
         {"day": "2023-11-14", "model": "a", **sums(2, 15, 6, 0.625)},
         {"day": "2023-11-14", "model": "b", **sums(1, 20, 2, 0.25)},
-        {"day": "2023-11-15", "model": "a", **sums(1, 7, 3, None)},  # no price known
+        {"day": "2023-11-15", "model": "a", **sums(1, 7, 3, None, unpriced=1)},  # no price known
     ]
     by_session = await log.usage_report(UsageQuery(tenant="acme", by=("agent", "session")))
     assert [(g["agent"], g["session"], g["requests"]) for g in by_session.items] == [
@@ -89,13 +90,13 @@ async def test_usage_filters_by_agent_session_tree_and_days(make_log: MakeLog) -
     async def report(**given: Any) -> list[dict[str, Any]]:
         return (await log.usage_report(UsageQuery(tenant="acme", **given))).items
 
-    assert await report(agent="billing") == [sums(2, 12, 8, 0.125)]
+    assert await report(agent="billing") == [sums(2, 12, 8, 0.125, unpriced=1)]
     # a session's usage includes its subagents' sessions
     assert await report(agent="support", session="order-1001") == [sums(3, 35, 8, 0.875)]
     assert await report(agent="billing", session="b-7", by=("model",)) == [
-        {"model": "a", **sums(1, 7, 3, None)}
+        {"model": "a", **sums(1, 7, 3, None, unpriced=1)}
     ]
-    assert await report(since="2023-11-15") == [sums(1, 7, 3, None)]
+    assert await report(since="2023-11-15") == [sums(1, 7, 3, None, unpriced=1)]
     assert await report(until="2023-11-14", by=("day",)) == [
         {"day": "2023-11-14", **sums(3, 35, 8, 0.875)}
     ]

@@ -235,7 +235,9 @@ def test_sessions_list_show_and_export(project, tmp_path):
 
     shown = ok(lw(project, "sessions", "show", session)).stdout.splitlines()
     assert shown[0].startswith(f"session {session} · agent refunds · idle")
-    assert shown[1:] == ["user: hello there", "assistant: heard: hello there", "-- run completed"]
+    assert shown[1:-1] == ["user: hello there", "assistant: heard: hello there", "-- run completed"]
+    usage = r"usage: 1 model request · \d+ in · \d+ out · no price known \(with its subagents\)"
+    assert re.fullmatch(usage, shown[-1]), shown[-1]
 
     out = tmp_path / "s.jsonl"
     ok(lw(project, "sessions", "export", session, "--out", str(out)))

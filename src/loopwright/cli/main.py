@@ -22,7 +22,7 @@ from ..errors import (
     UnknownSession,
 )
 from ..store import StoreError
-from . import acp, agents, approvals, new, run, serve, sessions
+from . import acp, agents, approvals, new, run, serve, sessions, usage
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 
 __all__ = ["EXIT_CODES", "USAGE_ERROR", "CliError", "build_parser", "main"]
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     agents.add_parser(commands)
     sessions.add_parser(commands)
     approvals.add_parser(commands)
+    usage.add_parser(commands)
     serve.add_parsers(commands)
     acp.add_parser(commands)
     demo = commands.add_parser(

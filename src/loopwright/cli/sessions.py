@@ -19,6 +19,8 @@ from ..compaction import Compaction, compactability, why_not
 from ..errors import UnknownSession
 from ..runtime import Runtime
 from ..store.log import Page, SessionKey, SessionRecord
+from ..store.usage_report import UsageQuery
+from ..usage import line as usage_line
 from ..wire import to_dict
 from .common import (
     EXIT_CODES,
@@ -136,6 +138,10 @@ async def show(place: Place, args: argparse.Namespace) -> int:
             for line in conversation([event]):
                 print(line)
         waiting = await runtime.pending(place.tenant, session=key)
+        spent = await runtime.usage_report(
+            UsageQuery(tenant=key.tenant, agent=key.agent, session=key.id)
+        )
+    print(f"usage: {usage_line(spent.items[0])} (with its subagents)")
     if waiting:
         ids = ", ".join(p.id for p in waiting)
         print(f"waiting for: {ids} (see `loopwright approvals{place.flags()}`)")

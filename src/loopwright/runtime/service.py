@@ -32,6 +32,7 @@ from ..errors import ConfigError, SessionBusy
 from ..session import Run, Session
 from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
 from ..store.log import EventLog, Page, SessionKey, SessionRecord
+from ..store.usage_report import UsageQuery
 from ..toolsets import exit_all
 from . import follow as following
 from .approvers import held
@@ -430,6 +431,10 @@ class Runtime:
 
     async def usage(self, tenant: str, key: SessionKey | None = None) -> dict[str, Any]:
         return await self.log.usage(tenant, key=key)
+
+    async def usage_report(self, query: UsageQuery) -> Page:
+        """Usage summed by group (`store.usage_report`): a page of groups."""
+        return await self.log.usage_report(query)
 
     async def session(self, key: SessionKey) -> SessionRecord:
         """`UnknownSession` for an unknown or foreign key."""

@@ -27,6 +27,7 @@ from .guard import Guard, HostCheck, SecurityHeaders
 from .limits import Budget
 from .prefix import V1Prefix
 from .state import State
+from .usage import usage
 from .views import ApiError
 
 STATIC = Path(__file__).with_name("static")
@@ -57,6 +58,7 @@ def build(state: State) -> Starlette:
         Route(f"{session}/approvals", resolve.agent_items, methods=["GET"]),
         Route(f"{session}/questions", resolve.agent_items, methods=["GET"]),
         Route("/pending", resolve.all_items, methods=["GET"]),
+        Route("/usage", usage, methods=["GET"]),
         Route("/approvals/{id}/approve", resolve.approve, methods=["POST"]),
         Route("/approvals/{id}/deny", resolve.deny, methods=["POST"]),
         Route("/questions/{id}/answer", resolve.answer, methods=["POST"]),

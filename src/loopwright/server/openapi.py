@@ -226,6 +226,57 @@ SCHEMAS: dict[str, Schema] = {
 }
 
 
+USAGE_QUERY = [
+    {
+        "name": "by",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string", "pattern": "^((agent|session|day|model)(,|$))*$"},
+        "description": "Group by these, comma-separated, each once (none: one total).",
+    },
+    {"name": "agent", "in": "query", "required": False, "schema": STRING},
+    {
+        "name": "session",
+        "in": "query",
+        "required": False,
+        "schema": STRING,
+        "description": "With `agent`: this session and its subagents' sessions.",
+    },
+    *(
+        {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+            "description": f"Only requests on or {when} this day (UTC).",
+        }
+        for name, when in (("from", "after"), ("to", "before"))
+    ),
+]
+SCHEMAS["Usage"] = _object(
+    [
+        "requests",
+        "inputTokens",
+        "outputTokens",
+        "cacheReadTokens",
+        "cacheWriteTokens",
+        "cost",
+        "unpricedRequests",
+    ],
+    agent=STRING,
+    session=STRING,
+    day=STRING,
+    model={"type": ["string", "null"]},
+    requests=INTEGER,
+    inputTokens=INTEGER,
+    outputTokens=INTEGER,
+    cacheReadTokens=INTEGER,
+    cacheWriteTokens=INTEGER,
+    cost={"type": ["number", "null"], "description": "Null when no request had a price."},
+    unpricedRequests={"type": "integer", "description": "Requests without a known price."},
+)
+
+
 def _listing(key: str) -> Schema:
     return _json(_object([key], **{key: {"type": "array", "items": _ref("Item")}}), "Open items.")
 
@@ -434,6 +485,15 @@ def document(version: str) -> Schema:
                 "get": _op(
                     "Every open item of the tenant (a page)",
                     _paged("items", _ref("Item"), "Open items."),
+                    LIMIT,
+                    CURSOR,
+                )
+            },
+            "/usage": {
+                "get": _op(
+                    "The tenant's model usage summed by group (a page of groups)",
+                    _paged("groups", _ref("Usage"), "One page of groups, in the key's order."),
+                    *USAGE_QUERY,
                     LIMIT,
                     CURSOR,
                 )

@@ -14,6 +14,8 @@ from ..compaction import Compaction, compactability, why_not
 from ..errors import UnknownSession
 from ..runtime import LiveRun
 from ..store.log import SessionKey, SessionRecord
+from ..store.usage_report import UsageQuery
+from ..usage import as_json
 from ..wire import Profile, messages_to_json
 from . import pages, sse
 from .config import configuration, summary
@@ -172,13 +174,18 @@ async def show_session(request: Request) -> JSONResponse:
     record = await session_record(state, request)
     session = await state.runtime.open(record.key)
     waiting = await open_items(state.runtime, record.key)
+    key = record.key
+    spent = await state.runtime.usage_report(
+        UsageQuery(tenant=key.tenant, agent=key.agent, session=key.id)
+    )
     return JSONResponse(
         {
-            "sessionId": record.key.id,
+            "sessionId": key.id,
             "status": record.status,
             "lastSeq": record.last_seq,
             "history": json.loads(messages_to_json(session.messages)),
             "pending": [p.listed(typed=True) for p in waiting],
+            "usage": as_json(spent.items[0]),  # with its subagents' sessions
         }
     )
 

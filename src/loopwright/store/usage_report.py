@@ -19,6 +19,8 @@ from .log import Page
 
 GROUPS = ("agent", "session", "day", "model")
 """What a report may be grouped by, in the order the keys appear in each group."""
+# each group: its keys, then the sums (`cost` is null when no request of the group had a
+# price; `unpriced` counts the requests without one, so a partial cost is never silent)
 _KEY = {
     "agent": "s.agent",
     "session": "s.name",
@@ -32,6 +34,7 @@ TOTALS = (
     "cache_read_tokens",
     "cache_write_tokens",
     "cost",
+    "unpriced",
 )
 
 
@@ -96,7 +99,8 @@ def statement(q: UsageQuery, *, postgres: bool) -> tuple[str, list[Any]]:
         for c in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
     )
     text = (
-        f"{tree}SELECT {''.join(k + ', ' for k in keys)}count(*), {sums}, sum(u.cost) "
+        f"{tree}SELECT {''.join(k + ', ' for k in keys)}count(*), {sums}, sum(u.cost), "
+        f"count(*) - count(u.cost) "
         f"FROM {usage} u JOIN {sessions} s ON s.id = u.session "
         f"WHERE {' AND '.join(where)}{group} LIMIT {q.limit + 1}"
     )

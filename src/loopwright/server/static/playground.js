@@ -826,8 +826,39 @@ const transcript = new Transcript($("chat-log"), $("timeline"), {
   done: (reason) => {
     state.lastStop = reason;
     setStatus(reason, STOP_TEXT[reason] || reason);
+    refreshCost(state.viewToken);
   },
 });
+
+/** The session's usage line (requests, tokens, cost with its subagents), from its body. */
+function showCost(usage) {
+  const line = $("session-cost");
+  if (!usage || !state.sessionId) {
+    line.hidden = true;
+    line.textContent = "";
+    return;
+  }
+  const n = Number(usage.requests) || 0;
+  let cost = "$0";
+  if (n && usage.cost == null) cost = "no price known";
+  else if (n) {
+    cost = `$${Number(usage.cost).toFixed(4)}`;
+    const unpriced = Number(usage.unpricedRequests) || 0;
+    if (unpriced) cost += ` (${unpriced} without a price)`;
+  }
+  line.textContent = `${n} request${n === 1 ? "" : "s"} · ${usage.inputTokens} in · ${usage.outputTokens} out · ${cost}`;
+  line.hidden = false;
+}
+
+async function refreshCost(view) {
+  if (!state.sessionId) return;
+  try {
+    const info = await getJson(`/agents/${enc(state.agent)}/sessions/${enc(state.sessionId)}`);
+    if (view === state.viewToken) showCost(info.usage);
+  } catch {
+    // the line keeps what it showed: the next run or opening the session refreshes it
+  }
+}
 
 function showError(message) {
   $("error-text").textContent = message;
@@ -859,6 +890,7 @@ function showSession() {
   label.textContent = state.sessionId ? `session ${short(state.sessionId)}` : "new conversation";
   label.title = state.sessionId ? `${state.sessionId} (click to copy)` : "";
   label.dataset.sessionId = state.sessionId || "";
+  if (!state.sessionId) showCost(null);
   $("compact-button").hidden = state.running || !state.sessionId;
   $("steer-button").hidden = !state.running || !state.sessionId;
   const params = new URLSearchParams();
@@ -1010,6 +1042,7 @@ async function openSession(sessionId) {
     return;
   }
   if (view !== state.viewToken) return;
+  showCost(info.usage);
   const loaded = await catchUp(view);
   if (view !== state.viewToken) return;
   if (!loaded) renderHistory(info.history);

@@ -1,0 +1,46 @@
+"""`GET /usage`: the tenant's model usage summed by agent, session, day or model, a page of
+groups at a time (`?by=agent,day`, `?agent=`, `?session=` with `agent`, `?from=`/`?to=` days,
+`?limit=`, `?cursor=`)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from ..store.usage_report import UsageQuery
+from ..usage import as_json
+from . import pages
+from .state import state_of
+from .views import ApiError, tenant_of
+
+
+async def usage(request: Request) -> JSONResponse:
+    state = state_of(request)
+    params = request.query_params
+    by = tuple(g.strip() for g in params.get("by", "").split(",") if g.strip())
+    agent = params.get("agent") or None
+    if agent is not None:
+        state.agent(agent)  # 404 for an agent the project does not have
+    tenant = tenant_of(request)
+    try:
+        query = UsageQuery(
+            tenant=tenant,
+            by=by,
+            agent=agent,
+            session=params.get("session") or None,
+            since=params.get("from") or None,
+            until=params.get("to") or None,
+            limit=pages.limit_of(request),
+            cursor=pages.cursor_of(request),
+        )
+        page = await state.runtime.usage_report(query)
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    return JSONResponse(
+        {
+            "tenant": tenant,
+            "by": list(by),
+            "groups": [as_json(g) for g in page.items],
+            "nextCursor": pages.encode(page.cursor),
+        }
+    )
