@@ -190,7 +190,9 @@ class AcpAgent:
                     decision: Approval | Answer = Answer(text=text, by=self.by)
                     text = ""
                 else:
-                    decision = await self._permission(session, item.call_id, item.tool, item.args)
+                    decision = await self._permission(
+                        session, item.id, item.call_id, item.tool, item.args
+                    )
                     if session.cancelled:
                         return "cancelled"
                 resolved = await session.runtime.resolve(self.tenant, item.id, decision, hold=True)
@@ -265,7 +267,7 @@ class AcpAgent:
         if subagent:  # the editor has not seen the subagent's call
             update = announce_call(call_id, pending)
             await self.conn.session_update(session_id=session.key.id, update=update)
-        decision = await self._permission(session, call_id, pending.tool, pending.args)
+        decision = await self._permission(session, pending.id, call_id, pending.tool, pending.args)
         if session.cancelled:
             return
         resolved = await session.runtime.resolve(self.tenant, pending.id, decision, hold=False)
@@ -273,9 +275,10 @@ class AcpAgent:
             logger.info("approval %s: %s", pending.id, resolved.status)
 
     async def _permission(
-        self, session: _Session, call_id: str, name: str, args: dict[str, Any]
+        self, session: _Session, pending_id: str, call_id: str, name: str, args: dict[str, Any]
     ) -> Approval:
-        """The editor's answer to one approval (a cancelled request cancels the turn)."""
+        """The editor's answer to one approval (a cancelled request cancels the turn). Its
+        `_meta.loopwright.pendingId` names the item for the other doors (`loopwright approvals`)."""
         answer = await self.conn.request_permission(
             session_id=session.key.id,
             tool_call=ToolCallUpdate(
@@ -286,6 +289,7 @@ class AcpAgent:
                 raw_input=args,
             ),
             options=OPTIONS,
+            loopwright={"pendingId": pending_id},
         )
         if isinstance(answer.outcome, AllowedOutcome):
             if answer.outcome.option_id == ALLOW:
