@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import socket
 import sys
@@ -72,6 +73,7 @@ def serve_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise config_error(exc, hint="fix [server] or [auth] in loopwright.toml") from None
     sock = _listen(settings.host, settings.port)
+    settings = dataclasses.replace(settings, port=sock.getsockname()[1])  # (--port 0: links)
     app = create_app(project, settings=settings)
     config = serve_config(  # deadlines for connections; the app counts what it serves
         app,
