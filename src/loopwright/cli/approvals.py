@@ -35,6 +35,7 @@ from .common import (
     table,
     user_name,
 )
+from .links import add_link_parser, print_link
 from .pages import add_page_options, pages
 from .runner import Output, explain_pause, opened, show_run
 
@@ -76,6 +77,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )
         parser.add_argument("--profile", choices=["full", "v1"], default="full")
         add_place_options(parser)
+    add_link_parser(actions)
     approvals.set_defaults(handler=approvals_command, action=None)
 
 
@@ -96,6 +98,8 @@ def approvals_command(args: argparse.Namespace) -> int:
     agents = place.agents()  # a dead run's items are closed before they are listed
     if (args.action or "list") == "list":
         return asyncio.run(list_items(place, agents, args))
+    if args.action == "link":
+        return asyncio.run(print_link(place, agents, args))
     return asyncio.run(decide(place, agents, args))
 
 

@@ -1,0 +1,97 @@
+"""At-least-once delivery across a crash (docs/notify.md): `loopwright serve` is killed right
+after the run's commit of `approval:pending` (`LOOPWRIGHT_CRASH_AFTER`: the process ends at
+once, as with SIGKILL — no worker could have posted yet, and the receiver has got nothing), and
+a new server on the same database finds the notice in the outbox and delivers it, signed, to a
+receiver on 127.0.0.1, with the item's links; the delivery is listed with its attempt."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from loopwright.runtime.journal import CRASH_ENV
+from notify_receiver import SAFETY, Receiver
+from test_cli import LOOPWRIGHT
+from test_server import make_project
+
+SECRET = "whsec-crash-0123456789"
+
+
+def serve(project: Path, **env: str) -> subprocess.Popen[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("LOOPWRIGHT_HOME", CRASH_ENV)}
+    return subprocess.Popen(
+        [LOOPWRIGHT, "serve", "--project", str(project), "--port", "0"],
+        env=clean | {"NO_COLOR": "1", "CRASH_HOOK_SECRET": SECRET} | env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def url_of(process: subprocess.Popen[str]) -> str:
+    """The URL the server prints once it listens (its stderr, line by line)."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        found = re.search(r"^playground: (\S+)/playground$", line)
+        if found:
+            return found[1]
+    raise AssertionError(f"the server ended without serving ({process.wait(SAFETY)})")
+
+
+def test_a_pause_committed_before_a_crash_is_delivered_by_the_next_server(
+    tmp_path: Path,
+) -> None:
+    with Receiver(SECRET) as receiver:
+        toml = f"""
+[[notify.webhook]]
+url = "{receiver.url}"
+secret_env = "CRASH_HOOK_SECRET"
+events = ["approval"]
+"""
+        project = make_project(tmp_path / "shop", toml)
+        first = serve(project, **{CRASH_ENV: "approval:pending#1"})
+        try:
+            url = url_of(first)
+            with contextlib.suppress(httpx.TransportError):  # (the server died answering)
+                httpx.post(
+                    f"{url}/agents/shop/messages", json={"message": "refund"}, timeout=SAFETY
+                )
+            assert first.wait(SAFETY) == 86  # killed right after the commit
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+            assert first.stderr is not None
+            first.stderr.close()
+        assert receiver.got == []  # nothing was posted before the crash
+
+        second = serve(project)
+        try:
+            url = url_of(second)
+            [got] = receiver.wait(1)
+            pending = httpx.get(f"{url}/pending", timeout=SAFETY).json()["items"]
+            listed = httpx.get(f"{url}/notifications", timeout=SAFETY).json()["deliveries"]
+        finally:
+            second.terminate()
+            second.wait(SAFETY)
+            assert second.stderr is not None
+            second.stderr.close()
+    body = got.body
+    assert got.signed
+    assert [p["id"] for p in pending] == [body["id"]]
+    assert (body["event"], body["kind"], body["tool"], body["arguments"]) == (
+        "pending",
+        "approval",
+        "refund",
+        {"order": "A-1", "amount": 5},
+    )
+    assert body["links"]["page"].startswith(f"{url}/links/")
+    assert [(d["id"], d["state"], d["attempts"]) for d in listed] == [
+        (body["deliveryId"], "delivered", 1)
+    ]
