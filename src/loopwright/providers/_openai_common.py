@@ -104,6 +104,9 @@ class ReplyParts:
     """What a stream has delivered so far, assembled into the final message at its end."""
 
     thinking: list[str] = field(default_factory=list)
+    reasoning: list[Thinking] = field(default_factory=list)
+    """Finished reasoning items (Responses), in order: when there are any, they are the reply's
+    thinking (with what a later request needs to send them back), and `thinking` only streamed."""
     text: list[str] = field(default_factory=list)
     calls: list[ToolCallBuffer] = field(default_factory=list)
 
@@ -111,7 +114,9 @@ class ReplyParts:
         self, stop: StopReason, usage: Usage | None, *, model: str, name: str
     ) -> MessageCompleted | ModelFailure:
         parts: list[Part] = []
-        if self.thinking:
+        if self.reasoning:
+            parts.extend(self.reasoning)
+        elif self.thinking:
             parts.append(Thinking(text="".join(self.thinking)))
         if self.text:
             parts.append(Text(text="".join(self.text)))

@@ -11,7 +11,7 @@ the sampling fields its SDK no longer names). A setting the dialect cannot take 
 | temperature, top_p  | temperature, top_p                 | temperature, top_p             | temperature, top_p              |
 | stop                | stop_sequences                     | stop                           | refused                         |
 | max_output_tokens   | max_tokens                         | max_completion_tokens (¹)      | max_output_tokens               |
-| reasoning level     | thinking enabled, budget by level  | reasoning_effort               | reasoning {effort, summary}     |
+| reasoning level     | thinking enabled, budget by level  | reasoning_effort               | reasoning {effort, summary} (³) |
 | reasoning budget    | thinking enabled, that budget      | refused                        | refused                         |
 | reasoning off       | thinking disabled                  | reasoning_effort none          | reasoning {effort: none}        |
 | metadata            | metadata.user_id                   | prompt_cache_key (²)           | prompt_cache_key (²)            |
@@ -19,6 +19,8 @@ the sampling fields its SDK no longer names). A setting the dialect cannot take 
 (¹) `max_tokens` on other endpoints of the dialect: compatible servers mostly know only that.
 (²) On OpenAI's own endpoints only (the `openai` and `openai-responses` presets): compatible
 servers may refuse fields they do not know. `extra` can send it anywhere.
+(³) And `include: ["reasoning.encrypted_content"]`: the request is stateless (`store: false`),
+so reasoning items go back in the next request's input with their encrypted content.
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ def openai_responses(
         body["reasoning"] = {"effort": "none"}
     elif reasoning is not None:
         body["reasoning"] = {"effort": reasoning, "summary": "auto"}
+        body["include"] = ["reasoning.encrypted_content"]  # sent back with the next request
     if endpoint in OPENAI_ENDPOINTS and session is not None and settings.sends_metadata:
         body["prompt_cache_key"] = session_key(session)
     return body, dict(settings.extra)

@@ -58,14 +58,12 @@ from ..text import valid_data
 from . import _settings
 from ._client import ClientModel
 from ._errors import TOO_LONG, failure_from
+from ._signatures import REDACTED, is_anthropic
 
 DEFAULT_MAX_TOKENS = 8192
 CACHED = {"type": "ephemeral"}
 STOP_REASONS: dict[str, StopReason] = {s: s for s in ("end_turn", "tool_use", "max_tokens")}
 """Anything else (stop_sequence, refusal, pause_turn, …) ends the turn."""
-REDACTED = "redacted_thinking:"
-"""Marks a `Thinking` signature that is a `redacted_thinking` block's data (a real signature is
-base64, which has no colon)."""
 PARSE_ALWAYS = 8192
 """Partial tool arguments are re-parsed on every delta up to this size, then each time they
 grew by a quarter, so a 300 KB file write costs a few parses, not thousands."""
@@ -171,7 +169,7 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, Thinking):
-            if not part.signature:  # unsigned reasoning (another provider's) cannot be sent back
+            if not is_anthropic(part.signature):  # unsigned or another provider's: not sent
                 continue
             if part.signature.startswith(REDACTED):
                 blocks.append(

@@ -32,6 +32,7 @@ from openai.types.responses import (
     ResponseIncompleteEvent,
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
+    ResponseReasoningItem,
     ResponseReasoningSummaryTextDeltaEvent,
     ResponseReasoningTextDeltaEvent,
     ResponseRefusalDeltaEvent,
@@ -40,13 +41,14 @@ from openai.types.responses import (
 )
 
 from ..events import TextDelta, ThinkingDelta
-from ..messages import AssistantMessage, StopReason, ToolResultMessage, Usage
+from ..messages import AssistantMessage, StopReason, Thinking, ToolResultMessage, Usage
 from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem
 from ..replies import wire_text
 from . import _settings
 from ._errors import TOO_LONG, failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
+from ._signatures import of_responses, responses_item
 
 RETRYABLE_CODES = ("server_error", "rate_limit")
 """Error codes (as substrings) of a failed response that a retry may cure."""
@@ -116,10 +118,12 @@ class OpenAIResponsesModel(OpenAIClientModel):
 
 
 def to_input(request: ModelRequest) -> list[dict[str, Any]]:
-    """Our conversation as Responses input items (thinking is not sent back)."""
+    """Our conversation as Responses input items; reasoning goes back only as the reasoning
+    items it came as (their encrypted content: the request is stateless)."""
     items: list[dict[str, Any]] = []
     for message in request.messages:
         if isinstance(message, AssistantMessage):
+            items.extend(_reasoning_items(message))
             if message.text:
                 items.append({"role": "assistant", "content": message.text})
             items.extend(
@@ -144,6 +148,15 @@ def to_input(request: ModelRequest) -> list[dict[str, Any]]:
     notes = notes_text(request)
     if notes is not None:
         items.append({"role": "user", "content": notes})
+    return items
+
+
+def _reasoning_items(message: AssistantMessage) -> list[dict[str, Any]]:
+    items = []
+    for part in message.parts:
+        if isinstance(part, Thinking) and (kept := responses_item(part.signature)) is not None:
+            summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+            items.append({"type": "reasoning", **kept, "summary": summary})
     return items
 
 
@@ -182,6 +195,8 @@ class _Reader:
         elif isinstance(event, ResponseOutputItemDoneEvent):
             if isinstance(event.item, ResponseFunctionToolCall) and event.item.arguments:
                 self._call(event.item).arguments = event.item.arguments
+            elif isinstance(event.item, ResponseReasoningItem):
+                self.parts.reasoning.append(_thinking(event.item))
         elif isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent):
             self.usage = _usage(event.response)
             self.end = _stop_reason(event.response, self.parts)
@@ -200,6 +215,13 @@ class _Reader:
             self.calls[key] = buffer
             self.parts.calls.append(buffer)
         return buffer
+
+
+def _thinking(item: ResponseReasoningItem) -> Thinking:
+    """A finished reasoning item: its summary (or its text), and what sends it back."""
+    text = "".join(s.text for s in item.summary) or "".join(c.text for c in item.content or ())
+    secret = item.encrypted_content
+    return Thinking(text=text, signature=of_responses(item.id, secret) if secret else None)
 
 
 def _stop_reason(response: Response, parts: ReplyParts) -> StopReason:
