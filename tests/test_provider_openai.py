@@ -6,6 +6,7 @@ retried and completed, or `loop:error` past the bound; never a hang, never a too
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -164,7 +165,12 @@ async def test_two_step_tool_run(tmp_path, dialect):
         assert body["max_completion_tokens"] == 256
     else:
         assert body["instructions"] == SYSTEM and body["store"] is False
-        user, said, function_call, output = body["input"]
+        user, reasoning, said, function_call, output = body["input"]
+        # the reasoning item goes back as it came, with its encrypted content (store: false)
+        summary = [{"type": "summary_text", "text": thinking}]
+        assert (reasoning["type"], reasoning["summary"]) == ("reasoning", summary)
+        encrypted = base64.b64decode(reasoning["encrypted_content"]).decode()
+        assert encrypted == f"aimock-encrypted-reasoning:{reasoning['id']}"
         assert user == {"role": "user", "content": ASK}
         assert said == {"role": "assistant", "content": text}
         assert function_call["type"] == "function_call" and function_call["arguments"] == ARGS
