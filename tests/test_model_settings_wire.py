@@ -19,6 +19,7 @@ from loopwright.messages import Thinking, ToolCall, UserMessage
 from loopwright.model_settings import ModelSettings, ReasoningBudget, session_key
 from loopwright.models import ModelRequest
 from loopwright.providers import Endpoint, make_model
+from loopwright.providers._signatures import RESPONSES
 from loopwright.testing import types
 
 pytestmark = [
@@ -55,14 +56,15 @@ def model_at(url: str, dialect: str, model: str, http: httpx2.AsyncClient, name:
     return make_model(endpoint, model, http_client=http)
 
 
-async def body_of(dialect: str, settings: ModelSettings, *, name: str = "", model: str = "") -> Any:
+async def body_of(
+    dialect: str, settings: ModelSettings, *, name: str = "", model: str = "", history: Any = ()
+) -> Any:
     """The body of one request with these settings (to a transport that answers 500)."""
     http, sent = recording(httpx2.MockTransport(lambda request: httpx2.Response(500)))
     default = CLAUDE if dialect == "anthropic" else "gpt-5"
     chosen = model_at("http://fake", dialect, model or default, http, name)
-    request = ModelRequest(
-        system=SYSTEM, messages=[UserMessage(content=ASK)], settings=settings, session_id="s-1"
-    )
+    messages = [*history, UserMessage(content=ASK)]
+    request = ModelRequest(system=SYSTEM, messages=messages, settings=settings, session_id="s-1")
     try:
         [failure] = [item async for item in chosen.stream(request)]
     finally:
@@ -117,14 +119,20 @@ async def test_openai_bodies_carry_every_setting(tmp_path: Path, dialect: str):
             "top_p": 0.9,
             "max_output_tokens": 512,
             "reasoning": {"effort": "high", "summary": "auto"},
+            "include": ["reasoning.encrypted_content"],
             "prompt_cache_key": key,
             "service_tier": "flex",
         }
     assert sent == [expected]
     # the reasoning (Responses: its summary) streams as thinking and stays in the reply
     assert result.text == "It is noon." and "thinking:delta" in types(result.events)
-    reply = session.messages[-1]
-    assert reply.parts[0] == Thinking(text="First, the clock.")
+    thought = session.messages[-1].parts[0]
+    assert isinstance(thought, Thinking) and thought.text == "First, the clock."
+    if dialect == "openai-chat":
+        assert thought.signature is None
+    else:  # the reasoning item, to be sent back (see the tool loop below)
+        assert thought.signature is not None and thought.signature.startswith(RESPONSES)
+        assert set(json.loads(thought.signature[len(RESPONSES) :])) == {"id", "encrypted_content"}
 
 
 @pytest.mark.parametrize(
@@ -139,7 +147,8 @@ async def test_openai_bodies_carry_every_setting(tmp_path: Path, dialect: str):
         ("openai-responses", ModelSettings(reasoning="off"), "mylab",
          {"reasoning": {"effort": "none"}}),
         ("openai-responses", ModelSettings(reasoning="medium", metadata=False), "openai",
-         {"reasoning": {"effort": "medium", "summary": "auto"}}),
+         {"reasoning": {"effort": "medium", "summary": "auto"},
+          "include": ["reasoning.encrypted_content"]}),
     ],
 )  # fmt: skip
 async def test_openai_settings_per_endpoint(dialect, settings, name, fields):
@@ -259,3 +268,67 @@ async def test_a_before_request_hook_changes_what_goes_out(tmp_path: Path):
         await model.aclose()
     await http.aclose()
     assert sent[0]["temperature"] == 0.0 and "prompt_cache_key" not in sent[0]
+
+
+# -- reasoning sent back, and only to its own provider ---------------------------------------
+
+
+async def test_responses_reasoning_items_go_back_in_a_tool_loop(tmp_path: Path):
+    @tool
+    async def clock(tz: str) -> str:
+        """The current time in a timezone."""
+        return "12:00"
+
+    leg1 = {"reasoning": "Check the clock.", "toolCalls": [{"name": "clock", "arguments": "{}"}]}
+    fixtures = [
+        {"match": {"userMessage": ASK, "hasToolResult": False}, "response": leg1},
+        {"match": {"userMessage": ASK, "hasToolResult": True}, "response": {"content": "Noon."}},
+    ]
+    http, sent = recording()
+    with aimock(tmp_path, fixtures) as url:
+        model = model_at(url, "openai-responses", "o4-mini", http)
+        agent = Agent(model=model, tools=[clock], settings=ModelSettings(reasoning="low"))
+        session = Session(agent)
+        result = await drive(session.run(ASK))
+        await model.aclose()
+    await http.aclose()
+    assert result.text == "Noon."
+    thought = session.messages[1].parts[0]
+    assert isinstance(thought, Thinking) and thought.signature is not None
+    kept = json.loads(thought.signature[len(RESPONSES) :])
+    summary = [{"type": "summary_text", "text": "Check the clock."}]
+    reasoning = {"type": "reasoning", **kept, "summary": summary}
+    assert [item.get("type") for item in sent[1]["input"]] == [
+        None, "reasoning", "function_call", "function_call_output"
+    ]  # fmt: skip
+    assert sent[1]["input"][1] == reasoning
+
+
+async def test_thinking_goes_back_only_to_the_provider_that_made_it():
+    from loopwright.messages import AssistantMessage, Text
+
+    claude = Thinking(text="Anthropic's.", signature="c2lnbmF0dXJl")
+    redacted = Thinking(text="", signature="redacted_thinking:b3BhcXVl")
+    openai = Thinking(
+        text="OpenAI's.", signature=RESPONSES + '{"id": "rs_1", "encrypted_content": "x"}'
+    )
+    unsigned = Thinking(text="A local model's.")
+    history = [
+        UserMessage(content="hi"),
+        AssistantMessage(parts=(claude, redacted, openai, unsigned, Text(text="Hello."))),
+    ]
+    plain = ModelSettings(metadata=False)
+    to_claude = (await body_of("anthropic", plain, history=history))["messages"][1]["content"]
+    assert to_claude == [
+        {"type": "thinking", "thinking": "Anthropic's.", "signature": "c2lnbmF0dXJl"},
+        {"type": "redacted_thinking", "data": "b3BhcXVl"},
+        {"type": "text", "text": "Hello."},
+    ]
+    to_openai = (await body_of("openai-responses", plain, history=history))["input"][1:3]
+    assert to_openai == [
+        {"type": "reasoning", "id": "rs_1", "encrypted_content": "x",
+         "summary": [{"type": "summary_text", "text": "OpenAI's."}]},
+        {"role": "assistant", "content": "Hello."},
+    ]  # fmt: skip
+    to_chat = (await body_of("openai-chat", plain, history=history))["messages"][2]
+    assert to_chat == {"role": "assistant", "content": "Hello."}
