@@ -272,3 +272,12 @@ async def test_models_doc_yaml_and_refusal(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(ConfigError) as caught:
         Session(agent).run("hi")
     assert f"ConfigError: {caught.value}\n" == doc_blocks("text")[1]
+
+
+async def test_agent_settings_given_as_a_mapping_work_too():
+    model = scripted("ok")
+    agent = Agent(model=model, settings={"temperature": 0.5})  # type: ignore[arg-type]
+    await drive(Session(agent).run("hi"))
+    assert model.requests[0].settings == ModelSettings(temperature=0.5)
+    with pytest.raises(ConfigError, match="unknown settings"):
+        Session(Agent(model=scripted(), settings={"temp": 1})).run("hi")  # type: ignore[arg-type]

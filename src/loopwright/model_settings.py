@@ -105,8 +105,10 @@ class ModelSettings:
             raise ConfigError(f"unknown settings {unknown} (known: {', '.join(KNOWN)})")
         return cls(**data)
 
-    def over(self, base: ModelSettings) -> ModelSettings:
-        """These settings laid over `base`: each field set here wins, `extra` merges by key."""
+    def over(self, base: ModelSettings | Mapping[str, Any]) -> ModelSettings:
+        """These settings laid over `base`: each field set here wins, `extra` merges by key.
+        (`base` may be a mapping: an `Agent(settings={...})` works as well.)"""
+        base = ModelSettings.parse(base)
         changes = {
             f.name: getattr(self, f.name)
             for f in fields(self)
