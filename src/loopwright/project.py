@@ -7,6 +7,7 @@
         tools.py               # every Tool in it is the agent's (found automatically)
         rules.yaml             # permission rules, re-read when they change (agent.py agents
                                # too; an agent.py that also sets `rules=` is an error)
+        mcp.json               # MCP servers whose tools it has (one at the root: every agent's)
         skills/<skill>/SKILL.md
 
 Discovery errors (a duplicate name, a broken tools module, an unknown model provider, an invalid
@@ -118,10 +119,15 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
 
     from_project(project.settings.get("telemetry"), source=str(toml))
     agents_dir = project.root / "agents"
+    shared = _mcp_servers(project.root)  # the root's mcp.json: every agent's, one process each
     if agents_dir.is_dir():
         for folder in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
             if (folder / "agent.yaml").exists() or (folder / "agent.py").exists():
                 agent = load_agent(folder, defaults=project.settings.get("defaults") or {})
+                if shared:
+                    from .mcp import with_servers
+
+                    agent = with_servers(agent, shared)
                 if agent.name in project.agents:
                     raise ConfigError(
                         f"duplicate agent name {agent.name!r} (also in "
@@ -147,9 +153,29 @@ def load_agent(folder: str | Path, *, defaults: dict[str, Any] | None = None) ->
         agent = _rules_beside(agent, folder)
     else:
         agent = _from_yaml(folder, defaults or {})
+    agent = _with_mcp(agent, folder)
     from .plugins import with_plugins  # every plugin's hooks, before the agent's own
 
     return with_plugins(_with_subagents(agent, folder, defaults or {}))
+
+
+def _mcp_servers(folder: Path) -> list[Any]:
+    """The MCP servers of `folder/mcp.json` (docs/mcp.md), without importing MCP otherwise."""
+    if not (folder / "mcp.json").is_file():
+        return []
+    from .mcp import servers_in
+
+    return list(servers_in(folder))
+
+
+def _with_mcp(agent: Agent, folder: Path) -> Agent:
+    """The servers of the agent folder's own mcp.json join its tools."""
+    servers = _mcp_servers(folder)
+    if not servers:
+        return agent
+    from .mcp import with_servers
+
+    return with_servers(agent, servers)
 
 
 def _rules_beside(agent: Agent, folder: Path) -> Agent:
