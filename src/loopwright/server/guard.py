@@ -62,7 +62,9 @@ class SecurityHeaders:
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *HEADERS]
+                headers = list(message.get("headers", []))
+                own = {bytes(name).lower() for name, _ in headers}  # (a route's own policy wins)
+                message["headers"] = [*headers, *(h for h in HEADERS if h[0] not in own)]
             await send(message)
 
         await self.app(scope, receive, with_headers)
