@@ -33,7 +33,11 @@ from ..store.outbox import outbox_of
 from .state import State, state_of
 from .views import tenant_of
 
-NO_STORE = {"Cache-Control": "no-store"}
+NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "same-origin"}
+"""The links' pages: never cached; and `same-origin`, not `no-referrer`, for the form's POST to
+carry its page's Origin (browsers send `Origin: null` under `no-referrer`, and the Host check
+refuses a request that changes something from another origin); the token leaves in no Referer
+to another site."""
 _PAGE = {"schema": {"type": "string"}}
 _ERROR = {"schema": {"$ref": "#/components/schemas/Error"}}
 _SAID = {
