@@ -516,3 +516,80 @@ async def test_a_failure_in_the_spans_never_ends_the_run(spans, monkeypatch, cap
     assert record.exc_info is not None and str(record.exc_info[1]) == "a bug in telemetry"
     [run] = spans.get_finished_spans()  # ended, as failed; no more spans of this run
     assert run.name == "invoke_agent support" and run.status.status_code is StatusCode.ERROR
+
+
+async def test_a_subagent_paused_on_an_approval_and_resumed(spans):
+    child = Agent(
+        name="billing",
+        description="Handles refunds.",
+        model=scripted({"tool_calls": [call("refund", "k1", order="7")]}, "Refunded."),
+        tools=[refund],
+        rules=RULES,
+    )
+    model = scripted({"tool_calls": [call("billing", "b1", request="refund 7")]}, "Done.")
+    session = Session(Agent(name="support", model=model, tools=[subagent_tool(child)]))
+    assert (await drive(session.run("go"))).stop_reason == "paused"
+    keys = ("loopwright.stop_reason", "loopwright.tool.status", "loopwright.approval.decision")
+    assert tree(spans, *keys) == [
+        (
+            "invoke_agent support",
+            {"loopwright.stop_reason": "paused"},
+            [
+                ("chat inline", {}, []),
+                (
+                    "execute_tool billing",
+                    {"loopwright.tool.status": "suspended"},
+                    [
+                        (
+                            "invoke_agent billing",
+                            {"loopwright.stop_reason": "paused"},
+                            [
+                                ("chat inline", {}, []),
+                                (
+                                    "execute_tool refund",
+                                    {
+                                        "loopwright.tool.status": "pending",
+                                        "loopwright.approval.decision": "pending",
+                                    },
+                                    [],
+                                ),
+                            ],
+                        )
+                    ],
+                ),
+            ],
+        )
+    ]
+    spans.clear()
+    await session.resolve(session.pending[0].id, Approval.approve(by="bo"))
+    assert (await drive(session.resume())).stop_reason == "completed"
+    assert tree(spans, *keys) == [
+        (
+            "invoke_agent support",
+            {"loopwright.stop_reason": "completed"},
+            [
+                (
+                    "execute_tool billing",
+                    {"loopwright.tool.status": "ok"},
+                    [
+                        (
+                            "invoke_agent billing",
+                            {"loopwright.stop_reason": "completed"},
+                            [
+                                (
+                                    "execute_tool refund",
+                                    {
+                                        "loopwright.tool.status": "ok",
+                                        "loopwright.approval.decision": "approve",
+                                    },
+                                    [],
+                                ),
+                                ("chat inline", {}, []),
+                            ],
+                        )
+                    ],
+                ),
+                ("chat inline", {}, []),
+            ],
+        )
+    ]
