@@ -324,3 +324,33 @@ async def test_list_changed_lists_again(started: list[MCPServer]) -> None:
     names = [t.name for t in await server.list_tools()]
     assert "mcp__everything__trigger-elicitation-request" in names
     assert server.version == version + 1  # the same tools: no further change
+
+
+async def test_a_server_that_failed_to_start_is_listed_again_later(
+    tmp_path: Path, started: list[MCPServer]
+) -> None:
+    """A run lists a live toolset only when its version changed: a server that failed to start
+    changes it once `retry_after` has passed, so the next run's listing starts it again."""
+    ready = tmp_path / "ready"
+    config = StdioServer(
+        name="late",
+        command="sh",
+        args=(
+            "-c",
+            'test -f "$0" || exit 3; exec "$1" -m mcp_server_time',
+            str(ready),
+            sys.executable,
+        ),
+    )
+    server = MCPServer(config, retry_after=0)
+    started.append(server)
+    agent = Agent(model=scripted("unused"), tools=[server])
+    await agent.refresh_tools()
+    assert [t.name for t in agent.current_tools] == []
+    ready.touch()
+    await agent.refresh_tools()
+    assert [t.name for t in agent.current_tools] == [
+        "mcp__late__get_current_time",
+        "mcp__late__convert_time",
+    ]
+    assert server.starts == 3  # entered, listed at once (retry_after=0: no wait), listed later

@@ -66,7 +66,8 @@ class MCPServer(Toolset):
         self._stale = False
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None
-        self._failed_at: float | None = None
+        self._retry_at: float | None = None
+        """When a server that failed to start may be tried again by a listing (None: now)."""
         self._calls: dict[int, ToolContext | None] = {}
         """Calls in flight, newest last: an elicitation is asked on behalf of the newest."""
 
@@ -75,6 +76,11 @@ class MCPServer(Toolset):
 
     @property
     def version(self) -> int:
+        """Changes when the tools may have: `list_changed`, a new process with other tools, or
+        the time to try again to start a server that failed (so that runs list it again)."""
+        if self._retry_at is not None and time.monotonic() >= self._retry_at:
+            self._retry_at = None
+            self._version += 1
         return self._version
 
     async def enter(self) -> None:
@@ -88,8 +94,7 @@ class MCPServer(Toolset):
     async def list_tools(self) -> Sequence[Tool]:
         """The server's tools (those of its last process when it is down)."""
         live = self._conn is not None and not self._conn.closed
-        retry = self._failed_at is None or time.monotonic() - self._failed_at >= self.retry_after
-        if (not live and retry) or (live and self._stale):
+        if (not live and self._retry_at is None) or (live and self._stale):
             with contextlib.suppress(Unavailable):
                 conn = await self.connect()
                 if self._stale:
@@ -118,14 +123,14 @@ class MCPServer(Toolset):
                 await conn.start(self.start_timeout)
                 await self._relist(conn)
             except Exception as exc:
-                self._failed_at = time.monotonic()
+                self._retry_at = time.monotonic() + self.retry_after
                 why = conn.explain(exc)
                 await conn.stop()
                 raise Unavailable(f"MCP server '{self.name}' failed to start: {why}") from None
             except BaseException:
                 await conn.stop()
                 raise
-            self._conn, self._failed_at = conn, None
+            self._conn, self._retry_at = conn, None
             return conn
 
     async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext | None) -> ToolReturn:
