@@ -180,6 +180,44 @@ def test_an_installed_plugin_is_discovered_and_used(site: Path, tmp_path: Path):
     assert out["notifiers"] == [["pager", ["approval", "resolved"]]]  # for the notify worker
 
 
+def test_the_cli_runs_an_agent_py_with_the_plugins_hooks(site: Path, tmp_path: Path):
+    """A bare agent.py folder run by `loopwright run`: the plugin's provider, tools and hooks."""
+    folder = tmp_path / "desk"
+    folder.mkdir()
+    (folder / "agent.py").write_text(DESK.replace("hooks=Hooks(on_run_start=own),", ""))
+    paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(paths),
+        "LOOPWRIGHT_HOME": str(tmp_path / "home"),
+        "NO_COLOR": "1",
+    }
+    loopwright = shutil.which("loopwright", path=str(Path(sys.executable).parent))
+    assert loopwright is not None
+    done = subprocess.run(
+        [loopwright, "run", str(folder), "--json", "Tomorrow?"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    events = [loads(line) for line in done.stdout.splitlines()]
+    verify(events)
+    assert types(events) == [
+        "session",
+        "input:received",
+        *TOOL_STEP,
+        *TEXT_STEP,
+        "loop:done",
+        "done",
+    ]
+    [output] = [e for e in events if isinstance(e, ev.ToolOutput)]
+    assert output.content == "sunny in Porto (checked by the weather plugin)"
+
+
 def test_without_the_package_the_project_does_not_load(tmp_path: Path):
     """The same project in this process, where the plugin is not installed: the provider and
     the plugin are unknown, named with the file and line."""
