@@ -826,7 +826,6 @@ const transcript = new Transcript($("chat-log"), $("timeline"), {
   done: (reason) => {
     state.lastStop = reason;
     setStatus(reason, STOP_TEXT[reason] || reason);
-    refreshCost(state.viewToken);
   },
 });
 
@@ -970,6 +969,7 @@ async function consumeStream(res, controller = new AbortController()) {
     followIfRunning(state.viewToken);
   }
   refreshSessions();
+  refreshCost(state.viewToken); // (once the stream ended: the run's usage is in the log)
   pollPending();
 }
 
