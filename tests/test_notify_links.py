@@ -201,3 +201,32 @@ def test_a_person_approves_through_the_page_in_a_browser(
         events = _until_done(http, paused["sessionId"])
         assert "tool:result" in events and events[-1] == "done"
         assert http.get("/pending").json()["items"] == []
+
+
+def test_a_question_is_answered_through_its_link(live: LiveServer, receiver: Receiver) -> None:
+    with live.client() as http:
+        asked = http.post("/agents/shop/messages", json={"message": "ask me"})
+        assert asked.status_code == 202, asked.text
+        body = receiver.wait(1)[0].body
+        assert (body["kind"], body["tool"], body["arguments"]) == (
+            "question",
+            "ask_user",
+            {"question": "Which colour?", "options": ["red", "blue"]},
+        )
+        assert set(body["links"]) == {"page", "answer"}
+        page = on(live, body["links"]["answer"])
+        shown = http.get(page)
+        assert shown.status_code == 200 and "<textarea name='answer'" in shown.text
+        decide = on(live, body["links"]["page"]) + "/decide"
+        assert http.post(decide, data={"action": "answer", "answer": " "}).status_code == 400
+        assert http.post(decide, data={"action": "approve"}).status_code == 400
+        answered = http.post(decide, data={"action": "answer", "answer": "blue"})
+        assert "<p id='outcome'>Answered. The run goes on.</p>" in answered.text
+        events = _until_done(http, asked.json()["sessionId"])
+        assert events[-1] == "done"
+        resolved = receiver.wait(2)[1].body
+        assert (resolved["status"], resolved["answer"], resolved["decidedBy"]) == (
+            "answered",
+            "blue",
+            "link",
+        )

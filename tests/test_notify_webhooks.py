@@ -5,9 +5,10 @@ several webhooks and their `events`; the configuration's errors."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from log_conformance import KEY, Clock, approval, reply, said
 from loopwright import events as ev
 from loopwright import redact
 from loopwright.errors import ConfigError
-from loopwright.notify import Deliverer, Links, NotifySettings, Webhook, WebhookNotifier
+from loopwright.notify import Deliverer, Links, NotifySettings, Sent, Webhook, WebhookNotifier
 from loopwright.notify.signing import LinkClaim, check
 from loopwright.store.log import Decision
 from loopwright.store.outbox import Attempt, outbox_of
@@ -306,3 +307,64 @@ def test_the_configuration_names_what_is_wrong_and_never_a_secret(
         with pytest.raises(ConfigError, match=message) as raised:
             NotifySettings.from_project({"notify": notify})
         assert "s3cret" not in str(raised.value)
+
+
+class Pager:
+    """A plugin's notifier (`plugins.Notifier`): it fails once, then takes everything."""
+
+    name = "pager"
+    events = frozenset({"approval", "resolved"})
+
+    def __init__(self) -> None:
+        self.got: list[dict[str, Any]] = []
+
+    async def send(self, message: Mapping[str, Any]) -> Sent:
+        self.got.append(dict(message))
+        return Sent(len(self.got) > 1, error=None if len(self.got) > 1 else "busy", retry=True)
+
+
+async def test_a_plugins_notifier_gets_the_same_durable_delivery(log: SQLiteLog) -> None:
+    from loopwright.plugins import Notifier
+
+    pager = Pager()
+    assert isinstance(pager, Notifier)
+    webhook = WebhookNotifier(Webhook("w", "http://127.0.0.1:1/", SECRET, ALL))
+    assert isinstance(webhook, Notifier)
+    await webhook.close()
+    await paused(log, approval("p-1", amount=5))
+    clock = Clock(NOW)
+    links = Links("https://agents.example.com", LINK_KEY, 3600, clock)
+    worker = Deliverer(log, [pager], NotifySettings(), links, clock=clock, random=lambda: 0.5)
+    assert await worker.tick() == 1
+    clock.advance(1.5)
+    assert await worker.tick() == 1
+    assert [(m["attempt"], m["event"], m["id"]) for m in pager.got] == [
+        (1, "pending", "p-1"),
+        (2, "pending", "p-1"),
+    ]
+    [listed] = await outbox_of(log).deliveries()
+    assert (listed.target, listed.state, [a.error for a in listed.tried]) == (
+        "pager",
+        "delivered",
+        ["busy", None],
+    )
+
+
+async def test_two_workers_on_one_database_post_each_delivery_once(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    clock = Clock(NOW)
+    logs = [SQLiteLog(tmp_path / "loopwright.db", clock=clock) for _ in range(2)]
+    workers = [deliverer(each, clock, hook(receiver)) for each in logs]
+    try:
+        await paused(logs[0], approval("p-1", amount=5), approval("p-2", amount=6))
+        counts = await asyncio.gather(*(w.tick() for w in workers))
+        assert sorted(counts) in ([0, 2], [1, 1])  # whoever claimed first posted it
+        assert [await w.tick() for w in workers] == [0, 0]
+    finally:
+        for w in workers:
+            await w.close()
+        for each in logs:
+            await each.close()
+    got = receiver.wait(2)
+    assert sorted(g.body["id"] for g in got) == ["p-1", "p-2"]

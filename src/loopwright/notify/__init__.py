@@ -7,14 +7,16 @@
 - `message`: the body; `links` and `signing`: the approval links' tokens;
 - the server serves the links' confirmation pages (`server.links`) and `GET /notifications`.
 
-`start` makes the server's worker from the project's settings (None without webhooks).
+`start` makes the server's worker from the project's settings and the plugins' notifiers
+(`plugins.Notifier`, the shape of `webhook.Notifier`): None when there are neither.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from ..store.log import EventLog
 from ..store.outbox import outbox_of
 from .config import EVENTS, NotifySettings, Webhook
@@ -47,14 +49,28 @@ async def links_for(settings: NotifySettings, log: EventLog, default_base: str) 
 
 
 async def start(
-    project_settings: Mapping[str, Any], log: EventLog, default_base: str, **options: Any
+    project_settings: Mapping[str, Any],
+    log: EventLog,
+    default_base: str,
+    *,
+    extra: Sequence[Notifier] | None = None,
+    **options: Any,
 ) -> Deliverer | None:
-    """The running delivery worker of a server, or None when no webhook is configured."""
+    """The running delivery worker of a server: to the `[[notify.webhook]]` targets and the
+    notifiers `extra` (by default every installed plugin's); None when there are none."""
     settings = NotifySettings.from_project(project_settings)
-    if not settings.webhooks:
+    if extra is None:
+        from ..plugins import notifiers as plugin_notifiers
+
+        extra = plugin_notifiers()
+    names = [w.name for w in settings.webhooks] + [n.name for n in extra]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"two notifiers share a name (webhooks and plugins): {sorted(names)}")
+    if not names:
         return None
+    notifiers: list[Notifier] = [WebhookNotifier(hook) for hook in settings.webhooks]
+    notifiers += extra
     links = await links_for(settings, log, default_base)
-    notifiers = [WebhookNotifier(hook) for hook in settings.webhooks]
     deliverer = Deliverer(log, notifiers, settings, links, **options)
     deliverer.start()
     return deliverer
