@@ -517,6 +517,14 @@ async def test_a_failure_in_the_spans_never_ends_the_run(spans, monkeypatch, cap
     [run] = spans.get_finished_spans()  # ended, as failed; no more spans of this run
     assert run.name == "invoke_agent support" and run.status.status_code is StatusCode.ERROR
 
+    spans.clear()
+    caplog.clear()
+    monkeypatch.setattr(made.RunSpans, "__init__", broken)  # not even its first span
+    result = await drive(Session(Agent(model=scripted("hi"))).run("go"))
+    assert result.text == "hi" and spans.get_finished_spans() == ()
+    [record] = [r for r in caplog.records if r.name == "loopwright.telemetry"]
+    assert record.exc_info is not None and str(record.exc_info[1]) == "a bug in telemetry"
+
 
 async def test_a_subagent_paused_on_an_approval_and_resumed(spans):
     child = Agent(

@@ -68,7 +68,16 @@ class Tracing:
         child's session so)."""
 
     def observe(self, run: Run, session: Session | None) -> Callable[[ev.Event | None], None]:
-        return RunSpans(self, run, session)
+        """The observer of one run (`driver.OBSERVE`); one that ignores it if that fails."""
+        try:
+            return RunSpans(self, run, session)
+        except Exception:
+            log.warning("telemetry: the spans of run %s failed", run.session_id, exc_info=True)
+            return _ignore
+
+
+def _ignore(event: ev.Event | None) -> None:
+    pass
 
 
 @dataclass(slots=True)
