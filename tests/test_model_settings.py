@@ -37,6 +37,7 @@ def test_settings_are_validated_and_normalised():
     s = ModelSettings(stop="END", reasoning={"budget_tokens": 2048}, extra={"seed": 7})
     assert (s.stop, s.reasoning, s.extra) == (("END",), ReasoningBudget(2048), {"seed": 7})
     assert ModelSettings(stop=["a", "b"]).stop == ("a", "b")
+    assert hash(s) == hash(ModelSettings(stop="END", reasoning=ReasoningBudget(2048)))  # a value
     bad = {
         "temperature": (2.5, "temperature must be a number from 0 to 2, not 2.5"),
         "top_p": (True, "top_p must be a number from 0 to 1, not True"),

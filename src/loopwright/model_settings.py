@@ -63,7 +63,7 @@ class ModelSettings:
     """Send a hash of the session id as request metadata where the dialect takes it (OpenAI's
     `prompt_cache_key`, Anthropic's `metadata.user_id`), so a session's requests share a cache
     and a provider can tell users apart. None means yes; False sends nothing."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)  # (a dict: not hashed)
     """Provider-specific body fields, sent as they are and over anything mapped from the fields
     above (the SDKs' `extra_body`)."""
 
