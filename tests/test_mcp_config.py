@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from loopwright.errors import ConfigError
 from loopwright.mcp import HttpServer, StdioServer, load_config, tool_name
-from loopwright.mcp.config import redact
+from loopwright.mcp.config import parse_config, redact
 
 SECRET = "sk-live-4f9a8b7c6d5e"
 ENV = {"TOKEN": SECRET, "HOME_DIR": "/srv/app", "TZ_NAME": "UTC"}
@@ -159,3 +160,23 @@ def test_tool_names() -> None:
     long = tool_name("server", "x" * 80)
     assert len(long) == 64 and long.startswith("mcp__server__xxx")
     assert tool_name("fs", "a.b", {"mcp__fs__a_b"}) != "mcp__fs__a_b"
+
+
+def test_the_docs_example_parses() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "mcp.md").read_text()
+    [example] = re.findall(r"```json\n(.*?)```", doc, re.S)
+    env = {"GITHUB_TOKEN": SECRET}
+    time, github = parse_config(json.loads(example), "docs/mcp.md", env)
+    assert time == StdioServer(
+        name="time",
+        command="python",
+        args=("-m", "mcp_server_time", "--local-timezone=UTC"),
+        env={"LOG_LEVEL": "warning"},
+        cwd=".",
+    )
+    assert github == HttpServer(
+        name="github",
+        url="https://api.githubcopilot.com/mcp/",
+        headers={"Authorization": f"Bearer {SECRET}"},
+        timeout=60.0,
+    )
