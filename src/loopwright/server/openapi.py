@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import links
+from . import links, usage
 
 Schema = dict[str, Any]
 
@@ -217,6 +217,7 @@ SCHEMAS: dict[str, Schema] = {
         decidedBy={"type": ["string", "null"]},
         sessionId=STRING,
     ),
+    "Usage": usage.SCHEMA,
     "Item": {
         "type": "object",
         "required": ["id", "sessionId", "agent", "requestedAt"],
@@ -224,57 +225,6 @@ SCHEMAS: dict[str, Schema] = {
         "question (question, options, answerUrl); `type` in mixed lists.",
     },
 }
-
-
-USAGE_QUERY = [
-    {
-        "name": "by",
-        "in": "query",
-        "required": False,
-        "schema": {"type": "string", "pattern": "^((agent|session|day|model)(,|$))*$"},
-        "description": "Group by these, comma-separated, each once (none: one total).",
-    },
-    {"name": "agent", "in": "query", "required": False, "schema": STRING},
-    {
-        "name": "session",
-        "in": "query",
-        "required": False,
-        "schema": STRING,
-        "description": "With `agent`: this session and its subagents' sessions.",
-    },
-    *(
-        {
-            "name": name,
-            "in": "query",
-            "required": False,
-            "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
-            "description": f"Only requests on or {when} this day (UTC).",
-        }
-        for name, when in (("from", "after"), ("to", "before"))
-    ),
-]
-SCHEMAS["Usage"] = _object(
-    [
-        "requests",
-        "inputTokens",
-        "outputTokens",
-        "cacheReadTokens",
-        "cacheWriteTokens",
-        "cost",
-        "unpricedRequests",
-    ],
-    agent=STRING,
-    session=STRING,
-    day=STRING,
-    model={"type": ["string", "null"]},
-    requests=INTEGER,
-    inputTokens=INTEGER,
-    outputTokens=INTEGER,
-    cacheReadTokens=INTEGER,
-    cacheWriteTokens=INTEGER,
-    cost={"type": ["number", "null"], "description": "Null when no request had a price."},
-    unpricedRequests={"type": "integer", "description": "Requests without a known price."},
-)
 
 
 def _listing(key: str) -> Schema:
@@ -493,7 +443,7 @@ def document(version: str) -> Schema:
                 "get": _op(
                     "The tenant's model usage summed by group (a page of groups)",
                     _paged("groups", _ref("Usage"), "One page of groups, in the key's order."),
-                    *USAGE_QUERY,
+                    *usage.QUERY,
                     LIMIT,
                     CURSOR,
                 )

@@ -13,6 +13,60 @@ from . import pages
 from .state import state_of
 from .views import ApiError, tenant_of
 
+_STRING = {"type": "string"}
+_INTEGER = {"type": "integer"}
+QUERY = [
+    {
+        "name": "by",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string", "pattern": "^((agent|session|day|model)(,|$))*$"},
+        "description": "Group by these, comma-separated, each once (none: one total).",
+    },
+    {"name": "agent", "in": "query", "required": False, "schema": _STRING},
+    {
+        "name": "session",
+        "in": "query",
+        "required": False,
+        "schema": _STRING,
+        "description": "With `agent`: this session and its subagents' sessions.",
+    },
+    *(
+        {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+            "description": f"Only requests on or {when} this day (UTC).",
+        }
+        for name, when in (("from", "after"), ("to", "before"))
+    ),
+]
+"""The OpenAPI document's query parameters of `GET /usage` (`server.openapi`)."""
+SCHEMA = {
+    "type": "object",
+    "required": [
+        "requests",
+        "inputTokens",
+        "outputTokens",
+        "cacheReadTokens",
+        "cacheWriteTokens",
+        "cost",
+        "unpricedRequests",
+    ],
+    "properties": {
+        "agent": _STRING,
+        "session": _STRING,
+        "day": _STRING,
+        "model": {"type": ["string", "null"]},
+        **{n: _INTEGER for n in ("requests", "inputTokens", "outputTokens")},
+        **{n: _INTEGER for n in ("cacheReadTokens", "cacheWriteTokens")},
+        "cost": {"type": ["number", "null"], "description": "Null when no request had a price."},
+        "unpricedRequests": {"type": "integer", "description": "Requests without a known price."},
+    },
+}
+"""One group of `GET /usage` (a group's keys are those it was grouped by)."""
+
 
 async def usage(request: Request) -> JSONResponse:
     state = state_of(request)
