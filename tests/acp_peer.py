@@ -165,12 +165,15 @@ class Peer:
     async def answer(self, request: Message, result: Message) -> None:
         await self.send({"id": request["id"], "result": result})
 
-    async def handshake(self) -> Message:
+    async def handshake(self, **capabilities: Any) -> Message:
         _, result = await self.call(
             "initialize",
             {
                 "protocolVersion": 1,
-                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+                "clientCapabilities": {
+                    "fs": {"readTextFile": False, "writeTextFile": False},
+                    **capabilities,
+                },
                 "clientInfo": {"name": "test-client", "version": "1.0"},
             },
         )

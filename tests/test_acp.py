@@ -174,6 +174,57 @@ async def test_a_rejected_tool_call_fails_and_the_run_goes_on(peer):
     assert result == {"stopReason": "end_turn"}
 
 
+async def test_an_editor_that_shows_forms_may_edit_the_arguments(peer, project):
+    await peer.handshake(elicitation={"form": {}})
+    session = await new_session(peer)
+    asked: list[Message] = []
+    edits = iter([{"amount": "lots"}, {"amount": 3}])  # the first is refused
+
+    async def on(message: Message) -> None:
+        if message.get("method") == "session/request_permission":
+            asked.append(message)
+            await peer.answer(message, {"outcome": {"outcome": "selected", "optionId": "edit"}})
+        elif message.get("method") == "elicitation/create":
+            asked.append(message)
+            await peer.answer(message, {"action": "accept", "content": next(edits)})
+
+    seen, result = await prompt(peer, session, "refund please", on)
+    assert [brief(m) for m in seen] == [
+        *REFUND_STREAM,
+        ("elicitation/create",),
+        ("session/request_permission",),
+        ("elicitation/create",),
+        ("tool_call_update", "r1", "in_progress"),
+        ("tool_call_update", "r1", "completed"),
+        ("agent_message_chunk", "Done: refunded 3"),
+        ("agent_message_chunk", ".0 on A-1"),
+    ]
+    assert result == {"stopReason": "end_turn"}
+    assert [o["optionId"] for o in asked[0]["params"]["options"]] == [
+        "allow_once",
+        "edit",
+        "reject_once",
+    ]
+    assert asked[1]["params"] == {
+        "sessionId": session,
+        "toolCallId": "r1",
+        "mode": "form",
+        "message": "Edit the arguments of refund, then allow it",
+        "requestedSchema": {  # (the SDK leaves out `type`: "object" is its default)
+            "properties": {
+                "order": {"type": "string", "default": "A-1"},
+                "amount": {"type": "integer", "default": 5},
+            },
+            "required": ["order", "amount"],
+        },
+    }
+    [refused] = asked[2]["params"]["toolCall"]["content"]
+    assert refused["content"]["text"].startswith("The edit was refused: ")
+    assert seen[7]["params"]["update"]["rawInput"] == {"order": "A-1", "amount": 3}
+    [item] = await stored_items(project)
+    assert (item["status"], item["edited_args"]) == ("approved", {"order": "A-1", "amount": 3})
+
+
 async def test_cancel_mid_run_answers_cancelled(peer):
     await peer.handshake()
     session = await new_session(peer)

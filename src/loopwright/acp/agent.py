@@ -29,39 +29,31 @@ from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
-    AllowedOutcome,
     EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
-    PermissionOption,
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
     TextContentBlock,
     TextResourceContents,
-    ToolCallUpdate,
 )
 
 from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval
 from ..errors import SessionBusy, UnknownSession
-from ..runtime import LiveRun, Runtime
+from ..runtime import LiveRun, Resolved, Runtime
 from ..runtime.follow import Item
 from ..store.log import SessionKey, valid_session_id
-from . import servers
-from .updates import Translator, announce, kind_of, replay, stop_reason
+from . import edits, servers
+from .asking import Asker, Resolve
+from .updates import Translator, announce, replay, stop_reason
 
 logger = logging.getLogger("loopwright.acp")
-
-ALLOW, REJECT = "allow_once", "reject_once"
-OPTIONS = [
-    PermissionOption(option_id=ALLOW, name="Allow once", kind="allow_once"),
-    PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
-]
 
 
 @dataclasses.dataclass
@@ -87,6 +79,7 @@ class AcpAgent:
         self.by = "acp"
         """Who decides, as the log records it: `acp:<the client's name>`."""
         self._conn: Client | None = None
+        self._asker: Asker | None = None
         self._sessions: dict[str, _Session] = {}
         self._own: list[Runtime] = []
 
@@ -97,6 +90,12 @@ class AcpAgent:
     def conn(self) -> Client:
         assert self._conn is not None, "on_connect comes first"
         return self._conn
+
+    @property
+    def asker(self) -> Asker:
+        if self._asker is None:  # a client that skipped initialize: no form, no name
+            self._asker = Asker(self.conn, self.by, can_edit=False)
+        return self._asker
 
     async def close(self) -> None:
         """End what the sessions' own runtimes run (the shared one is its owner's)."""
@@ -114,6 +113,7 @@ class AcpAgent:
     ) -> InitializeResponse:
         if client_info is not None:
             self.by = f"acp:{client_info.name}"
+        self._asker = Asker(self.conn, self.by, can_edit=edits.can_edit(client_capabilities))
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
@@ -186,16 +186,24 @@ class AcpAgent:
         live: LiveRun | None = None
         if session.stored:
             for item in await session.runtime.outstanding(session.key):
+                resolved: Resolved | None
                 if item.kind == "question" and text:
-                    decision: Approval | Answer = Answer(text=text, by=self.by)
+                    answer = Answer(text=text, by=self.by)
                     text = ""
-                else:
-                    decision = await self._permission(
-                        session, item.id, item.call_id, item.tool, item.args
+                    resolved = await session.runtime.resolve(
+                        self.tenant, item.id, answer, hold=True
                     )
-                    if session.cancelled:
-                        return "cancelled"
-                resolved = await session.runtime.resolve(self.tenant, item.id, decision, hold=True)
+                else:
+                    resolved = await self.asker.decide(
+                        session.key.id,
+                        item.id,
+                        item.call_id,
+                        item.tool,
+                        item.args,
+                        self._resolver(session, item.id, hold=True),
+                    )
+                if resolved is None:  # the client cancelled the turn
+                    return "cancelled"
                 live = resolved.run or live
         if live is not None:
             reason = await self._follow(session, live)
@@ -267,36 +275,24 @@ class AcpAgent:
         if subagent:  # the editor has not seen the subagent's call
             update = announce_call(call_id, pending)
             await self.conn.session_update(session_id=session.key.id, update=update)
-        decision = await self._permission(session, pending.id, call_id, pending.tool, pending.args)
-        if session.cancelled:
-            return
-        resolved = await session.runtime.resolve(self.tenant, pending.id, decision, hold=False)
-        if resolved.status in ("invalid", "already_resolved"):
-            logger.info("approval %s: %s", pending.id, resolved.status)
-
-    async def _permission(
-        self, session: _Session, pending_id: str, call_id: str, name: str, args: dict[str, Any]
-    ) -> Approval:
-        """The editor's answer to one approval (a cancelled request cancels the turn). Its
-        `_meta.loopwright.pendingId` names the item for the other doors (`loopwright approvals`)."""
-        answer = await self.conn.request_permission(
-            session_id=session.key.id,
-            tool_call=ToolCallUpdate(
-                tool_call_id=call_id,
-                title=name,
-                kind=kind_of(name),
-                status="pending",
-                raw_input=args,
-            ),
-            options=OPTIONS,
-            loopwright={"pendingId": pending_id},
+        resolved = await self.asker.decide(
+            session.key.id,
+            pending.id,
+            call_id,
+            pending.tool,
+            pending.args,
+            self._resolver(session, pending.id, hold=False),
         )
-        if isinstance(answer.outcome, AllowedOutcome):
-            if answer.outcome.option_id == ALLOW:
-                return Approval.approve(by=self.by)
-            return Approval.deny(by=self.by)
-        await self.cancel(session.key.id)  # the client cancelled the turn
-        return Approval.deny(by=self.by)
+        if resolved is None:
+            await self.cancel(session.key.id)  # the client cancelled the turn
+        elif resolved.status == "already_resolved":
+            logger.info("approval %s was decided elsewhere first", pending.id)
+
+    def _resolver(self, session: _Session, pending_id: str, *, hold: bool) -> Resolve:
+        async def resolve(decision: Approval) -> Resolved:
+            return await session.runtime.resolve(self.tenant, pending_id, decision, hold=hold)
+
+        return resolve
 
     async def _say(self, session: _Session, text: str) -> None:
         update = update_agent_message_text(text)
