@@ -20,7 +20,7 @@ from loopwright import redact
 from loopwright.errors import ConfigError
 from loopwright.notify import Deliverer, Links, NotifySettings, Sent, Webhook, WebhookNotifier
 from loopwright.notify.signing import LinkClaim, check
-from loopwright.store.log import Decision
+from loopwright.store.log import Decision, EventLog
 from loopwright.store.outbox import Attempt, outbox_of
 from loopwright.store.sqlite_log import SQLiteLog
 from notify_receiver import Receiver
@@ -55,12 +55,12 @@ def question(pending_id: str) -> ev.QuestionPending:
     )
 
 
-async def paused(log: SQLiteLog, *asks: ev.Event) -> None:
+async def paused(log: EventLog, *asks: ev.Event) -> None:
     lease = (await log.claim(KEY, "run-1", ttl=30)).lease
     await log.append(lease, [said("refund"), reply(), *asks])
 
 
-def deliverer(log: SQLiteLog, clock: Clock, *hooks: Webhook, **options: Any) -> Deliverer:
+def deliverer(log: EventLog, clock: Clock, *hooks: Webhook, **options: Any) -> Deliverer:
     links = Links("https://agents.example.com", LINK_KEY, 3600, clock)
     settings = NotifySettings(webhooks=hooks, **options)
     notifiers = [WebhookNotifier(hook) for hook in hooks]
@@ -368,3 +368,25 @@ async def test_two_workers_on_one_database_post_each_delivery_once(
             await each.close()
     got = receiver.wait(2)
     assert sorted(g.body["id"] for g in got) == ["p-1", "p-2"]
+
+
+async def test_delivery_from_a_postgresql_log(pg_url: str, receiver: Receiver) -> None:
+    from loopwright.store.pg_log import PostgresLog
+
+    clock = Clock(NOW)
+    log = await PostgresLog(pg_url, clock=clock).open()
+    worker = deliverer(log, clock, hook(receiver))
+    try:
+        await paused(log, approval("p-1", amount=5))
+        assert await worker.tick() == 1
+        await log.decide("acme", "p-1", Decision("denied", "ann", note="no"))
+        assert await worker.tick() == 1
+    finally:
+        await worker.close()
+        await log.close()
+    got = receiver.wait(2)
+    assert [(g.signed, g.body["event"], g.body["status"]) for g in got] == [
+        (True, "pending", "open"),
+        (True, "resolved", "denied"),
+    ]
+    assert got[1].body["note"] == "no"
