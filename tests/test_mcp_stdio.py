@@ -354,3 +354,36 @@ async def test_a_server_that_failed_to_start_is_listed_again_later(
         "mcp__late__convert_time",
     ]
     assert server.starts == 3  # entered, listed at once (retry_after=0: no wait), listed later
+
+
+async def test_the_durable_runtimes_approvers_are_not_asked(started: list[MCPServer]) -> None:
+    """They answer from the log, which has no item for an elicitation: declined at once."""
+    from loopwright.runtime.approvers import held
+
+    tools = await tools_of(server := MCPServer(everything_stdio()))
+    started.append(server)
+    approver = held(None, None, None)  # type: ignore[arg-type]  # never called
+    result = await tools["mcp__everything__trigger-elicitation-request"].call(
+        {}, context(approver=approver)
+    )
+    assert isinstance(result, ToolReturn)
+    assert result.content.startswith("❌ User declined to provide the requested information.")
+
+
+def test_a_new_event_loop_starts_the_server_anew() -> None:
+    """A toolset outlives an `asyncio.run`: the next loop starts its own server process (the
+    old loop's task was cancelled when that loop ended, which stopped the old one)."""
+    server = MCPServer(time_server())
+
+    async def use() -> bool:
+        tools = await server.list_tools()
+        return (await tools[0].call({"timezone": "UTC"}, None)).is_error
+
+    assert asyncio.run(use()) is False
+    assert asyncio.run(use()) is False
+
+    async def stop() -> None:
+        await server.exit()
+
+    asyncio.run(stop())
+    assert server.starts == 2

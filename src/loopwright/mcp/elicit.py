@@ -6,7 +6,8 @@ the fields it wants; the person's answer (free text: a JSON object, or for a sin
 value alone) is checked against the server's schema, its defaults filled in, and sent back as
 `accept`. With nobody to answer live (no approver, or one that defers), or an answer that does
 not fit, the server is told `decline`: a tool call cannot pause in the middle and resume in
-another process, so an elicitation never becomes a durable pending item.
+another process, so an elicitation never becomes a durable pending item. For the same reason a
+run of the durable runtime (whose approvers answer from its log) declines them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ log = logging.getLogger("loopwright.tools")
 
 async def ask(server: str, ctx: ToolContext | None, message: str, schema: dict[str, Any]) -> Any:
     """The answer's content for the server (a dict), or None to decline."""
-    if ctx is None or ctx.approver is None:
+    if ctx is None or ctx.approver is None or _from_the_log(ctx.approver):
         return None
     fields: dict[str, Any] = schema.get("properties") or {}
     request = QuestionRequest(
@@ -45,6 +46,12 @@ async def ask(server: str, ctx: ToolContext | None, message: str, schema: dict[s
     if not isinstance(answer, Answer):
         return None
     return content_of(answer.text, schema)
+
+
+def _from_the_log(approver: Any) -> bool:
+    """The durable runtime's approvers answer with the decision its log records for the
+    item: an elicitation is no item of the log (yet), so none could be recorded or waited for."""
+    return getattr(approver, "__module__", "") == "loopwright.runtime.approvers"
 
 
 def content_of(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:

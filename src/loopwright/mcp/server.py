@@ -66,6 +66,7 @@ class MCPServer(Toolset):
         self._stale = False
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._retry_at: float | None = None
         """When a server that failed to start may be tried again by a listing (None: now)."""
         self._calls: dict[int, ToolContext | None] = {}
@@ -109,8 +110,10 @@ class MCPServer(Toolset):
     async def connect(self) -> _Connection:
         """The live connection, the server started first if need be (`Unavailable` if it
         cannot be)."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new event loop (asyncio.run again): the old one's are gone
+            self._loop, self._lock, self._conn = loop, asyncio.Lock(), None
+        assert self._lock is not None
         async with self._lock:
             if self._conn is not None and not self._conn.closed:
                 return self._conn
@@ -210,6 +213,7 @@ class _Connection:
         self.closed = False
         self.failure: BaseException | None = None
         self.stderr: IO[str] | None = None
+        self._last_line = ""
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -248,6 +252,7 @@ class _Connection:
         finally:
             self.closed = True
             self.client = None
+            self._close_stderr()  # its last line kept: the task may end with its loop, unstopped
             self._ready.set()
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
@@ -300,7 +305,7 @@ class _Connection:
 
     def _stderr_tail(self) -> str:
         if self.stderr is None or self.stderr.closed:
-            return ""
+            return self._last_line
         with contextlib.suppress(OSError, ValueError):
             self.stderr.flush()
             self.stderr.seek(0)
@@ -319,7 +324,11 @@ class _Connection:
             if not done:
                 task.cancel()
                 await asyncio.wait({task}, timeout=5)
-        if self.stderr is not None:
+        self._close_stderr()
+
+    def _close_stderr(self) -> None:
+        if self.stderr is not None and not self.stderr.closed:
+            self._last_line = self._stderr_tail()
             self.stderr.close()
 
 
