@@ -387,3 +387,32 @@ def test_a_new_event_loop_starts_the_server_anew() -> None:
 
     asyncio.run(stop())
     assert server.starts == 2
+
+
+async def test_a_call_past_its_timeout_is_cancelled_on_the_server(
+    tmp_path: Path, started: list[MCPServer]
+) -> None:
+    """mcp.json's `timeout` is the tool's: the run cuts the call off there, and the server is
+    told (`notifications/cancelled`)."""
+    wire = tmp_path / "to-server.jsonl"
+    config = StdioServer(
+        name="everything",
+        command="sh",
+        args=("-c", 'tee "$0" | exec "$1" "$2" stdio', str(wire), node(), str(EVERYTHING)),
+        timeout=0.5,
+    )
+    server = MCPServer(config)
+    started.append(server)
+    name = "mcp__everything__trigger-long-running-operation"
+    model = scripted({"tool_calls": [call(name, duration=60, steps=60)]}, "gave up")
+    result = await drive(Session(Agent(model=model, tools=[server])).run("go"))
+    [output] = [e for e in result.events if e.type == "tool:output"]
+    assert output.is_error and "timed out" in output.content, output.content
+    tools = {t.name: t for t in await server.list_tools()}
+    assert await tools["mcp__everything__echo"].call({"message": "x"}, None) == ToolReturn(
+        content="Echo: x"
+    )
+    sent = [json.loads(line) for line in wire.read_text().splitlines()]
+    [request] = [m for m in sent if m.get("method") == "tools/call"][:1]
+    cancels = [m for m in sent if m.get("method") == "notifications/cancelled"]
+    assert [c["params"]["requestId"] for c in cancels] == [request["id"]]
