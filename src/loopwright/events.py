@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypeAlias, get_args
 
 from ._values import value
-from .messages import AssistantMessage, Usage, UserMessage
+from .messages import AssistantMessage, Attachment, Usage, UserMessage
 
 DecisionKind: TypeAlias = Literal["allow", "ask", "deny"]
 RunStopReason: TypeAlias = Literal[
@@ -362,6 +362,7 @@ class ToolOutput:
     tool: str
     content: str
     is_error: bool = False
+    attachments: tuple[Attachment, ...] | None = None
     type: Literal["tool:output"] = "tool:output"
 
 

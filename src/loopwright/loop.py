@@ -29,7 +29,7 @@ from .decide import Batch
 from .errors import describe
 from .hook_calls import observe
 from .hooks import RunInfo
-from .messages import AssistantMessage
+from .messages import AssistantMessage, UserMessage
 from .models import Model, ModelFailure
 from .permissions import Gate
 from .replay import State
@@ -63,7 +63,7 @@ async def run_loop(
     info: RunInfo,
     control: Control,
     *,
-    input: str | None,
+    input: str | UserMessage | None,
     approver: Approver | None = None,
     compact: bool = False,
     children: Any = None,

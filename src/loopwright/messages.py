@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ._values import value
+from .attachments import Attachment as Attachment
 
 if TYPE_CHECKING:
     from .decide import Checkpoint, Recovery
@@ -70,6 +71,7 @@ class UserMessage:
     """Input from the person (or a steering/follow-up message, or a carry-over note)."""
 
     content: str
+    attachments: tuple[Attachment, ...] | None = None  # images, documents (`attachments`)
     role: Literal["user"] = "user"
 
 
@@ -102,6 +104,7 @@ class ToolResultMessage:
     tool: str
     content: str
     is_error: bool = False
+    attachments: tuple[Attachment, ...] | None = None  # images a tool returned
     role: Literal["tool"] = "tool"
 
 

@@ -156,7 +156,11 @@ def _output(state: State, event: ev.ToolOutput) -> None:
         return
     results = batch.results
     results[event.id] = ToolResultMessage(
-        call_id=event.id, tool=event.tool, content=event.content, is_error=event.is_error
+        call_id=event.id,
+        tool=event.tool,
+        content=event.content,
+        is_error=event.is_error,
+        attachments=event.attachments,
     )
     calls = batch.calls
     if len(results) < len(calls):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import threads
+from .attachments import split_images
 from .errors import ToolError
 from .events import (
     Event,
@@ -125,6 +126,7 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     terminate = is_error = False
     if isinstance(value, ToolReturn):
         terminate, is_error, value = value.terminate, value.is_error, value.content
+    value, images = split_images(value)  # an image the tool returned goes beside its text
     content = valid(to_content(value))  # a result the log can take (no lone surrogate)
     name = item.tool.name
     cap = item.tool.max_output if item.tool.max_output is not None else max_output
@@ -134,7 +136,7 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
             f"The first {cap} characters:\n{content[:cap]}",
             is_error=True,
         )
-    return Outcome(content=content, is_error=is_error, terminate=terminate)
+    return Outcome(content=content, is_error=is_error, terminate=terminate, attachments=images)
 
 
 def settled(item: Scheduled, job: Job, max_output: int) -> Outcome:
@@ -168,7 +170,13 @@ def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
         )
     return (
         ToollaneResult(name=call.name, summary=outcome.content),
-        ToolOutput(id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error),
+        ToolOutput(
+            id=call.id,
+            tool=call.name,
+            content=outcome.content,
+            is_error=outcome.is_error,
+            attachments=outcome.attachments,
+        ),
         ToolResult(
             id=call.id,
             tool=call.name,

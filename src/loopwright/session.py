@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from . import events as ev
 from .agent import Agent
 from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest
+from .attachments import Attachment, with_attachments
 from .decide import Resolution
 from .driver import Run as Run
 from .driver import RunResult as RunResult
@@ -132,6 +134,7 @@ class Session:
         approver: Approver | None = None,
         compact: bool = False,
         settings: ModelSettings | Mapping[str, Any] | None = None,
+        attachments: Sequence[Attachment | str | Path | bytes] = (),
     ) -> Run:
         """Start processing `input` (text, or a `UserMessage` whose content is the input);
         iterate the returned `Run` for its events.
@@ -141,13 +144,15 @@ class Session:
         carry-over note, queued steering, a paused or interrupted batch), else `ValueError`.
         `approver` answers `ask` decisions live; without one they become pending items and the
         run pauses. `settings` are model settings laid over the agent's for this run only.
+        `attachments` (images, documents: `Attachment` values, file paths, URLs or bytes) go
+        with the input (see `loopwright.attachments`).
         Raises `SessionBusy` while another run of this session is in progress, and
-        `ConfigError` when the model cannot take the settings (before any request).
+        `ConfigError` when the model cannot take the settings or the attachments (before any
+        request; `AttachmentError` for a bad or oversized attachment).
         """
-        if isinstance(input, UserMessage):
-            input = input.content
-        elif input is not None and not isinstance(input, str):
+        if input is not None and not isinstance(input, (str, UserMessage)):
             raise TypeError(f"a run's input is a str or a UserMessage, not {type(input).__name__}")
+        input = with_attachments(input, attachments, self.agent.model)
         if self.busy:
             raise SessionBusy(
                 f"session {self.id} is already running (a run left unfinished stays running: "
@@ -190,7 +195,8 @@ class Session:
             compact=compact,
             children=self.child,
         )
-        self._run = Run(events, self._control, self.id, self.journal, self, input, self._ended)
+        text = input.content if isinstance(input, UserMessage) else input
+        self._run = Run(events, self._control, self.id, self.journal, self, text, self._ended)
         return self._run
 
     def _check_continuable(self) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -184,7 +184,7 @@ class Steps:
 
     # ---- start and steering -------------------------------------------------------------
 
-    async def start(self, text: str | None) -> list[ev.Event]:
+    async def start(self, text: str | UserMessage | None) -> list[ev.Event]:
         """The carry-over note, the input (unless the prompt hook blocks it), steering."""
         hooks, carry_over = self.agent.hooks, self.history.carry_over
         events: list[ev.Event] = []
@@ -195,12 +195,14 @@ class Steps:
             )
             events.append(ev.InputReceived(message=note))
         if text is not None:
+            given = text if isinstance(text, UserMessage) else UserMessage(content=text)
+            text = given.content
             extra = await call_hook(hooks.on_prompt, self.info, text) if hooks.on_prompt else None
             if isinstance(extra, Block):
                 reason = f"input blocked: {extra.reason}"
                 self.stop(ev.LoopTerminated(reason=reason), extra.reason, "terminated")
                 return events
-            message = UserMessage(content=f"{text}\n\n{extra}" if extra else text)
+            message = replace(given, content=f"{text}\n\n{extra}") if extra else given
             events.append(ev.InputReceived(message=message))
         return events + self.inject(self.control.steering, self.agent.steering, "steer")
 

@@ -25,7 +25,7 @@ from . import threads
 from ._values import frozen
 from .errors import ConfigError, ToolError
 from .events import Event, ToolUpdate
-from .messages import ToolCall
+from .messages import Attachment, ToolCall
 from .models import ToolSpec
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
@@ -96,6 +96,7 @@ class Outcome:
     is_error: bool = False
     terminate: bool = False
     suspended: Suspend | None = None
+    attachments: tuple[Attachment, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
