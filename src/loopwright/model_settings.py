@@ -109,6 +109,8 @@ class ModelSettings:
         """These settings laid over `base`: each field set here wins, `extra` merges by key.
         (`base` may be a mapping: an `Agent(settings={...})` works as well.)"""
         base = ModelSettings.parse(base)
+        if self == _NONE:  # nothing set over it (most runs): every request of a run asks this
+            return base
         changes = {
             f.name: getattr(self, f.name)
             for f in fields(self)
@@ -156,3 +158,6 @@ def check(model: Any, settings: ModelSettings) -> None:
     checker = getattr(model, "check_settings", None)
     if callable(checker):
         checker(settings)
+
+
+_NONE = ModelSettings()
