@@ -253,28 +253,31 @@ class RunSpans:
         self.pending[event.id] = event.call_id
         name = next((c.name for c in self.queued if c.id == event.call_id), "")
         call = self._call(event.call_id, name, self.asked.pop(event.id, now))
-        call.attributes[f"loopwright.{event.kind}.id"] = event.id
-        call.attributes[f"loopwright.{event.kind}.decision"] = "pending"
+        kind = event.kind
+        _note(call, {f"loopwright.{kind}.id": event.id, f"loopwright.{kind}.decision": "pending"})
 
     def _resolved(self, event: ev.ApprovalResolved, now: int) -> None:
         call_id = self.pending.get(event.id)
         if call_id is None:
             return
         call = self._call(call_id, event.tool, now)
-        call.attributes.update(
+        _note(
+            call,
             {
                 "loopwright.approval.id": event.id,
                 "loopwright.approval.decision": event.decision,
                 "loopwright.approval.by": event.by,
-            }
+            },
         )
 
     def _answered(self, event: ev.QuestionResolved, now: int) -> None:
         call_id = self.pending.get(event.id)
         if call_id is not None and call_id in self.calls:
-            attributes = self.calls[call_id].attributes
-            attributes["loopwright.question.decision"] = "answered"
-            attributes["loopwright.question.by"] = event.by
+            answered = {
+                "loopwright.question.decision": "answered",
+                "loopwright.question.by": event.by,
+            }
+            _note(self.calls[call_id], answered)
 
     def _decided(self, event: ev.ActauthDecision, now: int) -> None:
         queued = next((c for c in self.queued if c.name == event.tool), None)
@@ -284,8 +287,8 @@ class RunSpans:
         else:
             call = _Call(event.tool, None, now)
             self.unbound.append(call)
-        call.attributes["loopwright.gate.decision"] = event.decision
-        call.attributes["loopwright.gate.reason"] = event.reason
+        gate = {"loopwright.gate.decision": event.decision, "loopwright.gate.reason": event.reason}
+        _note(call, gate)
 
     def _open(self, call: _Call, args: dict[str, Any] | None) -> Span:
         if call.span is None:
@@ -307,8 +310,6 @@ class RunSpans:
                 start_time=call.start,
             )
             self.tracing.calls[f"{self.session_id}/{call.name}/{call.id}"] = call.span
-        else:
-            call.span.set_attributes(call.attributes)
         return call.span
 
     def _started(self, event: ev.ToolStarted, now: int) -> None:
@@ -323,7 +324,7 @@ class RunSpans:
             span.set_attribute("gen_ai.tool.call.result", event.content)
 
     def _interrupted(self, event: ev.ToolInterrupted, now: int) -> None:
-        self._call(event.id, event.tool, now).attributes["loopwright.tool.interrupted"] = True
+        _note(self._call(event.id, event.tool, now), {"loopwright.tool.interrupted": True})
 
     def _result(self, event: ev.ToolResult, now: int) -> None:
         call = self._call(event.id, event.tool, now)
@@ -334,7 +335,7 @@ class RunSpans:
 
     def _suspended(self, event: ev.ToolSuspended, now: int) -> None:
         call = self._call(event.id, event.tool, now)
-        call.attributes["loopwright.tool.waits_on"] = event.session_id
+        _note(call, {"loopwright.tool.waits_on": event.session_id})
         self._finish(call, "suspended", now)
 
     def _finish(self, call: _Call, status: str, now: int, *, error: bool = False) -> None:
@@ -401,6 +402,13 @@ _HANDLERS: dict[type, Callable[[RunSpans, Any, int], None]] = {
     ev.ToolSuspended: RunSpans._suspended,
     ev.Done: RunSpans._done,
 }
+
+
+def _note(call: _Call, attributes: dict[str, Any]) -> None:
+    """Attributes of a call: on its span when it is open, else on the span it will open."""
+    call.attributes.update(attributes)
+    if call.span is not None:
+        call.span.set_attributes(attributes)
 
 
 def _model_attributes(spec: str, kind: str) -> dict[str, Any]:
