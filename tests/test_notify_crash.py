@@ -2,13 +2,15 @@
 after the run's commit of `approval:pending` (`LOOPWRIGHT_CRASH_AFTER`: the process ends at
 once, as with SIGKILL — no worker could have posted yet, and the receiver has got nothing), and
 a new server on the same database finds the notice in the outbox and delivers it, signed, to a
-receiver on 127.0.0.1, with the item's links; the delivery is listed with its attempt."""
+receiver on 127.0.0.1, with the item's links; the delivery is listed with its attempt. And a
+server SIGKILLed while a delivery waits for its next attempt: the next server finishes it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -95,3 +97,58 @@ events = ["approval"]
     assert [(d["id"], d["state"], d["attempts"]) for d in listed] == [
         (body["deliveryId"], "delivered", 1)
     ]
+
+
+def test_a_delivery_failing_when_the_server_is_killed_is_finished_by_the_next_one(
+    tmp_path: Path,
+) -> None:
+    """The receiver refuses the first attempt (503), and the server is SIGKILLed right after;
+    the next server posts the same delivery (its id) again. Killed after it recorded the
+    attempt, the next one is attempt 2 once due (backoff); killed before, the attempt was never
+    recorded: the claim's hold (`[notify] hold`, 1 s here) expires and it is attempt 1 again."""
+    with Receiver(SECRET, [503]) as receiver:
+        toml = f"""
+[notify]
+hold = 1
+
+[[notify.webhook]]
+url = "{receiver.url}"
+secret_env = "CRASH_HOOK_SECRET"
+"""
+        project = make_project(tmp_path / "shop", toml)
+        first = serve(project)
+        try:
+            url = url_of(first)
+            paused = httpx.post(
+                f"{url}/agents/shop/messages", json={"message": "refund"}, timeout=SAFETY
+            )
+            assert paused.status_code == 202
+            [refused] = receiver.wait(1)
+            first.send_signal(signal.SIGKILL)
+            assert first.wait(SAFETY) == -signal.SIGKILL
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+            assert first.stderr is not None
+            first.stderr.close()
+
+        second = serve(project)
+        try:
+            url = url_of(second)
+            delivered = receiver.wait(2)[1]
+            listed = httpx.get(f"{url}/notifications", timeout=SAFETY).json()["deliveries"]
+        finally:
+            second.terminate()
+            second.wait(SAFETY)
+            assert second.stderr is not None
+            second.stderr.close()
+    assert refused.signed and delivered.signed
+    assert refused.body["deliveryId"] == delivered.body["deliveryId"]
+    assert delivered.body["id"] == paused.json()["id"]
+    [entry] = listed
+    tried = [t["status"] for t in entry["tried"]]
+    if delivered.body["attempt"] == 2:  # the 503 was recorded before the kill
+        assert (entry["state"], tried) == ("delivered", [503, 200])
+    else:  # killed between the answer and its record: posted again once the hold expired
+        assert (delivered.body["attempt"], entry["state"], tried) == (1, "delivered", [200])

@@ -7,7 +7,8 @@ pass is tried again after `backoff` (exponential, with jitter: `base * 2**(n-1)`
 scaled by a random factor in [0.5, 1)), up to `max_attempts`; then it is `failed`. Nothing here
 blocks a run: the runs only wrote their notice, in their own commit.
 
-Several processes may run a worker on one database: a claim holds a delivery for `hold` seconds,
+Several processes may run a worker on one database: a claim holds a delivery for `hold` seconds
+(`[notify] hold`),
 and a worker that dies holding it lets another one send it again (at-least-once; the delivery
 id stays the same, so a receiver drops the duplicate). The clock, the random source and the
 sleep are injected: the tests drive `tick` with a clock they move, and never sleep.
@@ -50,14 +51,15 @@ class Deliverer:
         sleep: Callable[[float], Awaitable[None]] | None = None,
         base: float = 2.0,
         cap: float = 600.0,
-        hold: float = 60.0,
+        hold: float | None = None,
         poll: float = 0.5,
     ) -> None:
         self.log, self.outbox = event_log, outbox_of(event_log)
         self.notifiers = {n.name: n for n in notifiers}
         self.settings, self.links = settings, links
         self.clock, self.random, self.base, self.cap = clock, random, base, cap
-        self.hold, self.poll, self.owner = hold, poll, new_owner()
+        self.hold = settings.hold if hold is None else hold
+        self.poll, self.owner = poll, new_owner()
         self._sleep = sleep
         self._seen: tuple[int, int] | None = None
         self._wake = asyncio.Event()
