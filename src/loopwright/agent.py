@@ -76,6 +76,9 @@ class Agent:
     settings: ModelSettings = field(default_factory=ModelSettings)
     """How the model is asked: sampling, stop sequences, the output limit, reasoning, request
     metadata, provider extras (`model_settings`); a run may lay its own over them."""
+    fallback_models: Sequence[str | Model] = ()
+    """Models to switch to, in order, when a request fails past its retries (or with a failure
+    no retry helps): the rest of the run asks the next one (`fallback`, `model:fallback`)."""
     tool_concurrency: int = 64
     """Calls of one batch that may run at once."""
     tool_timeout: float | None = 120.0
@@ -111,6 +114,9 @@ class Agent:
             raise ConfigError(f"agent {self.name!r}: duplicate tool names {duplicates}")
         live = tuple(t for t in given if isinstance(t, Toolset) and t.fixed is None)
         object.__setattr__(self, "tools", given)
+        fallback = self.fallback_models
+        fallback = (fallback,) if isinstance(fallback, str) else tuple(fallback)
+        object.__setattr__(self, "fallback_models", fallback)
         object.__setattr__(self, "_live", live)
         object.__setattr__(self, "_by_name", {t.name: t for t in fixed})
         object.__setattr__(self, "_specs", tuple(t.spec for t in fixed))

@@ -50,6 +50,8 @@ class _Spec(BaseModel):
     description: str = ""
     instructions: str = ""
     model: str | None = None
+    fallback: list[str] = []
+    """Models to fall back to, in order, when the model fails past its retries."""
     tools: list[str] = []
     """Extra tools by import path, `package.module:name`."""
     builtins: list[Literal["ask_user", "files", "files-readonly", "shell"]] = []
@@ -258,6 +260,7 @@ def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
             "no model: set `model:` here or [defaults] model in loopwright.toml", source=f"{path}:1"
         )
     model = _model(spec.model, folder, f"{path}:{_line_of(node, 'model')}")
+    fallback = [_model(m, folder, f"{path}:{_line_of(node, 'fallback')}") for m in spec.fallback]
     tools: list[Tool | Toolset] = [*_tools(folder, spec, f"{path}:{_line_of(node, 'tools')}")]
     if spec.plugins:
         from .plugins import plugin_tools
@@ -272,6 +275,7 @@ def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         description=spec.description,
         instructions=spec.instructions,
         model=model,
+        fallback_models=fallback,
         tools=tools,
         rules=rules if rules.exists() else None,
         max_turns=spec.max_turns,

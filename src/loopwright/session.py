@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from . import events as ev
+from . import fallback
 from .agent import Agent
 from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest
 from .attachments import Attachment, with_attachments
@@ -31,7 +32,7 @@ from .errors import SessionBusy, UnknownPending
 from .hooks import RunInfo
 from .loop import Control, run_loop
 from .messages import History, Message, ToolResultMessage, UserMessage
-from .model_settings import ModelSettings, check, resolve
+from .model_settings import ModelSettings, resolve
 from .models import get_model
 from .replay import State
 
@@ -172,7 +173,9 @@ class Session:
             approver = self.journal.live(approver)
         model = get_model(self.agent.model)
         own = ModelSettings.parse(settings)
-        check(model, resolve(own.over(self.agent.settings), self.agent.max_output_tokens))
+        fallback.check(  # the model's and the fallback models' (fallback.py)
+            self.agent, model, resolve(own.over(self.agent.settings), self.agent.max_output_tokens)
+        )
         info = RunInfo(
             session_id=self.id,
             tenant=self.tenant,

@@ -29,6 +29,7 @@ from .approvals import ApprovalRequest, Approver
 from .budget import context_budget
 from .compaction import CompactionReason, compact
 from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, record
+from .fallback import Fallback
 from .hook_calls import call_hook, observe
 from .hooks import Block, RunInfo, Stop
 from .messages import AssistantMessage, History, ToolCall, Usage, UserMessage
@@ -75,6 +76,7 @@ class Steps:
     budget: int = 100_000
     may_shrink: bool = True
     retries: int = 0
+    fallback: Fallback = field(init=False)
     partial: list[str] = field(default_factory=list)
     problems: dict[str, str] = field(default_factory=dict)
     """Call id → why that call of the reply will not run (`replies.check_reply`)."""
@@ -90,6 +92,7 @@ class Steps:
             tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
         )
         self.budget = context_budget(self.agent, self.model)
+        self.fallback = Fallback.of(self.agent)
         # Collaborators get what they need, never the steps: no reference cycle, freed at once.
         self.decider = Decider(
             self.tools, self.gate, self.scope, self.info.session_id, self.approver
@@ -125,17 +128,22 @@ class Steps:
 
     async def after_failure(self, failure: ModelFailure, failures: int) -> AsyncIterator[ev.Event]:
         """A request failed: compact a prompt too long (once), or wait and retry within the
-        policy's bounds (SPEC §3.8), or give up with the failure."""
+        policy's bounds (SPEC §3.8), or switch to a fallback model, or give up with the failure."""
         if failure.prompt_too_long and self.may_shrink:
             async for event in self.shrink():
                 yield event
             return
-        retry = next_retry(self.agent.retry, failure, failures, self.retries)
+        own = self.fallback.count(failures)  # the current model's failures of this request
+        retry = next_retry(self.agent.retry, failure, own, self.retries)
+        switch = self.fallback.switch(self.model, failure, failures) if retry is None else None
+        if switch is not None:
+            self.model, self.retries = switch[0], 0
+            self.budget = context_budget(self.agent, self.model)
+            yield switch[1]
+            return
         if retry is None:
             policy = self.agent.retry
-            spent = (
-                failure.retryable and failures < policy.attempts and self.retries >= policy.budget
-            )
+            spent = failure.retryable and own < policy.attempts and self.retries >= policy.budget
             raise ModelFailed(
                 f"{failure.error} (the run's retry budget is spent)" if spent else failure.error
             )

@@ -167,6 +167,9 @@ class Human:
                             f"{started.delay:g}s (attempt {started.attempt})"
                         )
                     )
+            case ev.ModelFallback(to=to, error=error):
+                self.streamed = ""
+                self.note(s.yellow(f"↷ model request failed ({error}); switching to {to}"))
             case ev.MessageCompleted(message=message):
                 thought = " ".join(p.text for p in message.parts if isinstance(p, Thinking))
                 if thought:
