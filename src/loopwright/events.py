@@ -5,8 +5,8 @@ and travels in its own type (never as a new field of a v1 type). The legal order
 
     session hook:failed? [resumed batch] input:received? steering:injected*
       ( step:started budget:check
-        (text:delta | thinking:delta | tool:delta | model:retry | model:fallback)*
-        message:completed hook:failed? assistant:text?
+        (text:delta | thinking:delta | tool:delta | model:retry)* message:completed
+        hook:failed? assistant:text?
         ( (approval:pending approval:resolved?)? actauth:decision )*   one per call, model order
         ( tool:started tool:update* toollane:result tool:output tool:result )*   calls that run
         ( loop:skipped? tool:output tool:result )*                   calls that do not run
@@ -24,29 +24,13 @@ from __future__ import annotations
 from typing import Any, Literal, TypeAlias, get_args
 
 from ._values import value
+from .event_values import Nudge as Nudge, Origin as Origin, Scope as Scope
 from .messages import AssistantMessage, Attachment, Usage, UserMessage
 
 DecisionKind: TypeAlias = Literal["allow", "ask", "deny"]
 RunStopReason: TypeAlias = Literal[
     "completed", "max_turns", "denied", "paused", "aborted", "error", "terminated"
 ]
-
-
-@value
-class Scope:
-    """The scope a permission decision is made in (SPEC §5.2)."""
-
-    tenant: str
-    environment: str
-    agent: str
-
-
-@value
-class Nudge:
-    """A note asking the model to wrap up, added to one request's context."""
-
-    role: str
-    content: str
 
 
 # ---- loopengine v1: engine events -----------------------------------------------------------
@@ -324,17 +308,6 @@ class ModelRetry:
 
 
 @value
-class ModelFallback:
-    """The model `from_` failed past its retries (`error`): the rest of the run asks `to`, the
-    agent's next fallback model (docs/models.md)."""
-
-    from_: str
-    to: str
-    error: str
-    type: Literal["model:fallback"] = "model:fallback"
-
-
-@value
 class CompactionStarted:
     reason: Literal["context", "steps", "manual", "prompt_too_long"]
     type: Literal["compaction:started"] = "compaction:started"
@@ -518,15 +491,6 @@ class HookFailed:
 
 
 @value
-class Origin:
-    """Where a forwarded subagent event came from."""
-
-    agent: str
-    session_id: str
-    call_id: str
-
-
-@value
 class SubagentEvent:
     """An event of a subagent's run, forwarded to its parent's stream."""
 
@@ -573,7 +537,6 @@ Event: TypeAlias = (
     | MessageCompleted
     | MessagePartial
     | ModelRetry
-    | ModelFallback
     | CompactionStarted
     | CompactionFinished
     | ToolUpdate
