@@ -55,7 +55,7 @@ from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
 from ..replies import wire_text
 from ..text import valid_data
-from . import _settings
+from . import _attachments, _settings
 from ._client import ClientModel
 from ._errors import TOO_LONG, failure_from
 from ._signatures import REDACTED, is_anthropic
@@ -103,6 +103,7 @@ class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
         """The request body as SDK keyword arguments (`extra_body` is merged over it)."""
         settings = resolve(request.settings, request.max_output_tokens)
         fields, extra = self._fields(settings, request.session_id)
+        _attachments.check(self.name, request.messages)
         # plain dicts in the wire shape; the SDK's TypedDicts would add nothing but casts
         params: dict[str, Any] = {
             "model": self.model,
@@ -152,9 +153,14 @@ def to_messages(history: Sequence[Message], notes: Sequence[str] = ()) -> list[d
     for message in history:
         if isinstance(message, UserMessage):
             add("user", _text_blocks([message.content]))
+            add("user", _attachments.anthropic_blocks(message.attachments or ()))
         elif isinstance(message, ToolResultMessage):
             result = {"type": "tool_result", "tool_use_id": message.call_id}
-            add("user", [{**result, "content": message.content, "is_error": message.is_error}])
+            content: str | list[dict[str, Any]] = message.content
+            if message.attachments:  # a tool's images go inside its result, after its text
+                images = _attachments.anthropic_blocks(message.attachments)
+                content = _text_blocks([message.content]) + images
+            add("user", [{**result, "content": content, "is_error": message.is_error}])
         else:
             add("assistant", _assistant_blocks(message))
     add("user", _text_blocks(notes))

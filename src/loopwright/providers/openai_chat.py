@@ -29,7 +29,7 @@ from ..messages import AssistantMessage, Message, StopReason, ToolResultMessage,
 from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem
 from ..replies import wire_text
-from . import _settings
+from . import _attachments, _settings
 from ._errors import failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
 
@@ -77,6 +77,7 @@ class OpenAIChatModel(OpenAIClientModel):
         """The request body (as SDK keyword arguments; `extra_body` is merged over it)."""
         settings = resolve(request.settings, request.max_output_tokens)
         fields, extra = self._fields(settings, request.session_id)
+        _attachments.check(self.name, request.messages)
         params: dict[str, Any] = {
             "model": self.model,
             "messages": to_messages(request),
@@ -106,7 +107,15 @@ def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
-    out.extend(_message(m) for m in request.messages)
+    results: list[ToolResultMessage] = []  # the batch's, whose images follow it
+    for message in request.messages:
+        if not isinstance(message, ToolResultMessage) and results:
+            out.extend(filter(None, [_attachments.chat_tool_images(results)]))
+            results = []
+        out.append(_message(message))
+        if isinstance(message, ToolResultMessage):
+            results.append(message)
+    out.extend(filter(None, [_attachments.chat_tool_images(results)]))
     notes = notes_text(request)
     if notes is not None:
         out.append({"role": "user", "content": notes})
@@ -133,7 +142,7 @@ def _message(message: Message) -> dict[str, Any]:
         return wire
     if isinstance(message, ToolResultMessage):
         return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
-    return {"role": "user", "content": message.content}
+    return _attachments.chat_user(message)
 
 
 class _Reader:

@@ -45,7 +45,7 @@ from ..messages import AssistantMessage, StopReason, Thinking, ToolResultMessage
 from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem
 from ..replies import wire_text
-from . import _settings
+from . import _attachments, _settings
 from ._errors import TOO_LONG, failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
 from ._signatures import of_responses, responses_item
@@ -91,6 +91,7 @@ class OpenAIResponsesModel(OpenAIClientModel):
         """The request body (as SDK keyword arguments; `extra_body` is merged over it)."""
         settings = resolve(request.settings, request.max_output_tokens)
         fields, extra = self._fields(settings, request.session_id)
+        _attachments.check(self.name, request.messages)
         params: dict[str, Any] = {
             "model": self.model,
             "input": to_input(request),
@@ -121,7 +122,11 @@ def to_input(request: ModelRequest) -> list[dict[str, Any]]:
     """Our conversation as Responses input items; reasoning goes back only as the reasoning
     items it came as (their encrypted content: the request is stateless)."""
     items: list[dict[str, Any]] = []
+    results: list[ToolResultMessage] = []  # the batch's, whose images follow it
     for message in request.messages:
+        if not isinstance(message, ToolResultMessage) and results:
+            items.extend(filter(None, [_attachments.responses_tool_images(results)]))
+            results = []
         if isinstance(message, AssistantMessage):
             items.extend(_reasoning_items(message))
             if message.text:
@@ -143,8 +148,10 @@ def to_input(request: ModelRequest) -> list[dict[str, Any]]:
                     "output": message.content,
                 }
             )
+            results.append(message)
         else:
-            items.append({"role": "user", "content": message.content})
+            items.append(_attachments.responses_user(message))
+    items.extend(filter(None, [_attachments.responses_tool_images(results)]))
     notes = notes_text(request)
     if notes is not None:
         items.append({"role": "user", "content": notes})
