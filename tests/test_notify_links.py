@@ -91,6 +91,8 @@ def test_a_link_shows_the_call_and_only_its_form_decides_once(
         forged = f"{live.url}/links/{mint('default', paused['id'], time.time() + 60, 'x' * 20)}"
         expired = mint("default", paused["id"], time.time() - 1, LINK_SECRET)
         assert http.post(forged + "/decide", data={"action": "approve"}).status_code == 403
+        for garbled in ("%C3%A9.x", "x", "%00.%FF"):  # never a 500
+            assert http.get(f"{live.url}/links/{garbled}").status_code == 403
         gone = http.post(f"{live.url}/links/{expired}/decide", data={"action": "approve"})
         assert (gone.status_code, "This link has expired" in gone.text) == (410, True)
         assert http.get(f"{live.url}/links/{expired}").status_code == 410

@@ -19,7 +19,7 @@ from loopwright import events as ev
 from loopwright import redact
 from loopwright.errors import ConfigError
 from loopwright.notify import Deliverer, Links, NotifySettings, Sent, Webhook, WebhookNotifier
-from loopwright.notify.signing import LinkClaim, check
+from loopwright.notify.signing import LinkClaim, check, verify
 from loopwright.store.log import Decision, EventLog
 from loopwright.store.outbox import Attempt, outbox_of
 from loopwright.store.sqlite_log import SQLiteLog
@@ -117,6 +117,11 @@ async def test_a_pending_approval_is_posted_signed_with_its_links(
     assert check(token, LINK_KEY, NOW) == LinkClaim("acme", "p-1", NOW + 3600)
     assert check(token, LINK_KEY, NOW + 3600) == "expired"
     assert check(token, "another-key-0123456789", NOW) == "forged"
+    for garbled in ("", ".", "x.y", token + "x", "é." + token, token.replace(".", "é.")):
+        assert check(garbled, LINK_KEY, NOW) == "forged"
+    assert not verify(got.raw, SECRET, "sha256=é") and verify(
+        got.raw, SECRET, got.headers["X-Loopwright-Signature"]
+    )
     [listed] = await outbox_of(log).deliveries("acme")
     assert (listed.id, listed.state, listed.tried) == (
         delivery_id,

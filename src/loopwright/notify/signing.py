@@ -30,7 +30,7 @@ def signature(body: bytes, secret: str) -> str:
 
 def verify(body: bytes, secret: str, header: str) -> bool:
     """Whether `header` is `body`'s signature under `secret` (compared in constant time)."""
-    return hmac.compare_digest(signature(body, secret), header)
+    return header.isascii() and hmac.compare_digest(signature(body, secret), header)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ def check(token: str, key: str, now: float) -> LinkClaim | Refusal:
     """The token's claim, or why it is refused: `forged` (not signed with `key`, or garbled)
     or `expired`."""
     payload, dot, mac = token.partition(".")
-    if not dot or not hmac.compare_digest(_mac(payload, key), mac):
+    if not (dot and token.isascii()) or not hmac.compare_digest(_mac(payload, key), mac):
         return "forged"
     try:
         body = json.loads(_unb64(payload))
