@@ -24,7 +24,9 @@ from __future__ import annotations
 from typing import Any, Literal, TypeAlias, get_args
 
 from ._values import value
-from .event_values import Nudge as Nudge, Origin as Origin, Scope as Scope
+from .event_values import Nudge as Nudge
+from .event_values import Origin as Origin
+from .event_values import Scope as Scope
 from .messages import AssistantMessage, Attachment, Usage, UserMessage
 
 DecisionKind: TypeAlias = Literal["allow", "ask", "deny"]
