@@ -24,6 +24,7 @@ import asyncio
 from pathlib import Path
 
 from loopwright import Agent, tool
+from loopwright.subagents import subagents
 from loopwright.messages import ToolCall, ToolResultMessage, UserMessage
 from loopwright.testing import FunctionModel, Reply
 from loopwright.tools import ask_user
@@ -47,10 +48,35 @@ async def wait_forever() -> str:
     return "never"
 
 
+@tool
+def noop() -> str:
+    """Do nothing."""
+    return "nothing"
+
+
+def clerk_reply(request):
+    last = request.messages[-1]
+    if isinstance(last, ToolResultMessage):
+        return Reply(text=f"clerk: {last.content}")
+    call = ToolCall(id="c1", name="refund", args={"order": "B-2", "amount": 7})
+    return Reply(tool_calls=(call,))
+
+
+clerk = Agent(
+    name="clerk",
+    description="Issues refunds.",
+    model=FunctionModel(clerk_reply),
+    tools=[refund],
+    rules=Path(__file__).with_name("rules.yaml"),
+)
+
+
 def reply(request):
     last = request.messages[-1]
     n = len(request.messages)
     if isinstance(last, ToolResultMessage):
+        if last.tool == "noop":
+            return Reply(tool_calls=(ToolCall(id=f"n{n}", name="noop", args={}),))
         return Reply(text=f"Done: {last.content}")
     if last.content.startswith("refund"):
         call = ToolCall(id=f"r{n}", name="refund", args={"order": "A-1", "amount": 5})
@@ -64,6 +90,13 @@ def reply(request):
         args = {"timezone": "UTC"}
         call = ToolCall(id=f"t{n}", name="mcp__clock__get_current_time", args=args)
         return Reply(tool_calls=(call,))
+    if last.content.startswith("delegate"):
+        call = ToolCall(id=f"d{n}", name="clerk", args={"request": "refund B-2"})
+        return Reply(tool_calls=(call,))
+    if last.content.startswith("long"):
+        return Reply(text="Cut sho", stop_reason="max_tokens")
+    if last.content.startswith("loop"):
+        return Reply(tool_calls=(ToolCall(id=f"n{n}", name="noop", args={}),))
     said = [m.content for m in request.messages if isinstance(m, UserMessage)]
     return Reply(text="heard: " + " | ".join(said))
 
@@ -72,8 +105,9 @@ agent = Agent(
     name="refunds",
     description="Refunds orders (a human approves each refund).",
     model=FunctionModel(reply),
-    tools=[refund, wait_forever, ask_user],
+    tools=[refund, wait_forever, ask_user, noop, subagents(clerk)],
     rules=Path(__file__).with_name("rules.yaml"),
+    max_turns=4,
 )
 '''
 RULES = """\
@@ -82,6 +116,8 @@ rules:
   - {name: questions, tool: ask_user, decision: allow}
   - {name: waiting, tool: wait_forever, decision: allow}
   - {name: clock, tool: mcp__clock__get_current_time, decision: allow}
+  - {name: idle, tool: noop, decision: allow}
+  - {name: delegate, tool: clerk, decision: allow}
   - {name: refunds-need-approval, tool: refund, decision: ask}
 """
 

@@ -374,3 +374,99 @@ async def test_the_clients_mcp_server_is_a_toolset_of_its_session(peer):
         ("tool_call", "t1", "pending"),
         ("tool_call_update", "t1", "failed"),
     ]
+
+
+async def test_a_subagents_approval_is_asked_in_the_editor(peer):
+    await peer.handshake()
+    session = await new_session(peer)
+    asked: list[Message] = []
+    seen, result = await prompt(peer, session, "delegate", answering(peer, ALLOW, asked))
+    assert [brief(m) for m in seen] == [
+        ("tool_call", "d1", "pending"),
+        ("tool_call_update", "d1", "in_progress"),
+        ("tool_call", "c1", "pending"),  # the subagent's call, announced before it is asked
+        ("session/request_permission",),
+        ("tool_call_update", "d1", "completed"),
+        ("agent_message_chunk", "Done: clerk: ref"),
+        ("agent_message_chunk", "unded 7.0 on B-2"),
+    ]
+    assert asked[0]["params"]["toolCall"]["rawInput"] == {"order": "B-2", "amount": 7}
+    assert result == {"stopReason": "end_turn"}
+
+
+async def test_stop_reasons(peer):
+    await peer.handshake()
+    session = await new_session(peer)
+    seen, result = await prompt(peer, session, "long")
+    assert [brief(m) for m in seen] == [("agent_message_chunk", "Cut sho")]
+    assert result == {"stopReason": "max_tokens"}
+    seen, result = await prompt(peer, session, "loop")  # the agent's max_turns is 4
+    assert [brief(m)[0] for m in seen] == ["tool_call", "tool_call_update", "tool_call_update"] * 4
+    assert result == {"stopReason": "max_turn_requests"}
+
+
+async def test_a_session_paused_elsewhere_asks_at_the_next_prompt(peer, project):
+    paused = subprocess.run(
+        [LOOPWRIGHT, "run", "refunds", "--project", str(project), "refund please"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert paused.returncode == 3, paused.stderr  # paused: nobody could approve there
+    [stored] = await stored_items(project)
+    session = stored["session_id"]
+    await peer.handshake()
+    _, loaded = await peer.call(
+        "session/load", {"sessionId": session, "cwd": "/", "mcpServers": []}
+    )
+    assert loaded == {}
+    asked: list[Message] = []
+    seen, result = await prompt(peer, session, "thanks", answering(peer, ALLOW, asked))
+    assert [brief(m) for m in seen] == [
+        ("tool_call", "r1", "pending"),
+        ("session/request_permission",),
+        ("tool_call_update", "r1", "in_progress"),
+        ("tool_call_update", "r1", "completed"),
+        ("agent_message_chunk", "Done: refunded 5"),
+        ("agent_message_chunk", ".0 on A-1"),
+        ("agent_message_chunk", "heard: refund pl"),
+        ("agent_message_chunk", "ease | thanks"),
+    ]
+    assert asked[0]["params"]["_meta"] == {"loopwright": {"pendingId": stored["id"]}}
+    assert result == {"stopReason": "end_turn"}
+
+
+async def test_closing_stdin_mid_run_cancels_and_records_it(peer, project):
+    await peer.handshake()
+    session = await new_session(peer)
+    request = await peer.request(
+        "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "wait"}]}
+    )
+    running = ("tool_call_update", "w1", "in_progress")
+    while brief(await peer.read()) != running:
+        pass
+    assert request == 3
+    await peer.close()  # exits 0
+    shown = subprocess.run(
+        [LOOPWRIGHT, "sessions", "show", session, "--agent", "refunds"],
+        cwd=project,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=True,
+    )
+    assert "aborted" in shown.stdout + shown.stderr
+
+
+async def test_sse_servers_are_skipped_with_a_warning(peer):
+    await peer.handshake()
+    sse = {"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []}
+    session = await new_session(peer, mcpServers=[sse])
+    seen, _ = await prompt(peer, session, "hello")
+    assert [brief(m) for m in seen] == [("agent_message_chunk", "heard: hello")]
+    err = await peer.close()
+    assert "MCP server 'old' skipped: sse servers are not supported" in err

@@ -46,6 +46,7 @@ from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval
 from ..errors import SessionBusy, UnknownSession
+from ..messages import ToolCall
 from ..runtime import LiveRun, Resolved, Runtime
 from ..runtime.follow import Item
 from ..store.log import SessionKey, valid_session_id
@@ -193,7 +194,9 @@ class AcpAgent:
                     resolved = await session.runtime.resolve(
                         self.tenant, item.id, answer, hold=True
                     )
-                else:
+                else:  # the call was announced in an earlier turn (or by another door)
+                    call = ToolCall(id=item.call_id, name=item.tool, args=item.args)
+                    await self.conn.session_update(session_id=session.key.id, update=announce(call))
                     resolved = await self.asker.decide(
                         session.key.id,
                         item.id,
@@ -308,8 +311,6 @@ class AcpAgent:
 
 
 def announce_call(call_id: str, pending: ev.ApprovalPending) -> Any:
-    from ..messages import ToolCall
-
     return announce(ToolCall(id=call_id, name=pending.tool, args=pending.args))
 
 
