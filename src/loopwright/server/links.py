@@ -83,7 +83,6 @@ PATHS = {
 }
 """The OpenAPI document's entries for the links (`server.openapi`). Its answers are HTML
 pages (the Host check's and the budget's are JSON)."""
-ACTIONS = ("approve", "deny", "answer")
 
 
 async def start_worker(state: State) -> notify.Deliverer | None:
@@ -97,14 +96,19 @@ def base_url(state: State) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{state.settings.port}"
 
 
-async def _key(state: State) -> str:
-    settings = NotifySettings.from_project(state.project.settings)
-    return (await notify.links_for(settings, state.log, base_url(state))).key
+async def _key(request: Request) -> str:
+    """The link key, read once per app (a generated one is stored in the log's database)."""
+    key: str | None = getattr(request.app.state, "link_key", None)
+    if key is None:
+        state = state_of(request)
+        settings = NotifySettings.from_project(state.project.settings)
+        key = (await notify.links_for(settings, state.log, base_url(state))).key
+        request.app.state.link_key = key
+    return key
 
 
 async def _claim(request: Request) -> LinkClaim | Response:
-    state = state_of(request)
-    claim = check(request.path_params["token"], await _key(state), time.time())
+    claim = check(request.path_params["token"], await _key(request), time.time())
     if claim == "forged":
         return _page("Invalid link", "<p>This link is not valid for this server.</p>", 403)
     if claim == "expired":
