@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..notify.config import NotifySettings
 from ..store import StoreError
 from .common import CliError, add_place_options, config_error, place_of
 
@@ -72,6 +73,10 @@ def serve_command(args: argparse.Namespace) -> int:
         settings = ServerSettings.from_project(project.settings, host=args.host, port=args.port)
     except ConfigError as exc:
         raise config_error(exc, hint="fix [server] or [auth] in loopwright.toml") from None
+    try:  # (checked again when the app starts: here an error is one line, not a traceback)
+        NotifySettings.from_project(project.settings)
+    except ConfigError as exc:
+        raise config_error(exc, hint="fix [notify] in loopwright.toml") from None
     sock = _listen(settings.host, settings.port)
     settings = dataclasses.replace(settings, port=sock.getsockname()[1])  # (--port 0: links)
     app = create_app(project, settings=settings)
