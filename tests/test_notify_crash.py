@@ -152,3 +152,24 @@ secret_env = "CRASH_HOOK_SECRET"
         assert (entry["state"], tried) == ("delivered", [503, 200])
     else:  # killed between the answer and its record: posted again once the hold expired
         assert (delivered.body["attempt"], entry["state"], tried) == (1, "delivered", [200])
+
+
+def test_serve_refuses_a_webhook_whose_secret_is_not_set(tmp_path: Path) -> None:
+    toml = """
+[[notify.webhook]]
+url = "https://hooks.example.com/x"
+secret_env = "NO_SUCH_HOOK_SECRET_VARIABLE"
+"""
+    project = make_project(tmp_path / "shop", toml)
+    env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_HOOK_SECRET_VARIABLE"}
+    refused = subprocess.run(
+        [LOOPWRIGHT, "serve", "--project", str(project), "--port", "0"],
+        env=env | {"NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=SAFETY,
+    )
+    assert refused.returncode != 0
+    assert "the variable NO_SUCH_HOOK_SECRET_VARIABLE is not set" in refused.stderr
+    assert "fix [notify] in loopwright.toml" in refused.stderr
+    assert "Traceback" not in refused.stderr
