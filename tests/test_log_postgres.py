@@ -33,6 +33,7 @@ TABLES = {"controls", "events", "pending", "schema", "sessions", "snapshots", "u
     "delivery_attempts",
     "notify_targets",
     "notify_keys",
+    "attachments",
 }
 
 
@@ -56,11 +57,11 @@ async def test_the_schema_is_made_once_and_a_newer_one_is_refused(pg_url: str) -
     for log in logs:
         await log.close()
     with psycopg.connect(pg_url, autocommit=True) as db:
-        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(3,)]
+        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(4,)]
         tables = db.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         assert {name.removeprefix("loopwright_") for (name,) in tables} == TABLES
-        db.execute("UPDATE loopwright_schema SET version = 4")
-    newer = r"schema version 4 is newer than this loopwright knows \(3\); upgrade loopwright"
+        db.execute("UPDATE loopwright_schema SET version = 5")
+    newer = r"schema version 5 is newer than this loopwright knows \(4\); upgrade loopwright"
     with pytest.raises(StoreError, match=newer):
         await open_log(pg_url)
 

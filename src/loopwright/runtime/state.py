@@ -14,7 +14,7 @@ from dataclasses import fields, replace
 
 from ..messages import History
 from ..replay import OpenBatch, State, continued, fold, from_snapshot, to_snapshot
-from ..store import StoredEvent
+from ..store import StoredEvent, blobs
 from ..store.log import EventLog, Lease, SessionKey, Snapshot
 from ..tools import Tool
 
@@ -37,6 +37,7 @@ async def read_state(
         state = _continued(state, stored, tools, died)
     else:
         state = await asyncio.to_thread(_continued, state, stored, tools, died)
+    await blobs.resolve(log, state)  # the attachments' bytes, for the next requests
     return state, last, after
 
 

@@ -248,6 +248,10 @@ class EventLog(Protocol):
         """Return once the item is no longer open (decided here or in another process)."""
         ...
 
+    async def attachments(self, hashes: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of the attachments stored under `hashes` (those the log has; `blobs`)."""
+        ...
+
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
         """The newest snapshot (highest seq), if any. `UnknownSession`."""
         ...

@@ -28,6 +28,7 @@ from ..wire import loads
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, usage_report
 from . import pg_controls as ctl
 from . import pg_rows as sql
+from .blobs import PG_SELECT
 from .derive import decision_events
 from .log import (
     Claimed,
@@ -293,6 +294,13 @@ class PostgresLog:
 
     async def _listening(self) -> Wakeups:
         return await self.db.listening()
+
+    async def attachments(self, hashes: Sequence[str]) -> dict[str, bytes]:
+        async def job(db: Db) -> dict[str, bytes]:
+            found = await (await db.execute(PG_SELECT, (list(hashes),))).fetchall()
+            return {sha: bytes(data) for sha, data in found}
+
+        return await self._run(job) if hashes else {}
 
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
         sid = await self._sid(key)

@@ -19,7 +19,7 @@ from .. import events as ev
 from .. import redact
 from ..errors import SessionBusy, UnknownPending, UnknownSession
 from ..wire import dumps
-from . import PendingRecord, StaleWriter
+from . import PendingRecord, StaleWriter, blobs
 from .derive import DecidePending, NewPending, NewUsage, SessionState, SetCallId, derive
 from .log import Claimed, Lease, SessionKey
 from .records import pending_record
@@ -166,6 +166,9 @@ async def commit(
             "INSERT INTO loopwright_events VALUES (%s, %s, %s, %s, %s)",
             [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
         )
+        found = blobs.rows(events, at)  # their bytes, once per hash
+        if found:
+            await db.cursor().executemany(blobs.PG_INSERT, found)
     for op in derived.ops:
         match op:
             case NewPending():

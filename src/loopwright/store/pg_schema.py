@@ -10,7 +10,8 @@ The tables mirror the SQLite log's (`sqlite_schema`): sessions named by (tenant,
 an integer key the other tables use, their lease (owner, epoch, expiry in Unix seconds); events
 by (session, seq); pending items in request order (`n`); usage rows; the newest snapshot;
 (version 2) the controls sent to a session's run, addressed to its lease's epoch; (version 3) the
-notifications' outbox, deliveries, attempts, webhook cursors and signing keys (`store.outbox`).
+notifications' outbox, deliveries, attempts, webhook cursors and signing keys (`store.outbox`);
+(version 4) the attachments' bytes, one row per SHA-256 (`store.blobs`).
 Timestamps are the ISO strings the records carry, as on SQLite.
 """
 
@@ -22,6 +23,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 
 from . import StoreError
+from .blobs import PG_TABLE
 
 V1 = """
 CREATE TABLE loopwright_sessions (
@@ -82,7 +84,7 @@ CREATE TABLE loopwright_notify_targets (target text PRIMARY KEY, floor bigint NO
 CREATE TABLE loopwright_notify_keys (name text PRIMARY KEY, value text NOT NULL)
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3]
+MIGRATIONS: list[str] = [V1, V2, V3, PG_TABLE]
 """Schema version N is reached by running MIGRATIONS[N-1]; append, never edit."""
 
 _VERSION = "SELECT version FROM loopwright_schema"

@@ -39,6 +39,7 @@ from ..wire import loads
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, usage_report
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
+from .blobs import SQLITE_SELECT
 from .derive import SessionState, decision_events
 from .log import (
     Claimed,
@@ -352,6 +353,13 @@ class SQLiteLog:
                 await asyncio.shield(tick)
         finally:
             self._waits.stop()
+
+    async def attachments(self, hashes: Sequence[str]) -> dict[str, bytes]:
+        def job(db: sqlite3.Connection) -> dict[str, bytes]:
+            query = SQLITE_SELECT.format(", ".join("?" * len(hashes)))
+            return {sha: bytes(data) for sha, data in db.execute(query, tuple(hashes))}
+
+        return await self._call(job) if hashes else {}
 
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
         def job(db: sqlite3.Connection) -> Snapshot | None:

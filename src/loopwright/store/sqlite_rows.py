@@ -11,7 +11,7 @@ from .. import events as ev
 from .. import redact
 from ..errors import UnknownPending, UnknownSession
 from ..wire import dumps
-from . import PendingRecord, StaleWriter
+from . import PendingRecord, StaleWriter, blobs
 from .derive import DecidePending, NewPending, NewUsage, Op, SessionState, SetCallId, derive
 from .log import Lease, SessionKey
 from .records import pending_record
@@ -115,6 +115,7 @@ def commit(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
         [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
     )
+    db.executemany(blobs.SQLITE_INSERT, blobs.rows(events, at))  # their bytes, once per hash
     for op in derived.ops:
         _apply(db, sid, tenant, op, at)
     return new

@@ -8,6 +8,7 @@ to the lease's epoch, `sent`, then `taken` by the run or `withdrawn` by the send
 Version 4 adds the notifications' outbox (`outbox`: a row per item that became pending or was
 resolved, written in the transaction that committed it), their deliveries to each webhook, every
 attempt, each webhook's cursor and the keys notifications sign with (`store.outbox`).
+Version 5 adds the attachments' bytes, one row per SHA-256 (`store.blobs`).
 A database is opened only when it is empty or ours (`application_id`), and not newer than this
 code knows.
 """
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import StoreError
+from .blobs import SQLITE_TABLE
 
 APPLICATION_ID = 0x4C575254  # "LWRT"
 
@@ -161,13 +163,18 @@ CREATE TABLE notify_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)
 """
 
 
+def _v5(db: sqlite3.Connection) -> None:
+    """Attachments' bytes by hash (`store.blobs`)."""
+    _script(db, SQLITE_TABLE)
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Statements one by one, inside the caller's transaction (`executescript` would commit)."""
     for statement in filter(None, (part.strip() for part in script.split(";"))):
         db.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 """Schema version N is reached by applying MIGRATIONS[N-1]; append, never edit."""
 
 
