@@ -95,6 +95,7 @@ async def test_initialize_says_what_the_agent_can(peer):
             "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
+            "sessionCapabilities": {"list": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": "loopwright", "title": "refunds", "version": "0.1.0"},
@@ -470,3 +471,18 @@ async def test_sse_servers_are_skipped_with_a_warning(peer):
     assert [brief(m) for m in seen] == [("agent_message_chunk", "heard: hello")]
     err = await peer.close()
     assert "MCP server 'old' skipped: sse servers are not supported" in err
+
+
+async def test_list_names_the_agents_sessions(peer, project):
+    await peer.handshake()
+    first, second = await new_session(peer), await new_session(peer)
+    await prompt(peer, first, "hello")
+    await prompt(peer, second, "delegate", answering(peer, ALLOW, []))  # a subagent's session too
+    _, listed = await peer.call("session/list", {})
+    assert [(s["sessionId"], s["cwd"]) for s in listed["sessions"]] == [
+        (second, str(project)),
+        (first, str(project)),
+    ]
+    assert listed.keys() == {"sessions"}  # no next page
+    _, answer = await peer.until(await peer.request("session/list", {"cursor": "nope"}))
+    assert answer["error"]["code"] == -32602

@@ -18,7 +18,7 @@ from ..runtime import Runtime
 __all__ = ["serve"]
 
 
-async def serve(runtime: Runtime, agent: Agent, tenant: str) -> None:
+async def serve(runtime: Runtime, agent: Agent, tenant: str, root: str) -> None:
     """Speak ACP on this process's stdin and stdout until the client closes stdin. Python's
     own `print`s go to stderr from now on: stdout is the protocol's."""
     import acp
@@ -28,7 +28,7 @@ async def serve(runtime: Runtime, agent: Agent, tenant: str) -> None:
 
     reader, writer = await acp.stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     sys.stdout = sys.stderr
-    adapter = AcpAgent(runtime, agent, tenant)
+    adapter = AcpAgent(runtime, agent, tenant, root)
     try:
         await acp.run_agent(cast(Any, adapter), writer, reader)
     finally:

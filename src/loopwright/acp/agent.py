@@ -32,12 +32,16 @@ from acp.schema import (
     EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
     TextContentBlock,
     TextResourceContents,
 )
@@ -73,10 +77,12 @@ class _Session:
 class AcpAgent:
     """The ACP agent of `agent`, whose sessions `runtime` keeps (tenant `tenant`)."""
 
-    def __init__(self, runtime: Runtime, agent: Agent, tenant: str) -> None:
+    def __init__(self, runtime: Runtime, agent: Agent, tenant: str, root: str) -> None:
         self.runtime = runtime
         self.agent = agent
         self.tenant = tenant
+        self.root = root
+        """The project's folder: every session's `cwd` in `session/list`."""
         self.by = "acp"
         """Who decides, as the log records it: `acp:<the client's name>`."""
         self._conn: Client | None = None
@@ -123,6 +129,7 @@ class AcpAgent:
                     image=False, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             agent_info=Implementation(name="loopwright", title=self.agent.name, version=_version()),
             auth_methods=[],
@@ -153,6 +160,21 @@ class AcpAgent:
         if known is None or mcp_servers:
             self._open(session_id, mcp_servers, stored=True if known is None else known.stored)
         return LoadSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        """The agent's top-level sessions in the project's log, most recently used first."""
+        try:
+            page = await self.runtime.sessions(self.tenant, self.agent.name, cursor=cursor)
+        except ValueError:
+            raise RequestError.invalid_params({"cursor": "not a cursor of this list"}) from None
+        sessions = [
+            SessionInfo(session_id=r.key.id, cwd=self.root, updated_at=r.updated_at)
+            for r in page.items
+            if r.parent is None
+        ]
+        return ListSessionsResponse(sessions=sessions, next_cursor=page.cursor)
 
     def _open(self, session_id: str, mcp_servers: Sequence[Any] | None, *, stored: bool) -> None:
         runtime = self.runtime

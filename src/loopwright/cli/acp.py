@@ -61,4 +61,4 @@ async def _serve(agent: Agent, place: Place) -> None:
     from ..acp import serve
 
     async with opened(place, {agent.name: agent}) as runtime:
-        await serve(runtime, agent, place.tenant)
+        await serve(runtime, agent, place.tenant, str(place.root))
