@@ -18,7 +18,9 @@ from pathlib import Path
 
 from .. import events as ev
 from ..agent import Agent
+from ..attachments import AttachmentError, attachment, image
 from ..errors import ConfigError, SessionBusy, UnknownSession
+from ..messages import UserMessage
 from ..project import with_model
 from ..runtime import Runtime
 from ..store.log import SESSION_ID_RULE, SessionKey, valid_session_id
@@ -64,6 +66,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="TEXT",
         help="the message to send, instead of MESSAGE ('-' reads it from stdin)",
     )
+    run.add_argument(
+        "--image",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="attach an image (PNG, JPEG, GIF, WebP; a file or an http(s) URL); repeatable",
+    )
+    run.add_argument(
+        "--file",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="attach a file: an image or a document (PDF, plain text); repeatable",
+    )
     run.add_argument("--session", metavar="ID", help="continue this session")
     run.add_argument(
         "--resume",
@@ -101,16 +117,16 @@ def run_command(args: argparse.Namespace) -> int:
             f"--session must be {SESSION_ID_RULE}", hint="a session id is the text you choose"
         )
     if args.resume:
-        if args.message or args.input is not None:
+        if args.message or args.input is not None or args.image or args.file:
             raise CliError("--resume takes no message", hint="resume first, then send a new one")
         if not args.session:
             raise CliError(
                 "--resume needs --session ID",
                 hint="`loopwright sessions` lists sessions and their status",
             )
-        message = None
+        message: str | UserMessage | None = None
     else:
-        message = read_message(args)
+        message = with_files(read_message(args), args)
     agent, place, ref = find_agent(args)
     if args.model:
         agent = with_model(agent, args.model)
@@ -119,7 +135,11 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 async def _run(
-    agent: Agent, place: Place, ref: str, message: str | None, args: argparse.Namespace
+    agent: Agent,
+    place: Place,
+    ref: str,
+    message: str | UserMessage | None,
+    args: argparse.Namespace,
 ) -> ev.Done:
     output = Output(args)  # before the log: the prompt's terminal is checked first
     async with opened(place, {agent.name: agent}) as runtime:
@@ -185,6 +205,15 @@ def read_message(args: argparse.Namespace) -> str:
             "no message to send", hint='loopwright run AGENT "your message" (or --input TEXT)'
         )
     return str(text).strip()
+
+
+def with_files(text: str, args: argparse.Namespace) -> str | UserMessage:
+    """The message with the --image and --file attachments (read and checked now)."""
+    try:
+        found = [image(p) for p in args.image] + [attachment(p) for p in args.file]
+    except AttachmentError as exc:
+        raise CliError(str(exc), hint="attach PNG, JPEG, GIF or WebP images, PDF or text") from None
+    return UserMessage(content=text, attachments=tuple(found)) if found else text
 
 
 def find_agent(args: argparse.Namespace) -> tuple[Agent, Place, str]:

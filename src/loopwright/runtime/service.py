@@ -29,6 +29,7 @@ from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
 from ..errors import ConfigError, SessionBusy
+from ..messages import UserMessage
 from ..session import Run, Session
 from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
 from ..store.log import EventLog, Page, SessionKey, SessionRecord
@@ -142,12 +143,13 @@ class Runtime:
         tenant: str,
         agent: str,
         session_id: str | None,
-        text: str,
+        text: str | UserMessage,
         *,
         approver: Approver | None = None,
         hold: bool = False,
     ) -> LiveRun:
-        """Start a run of `text` (a new session when `session_id` is None); returns once its
+        """Start a run of `text` (a `UserMessage` for one with attachments; a new session when
+        `session_id` is None); returns once its
         input is in the log. `approver` answers asks live (raced against decisions made
         elsewhere); without one, asks wait for a decision while someone follows the session
         (`hold` counts the caller from the start: iterate `run.stream()`, or `run.detach()`)
