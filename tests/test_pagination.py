@@ -212,4 +212,7 @@ def test_show_and_export_read_the_log_a_page_at_a_time(
     assert [line["seq"] for line in lines] == list(range(1, LONG + 1))
     assert lines[-1]["event"]["message"]["content"] == f"m{LONG - 1}"
     out, _ = cli(capsys, root, "sessions", "show", "long", "--agent", "greeter")
-    assert out.splitlines()[1:] == [f"user: m{n}" for n in range(LONG)]
+    assert out.splitlines()[1:] == [
+        *(f"user: m{n}" for n in range(LONG)),
+        "usage: 0 model requests · 0 in · 0 out · $0 (with its subagents)",
+    ]
