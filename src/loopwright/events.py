@@ -5,8 +5,8 @@ and travels in its own type (never as a new field of a v1 type). The legal order
 
     session hook:failed? [resumed batch] input:received? steering:injected*
       ( step:started budget:check
-        (text:delta | thinking:delta | tool:delta | model:retry)* message:completed
-        hook:failed? assistant:text?
+        (text:delta | thinking:delta | tool:delta | model:retry | model:fallback)*
+        message:completed hook:failed? assistant:text?
         ( (approval:pending approval:resolved?)? actauth:decision )*   one per call, model order
         ( tool:started tool:update* toollane:result tool:output tool:result )*   calls that run
         ( loop:skipped? tool:output tool:result )*                   calls that do not run
@@ -310,6 +310,17 @@ class ModelRetry:
 
 
 @value
+class ModelFallback:
+    """The model `from_` failed past its retries (`error`): the rest of the run asks `to`, the
+    agent's next fallback model (docs/models.md)."""
+
+    from_: str
+    to: str
+    error: str
+    type: Literal["model:fallback"] = "model:fallback"
+
+
+@value
 class CompactionStarted:
     reason: Literal["context", "steps", "manual", "prompt_too_long"]
     type: Literal["compaction:started"] = "compaction:started"
@@ -539,6 +550,7 @@ Event: TypeAlias = (
     | MessageCompleted
     | MessagePartial
     | ModelRetry
+    | ModelFallback
     | CompactionStarted
     | CompactionFinished
     | ToolUpdate
