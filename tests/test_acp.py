@@ -359,22 +359,25 @@ async def test_the_clients_mcp_server_is_a_toolset_of_its_session(peer):
         "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
         "env": [],
     }
-    session = await new_session(peer, mcpServers=[server])
-    seen, result = await prompt(peer, session, "time please")
-    assert [brief(m) for m in seen][:3] == [
-        ("tool_call", "t1", "pending"),
-        ("tool_call_update", "t1", "in_progress"),
-        ("tool_call_update", "t1", "completed"),
-    ]
-    output = json.loads(seen[2]["params"]["update"]["rawOutput"]["content"])
-    assert output["timezone"] == "UTC"
-    assert result == {"stopReason": "end_turn"}
-    plain = await new_session(peer)  # another session: without the server
+    for _ in range(2):  # two sessions with the same server: one server process for both
+        session = await new_session(peer, mcpServers=[server])
+        seen, result = await prompt(peer, session, "time please")
+        assert [brief(m) for m in seen][:3] == [
+            ("tool_call", "t1", "pending"),
+            ("tool_call_update", "t1", "in_progress"),
+            ("tool_call_update", "t1", "completed"),
+        ]
+        output = json.loads(seen[2]["params"]["update"]["rawOutput"]["content"])
+        assert output["timezone"] == "UTC"
+        assert result == {"stopReason": "end_turn"}
+    plain = await new_session(peer)  # a session without servers: the tool is unknown there
     seen, _ = await prompt(peer, plain, "time")
     assert [brief(m) for m in seen][:2] == [
         ("tool_call", "t1", "pending"),
         ("tool_call_update", "t1", "failed"),
     ]
+    err = await peer.close()
+    assert err.count("MCP servers from the client: clock") == 1
 
 
 async def test_a_subagents_approval_is_asked_in_the_editor(peer):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import secrets
 from collections.abc import AsyncGenerator, Sequence
@@ -88,7 +89,8 @@ class AcpAgent:
         self._conn: Client | None = None
         self._asker: Asker | None = None
         self._sessions: dict[str, _Session] = {}
-        self._own: list[Runtime] = []
+        self._own: dict[str, Runtime] = {}
+        """The runtimes of the agent with the client's MCP servers, by the servers' JSON."""
 
     def on_connect(self, conn: Client) -> None:
         self._conn = conn
@@ -106,7 +108,7 @@ class AcpAgent:
 
     async def close(self) -> None:
         """End what the sessions' own runtimes run (the shared one is its owner's)."""
-        for runtime in self._own:
+        for runtime in self._own.values():
             await runtime.close()
 
     # ---- setting up --------------------------------------------------------------------------
@@ -177,15 +179,24 @@ class AcpAgent:
         return ListSessionsResponse(sessions=sessions, next_cursor=page.cursor)
 
     def _open(self, session_id: str, mcp_servers: Sequence[Any] | None, *, stored: bool) -> None:
-        runtime = self.runtime
-        tools = servers.toolsets(mcp_servers)
-        if tools:  # the agent with the client's servers, for this session only
-            agent = dataclasses.replace(self.agent, tools=[*self.agent.tools, *tools])
-            runtime = Runtime({agent.name: agent}, self.runtime.log)
-            self._own.append(runtime)
-            logger.info("session %s: MCP servers %s", session_id, [t.name for t in tools])
         key = SessionKey(self.tenant, self.agent.name, session_id)
-        self._sessions[session_id] = _Session(key, runtime, stored)
+        self._sessions[session_id] = _Session(key, self._runtime_with(mcp_servers), stored)
+
+    def _runtime_with(self, mcp_servers: Sequence[Any] | None) -> Runtime:
+        """The runtime of the agent with the client's MCP servers laid over its tools: one per
+        set of servers (an editor passes the same ones with every session: their processes are
+        shared), the shared runtime when there are none."""
+        given = json.dumps([s.model_dump(mode="json") for s in mcp_servers or ()], sort_keys=True)
+        runtime = self._own.get(given)
+        if runtime is not None:
+            return runtime
+        tools = servers.toolsets(mcp_servers)
+        if not tools:
+            return self.runtime
+        agent = dataclasses.replace(self.agent, tools=[*self.agent.tools, *tools])
+        runtime = self._own[given] = Runtime({agent.name: agent}, self.runtime.log)
+        logger.info("MCP servers from the client: %s", ", ".join(t.name for t in tools))
+        return runtime
 
     # ---- a turn ------------------------------------------------------------------------------
 
