@@ -79,9 +79,9 @@ def test_the_catalog_prices_usage_and_knows_windows():
     assert lookup("openai/gpt-5-mini") == lookup("gpt-5-mini")
     assert lookup("gpt-5-mini").context_window == 400_000
     assert lookup("my-own-model") is None
-    usage = Usage(input_tokens=1_000_000, output_tokens=100_000, cache_read_tokens=200_000)
-    assert with_cost("claude-sonnet-4-5", usage).cost == pytest.approx(
-        0.8 * 3 + 0.1 * 15 + 0.2 * 0.3
+    usage = Usage(input_tokens=100_000, output_tokens=10_000, cache_read_tokens=20_000)
+    assert with_cost("claude-sonnet-4-5", usage).cost == pytest.approx(  # (below its 200k tier)
+        0.08 * 3 + 0.01 * 15 + 0.02 * 0.3
     )
     assert with_cost("my-own-model", usage).cost is None
 

@@ -48,4 +48,4 @@ def context_budget(agent: Agent, model: Model) -> int:
     if agent.context_budget is not None:
         return agent.context_budget
     info = lookup(model.name.partition(":")[2] or model.name)
-    return info.context_window if info else DEFAULT_BUDGET
+    return (info.context_window if info else None) or DEFAULT_BUDGET

@@ -26,7 +26,7 @@ def context_budget_of(agent: Agent) -> int:
     if agent.context_budget is not None:
         return agent.context_budget
     info = lookup(agent.model.partition(":")[2] or agent.model)
-    return info.context_window if info else DEFAULT_BUDGET
+    return (info.context_window if info else None) or DEFAULT_BUDGET
 
 
 def model_string(agent: Agent, root: Path) -> str:
