@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import links, usage
+from .uploads import SCHEMA as ATTACHMENTS
 
 Schema = dict[str, Any]
 
@@ -160,6 +161,7 @@ MESSAGE = _object(
         "description": "Any text but control characters, kept as given (percent-encode it in "
         "paths).",
     },
+    attachments=ATTACHMENTS,
 )
 STEER = _object(["message"], message={"type": "string", "minLength": 1})
 APPROVE = _object([], args=OBJECT, editedArgs=OBJECT, by=STRING)

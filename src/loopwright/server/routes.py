@@ -10,8 +10,10 @@ import json
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..attachments import AttachmentError
 from ..compaction import Compaction, compactability, why_not
 from ..errors import UnknownSession
+from ..messages import UserMessage
 from ..runtime import LiveRun
 from ..store.log import SessionKey, SessionRecord
 from ..store.usage_report import UsageQuery
@@ -22,6 +24,7 @@ from .config import configuration, summary
 from .history import v1_history
 from .prefix import path_id
 from .state import Places, State, plain_answer, run_events, state_of
+from .uploads import attachments_field
 from .views import (
     ApiError,
     events_json,
@@ -65,8 +68,10 @@ async def post_message(request: Request) -> Response:
     agent = state.agent(request.path_params["name"])
     profile = profile_of(request)
     data = await read_json(request, state.settings.max_body_bytes)
-    message = text_field(data, "message", required=True)
-    assert message is not None
+    text = text_field(data, "message", required=True)
+    assert text is not None
+    files = attachments_field(data)  # images and documents beside the text (`uploads`)
+    message = UserMessage(content=text, attachments=files) if files else text
     session_id = session_id_field(data)
     if session_id is not None:
         await check_open(state, SessionKey(tenant, agent.name, session_id))
@@ -74,6 +79,9 @@ async def post_message(request: Request) -> Response:
     places = state.places(tenant, run=True, stream=stream)
     try:
         live = await state.runtime.send(tenant, agent.name, session_id, message, hold=stream)
+    except AttachmentError as exc:  # one the model cannot take
+        places.close()
+        raise ApiError(400, str(exc)) from None
     except BaseException:
         places.close()
         raise
