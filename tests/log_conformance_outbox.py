@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from log_conformance import KEY, Clock, MakeLog, approval, decide, reply, said
 from loopwright.store.outbox import Attempt, Outcome, outbox_of
+from loopwright.store.sqlite_rows import iso
 
 NOW = 1_000_000.0
 BOTH = ("pending", "resolved")
@@ -109,3 +110,24 @@ async def test_every_process_gets_the_same_key(make_log: MakeLog) -> None:
     assert await one.key("links", "first") == "first"
     assert await two.key("links", "second") == "first"
     assert await two.key("other", "second") == "second"
+
+
+async def test_what_is_done_with_is_pruned_and_what_is_due_is_kept(make_log: MakeLog) -> None:
+    clock = Clock(NOW)
+    log = await _paused(make_log, clock, "p-1", "p-2")
+    outbox = outbox_of(log)
+    await outbox.expand("hook", BOTH, NOW, max_age=3600)
+    first, second = await outbox.claim(["hook"], NOW, hold=30, owner="w1")
+    await outbox.record(first, Outcome("delivered", "t1", status=200))
+    await outbox.record(second, Outcome("due", "t1", status=503, due=NOW + 10))
+    assert await outbox.prune(iso(NOW)) == 0  # nothing made before then
+    assert await outbox.prune(iso(NOW + 1)) == 1
+    [left] = await outbox.deliveries()
+    assert (left.id, left.notice.item, left.tried) == (
+        second.id,
+        "p-2",
+        [Attempt(1, "t1", 503, None)],
+    )
+    assert (await outbox.notices())[0] == 1  # p-1's notice went, p-2's is still due
+    [again] = await outbox.claim(["hook"], NOW + 10, hold=30, owner="w1")
+    assert again.id == second.id

@@ -395,3 +395,26 @@ async def test_delivery_from_a_postgresql_log(pg_url: str, receiver: Receiver) -
         (True, "resolved", "denied"),
     ]
     assert got[1].body["note"] == "no"
+
+
+async def test_the_worker_forgets_deliveries_once_kept_long_enough(
+    log: SQLiteLog, receiver: Receiver
+) -> None:
+    await paused(log, approval("p-1", amount=5))
+    clock = log.clock  # (the log's: the decision's notice is made at the worker's now)
+    assert isinstance(clock, Clock)
+    worker = deliverer(log, clock, hook(receiver), keep=86_400.0)
+    try:
+        assert await worker.tick() == 1
+        clock.advance(86_400)  # kept a day (made at NOW: not before NOW + 1 day - 1 day)
+        await worker.tick()
+        assert [d.state for d in await outbox_of(log).deliveries()] == ["delivered"]
+        clock.advance(3600)  # the next pruning, an hour later
+        await worker.tick()
+        assert await outbox_of(log).deliveries() == []
+        assert await outbox_of(log).notices() == (1, 1)  # (the newest notice always stays)
+        await log.decide("acme", "p-1", Decision("approved", "ann"))
+        assert await worker.tick() == 1  # a notice after the pruning is fanned out
+        assert [d.notice.event for d in await outbox_of(log).deliveries()] == ["resolved"]
+    finally:
+        await worker.close()

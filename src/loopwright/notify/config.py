@@ -5,6 +5,7 @@
     link_secret_env = "LOOPWRIGHT_LINK_SECRET" # signs approval links (default: a generated key,
                                                # stored in the event log's database)
     link_ttl = 86400                           # seconds an approval link stays valid
+    keep = 604800                              # seconds finished deliveries stay listed
     hold = 60                                  # seconds a claimed delivery is held (a worker
                                                # that dies mid-POST: another posts it after)
 
@@ -57,6 +58,9 @@ class NotifySettings:
     link_ttl: float = 86_400.0
     max_attempts: int = 12
     """Attempts before a delivery is given up (`failed`)."""
+    keep: float = 604_800.0
+    """Seconds deliveries done with (and their notices) are kept and listed (at least
+    `max_age`), then forgotten."""
     hold: float = 60.0
     """Seconds a worker holds a delivery it claimed: one that dies holding it (mid-POST) lets
     another worker post it again after that (at-least-once)."""
@@ -83,7 +87,7 @@ class NotifySettings:
             values["base_url"] = _url(table["base_url"], "[notify] base_url").rstrip("/")
         if "link_secret_env" in table:
             values["link_secret"] = _secret(table["link_secret_env"], "[notify] link_secret_env")
-        for key in ("link_ttl", "max_age", "hold"):
+        for key in ("link_ttl", "max_age", "hold", "keep"):
             if key in table:
                 values[key] = _positive(table[key], f"[notify] {key}")
         if "max_attempts" in table:

@@ -10,7 +10,8 @@ blocks a run: the runs only wrote their notice, in their own commit.
 Several processes may run a worker on one database: a claim holds a delivery for `hold` seconds
 (`[notify] hold`),
 and a worker that dies holding it lets another one send it again (at-least-once; the delivery
-id stays the same, so a receiver drops the duplicate). The clock, the random source and the
+id stays the same, so a receiver drops the duplicate). Once an hour it forgets deliveries done
+with for longer than `[notify] keep`, and their notices. The clock, the random source and the
 sleep are injected: the tests drive `tick` with a clock they move, and never sleep.
 """
 
@@ -34,6 +35,8 @@ from .message import message, wanted
 from .webhook import Notifier, Sent
 
 log = logging.getLogger("loopwright.notify")
+PRUNE_EVERY = 3600.0
+"""Seconds between two prunings of what is done with (`[notify] keep`)."""
 
 
 class Deliverer:
@@ -62,6 +65,7 @@ class Deliverer:
         self.poll, self.owner = poll, new_owner()
         self._sleep = sleep
         self._seen: tuple[int, int] | None = None
+        self._pruned = -PRUNE_EVERY
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -79,6 +83,10 @@ class Deliverer:
                 )
             self._seen = seen
         now = self.clock()
+        if now - self._pruned >= PRUNE_EVERY:
+            keep = max(self.settings.keep, self.settings.max_age)
+            await self.outbox.prune(iso(now - keep))
+            self._pruned = now
         due = await self.outbox.next_due(self.notifiers)
         if due is None or due > now:
             return 0

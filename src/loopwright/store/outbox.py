@@ -119,6 +119,12 @@ class Outbox(Protocol):
         new to fan out (a cheap read instead of a write per look)."""
         ...
 
+    async def prune(self, before: str) -> int:
+        """Forget what is done with: deliveries delivered, failed or skipped that were made
+        before `before` (an ISO time) with their attempts, and notices from before it that
+        have no delivery still due. Returns how many deliveries went."""
+        ...
+
     async def key(self, name: str, new: str) -> str:
         """The key stored as `name`, storing `new` first when there is none (all processes on
         the database agree on it)."""

@@ -9,11 +9,19 @@ from typing import TYPE_CHECKING
 
 from .outbox import SETTLE, Attempt, Delivery, Outcome
 from .pg_rows import Db, iso
-from .sqlite_outbox import DELIVERY, EXPAND_BATCH, delivery
+from .sqlite_outbox import DELIVERY, EXPAND_BATCH, PRUNE, delivery
 
 if TYPE_CHECKING:
     from .pg_log import PostgresLog
 
+_PRUNE = [
+    statement.replace("?", "%s")
+    .replace("delivery_attempts", "loopwright_delivery_attempts")
+    .replace("FROM deliveries", "FROM loopwright_deliveries")
+    .replace("FROM outbox", "FROM loopwright_outbox")
+    .replace("outbox.id", "loopwright_outbox.id")
+    for statement in PRUNE
+]
 _DELIVERY = DELIVERY.replace("deliveries d", "loopwright_deliveries d").replace(
     "outbox o", "loopwright_outbox o"
 )
@@ -176,6 +184,17 @@ class PostgresOutbox:
             return int(row[0]), int(row[1])
 
         return await self.log._run(job)
+
+    async def prune(self, before: str) -> int:
+        async def job(db: Db) -> int:
+            attempts, deliveries, notices = _PRUNE
+            await db.execute(attempts, (before,))
+            counted = f"WITH gone AS ({deliveries} RETURNING 1) SELECT count(*) FROM gone"
+            gone = await (await db.execute(counted, (before,))).fetchone()
+            await db.execute(notices, (before,))
+            return 0 if gone is None else int(gone[0])
+
+        return await self.log._run(job, write=True)
 
     async def key(self, name: str, new: str) -> str:
         async def job(db: Db) -> str:

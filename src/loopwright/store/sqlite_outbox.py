@@ -39,6 +39,18 @@ def delivery(row: Sequence[Any], tried: list[Attempt] | None = None) -> Delivery
     )
 
 
+PRUNE = (
+    "DELETE FROM delivery_attempts WHERE delivery IN (SELECT id FROM deliveries "
+    "WHERE state != 'due' AND created_at < ?)",
+    "DELETE FROM deliveries WHERE state != 'due' AND created_at < ?",
+    "DELETE FROM outbox WHERE at < ? AND NOT EXISTS (SELECT 1 FROM deliveries d "
+    "WHERE d.notice = outbox.id AND d.state = 'due') AND id < (SELECT max(id) FROM outbox)",
+)
+"""`prune`'s statements, in order (the PostgreSQL outbox names its tables so). The newest
+notice is always kept: SQLite gives a new row the highest id + 1, and an id taken again would
+sit below the webhooks' floors (never fanned out)."""
+
+
 def _marks(values: Collection[Any]) -> str:
     return ", ".join("?" for _ in values)
 
@@ -173,6 +185,16 @@ class SQLiteOutbox:
             return int(count), int(last)
 
         return await self.log._call(job)
+
+    async def prune(self, before: str) -> int:
+        def job(db: sqlite3.Connection) -> int:
+            attempts, deliveries, notices = PRUNE
+            db.execute(attempts, (before,))
+            gone = db.execute(deliveries, (before,)).rowcount
+            db.execute(notices, (before,))
+            return int(gone)
+
+        return await self.log._call(job, write=True)
 
     async def key(self, name: str, new: str) -> str:
         def job(db: sqlite3.Connection) -> str:
