@@ -103,7 +103,7 @@ def test_a_link_shows_the_call_and_only_its_form_decides_once(
         assert cross.status_code == 403  # another site's page cannot post the form
         assert [p["id"] for p in http.get("/pending").json()["items"]] == [paused["id"]]
 
-        approved = http.post(decide, data={"action": "approve"})
+        approved = http.post(decide, data={"action": "approve", "reason": "fine by me"})
         assert approved.status_code == 200
         assert "<p id='outcome'>Approved. The run goes on.</p>" in approved.text
         again = http.post(decide, data={"action": "deny"})
@@ -118,6 +118,7 @@ def test_a_link_shows_the_call_and_only_its_form_decides_once(
             "link",
         )
         assert "links" not in resolved
+        assert resolved["note"] == "fine by me"
         events = _until_done(http, paused["sessionId"])
         assert "tool:result" in events and events[-1] == "done"
         listed = http.get("/notifications", params={"item": paused["id"]}).json()["deliveries"]

@@ -202,8 +202,8 @@ async def decide(request: Request) -> Response:
 def _decision(action: str, form: dict[str, str]) -> Approval | Answer | None:
     by = "link"
     reason = form.get("reason", "").strip() or None
-    if action == "approve":
-        return Approval.approve(None, by=by)
+    if action == "approve":  # (its reason is kept as the decision's note)
+        return Approval(approved=True, reason=reason, by=by)
     if action == "deny":
         return Approval.deny(reason, by=by)
     text = form.get("answer", "").strip()
