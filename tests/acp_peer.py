@@ -93,6 +93,8 @@ def reply(request):
     if last.content.startswith("delegate"):
         call = ToolCall(id=f"d{n}", name="clerk", args={"request": "refund B-2"})
         return Reply(tool_calls=(call,))
+    if last.content.startswith("fail"):
+        return Reply.parse({"fail": "the provider is down"})
     if last.content.startswith("long"):
         return Reply(text="Cut sho", stop_reason="max_tokens")
     if last.content.startswith("loop"):

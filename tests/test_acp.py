@@ -19,6 +19,7 @@ import pytest
 
 from acp_peer import ENV, Message, Peer, brief, make_project
 from loopwright.cli.common import Place
+from loopwright.cli.main import USAGE_ERROR, main
 from test_cli import LOOPWRIGHT
 
 ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
@@ -489,3 +490,39 @@ async def test_list_names_the_agents_sessions(peer, project):
     assert listed.keys() == {"sessions"}  # no next page
     _, answer = await peer.until(await peer.request("session/list", {"cursor": "nope"}))
     assert answer["error"]["code"] == -32602
+
+
+async def test_a_failed_run_is_an_error_and_prompt_blocks_become_text(peer):
+    await peer.handshake()
+    session = await new_session(peer)
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "fail now"}]}
+    _, answer = await peer.until(await peer.request("session/prompt", params))
+    assert answer["error"] == {
+        "code": -32603,
+        "message": "Internal error",
+        "data": {"details": "model request failed: the provider is down"},
+    }
+    blocks = [
+        {"type": "text", "text": "read these"},
+        {"type": "resource_link", "name": "notes", "uri": "file:///notes.md"},
+        {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "alpha"}},
+    ]
+    seen, _ = await peer.call("session/prompt", {"sessionId": session, "prompt": blocks})
+    said = "".join(m["params"]["update"]["content"]["text"] for m in seen)
+    assert said == (
+        "heard: fail now | read these\n[notes](file:///notes.md)\nfile:///a.txt:\n```\nalpha\n```"
+    )
+    image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+    params = {"sessionId": session, "prompt": [image]}
+    _, answer = await peer.until(await peer.request("session/prompt", params))
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["data"] == {"prompt": "image content is not supported"}
+
+
+def test_without_the_extra_the_command_says_what_to_install(project, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "acp", None)  # as if agent-client-protocol were missing
+    assert main(["acp", "refunds", "--project", str(project)]) == USAGE_ERROR
+    assert capsys.readouterr().err == (
+        "loopwright: error: the Agent Client Protocol SDK is not installed\n"
+        "hint: pip install 'loopwright[acp]'\n"
+    )
