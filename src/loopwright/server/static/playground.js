@@ -339,9 +339,11 @@ class Transcript {
     if (live) this.scroll();
   }
 
-  /** The person's own message, shown at once; the echoed `input:received` is then skipped. */
-  userMessage(text) {
-    this.add(this.chat, bubble("user", "You", text));
+  /** The person's own message, shown at once (with its files' thumbnails); the echoed
+   * `input:received` is then skipped. */
+  userMessage(text, files = []) {
+    const el = this.add(this.chat, bubble("user", "You", text));
+    for (const file of files) el.append(attachmentView(file));
     this.echo = text;
     this.scroll(true);
   }
@@ -394,7 +396,8 @@ class Transcript {
           this.echo = null;
           break;
         }
-        this.add(s.container, bubble(top ? "user" : "user nested", top ? "You" : "Request", text));
+        const el = this.add(s.container, bubble(top ? "user" : "user nested", top ? "You" : "Request", text));
+        for (const ref of ev.message?.attachments || []) el.append(attachmentView(ref));
         break;
       }
       case "steering:injected":
@@ -714,6 +717,17 @@ function bubble(kind, who, text) {
   return el;
 }
 
+/** A message's attachment: a thumbnail of an image picked on this page (`url`: its object URL),
+ * else a chip naming it (the history holds references, not the bytes). */
+function attachmentView(item) {
+  const name = item.name || (item.sha256 ? item.sha256.slice(0, 12) : "attachment");
+  const mediaType = item.mediaType || item.type || "";
+  if (item.url && mediaType.startsWith("image/")) {
+    return h("img", { class: "msg-thumb", testid: "msg-thumb", src: item.url, alt: name, title: name });
+  }
+  return h("span", { class: "msg-attachment", testid: "msg-attachment", title: mediaType }, `📎 ${name}`);
+}
+
 function toolCard(id, tool, agent) {
   const status = h("span", { class: "badge", testid: "tool-status" }, "preparing");
   const decision = h("span", { class: "decision", testid: "tool-decision", hidden: true });
@@ -805,6 +819,7 @@ const state = {
   pending: new Map(), // id → {item, el, busy, addedAt}
   polling: false,
   config: null,
+  attachments: [], // files picked for the next message: {file, name, url}
 };
 
 const transcript = new Transcript($("chat-log"), $("timeline"), {
@@ -917,6 +932,12 @@ async function sendMessage(text) {
   clearError();
   const body = { message: text };
   if (state.sessionId) body.sessionId = state.sessionId;
+  const files = state.attachments.slice();
+  if (files.length) {
+    body.attachments = await Promise.all(
+      files.map(async (f) => ({ data: await base64Of(f.file), name: f.name })),
+    );
+  }
   const controller = new AbortController();
   state.stream = controller;
   setRunning(true);
@@ -938,8 +959,40 @@ async function sendMessage(text) {
     return;
   }
   $("message-input").value = "";
-  transcript.userMessage(text);
+  setAttachments([]);
+  transcript.userMessage(text, files.map((f) => ({ name: f.name, mediaType: f.file.type, url: f.url })));
   await consumeStream(res, controller);
+}
+
+/** The files picked to go with the next message, shown as chips above the buttons. */
+function setAttachments(files) {
+  state.attachments = files;
+  const list = $("attachments-list");
+  list.replaceChildren(
+    ...files.map((f, i) =>
+      h(
+        "li",
+        { class: "attachment-chip", testid: "attachment-chip" },
+        `📎 ${f.name}`,
+        h("button", {
+          type: "button",
+          class: "icon",
+          "aria-label": `Remove ${f.name}`,
+          onclick: () => setAttachments(files.filter((_, j) => j !== i)),
+        }, "×"),
+      ),
+    ),
+  );
+  list.hidden = files.length === 0;
+}
+
+function base64Of(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result).split(",", 2)[1] || "");
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
 }
 
 /** Render a streamed run until it ends, then refresh what it may have changed. */
@@ -1485,6 +1538,14 @@ function wire() {
       e.preventDefault();
       if (!state.running) sendMessage(input.value);
     }
+  });
+  $("attach-button").addEventListener("click", () => $("attach-input").click());
+  $("attach-input").addEventListener("change", (e) => {
+    const picked = Array.from(e.target.files || []).map((file) => ({
+      file, name: file.name, url: file.type.startsWith("image/") ? URL.createObjectURL(file) : null,
+    }));
+    setAttachments(state.attachments.concat(picked));
+    e.target.value = "";
   });
   $("cancel-button").addEventListener("click", async () => {
     if (state.sessionId) await sessionCommand("cancel");
