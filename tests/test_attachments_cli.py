@@ -49,7 +49,9 @@ def test_run_with_an_image_and_a_file(tmp_path: Path):
     (tmp_path / "dot.png").write_bytes(PNG)
     (tmp_path / "report.pdf").write_bytes(PDF)
     out = loopwright(
-        tmp_path, "run", "eyes", "--json", "--image", "dot.png", "--file", "report.pdf", "look"
+        tmp_path,
+        *("run", "eyes", "--json", "--session", "s1"),
+        *("--image", "dot.png", "--file", "report.pdf", "look"),
     )
     assert out.returncode == 0, out.stderr
     events = [json.loads(line) for line in out.stdout.splitlines()]
@@ -80,6 +82,12 @@ def test_run_with_an_image_and_a_file(tmp_path: Path):
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT sha256, media_type, size FROM attachments ORDER BY size")
         assert rows.fetchall() == [(pdf, "application/pdf", len(PDF)), (png, "image/png", 70)]
+    shown = loopwright(tmp_path, "sessions", "show", "s1", "--project", "eyes")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[1] == (
+        f"user: look [image: dot.png, image/png, 70 B] [document: report.pdf, application/pdf, "
+        f"{len(PDF)} B]"
+    )
 
 
 def test_a_file_that_cannot_be_attached_is_a_usage_error(tmp_path: Path):

@@ -207,7 +207,8 @@ def conversation(events: Iterable[ev.Event]) -> list[str]:
     for event in events:
         match event:
             case ev.InputReceived(message=message):
-                lines.append(f"user: {message.content}")
+                files = "".join(f" {a.describe()}" for a in message.attachments or ())
+                lines.append(f"user: {message.content}{files}")
             case ev.SteeringInjected(message=message, mode=mode):
                 lines.append(f"user ({mode.replace('_', '-')}): {message.content}")
             case ev.AssistantText(text=text) | ev.LoopDone(text=text) if text:
