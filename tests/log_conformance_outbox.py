@@ -7,6 +7,8 @@ test module imports it beside the other parts and provides `make_log`.
 
 from __future__ import annotations
 
+import pytest
+
 from log_conformance import KEY, Clock, MakeLog, approval, decide, reply, said
 from loopwright.store.outbox import Attempt, Outcome, outbox_of
 from loopwright.store.sqlite_rows import iso
@@ -131,3 +133,16 @@ async def test_what_is_done_with_is_pruned_and_what_is_due_is_kept(make_log: Mak
     assert (await outbox.notices())[0] == 1  # p-1's notice went, p-2's is still due
     [again] = await outbox.claim(["hook"], NOW + 10, hold=30, owner="w1")
     assert again.id == second.id
+
+
+async def test_a_long_outbox_is_fanned_out_in_one_expand(
+    make_log: MakeLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopwright.store import pg_outbox, sqlite_outbox
+
+    for module in (sqlite_outbox, pg_outbox):
+        monkeypatch.setattr(module, "EXPAND_BATCH", 2)  # five notices: three batches
+    outbox = outbox_of(await _paused(make_log, Clock(NOW), *(f"p-{n}" for n in range(5))))
+    assert await outbox.expand("hook", BOTH, NOW, max_age=3600) == 5
+    claimed = await outbox.claim(["hook"], NOW, hold=30, owner="w1")
+    assert [d.notice.item for d in claimed] == [f"p-{n}" for n in range(5)]

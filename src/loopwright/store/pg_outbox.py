@@ -44,36 +44,39 @@ class PostgresOutbox:
                 )
             ).fetchone()
             floor = 0 if row is None else int(row[0])
-            notices = await (
-                await db.execute(
-                    "SELECT o.id, o.event, o.at FROM loopwright_outbox o WHERE o.id > %s AND "
-                    "NOT EXISTS (SELECT 1 FROM loopwright_deliveries d WHERE d.notice = o.id "
-                    "AND d.target = %s) ORDER BY o.id LIMIT %s",
-                    (floor, target, EXPAND_BATCH),
-                )
-            ).fetchall()
-            oldest, created, due = iso(now - max_age), iso(now), 0
-            for notice, event, at in notices:
-                state = "due" if event in events and at >= oldest else "skipped"
-                due += state == "due"
-                await db.execute(
-                    "INSERT INTO loopwright_deliveries (id, notice, target, state, due, "
-                    "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (uuid.uuid4().hex, notice, target, state, now, created),
-                )
-            if len(notices) < EXPAND_BATCH:
-                settled = await (
+            oldest, created, due, after = iso(now - max_age), iso(now), 0, floor
+            while True:  # (a batch at a time: a webhook new to a long outbox)
+                notices = await (
                     await db.execute(
-                        "SELECT max(id) FROM loopwright_outbox WHERE id > %s AND at < %s",
-                        (floor, iso(now - SETTLE)),
+                        "SELECT o.id, o.event, o.at FROM loopwright_outbox o WHERE o.id > %s "
+                        "AND NOT EXISTS (SELECT 1 FROM loopwright_deliveries d "
+                        "WHERE d.notice = o.id AND d.target = %s) ORDER BY o.id LIMIT %s",
+                        (after, target, EXPAND_BATCH),
                     )
-                ).fetchone()
-                if settled is not None and settled[0] is not None:
+                ).fetchall()
+                for notice, event, at in notices:
+                    state = "due" if event in events and at >= oldest else "skipped"
+                    due += state == "due"
                     await db.execute(
-                        "INSERT INTO loopwright_notify_targets VALUES (%s, %s) ON CONFLICT "
-                        "(target) DO UPDATE SET floor = excluded.floor",
-                        (target, settled[0]),
+                        "INSERT INTO loopwright_deliveries (id, notice, target, state, due, "
+                        "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        (uuid.uuid4().hex, notice, target, state, now, created),
                     )
+                if len(notices) < EXPAND_BATCH:
+                    break
+                after = notices[-1][0]
+            settled = await (
+                await db.execute(
+                    "SELECT max(id) FROM loopwright_outbox WHERE id > %s AND at < %s",
+                    (floor, iso(now - SETTLE)),
+                )
+            ).fetchone()
+            if settled is not None and settled[0] is not None:
+                await db.execute(
+                    "INSERT INTO loopwright_notify_targets VALUES (%s, %s) ON CONFLICT "
+                    "(target) DO UPDATE SET floor = excluded.floor",
+                    (target, settled[0]),
+                )
             return due
 
         return await self.log._run(job, write=True)

@@ -67,31 +67,34 @@ class SQLiteOutbox:
         def job(db: sqlite3.Connection) -> int:
             row = db.execute("SELECT floor FROM notify_targets WHERE target=?", (target,))
             floor = (row.fetchone() or (0,))[0]
-            notices = db.execute(
-                "SELECT o.id, o.event, o.at FROM outbox o WHERE o.id > ? AND NOT EXISTS "
-                "(SELECT 1 FROM deliveries d WHERE d.notice = o.id AND d.target = ?) "
-                "ORDER BY o.id LIMIT ?",
-                (floor, target, EXPAND_BATCH),
-            ).fetchall()
-            oldest, created, due = iso(now - max_age), iso(now), 0
-            for notice, event, at in notices:
-                state = "due" if event in events and at >= oldest else "skipped"
-                due += state == "due"
-                db.execute(
-                    "INSERT INTO deliveries (id, notice, target, state, due, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (uuid.uuid4().hex, notice, target, state, now, created),
-                )
-            if len(notices) < EXPAND_BATCH:  # every notice seen is fanned out
-                settled = db.execute(
-                    "SELECT max(id) FROM outbox WHERE id > ? AND at < ?", (floor, iso(now - SETTLE))
-                ).fetchone()[0]
-                if settled is not None:
+            oldest, created, due, after = iso(now - max_age), iso(now), 0, floor
+            while True:  # (a batch at a time: a webhook new to a long outbox)
+                notices = db.execute(
+                    "SELECT o.id, o.event, o.at FROM outbox o WHERE o.id > ? AND NOT EXISTS "
+                    "(SELECT 1 FROM deliveries d WHERE d.notice = o.id AND d.target = ?) "
+                    "ORDER BY o.id LIMIT ?",
+                    (after, target, EXPAND_BATCH),
+                ).fetchall()
+                for notice, event, at in notices:
+                    state = "due" if event in events and at >= oldest else "skipped"
+                    due += state == "due"
                     db.execute(
-                        "INSERT INTO notify_targets VALUES (?, ?) ON CONFLICT (target) "
-                        "DO UPDATE SET floor = excluded.floor",
-                        (target, settled),
+                        "INSERT INTO deliveries (id, notice, target, state, due, created_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (uuid.uuid4().hex, notice, target, state, now, created),
                     )
+                if len(notices) < EXPAND_BATCH:
+                    break
+                after = notices[-1][0]
+            settled = db.execute(  # every notice seen is fanned out: the floor moves
+                "SELECT max(id) FROM outbox WHERE id > ? AND at < ?", (floor, iso(now - SETTLE))
+            ).fetchone()[0]
+            if settled is not None:
+                db.execute(
+                    "INSERT INTO notify_targets VALUES (?, ?) ON CONFLICT (target) "
+                    "DO UPDATE SET floor = excluded.floor",
+                    (target, settled),
+                )
             return due
 
         return await self.log._call(job, write=True)
