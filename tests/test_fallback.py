@@ -190,3 +190,15 @@ def test_agent_yaml_fallback(tmp_path: Path):
     with pytest.raises(ConfigError, match="unknown model 'nowhere:x'") as caught:
         load_agent(folder)
     assert caught.value.source == f"{folder / 'agent.yaml'}:2"
+
+
+def test_the_docs_agent_yaml_names_its_fallback_models(tmp_path: Path):
+    from loopwright.project import load_agent
+    from test_model_settings import doc_blocks
+
+    (tmp_path / "desk").mkdir()
+    (tmp_path / "desk" / "agent.yaml").write_text(doc_blocks("yaml")[1])
+    assert load_agent(tmp_path / "desk").fallback_models == (
+        "openai:gpt-5-mini",
+        "deepseek:deepseek-chat",
+    )

@@ -258,7 +258,7 @@ def test_models_doc_runs_as_written(tmp_path: Path):
 async def test_models_doc_yaml_and_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     folder = tmp_path / "agents" / "thinker"
     folder.mkdir(parents=True)
-    [yaml] = doc_blocks("yaml")
+    yaml = doc_blocks("yaml")[0]  # (the second: fallback models, tests/test_fallback.py)
     (folder / "agent.yaml").write_text(yaml)
     assert load_agent(folder).settings == ModelSettings(
         temperature=1,
