@@ -418,3 +418,25 @@ async def test_the_worker_forgets_deliveries_once_kept_long_enough(
         assert [d.notice.event for d in await outbox_of(log).deliveries()] == ["resolved"]
     finally:
         await worker.close()
+
+
+async def test_an_edited_approval_is_told_with_its_arguments(
+    log: SQLiteLog, receiver: Receiver
+) -> None:
+    await paused(log, approval("p-1", amount=5))
+    await log.decide("acme", "p-1", Decision("approved", "ann", edited_args={"amount": 3}))
+    clock = Clock(NOW)
+    worker = deliverer(log, clock, hook(receiver, events=frozenset({"resolved"})))
+    try:
+        assert await worker.tick() == 1
+    finally:
+        await worker.close()
+    [got] = receiver.wait(1)
+    told = {k: got.body[k] for k in ("event", "status", "arguments", "editedArguments", "note")}
+    assert told == {
+        "event": "resolved",
+        "status": "approved",
+        "arguments": {"amount": 5},
+        "editedArguments": {"amount": 3},
+        "note": None,
+    }

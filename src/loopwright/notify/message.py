@@ -11,8 +11,9 @@
       "links": {"page": "…", "approve": "…", "deny": "…"}   # questions: page, answer
     }
 
-`arguments` (and the reason, a decision's note and answer) are redacted as the event log's
-are. `links` is there only while the item is open. Receivers refuse replays by `sentAt` and
+A resolution adds `note`, `answer` and, for an approval with changed arguments,
+`editedArguments`. `arguments` (and the reason, note, answer, edited arguments) are redacted as
+the event log's are. `links` is there only while the item is open. Receivers refuse replays by `sentAt` and
 duplicates by `deliveryId` (a retry of one delivery carries the same id: at-least-once).
 """
 
@@ -50,6 +51,8 @@ def message(
     if item.status != "open":
         body["note"] = None if item.note is None else redact.text(item.note)
         body["answer"] = None if item.answer is None else redact.text(item.answer)
+        if item.edited_args is not None:  # approved with changed arguments
+            body["editedArguments"] = redact.deep(item.edited_args)
     elif links is not None:
         body["links"] = links.of(item)
     return body
