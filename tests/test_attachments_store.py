@@ -177,3 +177,12 @@ async def test_an_in_memory_session_keeps_the_bytes():
     assert isinstance(first, UserMessage) and first.attachments is not None
     assert first.attachments[0].data == PNG
     assert first.attachments[0].describe() == f"[image: {SHA[:12]}, image/png, 70 B]"
+
+
+def test_the_docs_example_runs(capsys: pytest.CaptureFixture[str]):
+    doc = (Path(__file__).parents[1] / "docs" / "attachments.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/attachments.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out == (
+        "A dot and a report.\nThe same dot.\n[image: dot.png, image/png, 70 B]\n"
+    )
