@@ -5,15 +5,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .compaction import Compaction
 from .errors import ConfigError
 from .hooks import Hooks
 from .model_settings import ModelSettings
+from .output import Output, OutputMode
 from .tools import Tool
 from .toolsets import Toolset, ensure_entered
 
@@ -92,6 +93,20 @@ class Agent:
     steering: Literal["one", "all"] = "one"
     """Deliver queued steering messages one per step boundary, or all at once."""
     follow_up: Literal["one", "all"] = "one"
+    output_type: Any = None
+    """Structured output: the final answer must be a value of this type (a pydantic model, or
+    any type pydantic's `TypeAdapter` takes); `RunResult.output` holds it (docs/output.md)."""
+    output_schema: Mapping[str, Any] | None = field(default=None, hash=False)
+    """Structured output as a JSON Schema (what `output_schema:` in agent.yaml gives): the
+    answer is checked with jsonschema, and `RunResult.output` is the plain JSON value."""
+    output_retries: int = 2
+    """Times the model is asked again when its final answer does not fit; then `loop:error`."""
+    output_mode: OutputMode = "auto"
+    """`native`: the provider's structured output; `tool`: a `final_answer` tool; `auto`: native
+    where the model has it (the built-in providers, scripted models), else the tool."""
+    continue_truncated: int = 0
+    """Times a reply cut by the output limit (without tool calls) is continued: the model is
+    asked to go on where it stopped and the pieces are joined (`message:truncated`)."""
     _specs: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
     _by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
     _live: tuple[Toolset, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -99,6 +114,7 @@ class Agent:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _gate: Gate = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+    _output: Output | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -121,6 +137,19 @@ class Agent:
         object.__setattr__(self, "_by_name", {t.name: t for t in fixed})
         object.__setattr__(self, "_specs", tuple(t.spec for t in fixed))
         object.__setattr__(self, "_gate", _make_gate(self.rules))
+        if self.output_retries < 0 or self.continue_truncated < 0:
+            raise ConfigError(
+                f"agent {self.name!r}: output_retries and continue_truncated cannot be negative"
+            )
+        try:
+            object.__setattr__(self, "_output", Output.of(self.output_type, self.output_schema))
+        except ConfigError as exc:
+            raise ConfigError(f"agent {self.name!r}: {exc}") from None
+
+    @property
+    def output(self) -> Output | None:
+        """The agent's structured output (`output_type` or `output_schema`), None without."""
+        return self._output
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:

@@ -18,14 +18,16 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from .errors import CommitFailed
+from .finish import stop_detail
 from .replay import HANDLERS, State
 
 if TYPE_CHECKING:
     from .loop import Control
+    from .output import Output
     from .session import Journal, Session
 
 
@@ -37,6 +39,14 @@ class RunResult:
     stop_reason: ev.RunStopReason
     events: list[ev.Event]
     session_id: str
+    output: Any = None
+    """The structured output (an agent's `output_type` instance, or the plain JSON value of its
+    `output_schema`) of a run that completed; None otherwise (docs/output.md)."""
+
+    @property
+    def stop_detail(self) -> str | None:
+        """`max_tokens` when a completed run's last reply was cut by the output limit."""
+        return stop_detail(self.events) if self.stop_reason == "completed" else None
 
     @property
     def pending_ids(self) -> list[str]:
@@ -76,6 +86,7 @@ class Run:
         "_input",
         "_journal",
         "_on_end",
+        "_output",
         "_reader",
         "_room",
         "_seqs",
@@ -97,6 +108,7 @@ class Run:
         session: Session | None = None,
         input: str | None = None,
         on_end: Callable[[Run], None] | None = None,
+        output: Output | None = None,
     ) -> None:
         self._events = events
         self._control = control
@@ -106,6 +118,7 @@ class Run:
         self._state = session.state if session is not None else State()
         self._input = input
         self._on_end = on_end  # called once the run is finished (its session's `idle()`)
+        self._output = output  # the agent's structured output: `RunResult.output` is its value
         self._buffer: deque[ev.Event] = deque()
         self._seqs: deque[int | None] | None = deque() if journal is not None else None
         self.seq: int | None = None
@@ -354,8 +367,15 @@ class Run:
         done = events[-1] if events else None
         if not isinstance(done, ev.Done):  # its task was cancelled from outside
             raise asyncio.CancelledError
+        output, value = self._output, None
+        if output is not None and done.stop_reason == "completed" and done.text:
+            value = output.value(done.text)  # the text a checked answer ended the run with
         return RunResult(
-            text=done.text, stop_reason=done.stop_reason, events=events, session_id=self.session_id
+            text=done.text,
+            stop_reason=done.stop_reason,
+            events=events,
+            session_id=self.session_id,
+            output=value,
         )
 
 

@@ -10,7 +10,7 @@ and travels in its own type (never as a new field of a v1 type). The legal order
         ( (approval:pending approval:resolved?)? actauth:decision )*   one per call, model order
         ( tool:started tool:update* toollane:result tool:output tool:result )*   calls that run
         ( loop:skipped? tool:output tool:result )*                   calls that do not run
-        step:finished (tool:late_result | steering:injected)* )*
+        step:finished (tool:late_result | steering:injected | message:truncated | output:invalid)*)*
     tool:late_result* hook:failed? <terminal> done
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
@@ -300,6 +300,24 @@ class MessagePartial:
 
 
 @value
+class MessageTruncated:
+    """A reply without tools was cut by the output limit (`detail`); `message` asks it to go on."""
+
+    detail: str
+    message: UserMessage | None = None
+    type: Literal["message:truncated"] = "message:truncated"
+
+
+@value
+class OutputInvalid:
+    """The final answer failed the agent's output schema (`errors`); `message` asks again."""
+
+    errors: list[str]
+    message: UserMessage
+    type: Literal["output:invalid"] = "output:invalid"
+
+
+@value
 class ModelRetry:
     """A model request failed retryably and is sent again after `delay` seconds."""
 
@@ -549,6 +567,8 @@ Event: TypeAlias = (
     | ToolDelta
     | MessageCompleted
     | MessagePartial
+    | MessageTruncated
+    | OutputInvalid
     | ModelRetry
     | ModelFallback
     | CompactionStarted

@@ -35,6 +35,7 @@ from .agent import Agent, RetryPolicy
 from .compaction import Compaction
 from .errors import ConfigError
 from .model_settings import ModelSettings
+from .output import Output
 from .permissions import AllowAll, Condition, Rules, RulesFile
 from .tools import Tool
 from .toolsets import Toolset
@@ -66,6 +67,11 @@ class _Spec(BaseModel):
     tool_timeout: float | None = 120.0
     compaction: dict[str, Any] | None = {}
     retry: dict[str, Any] = {}
+    output_schema: dict[str, Any] | None = None
+    """Structured output: the final answer must be JSON fitting this schema (docs/output.md)."""
+    output_retries: int = 2
+    output_mode: Literal["auto", "native", "tool"] = "auto"
+    continue_truncated: int = 0
 
 
 @dataclass(slots=True)
@@ -270,6 +276,8 @@ def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         except ConfigError as exc:
             raise ConfigError(str(exc), source=f"{path}:{_line_of(node, 'plugins')}") from None
     rules = folder / "rules.yaml"
+    if spec.output_schema is not None:
+        Output.of(None, spec.output_schema, source=f"{path}:{_line_of(node, 'output_schema')}")
     agent = Agent(
         name=name,
         description=spec.description,
@@ -286,6 +294,10 @@ def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         tool_timeout=spec.tool_timeout,
         compaction=None if spec.compaction is None else _build(Compaction, spec.compaction, path),
         retry=_build(RetryPolicy, spec.retry, path),
+        output_schema=spec.output_schema,
+        output_retries=spec.output_retries,
+        output_mode=spec.output_mode,
+        continue_truncated=spec.continue_truncated,
     )
     skills = folder / "skills"
     if skills.is_dir():

@@ -113,6 +113,12 @@ def _input(state: State, event: ev.InputReceived | ev.SteeringInjected) -> None:
     history.append(event.message)
 
 
+def _note(state: State, event: ev.MessageTruncated | ev.OutputInvalid) -> None:
+    """A cut reply continued, or a final answer asked again: the run's note joins the history."""
+    if event.message is not None:
+        state.history.append(event.message)
+
+
 def _injected(state: State, event: ev.SteeringInjected) -> None:
     _input(state, event)
     entry, queued = (event.mode, event.message.content), state.history.queued
@@ -222,6 +228,8 @@ def _paused(state: State, event: ev.LoopPaused) -> None:
 HANDLERS: dict[type, Callable[[State, Any], None]] = {
     ev.InputReceived: _input,
     ev.SteeringInjected: _injected,
+    ev.MessageTruncated: _note,
+    ev.OutputInvalid: _note,
     ev.SteeringQueued: _queued,
     ev.SteeringCleared: _cleared,
     ev.MessageCompleted: _reply,

@@ -199,7 +199,16 @@ class Session:
             children=self.child,
         )
         text = input.content if isinstance(input, UserMessage) else input
-        self._run = Run(events, self._control, self.id, self.journal, self, text, self._ended)
+        self._run = Run(
+            events,
+            self._control,
+            self.id,
+            self.journal,
+            self,
+            text,
+            self._ended,
+            output=self.agent.output,
+        )
         return self._run
 
     def _check_continuable(self) -> None:

@@ -30,10 +30,12 @@ from .budget import context_budget
 from .compaction import CompactionReason, compact
 from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, record
 from .fallback import Fallback
+from .finish import Finish
 from .hook_calls import call_hook, observe
 from .hooks import Block, RunInfo, Stop
 from .messages import AssistantMessage, History, ToolCall, Usage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
+from .output import answering
 from .permissions import Gate
 from .replay import State, apply, checkpoint
 from .replies import check_reply
@@ -77,6 +79,8 @@ class Steps:
     may_shrink: bool = True
     retries: int = 0
     fallback: Fallback = field(init=False)
+    finish: Finish = field(default_factory=Finish)
+    """A cut reply continued, the structured output checked (`finish`)."""
     partial: list[str] = field(default_factory=list)
     problems: dict[str, str] = field(default_factory=dict)
     """Call id → why that call of the reply will not run (`replies.check_reply`)."""
@@ -124,7 +128,8 @@ class Steps:
         return ModelFailure(error=f"no complete reply within {limit:g}s", retryable=True)
 
     def model_for(self, request: ModelRequest) -> Model:
-        return get_model(request.model) if request.model is not None else self.model
+        model = get_model(request.model) if request.model is not None else self.model
+        return answering(model, self.agent.output, self.agent.output_mode)
 
     async def after_failure(self, failure: ModelFailure, failures: int) -> AsyncIterator[ev.Event]:
         """A request failed: compact a prompt too long (once), or wait and retry within the
@@ -250,6 +255,7 @@ class Steps:
             notes=notes,
             max_output_tokens=agent.max_output_tokens,
             settings=self.info.settings.over(agent.settings),
+            output=agent.output.format if agent.output is not None else None,
             session_id=self.info.session_id,
         )
         if agent.hooks.before_request:
@@ -283,6 +289,8 @@ class Steps:
                 return []
         events = self.runner.arrived() if self.runner.late else []
         queued = self.inject(control.steering, self.agent.steering, "steer")
+        if not queued and not calls:  # a cut reply goes on, a wrong answer is asked again
+            events, queued = self.finish.check(self.agent, reply, events)
         if not queued and (not calls or ending is not None):
             queued = self.inject(control.follow_ups, self.agent.follow_up, "follow_up")
             if not queued and not calls and hooks.on_stop:
@@ -291,7 +299,7 @@ class Steps:
                     control.follow_ups.appendleft(more)
                     queued = self.inject(control.follow_ups, "one", "follow_up")
             if not queued and ending is None:
-                self.stop(ev.LoopDone(text=reply.text), reply.text, "completed")
+                self.stop(ev.LoopDone(text=self.finish.answer), self.finish.answer, "completed")
         if queued:
             self.ending = None
         self.terminated()

@@ -248,6 +248,11 @@ class Human:
                     self.elsewhere(inner)
                 ):
                     self.show(inner)
+            case ev.MessageTruncated(message=note):
+                going = "asked to go on" if note is not None else "not continued"
+                self.note(s.yellow(f"! the reply was cut by the output limit ({going})"))
+            case ev.OutputInvalid(errors=errors):
+                self.note(s.yellow(f"! the answer does not fit the output schema: {errors[0]}"))
             case ev.HookFailed(hook=hook, error=error):
                 self.note(s.yellow(f"! the {hook} hook failed (the run goes on): {error}"))
             case ev.LoopError(error=error):

@@ -28,6 +28,18 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputFormat:
+    """The shape the final answer must have (structured output, `loopwright.output`): a JSON
+    Schema whose root is an object (another value travels wrapped as `{"value": ...}`)."""
+
+    name: str
+    schema: dict[str, Any] = field(hash=False)
+    strict: bool = False
+    """The schema keeps the rules of strict decoding (OpenAI's `strict`): every object closed
+    and every property required."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """One request to a model. `messages` is the live history: read it, never mutate it."""
 
@@ -46,6 +58,9 @@ class ModelRequest:
     replace them (`dataclasses.replace(request, settings=...)`)."""
     session_id: str | None = None
     """The session the request is for (providers send a hash of it as request metadata)."""
+    output: OutputFormat | None = None
+    """The agent's structured output: a provider with native structured output constrains the
+    reply to it; for others the run offers a `final_answer` tool (`loopwright.output`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,7 +25,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
 from ..errors import ConfigError
@@ -188,6 +188,8 @@ class ScriptedModel:
     many replies no conversation reached, and `assert_exhausted()` complains about them.
     """
 
+    native_output: ClassVar[bool] = True
+    """A script's text is the answer as it stands (structured output needs no tool here)."""
     replies: list[Reply]
     name: str = "scripted:inline"
     requests: list[ModelRequest] = field(default_factory=list)
@@ -302,6 +304,7 @@ class FunctionModel:
     The function returns a `Reply` (or a plain string for a text reply), sync or async.
     """
 
+    native_output: ClassVar[bool] = True
     fn: ReplyFunction
     name: str = "function:inline"
 
