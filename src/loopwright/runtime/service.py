@@ -30,6 +30,7 @@ from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
 from ..errors import ConfigError, SessionBusy
 from ..messages import UserMessage
+from ..model_settings import ModelSettings
 from ..session import Run, Session
 from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
 from ..store.log import EventLog, Page, SessionKey, SessionRecord
@@ -147,16 +148,21 @@ class Runtime:
         *,
         approver: Approver | None = None,
         hold: bool = False,
+        settings: ModelSettings | None = None,
     ) -> LiveRun:
         """Start a run of `text` (a `UserMessage` for one with attachments; a new session when
-        `session_id` is None); returns once its
-        input is in the log. `approver` answers asks live (raced against decisions made
-        elsewhere); without one, asks wait for a decision while someone follows the session
-        (`hold` counts the caller from the start: iterate `run.stream()`, or `run.detach()`)
-        and pause durably otherwise. `SessionBusy` while a run holds the session, or while it
+        `session_id` is None), with the run's own model `settings` laid over the agent's;
+        returns once its input is in the log. `approver` answers asks live (raced against
+        decisions made elsewhere); without one, asks wait for a decision while someone follows
+        the session (`hold` counts the caller from the start: iterate `run.stream()`, or
+        `run.detach()`) and pause durably otherwise. `SessionBusy` while a run holds the session, or while it
         is paused on open items."""
         key = SessionKey(tenant, agent, session_id or secrets.token_hex(16))
-        return await self._start(key, lambda s, a: s.run(text, approver=a), approver, hold, True)
+
+        def begin(session: Session, asker: Approver) -> Run:
+            return session.run(text, approver=asker, settings=settings)
+
+        return await self._start(key, begin, approver, hold, True)
 
     async def resume(
         self,
