@@ -155,8 +155,8 @@ class Runtime:
         returns once its input is in the log. `approver` answers asks live (raced against
         decisions made elsewhere); without one, asks wait for a decision while someone follows
         the session (`hold` counts the caller from the start: iterate `run.stream()`, or
-        `run.detach()`) and pause durably otherwise. `SessionBusy` while a run holds the session, or while it
-        is paused on open items."""
+        `run.detach()`) and pause durably otherwise. `SessionBusy` while a run holds the
+        session, or while it is paused on open items."""
         key = SessionKey(tenant, agent, session_id or secrets.token_hex(16))
 
         def begin(session: Session, asker: Approver) -> Run:
