@@ -26,6 +26,9 @@ Client = TypeVar("Client")
 class ClientModel(Generic[Client]):
     """A model at an endpoint, through one SDK client (`_build` makes it)."""
 
+    native_output = True
+    """Each dialect sends a request's output format as its own structured output field."""
+
     def __init__(
         self,
         endpoint: Endpoint,

@@ -115,6 +115,9 @@ class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
             params["system"] = [{"type": "text", "text": request.system, "cache_control": CACHED}]
         if request.tools:
             params["tools"] = to_tools(request.tools)
+        if request.output is not None:  # the SDK's transform keeps to what the API takes
+            schema = anthropic.transform_schema(request.output.schema)
+            params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         if extra:
             params["extra_body"] = extra
         return params

@@ -97,6 +97,10 @@ class OpenAIChatModel(OpenAIClientModel):
                 for t in request.tools
             ]
         params.update(fields)
+        output = request.output
+        if output is not None:
+            schema = {"name": output.name, "schema": output.schema, "strict": output.strict}
+            params["response_format"] = {"type": "json_schema", "json_schema": schema}
         if extra:
             params["extra_body"] = extra
         return params

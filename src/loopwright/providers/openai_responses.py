@@ -113,6 +113,10 @@ class OpenAIResponsesModel(OpenAIClientModel):
                 for t in request.tools
             ]
         params.update(fields)
+        output = request.output
+        if output is not None:
+            shape = {"name": output.name, "schema": output.schema, "strict": output.strict}
+            params["text"] = {"format": {"type": "json_schema", **shape}}
         if extra:
             params["extra_body"] = extra
         return params
