@@ -103,7 +103,7 @@ def test_a_plain_message_is_unchanged(http: httpx.Client):
 @pytest.mark.parametrize(
     ("attachment", "status", "error"),
     [
-        ({"data": "not base64!"}, 400, "attachments[0]: attachment : data is not valid base64"),
+        ({"data": "not base64!"}, 400, "attachments[0]: an attachment: data is not valid base64"),
         (
             {"data": PNG64, "mediaType": "image/jpeg"},
             400,
@@ -115,6 +115,11 @@ def test_a_plain_message_is_unchanged(http: httpx.Client):
             "attachments[0]: an attachment is image/png, not an document",
         ),
         ({"name": "x"}, 400, "attachments[0] needs one of data (base64) or url, a string"),
+        (
+            {"url": "data:image/png;base64,@@"},
+            400,
+            "attachments[0]: an attachment: a data: URL that does not decode",
+        ),
         (
             {"url": "ftp://example.com/x.png"},
             400,

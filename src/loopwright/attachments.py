@@ -117,7 +117,7 @@ def from_base64(
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise AttachmentError(f"attachment {name or ''}: data is not valid base64") from None
+        raise AttachmentError(f"{_label(name)}: data is not valid base64") from None
     return from_bytes(kind, raw, media_type=media_type, name=name)
 
 
@@ -125,8 +125,10 @@ def from_bytes(
     kind: Kind | None, data: bytes, *, media_type: str | None = None, name: str | None = None
 ) -> Attachment:
     """An attachment holding `data`, its type detected (and checked against `media_type`)."""
-    label = f"attachment {name}" if name else "an attachment"
+    label = _label(name)
     _check_size(label, len(data))
+    if not data:
+        raise AttachmentError(f"{label} is empty")
     found = sniff(data)
     if media_type is not None and media_type.split(";")[0].strip().lower() != found:
         raise AttachmentError(f"{label} is declared {media_type} but its bytes are {found}")
@@ -149,7 +151,14 @@ def from_url(
     if url.startswith("data:"):
         head, _, payload = url[5:].partition(",")
         given, _, encoding = head.partition(";")
-        raw = base64.b64decode(payload) if encoding == "base64" else unquote_to_bytes(payload)
+        try:
+            raw = (
+                base64.b64decode(payload, validate=True)
+                if encoding == "base64"
+                else unquote_to_bytes(payload)
+            )
+        except (binascii.Error, ValueError):
+            raise AttachmentError(f"{_label(name)}: a data: URL that does not decode") from None
         return from_bytes(kind, raw, media_type=media_type or given or None, name=name)
     if not url.startswith(("https://", "http://")):
         raise AttachmentError(f"attachment URL must be http(s) or data: ({url[:60]})")
@@ -221,6 +230,10 @@ def _make(
     except OSError as exc:
         raise AttachmentError(f"cannot read attachment {path}: {exc.strerror}") from None
     return from_bytes(kind, data, media_type=media_type, name=name or path.name)
+
+
+def _label(name: str | None) -> str:
+    return f"attachment {name}" if name else "an attachment"
 
 
 def _check_size(label: str, size: int) -> None:
