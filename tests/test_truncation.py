@@ -1,0 +1,123 @@
+"""A reply cut by the output limit without tool calls: a `message:truncated` event, the stop
+detail of a run that ends with it, and `continue_truncated` asking the model to go on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from conftest import drive, run_agent
+from loopwright import Agent, Session
+from loopwright import events as ev
+from loopwright.finish import CONTINUE
+from loopwright.messages import AssistantMessage, UserMessage
+from loopwright.replay import fold
+from loopwright.testing import ScriptedModel, types
+from loopwright.wire import to_dict
+
+
+def model(*replies: Any) -> ScriptedModel:
+    return ScriptedModel.from_script(list(replies))
+
+
+def cut(text: str) -> dict[str, Any]:
+    return {"text": text, "stop_reason": "max_tokens", "chunk": 100}
+
+
+async def test_a_cut_reply_ends_the_run_with_the_stop_detail():
+    result = await run_agent(Agent(model=model(cut("The answer is"))))
+    assert types(result.events) == [
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "text:delta",
+        "message:completed",
+        "step:finished",
+        "message:truncated",
+        "loop:done",
+        "done",
+    ]
+    assert result.events[-3] == ev.MessageTruncated(detail="max_tokens")
+    assert (result.text, result.stop_reason, result.stop_detail) == (
+        "The answer is",
+        "completed",
+        "max_tokens",
+    )
+    # v1 clients see what they always saw: the event is left out, `done` unchanged
+    assert to_dict(result.events[-3], "v1") is None
+    assert to_dict(result.events[-1], "v1") == {"text": "The answer is", "type": "done"}
+
+
+async def test_continue_truncated_asks_the_model_to_go_on_and_joins_the_text():
+    scripted = model(cut("The answer "), cut("is forty"), "-two.")
+    session = Session(Agent(model=scripted, continue_truncated=2))
+    result = await drive(session.run("go"))
+    assert types(result.events) == [
+        "session",
+        "input:received",
+        *("step:started", "budget:check", "text:delta", "message:completed", "step:finished"),
+        "message:truncated",
+        *("step:started", "budget:check", "text:delta", "message:completed", "step:finished"),
+        "message:truncated",
+        *("step:started", "budget:check", "text:delta", "message:completed", "step:finished"),
+        "loop:done",
+        "done",
+    ]
+    note = UserMessage(content=CONTINUE)
+    truncated = [e for e in result.events if isinstance(e, ev.MessageTruncated)]
+    assert truncated == [ev.MessageTruncated(detail="max_tokens", message=note)] * 2
+    assert result.text == "The answer is forty-two."
+    assert result.events[-2] == ev.LoopDone(text="The answer is forty-two.")
+    assert result.stop_detail is None
+    # the history holds each piece and the notes between them; the log rebuilds it
+    shown = [
+        (m.role, m.content if isinstance(m, UserMessage) else m.text)
+        for m in session.history.messages
+    ]
+    assert shown == [
+        ("user", "go"),
+        ("assistant", "The answer "),
+        ("user", CONTINUE),
+        ("assistant", "is forty"),
+        ("user", CONTINUE),
+        ("assistant", "-two."),
+    ]
+    assert fold(result.events, {}).history.messages == session.history.messages
+    assert scripted.requests[1].messages[-1] == note
+
+
+async def test_past_the_bound_the_cut_text_so_far_ends_the_run():
+    scripted = model(cut("one "), cut("two "), "never asked")
+    result = await run_agent(Agent(model=scripted, continue_truncated=1))
+    assert [e.message is not None for e in result.events if isinstance(e, ev.MessageTruncated)] == [
+        True,
+        False,
+    ]
+    assert (result.text, result.stop_detail) == ("one two ", "max_tokens")
+    assert scripted.unused == 1
+
+
+async def test_a_cut_reply_with_tool_calls_is_not_continued():
+    """Its calls get an error result (they may be incomplete) and the model answers that."""
+    scripted = model(
+        {"text": "Let me", "tool_calls": [{"name": "x", "args": {}}], "stop_reason": "max_tokens"},
+        "Done.",
+    )
+    result = await run_agent(Agent(model=scripted, continue_truncated=3))
+    assert "message:truncated" not in types(result.events)
+    assert result.text == "Done."
+
+
+class Answer(BaseModel):
+    value: int
+
+
+async def test_a_cut_structured_answer_is_continued_then_checked_whole():
+    scripted = model(cut('{"val'), 'ue": 42}')
+    result = await run_agent(Agent(model=scripted, output_type=Answer, continue_truncated=1))
+    assert result.output == Answer(value=42)
+    assert "output:invalid" not in types(result.events)
+    last = [e for e in result.events if isinstance(e, ev.MessageCompleted)][-1]
+    assert isinstance(last.message, AssistantMessage) and last.message.text == 'ue": 42}'
