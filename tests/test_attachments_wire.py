@@ -17,6 +17,7 @@ from conftest import drive
 from loopwright import Agent, Session, tool
 from loopwright.attachments import Attachment, AttachmentError, document, image
 from loopwright.messages import UserMessage
+from loopwright.models import ModelRequest
 from loopwright.providers import Endpoint, make_model
 
 pytestmark = [
@@ -260,3 +261,60 @@ async def test_a_tool_image_for_a_text_only_model_fails_the_run_before_the_reque
     assert result.stop_reason == "error"
     [error] = [e for e in result.events if e.type == "loop:error"]
     assert "model openai:deepseek-chat does not take images" in error.error
+
+
+async def body_of(dialect: str, message: UserMessage) -> Any:
+    """The body of one request (to a transport that answers 500)."""
+    sent: list[dict[str, Any]] = []
+
+    async def keep(request: httpx2.Request) -> None:
+        sent.append(json.loads(request.content))
+
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(500))
+    http = httpx2.AsyncClient(transport=transport, event_hooks={"request": [keep]})
+    model = model_at("http://fake", dialect, CLAUDE if dialect == "anthropic" else "gpt-4o", http)
+    request = ModelRequest(system="", messages=[message])
+    try:
+        [failure] = [item async for item in model.stream(request)]
+    finally:
+        await model.aclose()
+        await http.aclose()
+    assert "HTTP 500" in failure.error
+    [body] = sent
+    return body
+
+
+CAT, REPORT = "https://example.com/cat.jpg", "https://example.com/report.pdf"
+BY_URL: dict[str, Any] = {
+    "anthropic": [
+        {"type": "text", "text": ASK},
+        {"type": "image", "source": {"type": "url", "url": CAT}},
+        {"type": "document", "source": {"type": "url", "url": REPORT}},
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "[document: a.txt]\nhi"},
+            "title": "a.txt",
+        },
+    ],
+    "openai-responses": [
+        {"type": "input_text", "text": ASK},
+        {"type": "input_image", "image_url": CAT},
+        {"type": "input_file", "file_url": REPORT},
+        {"type": "input_text", "text": "[document: a.txt]\nhi"},
+    ],
+}
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai-responses"])
+async def test_urls_and_plain_text_documents(dialect: str):
+    files = (image(CAT), document(REPORT), document(b"hi", name="a.txt"))
+    body = await body_of(dialect, UserMessage(content=ASK, attachments=files))
+    key = "messages" if dialect == "anthropic" else "input"
+    assert body[key] == [{"role": "user", "content": BY_URL[dialect]}]
+
+
+async def test_chat_takes_no_pdf_by_url():
+    message = UserMessage(content=ASK, attachments=(document(REPORT),))
+    with pytest.raises(AttachmentError) as refused:
+        await body_of("openai-chat", message)
+    assert str(refused.value) == f"Chat Completions takes no PDF by URL ({REPORT})"
