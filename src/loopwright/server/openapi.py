@@ -162,6 +162,12 @@ MESSAGE = _object(
         "paths).",
     },
     attachments=ATTACHMENTS,
+    settings={
+        "type": "object",
+        "description": "Model settings for this run, laid over the agent's: agent.yaml's "
+        "`settings:` keys (temperature, top_p, stop, max_output_tokens, reasoning, metadata, "
+        "extra). Invalid, or refused by the agent's model: 400 naming the setting.",
+    },
 )
 STEER = _object(["message"], message={"type": "string", "minLength": 1})
 APPROVE = _object([], args=OBJECT, editedArgs=OBJECT, by=STRING)
@@ -190,6 +196,8 @@ SCHEMAS: dict[str, Schema] = {
         events=EVENTS,
         stopReason=STRING,
         error=STRING,
+        output={"description": "A completed run's structured output (docs/output.md)."},
+        stopDetail={"enum": ["max_tokens"], "description": "The answer was cut off."},
     ),
     "Paused": _object(
         ["pending", "type", "id", "sessionId", "statusUrl", "events"],  # (v1: no stopReason)
@@ -444,7 +452,10 @@ def document(version: str) -> Schema:
             "/usage": {
                 "get": _op(
                     "The tenant's model usage summed by group (a page of groups)",
-                    _paged("groups", _ref("Usage"), "One page of groups, in the key's order."),
+                    {
+                        **_paged("groups", _ref("Usage"), "One page of groups, in key order."),
+                        "404": _error("Unknown agent."),
+                    },
                     *usage.QUERY,
                     LIMIT,
                     CURSOR,
