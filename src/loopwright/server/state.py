@@ -103,7 +103,8 @@ async def ended(
         waiting = await state.runtime.outstanding(key)
         if waiting:
             return JSONResponse(paused_body(waiting, key, events, profile), status_code=202)
-    return JSONResponse(final_body(key.id, done, events, profile))
+    output = state.agent(key.agent).output if key.agent in state.project.agents else None
+    return JSONResponse(final_body(key.id, done, events, profile, output))
 
 
 class Places:

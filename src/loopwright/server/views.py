@@ -18,6 +18,8 @@ from starlette.responses import JSONResponse
 
 from .. import events as ev
 from .. import redact
+from ..finish import stop_detail
+from ..output import Output
 from ..runtime import Runtime
 from ..runtime.decisions import chain, key_of
 from ..store import PendingRecord, StoredEvent
@@ -147,10 +149,16 @@ async def events_since(log: EventLog, key: SessionKey, after: int) -> list[ev.Ev
 
 
 def final_body(
-    session_id: str, done: ev.Done, events: Sequence[ev.Event], profile: Profile
+    session_id: str,
+    done: ev.Done,
+    events: Sequence[ev.Event],
+    profile: Profile,
+    output: Output | None = None,
 ) -> dict[str, Any]:
     """200: the run (or turn) ended. v1: `stopReason` only when v1 knows it (`max_turns`,
-    `denied`), and a failed run is a 500 `{"error": message}`."""
+    `denied`), and a failed run is a 500 `{"error": message}`. Else also, for a completed run,
+    `output` (the JSON value of an agent's structured output) and `stopDetail` (`max_tokens`:
+    its answer was cut by the output limit)."""
     if profile == "v1":
         if done.stop_reason == "error":
             raise ApiError(500, redact.text(done.text) or "the run failed")
@@ -170,6 +178,12 @@ def final_body(
     }
     if done.stop_reason == "error":
         body["error"] = body["text"]
+    if done.stop_reason == "completed":
+        if output is not None and done.text:
+            body["output"] = redact.deep(json.loads(done.text))  # the value's own JSON text
+        detail = stop_detail(events)
+        if detail is not None:
+            body["stopDetail"] = detail
     return body
 
 
