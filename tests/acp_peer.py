@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import textwrap
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from loopwright.cli.common import Place
 from test_cli import LOOPWRIGHT
 
 ENV = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
@@ -241,3 +244,57 @@ def brief(message: Message) -> tuple[Any, ...]:
     if "method" in message:
         return (message["method"],)
     return ("answer", message.get("result"))
+
+
+# ---- what the tests share -----------------------------------------------------------------
+
+ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+REJECT = {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+
+
+def answering(peer: Peer, result: Message, asked: list[Message]) -> Any:
+    async def on(message: Message) -> None:
+        if message.get("method") == "session/request_permission":
+            asked.append(message)
+            await peer.answer(message, result)
+
+    return on
+
+
+def approvals(project: Path, *args: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [LOOPWRIGHT, "approvals", "--project", str(project), "--json", *args],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=True,
+    )
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+async def stored_items(project: Path) -> list[dict[str, Any]]:
+    """Every pending item the project's log holds, decided or not."""
+    log = await Place(project).log()
+    try:
+        return [asdict(item) for item in (await log.pending("default", status=None)).items]
+    finally:
+        await log.close()
+
+
+async def new_session(peer: Peer, **params: Any) -> str:
+    _, result = await peer.call("session/new", {"cwd": "/", "mcpServers": [], **params})
+    return str(result["sessionId"])
+
+
+async def prompt(peer: Peer, session: str, text: str, on: Any = None) -> tuple[list[Message], Any]:
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+    return await peer.call("session/prompt", params, on)
+
+
+REFUND_STREAM = [
+    ("agent_thought_chunk", "Needs approval."),
+    ("agent_message_chunk", "Refunding."),
+    ("tool_call", "r1", "pending"),
+    ("session/request_permission",),
+]

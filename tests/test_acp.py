@@ -1,29 +1,32 @@
 """`loopwright acp` spoken to over JSON-RPC by a client of our own (tests/acp_peer.py), in a real
 subprocess on a temporary project: the handshake, a prompt streaming thinking, text and a tool
-call whose approval the editor gives (or refuses), a cancel mid-run, a question answered by the
-next prompt, a decision made from another door, a session loaded by a new process, and the
-client's MCP server attached to its session. Exact message sequences."""
+call whose approval the editor gives, refuses or edits, a cancel mid-run, a question answered by
+the next prompt, a decision made from another door, a subagent's approval, the stop reasons and
+a failed run. Exact message sequences. (Sessions across processes, listing and MCP servers:
+test_acp_sessions.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from acp_peer import ENV, Message, Peer, brief, make_project
-from loopwright.cli.common import Place
-from loopwright.cli.main import USAGE_ERROR, main
-from test_cli import LOOPWRIGHT
-
-ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
-REJECT = {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+from acp_peer import (
+    ALLOW,
+    REFUND_STREAM,
+    REJECT,
+    Message,
+    Peer,
+    answering,
+    approvals,
+    brief,
+    make_project,
+    new_session,
+    prompt,
+    stored_items,
+)
 
 
 @pytest.fixture
@@ -39,54 +42,6 @@ async def peer(project: Path) -> AsyncIterator[Peer]:
     finally:
         started.kill()
         await started.process.wait()
-
-
-async def new_session(peer: Peer, **params: Any) -> str:
-    _, result = await peer.call("session/new", {"cwd": "/", "mcpServers": [], **params})
-    return str(result["sessionId"])
-
-
-async def prompt(peer: Peer, session: str, text: str, on: Any = None) -> tuple[list[Message], Any]:
-    params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
-    return await peer.call("session/prompt", params, on)
-
-
-def answering(peer: Peer, result: Message, asked: list[Message]) -> Any:
-    async def on(message: Message) -> None:
-        if message.get("method") == "session/request_permission":
-            asked.append(message)
-            await peer.answer(message, result)
-
-    return on
-
-
-def approvals(project: Path, *args: str) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [LOOPWRIGHT, "approvals", "--project", str(project), "--json", *args],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        check=True,
-    )
-    return [json.loads(line) for line in out.stdout.splitlines()]
-
-
-async def stored_items(project: Path) -> list[dict[str, Any]]:
-    """Every pending item the project's log holds, decided or not."""
-    log = await Place(project).log()
-    try:
-        return [asdict(item) for item in (await log.pending("default", status=None)).items]
-    finally:
-        await log.close()
-
-
-REFUND_STREAM = [
-    ("agent_thought_chunk", "Needs approval."),
-    ("agent_message_chunk", "Refunding."),
-    ("tool_call", "r1", "pending"),
-    ("session/request_permission",),
-]
 
 
 async def test_initialize_says_what_the_agent_can(peer):
@@ -309,78 +264,6 @@ async def test_a_decision_from_another_door_wins_and_the_editor_request_is_moot(
     ]
 
 
-async def test_load_replays_the_history_in_a_new_process(project):
-    first = await Peer.start(project)
-    try:
-        await first.handshake()
-        session = await new_session(first)
-        await prompt(first, session, "hello")
-        await prompt(first, session, "refund please", answering(first, ALLOW, []))
-        await first.close()
-    finally:
-        first.kill()
-    second = await Peer.start(project)
-    try:
-        await second.handshake()
-        seen, result = await second.call(
-            "session/load", {"sessionId": session, "cwd": "/", "mcpServers": []}
-        )
-        assert result == {}
-        assert [brief(m) for m in seen] == [
-            ("user_message_chunk", "hello"),
-            ("agent_message_chunk", "heard: hello"),
-            ("user_message_chunk", "refund please"),
-            ("agent_thought_chunk", "Needs approval."),
-            ("agent_message_chunk", "Refunding."),
-            ("tool_call", "r3", "pending"),
-            ("tool_call_update", "r3", "in_progress"),
-            ("tool_call_update", "r3", "completed"),
-            ("agent_message_chunk", "Done: refunded 5.0 on A-1"),
-        ]
-        seen, _ = await prompt(second, session, "bye")
-        assert "".join(m["params"]["update"]["content"]["text"] for m in seen) == (
-            "heard: hello | refund please | bye"
-        )
-        _, answer = await second.until(
-            await second.request(
-                "session/load", {"sessionId": "nope", "cwd": "/", "mcpServers": []}
-            )
-        )
-        assert answer["error"]["code"] == -32002  # resource not found
-    finally:
-        second.kill()
-        await second.process.wait()
-
-
-async def test_the_clients_mcp_server_is_a_toolset_of_its_session(peer):
-    await peer.handshake()
-    server = {
-        "name": "clock",
-        "command": sys.executable,
-        "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
-        "env": [],
-    }
-    for _ in range(2):  # two sessions with the same server: one server process for both
-        session = await new_session(peer, mcpServers=[server])
-        seen, result = await prompt(peer, session, "time please")
-        assert [brief(m) for m in seen][:3] == [
-            ("tool_call", "t1", "pending"),
-            ("tool_call_update", "t1", "in_progress"),
-            ("tool_call_update", "t1", "completed"),
-        ]
-        output = json.loads(seen[2]["params"]["update"]["rawOutput"]["content"])
-        assert output["timezone"] == "UTC"
-        assert result == {"stopReason": "end_turn"}
-    plain = await new_session(peer)  # a session without servers: the tool is unknown there
-    seen, _ = await prompt(peer, plain, "time")
-    assert [brief(m) for m in seen][:2] == [
-        ("tool_call", "t1", "pending"),
-        ("tool_call_update", "t1", "failed"),
-    ]
-    err = await peer.close()
-    assert err.count("MCP servers from the client: clock") == 1
-
-
 async def test_a_subagents_approval_is_asked_in_the_editor(peer):
     await peer.handshake()
     session = await new_session(peer)
@@ -410,88 +293,6 @@ async def test_stop_reasons(peer):
     assert result == {"stopReason": "max_turn_requests"}
 
 
-async def test_a_session_paused_elsewhere_asks_at_the_next_prompt(peer, project):
-    paused = subprocess.run(
-        [LOOPWRIGHT, "run", "refunds", "--project", str(project), "refund please"],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
-    assert paused.returncode == 3, paused.stderr  # paused: nobody could approve there
-    [stored] = await stored_items(project)
-    session = stored["session_id"]
-    await peer.handshake()
-    _, loaded = await peer.call(
-        "session/load", {"sessionId": session, "cwd": "/", "mcpServers": []}
-    )
-    assert loaded == {}
-    asked: list[Message] = []
-    seen, result = await prompt(peer, session, "thanks", answering(peer, ALLOW, asked))
-    assert [brief(m) for m in seen] == [
-        ("tool_call", "r1", "pending"),
-        ("session/request_permission",),
-        ("tool_call_update", "r1", "in_progress"),
-        ("tool_call_update", "r1", "completed"),
-        ("agent_message_chunk", "Done: refunded 5"),
-        ("agent_message_chunk", ".0 on A-1"),
-        ("agent_message_chunk", "heard: refund pl"),
-        ("agent_message_chunk", "ease | thanks"),
-    ]
-    assert asked[0]["params"]["_meta"] == {"loopwright": {"pendingId": stored["id"]}}
-    assert result == {"stopReason": "end_turn"}
-
-
-async def test_closing_stdin_mid_run_cancels_and_records_it(peer, project):
-    await peer.handshake()
-    session = await new_session(peer)
-    request = await peer.request(
-        "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "wait"}]}
-    )
-    running = ("tool_call_update", "w1", "in_progress")
-    while brief(await peer.read()) != running:
-        pass
-    assert request == 3
-    await peer.close()  # exits 0
-    shown = subprocess.run(
-        [LOOPWRIGHT, "sessions", "show", session, "--agent", "refunds"],
-        cwd=project,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=True,
-    )
-    assert "aborted" in shown.stdout + shown.stderr
-
-
-async def test_sse_servers_are_skipped_with_a_warning(peer):
-    await peer.handshake()
-    sse = {"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []}
-    session = await new_session(peer, mcpServers=[sse])
-    seen, _ = await prompt(peer, session, "hello")
-    assert [brief(m) for m in seen] == [("agent_message_chunk", "heard: hello")]
-    err = await peer.close()
-    assert "MCP server 'old' skipped: sse servers are not supported" in err
-
-
-async def test_list_names_the_agents_sessions(peer, project):
-    await peer.handshake()
-    first, second = await new_session(peer), await new_session(peer)
-    await prompt(peer, first, "hello")
-    await prompt(peer, second, "delegate", answering(peer, ALLOW, []))  # a subagent's session too
-    _, listed = await peer.call("session/list", {})
-    assert [(s["sessionId"], s["cwd"]) for s in listed["sessions"]] == [
-        (second, str(project)),
-        (first, str(project)),
-    ]
-    assert listed.keys() == {"sessions"}  # no next page
-    _, answer = await peer.until(await peer.request("session/list", {"cursor": "nope"}))
-    assert answer["error"]["code"] == -32602
-
-
 async def test_a_failed_run_is_an_error_and_prompt_blocks_become_text(peer):
     await peer.handshake()
     session = await new_session(peer)
@@ -517,12 +318,3 @@ async def test_a_failed_run_is_an_error_and_prompt_blocks_become_text(peer):
     _, answer = await peer.until(await peer.request("session/prompt", params))
     assert answer["error"]["code"] == -32602
     assert answer["error"]["data"] == {"prompt": "image content is not supported"}
-
-
-def test_without_the_extra_the_command_says_what_to_install(project, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "acp", None)  # as if agent-client-protocol were missing
-    assert main(["acp", "refunds", "--project", str(project)]) == USAGE_ERROR
-    assert capsys.readouterr().err == (
-        "loopwright: error: the Agent Client Protocol SDK is not installed\n"
-        "hint: pip install 'loopwright[acp]'\n"
-    )
