@@ -265,3 +265,26 @@ def test_agent_yaml_output_schema(tmp_path: Path):
     assert agent.output is not None
     assert agent.output.format.schema["required"] == ["tags"]
     assert (agent.output_retries, agent.continue_truncated) == (1, 2)
+
+
+def test_the_docs_example_runs_as_written(tmp_path: Path):
+    import re
+    import subprocess
+    import sys
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "output.md").read_text()
+    [code] = re.findall(r"^```python\n(.*?)^```$", doc, re.S | re.M)
+    [printed] = re.findall(r"^```text\n(.*?)^```$", doc, re.S | re.M)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert (out.returncode, out.stderr) == (0, "")
+    assert out.stdout == printed
+    [yaml_block] = re.findall(r"^```yaml\n(.*?)^```$", doc, re.S | re.M)
+    folder = tmp_path / "agents" / "tags"
+    folder.mkdir(parents=True)
+    (folder / "agent.yaml").write_text(yaml_block)
+    from loopwright.project import load_agent
+
+    agent = load_agent(folder)
+    assert agent.output is not None and agent.output_retries == 2
