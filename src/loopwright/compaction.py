@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from .events import (
@@ -32,6 +32,7 @@ from .messages import (
     UserMessage,
     message_chars,
 )
+from .model_settings import ModelSettings
 from .models import Model, ModelFailure, ModelRequest
 
 SUMMARY_SYSTEM = (
@@ -77,11 +78,17 @@ def compaction_due(
 
 
 async def compact(
-    history: History, model: Model, policy: Compaction | None, reason: CompactionReason
+    history: History,
+    model: Model,
+    policy: Compaction | None,
+    reason: CompactionReason,
+    settings: ModelSettings | None = None,
+    session_id: str | None = None,
 ) -> AsyncIterator[Event]:
     """The events of replacing the older history by a summary (or dropping it); nothing when
     there is nothing to compact. A summary the model cannot write falls back to discarding.
-    The history changes when `compaction:finished` is applied to it (`apply`)."""
+    The history changes when `compaction:finished` is applied to it (`apply`). The summary is
+    asked with the run's model `settings` (`summary_settings`) for `session_id`."""
     policy = policy or Compaction()
     if compactability(history, policy.keep_last) != "ok":
         return
@@ -90,7 +97,8 @@ async def compact(
     summary, mode = None, policy.mode
     if mode == "summarize":
         try:
-            summary = await summarize(model, history.messages[:cut], policy.summary_max_tokens)
+            asked = summary_settings(settings or ModelSettings(), policy.summary_max_tokens)
+            summary = await summarize(model, history.messages[:cut], asked, session_id)
         except SummaryFailed:
             mode = "discard"
     before = len(history.messages)
@@ -127,12 +135,23 @@ def split_point(messages: list[Message], keep_last: int) -> int:
     return cut
 
 
-async def summarize(model: Model, older: list[Message], max_tokens: int) -> str:
+def summary_settings(settings: ModelSettings, max_tokens: int) -> ModelSettings:
+    """The run's settings as the summary request takes them: its sampling, metadata and
+    provider extras, the summary's own output bound, no reasoning (the model's default: a
+    summary needs none, and a thinking budget would not fit the bound) and no stop sequences
+    (they would cut the summary short)."""
+    return replace(settings, max_output_tokens=max_tokens, reasoning=None, stop=None)
+
+
+async def summarize(
+    model: Model, older: list[Message], settings: ModelSettings, session_id: str | None = None
+) -> str:
     """The model's summary of `older`; raises `SummaryFailed` when it cannot write one."""
     request = ModelRequest(
         system=SUMMARY_SYSTEM,
         messages=[UserMessage(content=render(older))],
-        max_output_tokens=max_tokens,
+        settings=settings,
+        session_id=session_id,
     )
     text: list[str] = []
     async for item in model.stream(request):

@@ -115,7 +115,9 @@ class Steps:
         )
 
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
-        async for event in compact(self.history, self.model, self.agent.compaction, reason):
+        settings = self.info.settings.over(self.agent.settings)  # the run's, for the summary
+        policy, session = self.agent.compaction, self.info.session_id
+        async for event in compact(self.history, self.model, policy, reason, settings, session):
             yield event
 
     def deadline(self) -> asyncio.Timeout:
