@@ -161,3 +161,18 @@ def check(model: Any, settings: ModelSettings) -> None:
 
 
 _NONE = ModelSettings()
+
+
+def as_data(settings: ModelSettings) -> dict[str, Any]:
+    """The settings that are set, as agent.yaml writes them (what `ModelSettings.parse` reads
+    back): for `agents --show`, `GET /agents/{name}/config`."""
+    data: dict[str, Any] = {}
+    for name in KNOWN:
+        value = getattr(settings, name)
+        if isinstance(value, ReasoningBudget):
+            value = {"budget_tokens": value.budget_tokens}
+        elif isinstance(value, tuple):
+            value = list(value)
+        if value is not None and value != {}:
+            data[name] = value
+    return data

@@ -8,9 +8,13 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+from .. import fallback
 from ..agent import Agent
 from ..budget import DEFAULT_BUDGET, context_budget
 from ..catalog import lookup
+from ..errors import ConfigError
+from ..model_settings import ModelSettings, as_data, check, resolve
+from ..models import get_model
 from ..project import rules_of
 from ..skills import Skills
 
@@ -76,6 +80,8 @@ def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
         "maxTurns": agent.max_turns,
         "onDeny": agent.on_deny,
         "contextBudgetTokens": context_budget_of(agent),
+        "settings": as_data(agent.settings),
+        "fallbackModels": [m if isinstance(m, str) else m.name for m in agent.fallback_models],
         "skillIndexBudgetTokens": SKILL_INDEX_BUDGET,
         "tools": [
             {
@@ -107,3 +113,24 @@ def configuration(agent: Agent, folder: Path, root: Path) -> dict[str, Any]:
         "subagents": [t.name for t in agent.current_tools if t.subagent is not None],
         "configError": rules.get("error"),
     }
+
+
+def run_settings(agent: Agent, data: Any) -> ModelSettings | None:
+    """A message's `settings` (agent.yaml's keys) for its run, checked against the agent's
+    model and fallback models as `Session.run` checks them: `ValueError` with the
+    `ConfigError`'s text when invalid or refused (a 400), None when not given. A model that
+    cannot be made (a missing API key) is the server's error, raised as it is."""
+    if data is None:
+        return None
+    try:
+        own = ModelSettings.parse(data)
+    except ConfigError as exc:
+        raise ValueError(f"settings: {exc}") from None
+    models = [get_model(agent.model), *fallback.models(agent)]
+    merged = resolve(own.over(agent.settings), agent.max_output_tokens)
+    try:
+        for model in models:
+            check(model, merged)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return own

@@ -20,7 +20,7 @@ from ..store.usage_report import UsageQuery
 from ..usage import as_json
 from ..wire import Profile, messages_to_json
 from . import pages, sse
-from .config import configuration, summary
+from .config import configuration, run_settings, summary
 from .history import v1_history
 from .prefix import path_id
 from .state import Places, State, plain_answer, run_events, state_of
@@ -73,12 +73,18 @@ async def post_message(request: Request) -> Response:
     files = attachments_field(data)  # images and documents beside the text (`uploads`)
     message = UserMessage(content=text, attachments=files) if files else text
     session_id = session_id_field(data)
+    try:
+        settings = run_settings(agent, data.get("settings"))  # the run's own model settings
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
     if session_id is not None:
         await check_open(state, SessionKey(tenant, agent.name, session_id))
     stream = request.url.path.endswith("/stream")
     places = state.places(tenant, run=True, stream=stream)
     try:
-        live = await state.runtime.send(tenant, agent.name, session_id, message, hold=stream)
+        live = await state.runtime.send(
+            tenant, agent.name, session_id, message, hold=stream, settings=settings
+        )
     except AttachmentError as exc:  # one the model cannot take
         places.close()
         raise ApiError(400, str(exc)) from None
