@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import Agent
+from ..model_settings import as_data
 from ..project import rules_of
 from .common import (
     CliError,
@@ -101,6 +102,8 @@ def describe(agent: Agent, folder: Path) -> dict[str, Any]:
         "folder": str(folder),
         "description": agent.description,
         "model": model_name(agent),
+        "fallback": [m if isinstance(m, str) else m.name for m in agent.fallback_models],
+        "settings": as_data(agent.settings),
         "instructions": agent.instructions,
         "limits": {
             "max_turns": agent.max_turns,
@@ -123,6 +126,12 @@ def render(config: dict[str, Any]) -> str:
     if config["description"]:
         out.append(f"description: {config['description']}")
     out.append(f"model: {config['model']}")
+    if config["fallback"]:
+        out.append(f"fallback: {', '.join(config['fallback'])}")
+    settings = " · ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in config["settings"].items()
+    )
+    out.append(f"settings: {settings or 'none (the provider defaults)'}")
     limits = config["limits"]
     shown_limits = " · ".join(
         f"{k}={'-' if v is None else v}" for k, v in limits.items() if k != "compaction"

@@ -15,12 +15,16 @@ import asyncio
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from .. import events as ev
 from ..agent import Agent
 from ..attachments import AttachmentError, attachment, image
 from ..errors import ConfigError, SessionBusy, UnknownSession
 from ..messages import UserMessage
+from ..model_settings import ModelSettings
 from ..project import with_model
 from ..runtime import Runtime
 from ..store.log import SESSION_ID_RULE, SessionKey, valid_session_id
@@ -89,6 +93,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument(
         "--model", metavar="PROVIDER:MODEL", help="use this model instead of the agent's"
     )
+    run.add_argument(
+        "--setting",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a model setting for this run, over the agent's (agent.yaml's settings: keys; "
+        "VALUE is YAML): --setting temperature=0.2 --setting reasoning=high "
+        "--setting 'stop=[END]'; repeatable",
+    )
     add_place_options(run)
     add_output_options(run)
     run.set_defaults(handler=run_command)
@@ -130,6 +143,7 @@ def run_command(args: argparse.Namespace) -> int:
     agent, place, ref = find_agent(args)
     if args.model:
         agent = with_model(agent, args.model)
+    args.settings = run_settings(args.setting)
     done = asyncio.run(_run(agent, place, ref, message, args))
     return EXIT_CODES[done.stop_reason]
 
@@ -156,12 +170,18 @@ async def _run(
                 )
             else:
                 live = await runtime.send(
-                    place.tenant, agent.name, args.session, message, approver=output.approver
+                    place.tenant,
+                    agent.name,
+                    args.session,
+                    message,
+                    approver=output.approver,
+                    settings=args.settings,
                 )
         except SessionBusy as exc:
             raise busy_error(exc, place, ref, args.session or "") from None
         except ConfigError as exc:
-            raise CliError(str(exc), hint="check the agent's model") from None
+            hint = "check the agent's model" + (" and --setting" if args.setting else "")
+            raise CliError(str(exc), hint=hint) from None
         session_id = live.key.id
         if new and not args.json:  # the model is resolved: the run has started
             print(f"session {session_id} (continue with --session {session_id})", file=sys.stderr)
@@ -169,6 +189,25 @@ async def _run(
         if done.stop_reason == "paused":
             await explain_pause(runtime, place, live.key, ref)
     return done
+
+
+def run_settings(given: list[str]) -> ModelSettings | None:
+    """`--setting KEY=VALUE` options as the run's model settings (each VALUE read as YAML)."""
+    if not given:
+        return None
+    values: dict[str, Any] = {}
+    for item in given:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--setting {item!r} is not KEY=VALUE", hint="like temperature=0.2")
+        try:
+            values[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise CliError(f"--setting {item!r}: the value is not YAML") from None
+    try:
+        return ModelSettings.parse(values)
+    except ConfigError as exc:
+        raise CliError(f"--setting: {exc}") from None
 
 
 async def _exists(runtime: Runtime, place: Place, agent: Agent, session_id: str) -> bool:
