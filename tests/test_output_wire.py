@@ -42,6 +42,10 @@ class City(BaseModel):
 
 
 SCHEMA = City.model_json_schema()
+ANSWER_TOOL = (
+    "Give your final answer by calling this tool: its arguments are the answer. Call it alone, "
+    "once you have everything you need."
+)
 ANTHROPIC_SCHEMA = {  # what the SDK's transform_schema makes of it: closed, titles kept
     "type": "object",
     "title": "City",
@@ -224,3 +228,48 @@ async def test_responses_incomplete_for_max_output_tokens_is_continued():
         {"role": "assistant", "content": "Lyon is a ci"},
         {"role": "user", "content": CONTINUE},
     ]
+
+
+TOOL_EXPECTED = {
+    "openai-chat": {
+        "type": "function",
+        "function": {"name": "final_answer", "description": ANSWER_TOOL, "parameters": SCHEMA},
+    },
+    "openai-responses": {
+        "type": "function",
+        "name": "final_answer",
+        "description": ANSWER_TOOL,
+        "parameters": SCHEMA,
+        "strict": False,
+    },
+    "anthropic": {
+        "name": "final_answer",
+        "description": ANSWER_TOOL,
+        "input_schema": SCHEMA,
+        "cache_control": {"type": "ephemeral"},
+    },
+}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_output_mode_tool_sends_the_final_answer_tool(tmp_path: Path, dialect: str):
+    from aimock import aimock
+
+    arguments = {"name": "Lyon", "population": 522250}
+    fixture = {
+        "match": {"userMessage": ASK},
+        "response": {"toolCalls": [{"name": "final_answer", "arguments": arguments}]},
+    }
+    http, sent = recording()
+    with aimock(tmp_path, [fixture]) as url:
+        model = model_at(url, dialect, CLAUDE if dialect == "anthropic" else "gpt-5", http)
+        agent = Agent(model=model, output_type=City, output_mode="tool")
+        result = await drive(Session(agent).run(ASK))
+        await model.aclose()
+    await http.aclose()
+    assert result.output == City(name="Lyon", population=522250)
+    [body] = sent
+    assert body["tools"] == [TOOL_EXPECTED[dialect]]
+    assert not {"response_format", "text", "output_config"} & set(body)
+    [reply] = [e for e in result.events if isinstance(e, ev.MessageCompleted)]
+    assert reply.message.text == json.dumps(arguments) and not reply.message.tool_calls
