@@ -176,6 +176,8 @@ class FinalAnswerModel:
         return self.model.name
 
     def __getattr__(self, name: str) -> Any:  # what else the model offers (aclose, ...)
+        if name == "model":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.model, name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
