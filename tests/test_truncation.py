@@ -121,3 +121,20 @@ async def test_a_cut_structured_answer_is_continued_then_checked_whole():
     assert "output:invalid" not in types(result.events)
     last = [e for e in result.events if isinstance(e, ev.MessageCompleted)][-1]
     assert isinstance(last.message, AssistantMessage) and last.message.text == 'ue": 42}'
+
+
+async def test_sessions_show_tells_the_cut_and_the_wrong_answer():
+    from loopwright.cli.sessions import conversation
+
+    scripted = model(cut('{"val'), '{"value": "x"}', '{"value": 1}')
+    result = await run_agent(Agent(model=scripted, output_type=Answer, continue_truncated=0))
+    assert conversation(result.events) == [
+        "user: go",
+        "  (cut by the output limit)",
+        "  ✗ the answer does not fit the output schema: the answer is not JSON "
+        "(Unterminated string starting at: line 1 column 2 (char 1))",
+        "  ✗ the answer does not fit the output schema: value: Input should be a valid "
+        "integer, unable to parse string as an integer",
+        'assistant: {"value":1}',
+        "-- run completed",
+    ]

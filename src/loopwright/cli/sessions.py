@@ -233,6 +233,10 @@ def conversation(events: Iterable[ev.Event]) -> list[str]:
                 lines.append(f"  ✗ {tool} interrupted")
             case ev.ToolSuspended(tool=tool, session_id=child, pending_ids=ids):
                 lines.append(f"  ‖ {tool} waits on {', '.join(ids)} (session {child})")
+            case ev.MessageTruncated(message=note):
+                lines.append(f"  (cut by the output limit{'; asked to go on' if note else ''})")
+            case ev.OutputInvalid(errors=errors):
+                lines.append(f"  ✗ the answer does not fit the output schema: {'; '.join(errors)}")
             case ev.LoopError(error=error):
                 lines.append(f"  ✗ run failed: {error}")
             case ev.Done(stop_reason=reason):
