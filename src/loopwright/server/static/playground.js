@@ -484,9 +484,12 @@ class Transcript {
       case "tool:update":
         this.card(s, ev.id, ev.tool).setProgress(str(ev.message), ev.progress);
         break;
-      case "tool:output":
-        this.card(s, ev.id, ev.tool).setOutput(str(ev.content), Boolean(ev.isError));
+      case "tool:output": {
+        const card = this.card(s, ev.id, ev.tool);
+        card.setOutput(str(ev.content), Boolean(ev.isError));
+        for (const ref of ev.attachments || []) card.append(attachmentView(ref)); // a tool's images
         break;
+      }
       case "tool:result":
         this.card(s, ev.id, ev.tool).setResult(str(ev.statusText));
         break;
@@ -1114,7 +1117,10 @@ function renderHistory(history) {
     if (message.role === "user") transcript.apply({ type: "input:received", message });
     else if (message.role === "assistant") transcript.apply({ type: "message:completed", message });
     else if (message.role === "tool") {
-      transcript.apply({ type: "tool:output", id: message.callId, tool: message.tool, content: message.content, isError: message.isError });
+      transcript.apply({
+        type: "tool:output", id: message.callId, tool: message.tool, content: message.content,
+        isError: message.isError, attachments: message.attachments,
+      });
     }
   }
 }
