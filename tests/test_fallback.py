@@ -202,3 +202,32 @@ def test_the_docs_agent_yaml_names_its_fallback_models(tmp_path: Path):
         "openai:gpt-5-mini",
         "deepseek:deepseek-chat",
     )
+
+
+async def test_the_chat_span_names_the_model_that_answered(tmp_path: Path):
+    """An agent whose model is a string: its chat spans name that model as requested, until
+    a switch; then the fallback (and the switch counts as a retry of the request)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from loopwright import telemetry
+
+    (tmp_path / "primary.yaml").write_text('- fail: "HTTP 401: bad key"\n')
+    (tmp_path / "backup.yaml").write_text("- Fine.\n")
+    primary, backup = (
+        f"scripted:{tmp_path / 'primary.yaml'}",
+        f"scripted:{tmp_path / 'backup.yaml'}",
+    )
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.enable(provider, capture_content=False)
+    try:
+        await run_agent(Agent(model=primary, fallback_models=[backup], retry=NO_WAIT))
+    finally:
+        telemetry.disable()
+        provider.shutdown()
+    [chat] = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    attributes = dict(chat.attributes or {})
+    assert attributes["gen_ai.request.model"] == str(tmp_path / "backup.yaml")
+    assert attributes["loopwright.model.retries"] == 1

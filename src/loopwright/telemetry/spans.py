@@ -182,6 +182,10 @@ class RunSpans:
     def _retry(self, event: ev.ModelRetry, now: int) -> None:
         self.retries += 1
 
+    def _fallback(self, event: ev.ModelFallback, now: int) -> None:
+        self.retries += 1  # the request is sent again, to the fallback model
+        self.request_model = event.to  # which the rest of the run asks
+
     def _reply(self, event: ev.MessageCompleted, now: int) -> None:
         message = event.message
         self._chat(now, message)
@@ -388,6 +392,7 @@ _HANDLERS: dict[type, Callable[[RunSpans, Any, int], None]] = {
     ev.InputReceived: RunSpans._input,
     ev.StepStarted: RunSpans._step,
     ev.ModelRetry: RunSpans._retry,
+    ev.ModelFallback: RunSpans._fallback,
     ev.MessageCompleted: RunSpans._reply,
     ev.StepFinished: RunSpans._usage,
     ev.ApprovalPending: RunSpans._asked,
