@@ -246,6 +246,7 @@ function brief(ev) {
     case "tool:suspended": return `${str(ev.tool)} waits on ${(ev.pendingIds || []).join(", ")}`;
     case "model:retry":
       return `attempt ${str(ev.attempt)}: ${str(ev.error)} (again in ${str(ev.delay)} s)`;
+    case "model:fallback": return `${str(ev.from)} → ${str(ev.to)}: ${str(ev.error)}`;
     case "compaction:started": return str(ev.reason);
     case "compaction:finished":
       return `${str(ev.from)} → ${str(ev.to)} messages (${str(ev.mode)})`;
@@ -501,6 +502,9 @@ class Transcript {
         break;
       case "model:retry":
         this.notice(`Model request failed (${str(ev.error)}); retry ${str(ev.attempt)} in ${str(ev.delay)} s`, "retry", s.container);
+        break;
+      case "model:fallback":
+        this.notice(`Model ${str(ev.from)} failed (${str(ev.error)}); switched to ${str(ev.to)}`, "retry", s.container);
         break;
       case "compaction:started":
         this.notice(`Compacting the context (${str(ev.reason)})…`, "compaction", s.container);
