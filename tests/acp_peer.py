@@ -96,6 +96,11 @@ def reply(request):
     if last.content.startswith("delegate"):
         call = ToolCall(id=f"d{n}", name="clerk", args={"request": "refund B-2"})
         return Reply(tool_calls=(call,))
+    if last.content.startswith("two"):
+        calls = tuple(
+            ToolCall(id=f"r{n}{x}", name="refund", args={"order": x, "amount": 1}) for x in "AB"
+        )
+        return Reply(tool_calls=calls)
     if last.content.startswith("fail"):
         return Reply.parse({"fail": "the provider is down"})
     if last.content.startswith("long"):

@@ -318,3 +318,42 @@ async def test_a_failed_run_is_an_error_and_prompt_blocks_become_text(peer):
     _, answer = await peer.until(await peer.request("session/prompt", params))
     assert answer["error"]["code"] == -32602
     assert answer["error"]["data"] == {"prompt": "image content is not supported"}
+
+
+async def test_two_approvals_of_one_reply_are_asked_in_turn(peer):
+    await peer.handshake()
+    session = await new_session(peer)
+    asked: list[Message] = []
+    on = answering(peer, ALLOW, asked)
+    seen, result = await prompt(peer, session, "two refunds", on)
+    assert [brief(m) for m in seen] == [
+        ("tool_call", "r1A", "pending"),
+        ("tool_call", "r1B", "pending"),
+        ("session/request_permission",),
+        ("session/request_permission",),
+        ("tool_call_update", "r1A", "in_progress"),  # both run at once, results in call order
+        ("tool_call_update", "r1B", "in_progress"),
+        ("tool_call_update", "r1A", "completed"),
+        ("tool_call_update", "r1B", "completed"),
+        ("agent_message_chunk", "Done: refunded 1"),
+        ("agent_message_chunk", ".0 on B"),
+    ]
+    assert [m["params"]["toolCall"]["toolCallId"] for m in asked] == ["r1A", "r1B"]
+    assert result == {"stopReason": "end_turn"}
+
+
+async def test_one_prompt_at_a_time_per_session(peer):
+    await peer.handshake()
+    session = await new_session(peer)
+    await peer.notify("session/cancel", {"sessionId": session})  # nothing runs: nothing happens
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": "wait"}]}
+    first = await peer.request("session/prompt", params)
+    running = ("tool_call_update", "w1", "in_progress")
+    while brief(await peer.read()) != running:
+        pass
+    second = await peer.request("session/prompt", params)
+    _, answer = await peer.until(second)
+    assert answer["error"]["data"] == {"details": "a prompt of this session is running"}
+    await peer.notify("session/cancel", {"sessionId": session})
+    _, answer = await peer.until(first)
+    assert answer["result"] == {"stopReason": "cancelled"}
