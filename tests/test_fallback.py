@@ -231,3 +231,31 @@ async def test_the_chat_span_names_the_model_that_answered(tmp_path: Path):
     attributes = dict(chat.attributes or {})
     assert attributes["gen_ai.request.model"] == str(tmp_path / "backup.yaml")
     assert attributes["loopwright.model.retries"] == 1
+
+
+def test_loopwright_run_says_when_it_switches(tmp_path: Path):
+    import subprocess
+
+    from test_cli import LOOPWRIGHT
+    from test_cli_project import ENV
+
+    folder = tmp_path / "agents" / "desk"
+    folder.mkdir(parents=True)
+    (folder / "agent.yaml").write_text(
+        "model: scripted:main.yaml\nfallback: [scripted:spare.yaml]\nretry: {attempts: 0}\n"
+    )
+    (folder / "main.yaml").write_text('- fail: "HTTP 529: overloaded"\n')
+    (folder / "spare.yaml").write_text("- From the spare.\n")
+    (tmp_path / "loopwright.toml").write_text("")
+    out = subprocess.run(
+        [LOOPWRIGHT, "run", "desk", "hi", "--project", str(tmp_path)],
+        env=ENV,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,  # (a safety net)
+    )
+    assert (out.returncode, out.stdout) == (0, "From the spare.\n")
+    spare = f"scripted:{folder / 'spare.yaml'}"
+    note = f"↷ model request failed (HTTP 529: overloaded); switching to {spare}"
+    assert note in out.stderr.splitlines()
