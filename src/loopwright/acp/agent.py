@@ -166,7 +166,7 @@ class AcpAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        """The agent's top-level sessions in the project's log, most recently used first."""
+        """The agent's top-level sessions in the project's log, newest first."""
         try:
             page = await self.runtime.sessions(self.tenant, self.agent.name, cursor=cursor)
         except ValueError:
