@@ -273,3 +273,25 @@ async def test_output_mode_tool_sends_the_final_answer_tool(tmp_path: Path, dial
     assert not {"response_format", "text", "output_config"} & set(body)
     [reply] = [e for e in result.events if isinstance(e, ev.MessageCompleted)]
     assert reply.message.text == json.dumps(arguments) and not reply.message.tool_calls
+
+
+async def test_only_the_official_endpoints_are_asked_natively():
+    """Compatible servers vary (DeepSeek takes no JSON Schema format): they get the tool."""
+    from loopwright.output import FinalAnswerModel, Output, answering
+
+    output = Output.of(City, None)
+    http, _ = recording()
+    for name, dialect, native in [
+        ("openai", "openai-chat", True),
+        ("openai-responses", "openai-responses", True),
+        ("anthropic", "anthropic", True),
+        ("deepseek", "openai-chat", False),
+        ("mylab", "anthropic", False),
+    ]:
+        model = model_at("http://fake", dialect, "m", http, name)
+        assert model.native_output is native, name
+        asked = answering(model, output, "auto")
+        assert isinstance(asked, FinalAnswerModel) is not native, name
+        assert answering(model, output, "native") is model
+        await model.aclose()
+    await http.aclose()

@@ -103,7 +103,7 @@ class Agent:
     """Times the model is asked again when its final answer does not fit; then `loop:error`."""
     output_mode: OutputMode = "auto"
     """`native`: the provider's structured output; `tool`: a `final_answer` tool; `auto`: native
-    where the model has it (the built-in providers, scripted models), else the tool."""
+    where the model has it (official endpoints, scripted models), else the tool."""
     continue_truncated: int = 0
     """Times a reply cut by the output limit (without tool calls) is continued: the model is
     asked to go on where it stopped and the pieces are joined (`message:truncated`)."""

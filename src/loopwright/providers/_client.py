@@ -26,8 +26,14 @@ Client = TypeVar("Client")
 class ClientModel(Generic[Client]):
     """A model at an endpoint, through one SDK client (`_build` makes it)."""
 
-    native_output = True
-    """Each dialect sends a request's output format as its own structured output field."""
+    NATIVE_OUTPUT = ("openai", "openai-responses", "anthropic")
+    """The endpoints known to take a JSON Schema output format (each dialect sends it in its own
+    field). Compatible servers vary (DeepSeek takes none): they get the final-answer tool,
+    unless the agent says `output_mode: native`."""
+
+    @property
+    def native_output(self) -> bool:
+        return self.endpoint.name in self.NATIVE_OUTPUT
 
     def __init__(
         self,
