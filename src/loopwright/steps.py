@@ -282,7 +282,8 @@ class Steps:
         """After the step (SPEC §3, 8): the continuation policy may stop after a batch (the
         queues are left to the session's next run); else steering is delivered. When the run would
         stop (a reply without tools, or a batch whose every call said `terminate`) and no steering
-        was, follow-ups or the stop hook's message go on instead."""
+        was, follow-ups or the stop hook's message go on instead. A reply without tools is first
+        the answer `finish` checks: a cut one may go on, a wrong one is asked again."""
         hooks, control, ending = self.agent.hooks, self.control, self.ending
         if calls and ending is None and hooks.continuation:
             verdict = await call_hook(hooks.continuation, self.info, reply)
