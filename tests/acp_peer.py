@@ -24,6 +24,7 @@ STUCK = 60.0
 # process answers from what the store holds.
 AGENT_PY = '''\
 import asyncio
+import subprocess
 from pathlib import Path
 
 from loopwright import Agent, tool
@@ -49,6 +50,14 @@ async def wait_forever() -> str:
     """Wait until cancelled."""
     await asyncio.Event().wait()
     return "never"
+
+
+@tool
+def shout() -> str:
+    """Write to stdout, as careless code does."""
+    print("printed by a tool")
+    subprocess.run(["echo", "echoed by a subprocess"], check=True)
+    return "shouted"
 
 
 @tool
@@ -96,6 +105,8 @@ def reply(request):
     if last.content.startswith("delegate"):
         call = ToolCall(id=f"d{n}", name="clerk", args={"request": "refund B-2"})
         return Reply(tool_calls=(call,))
+    if last.content.startswith("shout"):
+        return Reply(tool_calls=(ToolCall(id=f"s{n}", name="shout", args={}),))
     if last.content.startswith("two"):
         calls = tuple(
             ToolCall(id=f"r{n}{x}", name="refund", args={"order": x, "amount": 1}) for x in "AB"
@@ -115,7 +126,7 @@ agent = Agent(
     name="refunds",
     description="Refunds orders (a human approves each refund).",
     model=FunctionModel(reply),
-    tools=[refund, wait_forever, ask_user, noop, subagents(clerk)],
+    tools=[refund, wait_forever, ask_user, noop, shout, subagents(clerk)],
     rules=Path(__file__).with_name("rules.yaml"),
     max_turns=4,
 )
@@ -127,6 +138,7 @@ rules:
   - {name: waiting, tool: wait_forever, decision: allow}
   - {name: clock, tool: mcp__clock__get_current_time, decision: allow}
   - {name: idle, tool: noop, decision: allow}
+  - {name: loud, tool: shout, decision: allow}
   - {name: delegate, tool: clerk, decision: allow}
   - {name: refunds-need-approval, tool: refund, decision: ask}
 """

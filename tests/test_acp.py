@@ -357,3 +357,19 @@ async def test_one_prompt_at_a_time_per_session(peer):
     await peer.notify("session/cancel", {"sessionId": session})
     _, answer = await peer.until(first)
     assert answer["result"] == {"stopReason": "cancelled"}
+
+
+async def test_what_else_writes_to_stdout_goes_to_stderr(peer):
+    await peer.handshake()
+    session = await new_session(peer)
+    seen, result = await prompt(peer, session, "shout")
+    assert [brief(m) for m in seen] == [
+        ("tool_call", "s1", "pending"),
+        ("tool_call_update", "s1", "in_progress"),
+        ("tool_call_update", "s1", "completed"),
+        ("agent_message_chunk", "Done: shouted"),
+    ]
+    assert result == {"stopReason": "end_turn"}
+    err = await peer.close()
+    assert "printed by a tool\n" in err
+    assert "echoed by a subprocess\n" in err
