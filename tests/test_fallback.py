@@ -259,3 +259,28 @@ def test_loopwright_run_says_when_it_switches(tmp_path: Path):
     spare = f"scripted:{folder / 'spare.yaml'}"
     note = f"↷ model request failed (HTTP 529: overloaded); switching to {spare}"
     assert note in out.stderr.splitlines()
+
+
+async def test_the_switch_is_logged_and_the_log_gives_the_same_history(tmp_path: Path):
+    """In a durable session the `model:fallback` is in the log, and a session opened again
+    from the log has the history the run left."""
+    from loopwright.runtime import Settings
+    from loopwright.runtime.journal import session_in_log
+    from loopwright.store.log import SessionKey
+    from loopwright.store.sqlite_log import SQLiteLog
+
+    primary = model("primary", {"fail": "HTTP 401: bad key"})
+    backup = model("backup", "Fine.", "Again.")
+    agent = Agent(model=primary, fallback_models=[backup], retry=NO_WAIT)
+    key = SessionKey("default", agent.name, "s-1")
+    log = SQLiteLog(tmp_path / "log.db")
+    try:
+        session = await session_in_log(log, agent, key, Settings())
+        await drive(session.run("go"))
+        stored = [s.event for s in await log.read(key)]
+        [switch] = [e for e in stored if isinstance(e, ev.ModelFallback)]
+        assert (switch.from_, switch.to) == ("scripted:primary", "scripted:backup")
+        again = await session_in_log(log, agent, key, Settings())
+        assert again.messages == session.messages
+    finally:
+        await log.close()
