@@ -10,9 +10,10 @@ from pathlib import Path
 from .common import CliError, add_place_options, check_name, is_agent_folder, place_of, shown
 
 AGENT_YAML = """\
-# The {name} agent. Fields: name, description, instructions, model, tools (extra tools by
-# import path), builtins (ask_user, files, files-readonly), max_turns, on_deny, context_budget,
-# max_output_tokens, tool_timeout, compaction, retry.
+# The {name} agent. Fields: name, description, instructions, model, fallback (models to switch
+# to when it fails), settings (temperature, reasoning, ...), tools (extra tools by import path),
+# builtins (ask_user, files, files-readonly), max_turns, on_deny, context_budget,
+# max_output_tokens, tool_timeout, compaction, retry (docs/models.md: settings and fallback).
 description: {description}
 instructions: |
   You are {name}, a helpful assistant. Answer briefly and use your tools when they help.
