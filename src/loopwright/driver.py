@@ -18,7 +18,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import events as ev
 from .errors import CommitFailed
@@ -31,15 +31,20 @@ if TYPE_CHECKING:
     from .session import Journal, Session
 
 
+OutputT = TypeVar("OutputT")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunResult:
-    """How a run ended: the final text, the stop reason and every event, in order."""
+class RunResult(Generic[OutputT]):
+    """How a run ended: the final text, the stop reason and every event, in order. Generic in
+    its structured output: annotate `RunResult[City]` for an agent whose `output_type` is
+    `City` (`Run.result()` gives `RunResult[Any]`)."""
 
     text: str
     stop_reason: ev.RunStopReason
     events: list[ev.Event]
     session_id: str
-    output: Any = None
+    output: OutputT | None = None
     """The structured output (an agent's `output_type` instance, or the plain JSON value of its
     `output_schema`) of a run that completed; None otherwise (docs/output.md)."""
 
@@ -345,7 +350,7 @@ class Run:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def result(self) -> RunResult:
+    async def result(self) -> RunResult[Any]:
         """Drain the run and return how it ended, with every event this call drained. A caller
         cancelled meanwhile cancels the run (and waits for its end)."""
         task = self._start()

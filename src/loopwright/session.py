@@ -344,14 +344,14 @@ class Session:
 
 async def run(
     agent: Agent, input: str | UserMessage, *, approver: Approver | None = None, **session: Any
-) -> RunResult:
+) -> RunResult[Any]:
     """Run `input` through `agent` in a new session and return how it ended."""
     return await Session(agent, **session).run(input, approver=approver).result()
 
 
 def run_sync(
     agent: Agent, input: str | UserMessage, *, approver: Approver | None = None, **session: Any
-) -> RunResult:
+) -> RunResult[Any]:
     """`run` for scripts without an event loop."""
     return asyncio.run(run(agent, input, approver=approver, **session))
 
