@@ -284,3 +284,19 @@ async def test_the_switch_is_logged_and_the_log_gives_the_same_history(tmp_path:
         assert again.messages == session.messages
     finally:
         await log.close()
+
+
+async def test_a_fallback_too_short_for_the_prompt_compacts_it_once_too():
+    """A model refusing the prompt as too long compacts the history once; its fallback gets
+    that once as well (without it, the fallback's refusal would end the run)."""
+    too_long = {"fail": {"error": "prompt is too long", "prompt_too_long": True}}
+    primary = model("primary", "one", "two", "three", too_long, "Summary 1.", too_long)
+    backup = model("backup", too_long, "Fine.")  # (just compacted: nothing more to summarise)
+    agent = Agent(model=primary, fallback_models=[backup], retry=NO_WAIT)
+    session = Session(agent)
+    for text in ("a", "b", "c"):
+        await drive(session.run(text))
+    result = await drive(session.run("d"))
+    steps = [t for t in types(result.events) if t.startswith(("model:", "prompt:"))]
+    assert steps == ["prompt:compaction", "model:fallback", "prompt:compaction"]
+    assert result.text == "Fine."

@@ -7,11 +7,11 @@ attempts or the run's retry budget, or a failure no retry helps (authentication,
 does not exist, a request the provider refuses, a prompt still too long after the one compaction).
 Every final failure switches, while a fallback model is left: the run then asks that model — the
 same request, again — and keeps it for the rest of the run, with a `model:fallback` event; a
-switch resets the retry count of the request and the run's retry budget, so each model gets the
-whole retry policy. When the last model fails for good, the run ends as it always did, with
-`loop:error` naming that last failure. The next run of the session starts with the agent's
-model again: a provider's outage passes, and a run should not hop between models (prompt caches,
-thinking that only its own provider takes back).
+switch resets the retry count of the request, the run's retry budget and the one compaction of
+a prompt too long, so each model gets the whole retry policy. When the last model fails for
+good, the run ends as it always did, with `loop:error` naming that last failure. The next run of
+the session starts with the agent's model again: a provider's outage passes, and a run should
+not hop between models (prompt caches, thinking that only its own provider takes back).
 
 Only the model changes. The history does not (a switch is no message: replaying the log gives
 the same history), and the settings are the run's: every fallback model is checked against them

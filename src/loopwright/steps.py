@@ -144,7 +144,7 @@ class Steps:
         retry = next_retry(self.agent.retry, failure, own, self.retries)
         switch = self.fallback.switch(self.model, failure, failures) if retry is None else None
         if switch is not None:
-            self.model, self.retries = switch[0], 0
+            self.model, self.retries, self.may_shrink = switch[0], 0, True  # all afresh
             self.budget = context_budget(self.agent, self.model)
             yield switch[1]
             return
