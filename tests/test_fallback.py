@@ -300,3 +300,18 @@ async def test_a_fallback_too_short_for_the_prompt_compacts_it_once_too():
     steps = [t for t in types(result.events) if t.startswith(("model:", "prompt:"))]
     assert steps == ["prompt:compaction", "model:fallback", "prompt:compaction"]
     assert result.text == "Fine."
+
+
+def test_a_providers_refusal_of_a_setting_names_the_fallback(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    agent = Agent(
+        model=model("primary", "never"),
+        fallback_models=["openai-responses:gpt-5"],
+        settings=ModelSettings(stop=["END"]),
+    )
+    with pytest.raises(ConfigError) as caught:
+        Session(agent).run("go")
+    assert str(caught.value) == (
+        "model 'openai-responses:gpt-5' (openai-responses dialect) cannot take stop: "
+        "the Responses API has no stop sequences"
+    )
