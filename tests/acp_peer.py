@@ -95,6 +95,12 @@ def reply(request):
         return Reply(thinking="Needs approval.", text="Refunding.", tool_calls=(call,))
     if last.content.startswith("wait"):
         return Reply(tool_calls=(ToolCall(id=f"w{n}", name="wait_forever", args={}),))
+    if last.content.startswith("ask twice"):
+        calls = tuple(
+            ToolCall(id=f"q{n}{x}", name="ask_user", args={"question": f"Which {x}?"})
+            for x in ("colour", "size")
+        )
+        return Reply(tool_calls=calls)
     if last.content.startswith("ask"):
         call = ToolCall(id=f"q{n}", name="ask_user", args={"question": "Which colour?"})
         return Reply(tool_calls=(call,))

@@ -373,3 +373,33 @@ async def test_what_else_writes_to_stdout_goes_to_stderr(peer):
     err = await peer.close()
     assert "printed by a tool\n" in err
     assert "echoed by a subprocess\n" in err
+
+
+async def test_two_questions_are_answered_by_the_next_two_prompts(peer):
+    await peer.handshake()
+    session = await new_session(peer)
+    turns = []
+    for text in ("ask twice", "red", "large"):
+        seen, result = await prompt(peer, session, text)
+        turns.append(([brief(m) for m in seen], result["stopReason"]))
+    assert turns == [
+        (
+            [
+                ("tool_call", "q1colour", "pending"),
+                ("tool_call", "q1size", "pending"),
+                ("agent_message_chunk", "\n\nWhich colour?\n"),
+            ],
+            "end_turn",
+        ),
+        ([("agent_message_chunk", "\n\nWhich size?\n")], "end_turn"),
+        (
+            [
+                ("tool_call_update", "q1colour", "in_progress"),
+                ("tool_call_update", "q1size", "in_progress"),
+                ("tool_call_update", "q1colour", "completed"),
+                ("tool_call_update", "q1size", "completed"),
+                ("agent_message_chunk", "Done: large"),
+            ],
+            "end_turn",
+        ),
+    ]

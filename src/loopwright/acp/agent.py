@@ -5,11 +5,10 @@
 - `session/prompt` sends the text (`Runtime.send`, held: the run waits for decisions while the
   prompt streams) and streams the run as `session/update`s until it ends; its stop reason is
   the prompt's.
-- An approval the run asks for becomes `session/request_permission` (allow once / reject once;
-  ACP has no way to answer with edited arguments: `loopwright approvals edit` does that), and
-  the answer goes to `Runtime.resolve`, the single authority: a decision made meanwhile from
-  another door (the CLI, the HTTP API, a link) wins as it would anywhere, and the editor's
-  request is then withdrawn.
+- An approval the run asks for becomes `session/request_permission` (allow once, reject once,
+  and edit where the client shows forms: `asking`, `edits`), and the answer goes to
+  `Runtime.resolve`, the single authority: a decision made meanwhile from another door (the CLI,
+  the HTTP API, a link) wins as it would anywhere, and the editor's request is then withdrawn.
 - A question the agent asks (`ask_user`) is shown as the agent's message and ends the turn: the
   run pauses durably, and the next prompt is its answer.
 - `session/cancel` cancels the run; the prompt answers `cancelled`.
@@ -221,12 +220,18 @@ class AcpAgent:
         if session.stored:
             for item in await session.runtime.outstanding(session.key):
                 resolved: Resolved | None
-                if item.kind == "question" and text:
+                if item.kind == "question":
+                    if not text:  # one prompt answers one question: the next answers this one
+                        await self._say(session, f"\n\n{item.reason}\n")
+                        return "end_turn"
                     answer = Answer(text=text, by=self.by)
                     text = ""
                     resolved = await session.runtime.resolve(
                         self.tenant, item.id, answer, hold=True
                     )
+                    if resolved.status == "invalid":
+                        await self._say(session, f"\n\n{resolved.error}\n")
+                        return "end_turn"
                 else:  # the call was announced in an earlier turn (or by another door)
                     call = ToolCall(id=item.call_id, name=item.tool, args=item.args)
                     await self.conn.session_update(session_id=session.key.id, update=announce(call))
