@@ -33,7 +33,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     command.add_argument("agent", metavar="AGENT", help="an agent's name, or an agent folder")
     command.add_argument(
-        "--verbose", "-v", action="store_true", help="log the protocol's requests on stderr"
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="log at debug level (on stderr, as every log line)",
     )
     add_place_options(command)
     command.set_defaults(handler=acp_command, message=[])
