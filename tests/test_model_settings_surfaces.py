@@ -24,7 +24,7 @@ from loopwright.project import load_project
 from loopwright.server import create_app
 from loopwright.testing import ScriptedModel
 from test_cli import LOOPWRIGHT
-from test_cli_project import ENV
+from test_cli_project import ENV, lw
 
 AGENT_YAML = """\
 model: scripted:script.json
@@ -108,30 +108,19 @@ def test_the_agents_settings_and_fallback_in_its_config(served):
     assert config["fallbackModels"] == [f"scripted:{server.root}/agents/desk/spare.json"]
 
 
-def loopwright(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [LOOPWRIGHT, *args, "--project", str(root)],
-        env=ENV,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,  # (a safety net)
-    )
-
-
 def test_cli_run_settings_and_agents_show(tmp_path: Path):
     root = project(tmp_path)
-    out = loopwright(root, "run", "desk", "hi", "--setting", "temperature=0.1")
+    out = lw(root, "run", "desk", "hi", "--setting", "temperature=0.1")
     assert (out.returncode, out.stdout) == (0, "Noted.\n")
-    out = loopwright(root, "run", "desk", "hi", "--setting", "temperature=7")
+    out = lw(root, "run", "desk", "hi", "--setting", "temperature=7")
     assert out.returncode != 0
     assert "--setting: temperature must be a number from 0 to 2, not 7" in out.stderr
-    out = loopwright(root, "agents", "--show", "desk")
+    out = lw(root, "agents", "--show", "desk")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert f"fallback: scripted:{root}/agents/desk/spare.json" in lines
     assert 'settings: temperature=0.3 · reasoning=low · extra={"service_tier": "flex"}' in lines
-    shown = json.loads(loopwright(root, "agents", "--show", "desk", "--json").stdout)
+    shown = json.loads(lw(root, "agents", "--show", "desk", "--json").stdout)
     assert shown["settings"]["extra"] == {"service_tier": "flex"}
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,7 @@ import pytest
 from live_server import LiveServer
 from loopwright.project import load_project
 from loopwright.server import create_app
-from test_cli import LOOPWRIGHT
-from test_cli_project import ENV
+from test_cli_project import lw
 
 REPLY = {"text": "noted", "usage": {"input_tokens": 100, "output_tokens": 10, "cost": 0.002}}
 FREE = {"text": "noted", "usage": {"input_tokens": 7, "output_tokens": 3}}
@@ -126,26 +124,15 @@ def test_a_sessions_body_carries_its_usage(http: httpx.Client, sessions: list[st
     assert shown["usage"] == totals(1, 7, 3, None, 1)
 
 
-def loopwright(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [LOOPWRIGHT, *args, "--project", str(root)],
-        env=ENV,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,  # (a safety net)
-    )
-
-
 def test_the_cli_reports_usage_and_sessions_show_its_line(server: LiveServer, sessions):
-    out = loopwright(server.root, "usage", "--by", "agent")
+    out = lw(server.root, "usage", "--by", "agent")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "AGENT  REQUESTS  IN   OUT  CACHE READ  CACHE WRITE  COST",
         "clerk  2         200  20   0           0            $0.0040",
         "free   1         7    3    0           0            no price known",
     ]
-    out = loopwright(server.root, "usage", "--json")
+    out = lw(server.root, "usage", "--json")
     assert [json.loads(line) for line in out.stdout.splitlines()] == [
         {
             "requests": 3,
@@ -157,10 +144,10 @@ def test_the_cli_reports_usage_and_sessions_show_its_line(server: LiveServer, se
             "unpriced": 1,
         }
     ]
-    out = loopwright(server.root, "usage", "--by", "week")
+    out = lw(server.root, "usage", "--by", "week")
     assert out.returncode == 2
     assert "group by any of agent, session, day, model" in out.stderr
-    out = loopwright(server.root, "sessions", "show", sessions[0])
+    out = lw(server.root, "sessions", "show", sessions[0])
     assert out.returncode == 0, out.stderr
     assert (
         "usage: 1 model request · 100 in · 10 out · $0.0020 (with its subagents)"
