@@ -225,9 +225,7 @@ def _build(
             raise ConfigError(f"tool {tool_name!r}: *args/**kwargs parameters are not supported")
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
-    model = create_model(
-        f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
 
     def validate(args: dict[str, Any]) -> dict[str, Any]:
         try:
