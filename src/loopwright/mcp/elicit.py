@@ -51,7 +51,7 @@ async def ask(server: str, ctx: ToolContext | None, message: str, schema: dict[s
 def _from_the_log(approver: Any) -> bool:
     """The durable runtime's approvers answer with the decision its log records for the
     item: an elicitation is no item of the log (yet), so none could be recorded or waited for."""
-    return getattr(approver, "__module__", "") == "loopwright.runtime.approvers"
+    return bool(getattr(approver, "from_log", False))
 
 
 def content_of(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:

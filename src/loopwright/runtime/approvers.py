@@ -45,6 +45,8 @@ def held(registry: Live, log: EventLog, key: SessionKey) -> Approver:
             return _defer(live)  # nobody follows any more: the item stays open, the run pauses
         return await _acted_on(live, item)
 
+    # (it answers from the log: a question the log holds no item for is declined, `mcp.elicit`)
+    approve.from_log = True  # type: ignore[attr-defined]
     return approve
 
 
@@ -82,6 +84,7 @@ def authoritative(
         return await _acted_on(live, outcome.item)
 
     approve.authoritative = True  # type: ignore[attr-defined]
+    approve.from_log = True  # type: ignore[attr-defined]
     return approve
 
 
