@@ -14,7 +14,8 @@ from aimock import aimock
 from live_server import LiveServer
 from loopwright.project import load_project
 from loopwright.server import create_app
-from test_usage import loopwright, ok, totals
+from test_cli_project import lw
+from test_usage import ok, totals
 
 pytestmark = [pytest.mark.filterwarnings(r"ignore:The model '.*' is deprecated")]
 
@@ -64,7 +65,7 @@ def test_a_known_models_cost_is_in_the_session_body_and_sessions_show(
         shown = ok(http.get(f"/agents/{agent}/sessions/{answer['sessionId']}"))
     usage: dict[str, Any] = shown["usage"]
     assert usage == totals(1, *tokens, pytest.approx(cost), 0)
-    out = loopwright(server.root, "sessions", "show", answer["sessionId"], "--agent", agent)
+    out = lw(server.root, "sessions", "show", answer["sessionId"], "--agent", agent)
     assert out.returncode == 0, out.stderr
     line = next(x for x in out.stdout.splitlines() if x.startswith("usage: "))
     assert line.endswith(f"· ${cost:,.4f} (with its subagents)"), line

@@ -164,6 +164,9 @@ def test_real_models(clone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     for variable in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
+    # as in a fresh process: a model string another test of this worker resolved (with a key)
+    # is kept for the process (`get_model` shares one client per string)
+    monkeypatch.setattr("loopwright.models._RESOLVED", {})
     for model, key in shown:
         if key.endswith("_API_KEY"):
             with pytest.raises(ConfigError, match=f"set the environment variable {key} "):
