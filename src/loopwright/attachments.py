@@ -273,7 +273,6 @@ def with_attachments(
     """A run's input with `items` added to its attachments (a plain string when there are
     none), refused when `model` cannot take one of them (`model_inputs`)."""
     from .messages import UserMessage
-    from .model_inputs import check
 
     made = tuple(i if isinstance(i, Attachment) else attachment(i) for i in items)
     if input is None:
@@ -283,5 +282,9 @@ def with_attachments(
     if isinstance(input, str):
         input = UserMessage(content=input)
     every = (input.attachments or ()) + made
+    if not every:  # nothing to refuse: `model_inputs` is not even imported (a first run's cost)
+        return input.content
+    from .model_inputs import check
+
     check(model if isinstance(model, str) else str(getattr(model, "name", model)), every)
-    return UserMessage(content=input.content, attachments=every) if every else input.content
+    return UserMessage(content=input.content, attachments=every)
