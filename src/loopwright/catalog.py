@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 from .messages import Usage
@@ -117,18 +117,20 @@ def _matches(rule: dict[str, Any] | None, name: str) -> bool:
     if kind == "regex":
         return re.search(arg, name) is not None
     text: str = arg.lower()
-    tests = {
-        "equals": name == text,
-        "starts_with": name.startswith(text),
-        "ends_with": name.endswith(text),
-        "contains": text in name,
-    }
-    return tests[kind]
+    if kind == "equals":
+        return name == text
+    if kind == "starts_with":
+        return name.startswith(text)
+    if kind == "ends_with":
+        return name.endswith(text)
+    if kind == "contains":
+        return text in name
+    raise ValueError(f"catalog.json: unknown match rule {kind!r}")
 
 
 @cache
 def _data() -> dict[str, Any]:
-    text = files(__package__).joinpath("catalog.json").read_text(encoding="utf-8")
+    text = Path(__file__).with_name("catalog.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
