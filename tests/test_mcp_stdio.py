@@ -270,3 +270,29 @@ async def test_the_durable_runtimes_approvers_are_not_asked(started: list[MCPSer
     )
     assert isinstance(result, ToolReturn)
     assert result.content.startswith("❌ User declined to provide the requested information.")
+
+
+async def test_a_terminal_behind_the_runtimes_approver_is_asked(started: list[MCPServer]) -> None:
+    """`loopwright run` at a terminal: the runtime wraps its prompt in an approver answering from
+    the log; an elicitation, which no item of the log stands for, goes to the prompt itself. A
+    held stream's approver, wrapped the same way, has nobody to ask: declined."""
+    from loopwright.runtime.approvers import authoritative, held
+
+    tools = await tools_of(server := MCPServer(everything_stdio()))
+    started.append(server)
+    trigger = tools["mcp__everything__trigger-elicitation-request"]
+    asked: list[Any] = []
+
+    def terminal(request: Any) -> Answer:
+        asked.append(request)
+        return Answer(text='{"name": "Ada Lovelace", "check": true}')
+
+    wrapped = authoritative(terminal, None, {}, None, None)  # type: ignore[arg-type]  # unused
+    result = await trigger.call({}, context(approver=wrapped))
+    assert isinstance(result, ToolReturn) and not result.is_error
+    assert result.content.startswith("✅ User provided the requested information!")
+    assert len(asked) == 1
+    stream = authoritative(held(None, None, None), None, {}, None, None)  # type: ignore[arg-type]
+    declined = await trigger.call({}, context(approver=stream))
+    assert isinstance(declined, ToolReturn)
+    assert declined.content.startswith("❌ User declined to provide the requested information.")

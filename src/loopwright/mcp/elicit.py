@@ -6,8 +6,10 @@ the fields it wants; the person's answer (free text: a JSON object, or for a sin
 value alone) is checked against the server's schema, its defaults filled in, and sent back as
 `accept`. With nobody to answer live (no approver, or one that defers), or an answer that does
 not fit, the server is told `decline`: a tool call cannot pause in the middle and resume in
-another process, so an elicitation never becomes a durable pending item. For the same reason a
-run of the durable runtime (whose approvers answer from its log) declines them.
+another process, so an elicitation never becomes a durable pending item. For the same reason,
+in a run of the durable runtime, whose approvers answer from its log, only a person its approver
+wraps (`loopwright run` at a terminal, an in-process callback) is asked; a run held by an HTTP
+stream declines them.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ log = logging.getLogger("loopwright.tools")
 
 async def ask(server: str, ctx: ToolContext | None, message: str, schema: dict[str, Any]) -> Any:
     """The answer's content for the server (a dict), or None to decline."""
-    if ctx is None or ctx.approver is None or _from_the_log(ctx.approver):
+    approver = None if ctx is None else _person(ctx.approver)
+    if ctx is None or approver is None:
         return None
     fields: dict[str, Any] = schema.get("properties") or {}
     request = QuestionRequest(
@@ -39,7 +42,7 @@ async def ask(server: str, ctx: ToolContext | None, message: str, schema: dict[s
         requested_at=now_iso(),
     )
     try:
-        answer = await ask_human(ctx.approver, request, lambda _args: None)
+        answer = await ask_human(approver, request, lambda _args: None)
     except Exception:  # an approver that cannot take this question (a durable journal's)
         log.warning("MCP server %r: elicitation not answered", server, exc_info=True)
         return None
@@ -48,10 +51,13 @@ async def ask(server: str, ctx: ToolContext | None, message: str, schema: dict[s
     return content_of(answer.text, schema)
 
 
-def _from_the_log(approver: Any) -> bool:
-    """The durable runtime's approvers answer with the decision its log records for the
-    item: an elicitation is no item of the log (yet), so none could be recorded or waited for."""
-    return bool(getattr(approver, "from_log", False))
+def _person(approver: Any) -> Any:
+    """Who answers an elicitation: the run's live approver; of the durable runtime's approvers,
+    which answer with the decision the log records for an item (and an elicitation is no item
+    of the log), the person a terminal's approver wraps, and none for a held stream's."""
+    while getattr(approver, "from_log", False):  # (a held stream's may be wrapped in turn)
+        approver = getattr(approver, "person", None)
+    return approver
 
 
 def content_of(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:

@@ -85,6 +85,9 @@ def authoritative(
 
     approve.authoritative = True  # type: ignore[attr-defined]
     approve.from_log = True  # type: ignore[attr-defined]
+    # the person it wraps (a terminal prompt): a question no item of the log stands for (an MCP
+    # server's elicitation, `mcp.elicit`) is put to them directly
+    approve.person = approver  # type: ignore[attr-defined]
     return approve
 
 
