@@ -47,5 +47,8 @@ def context_budget(agent: Agent, model: Model) -> int:
     """The agent's budget, else the model's context window from the catalog, else 100,000."""
     if agent.context_budget is not None:
         return agent.context_budget
-    info = lookup(model.name.partition(":")[2] or model.name)
+    provider, _, name = model.name.partition(":")
+    # (the offline models, `scripted:<script>` and `function:inline`, have no catalog entry, and
+    # a miss costs milliseconds to find)
+    info = None if provider in ("scripted", "function") else lookup(name or model.name)
     return (info.context_window if info else None) or DEFAULT_BUDGET
