@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Awaitable
+from dataclasses import replace
 
 from ..store.log import Page
-from ..store.usage_report import GROUPS, UsageQuery
+from ..store.usage_report import GROUPS, UsageQuery, groups
 from ..usage import cost_text
 from .common import (
     CliError,
@@ -49,11 +50,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def usage_command(args: argparse.Namespace) -> int:
     place = place_of(args)
-    by = tuple(g.strip() for g in args.by.split(",") if g.strip())
     try:
-        UsageQuery(
+        query = UsageQuery(
             tenant=place.tenant,
-            by=by,
+            by=groups(args.by),
             agent=args.agent,
             session=args.session,
             since=args.since,
@@ -63,25 +63,16 @@ def usage_command(args: argparse.Namespace) -> int:
         raise CliError(
             str(exc), hint=f"--by takes {', '.join(GROUPS)}; days are YYYY-MM-DD"
         ) from None
-    return asyncio.run(_report(place, args, by))
+    return asyncio.run(_report(place, args, query))
 
 
-async def _report(place: Place, args: argparse.Namespace, by: tuple[str, ...]) -> int:
+async def _report(place: Place, args: argparse.Namespace, query: UsageQuery) -> int:
     groups = []
+    by = query.by
     async with opened(place, {}) as runtime:
 
         def fetch(limit: int, cursor: str | None) -> Awaitable[Page]:
-            query = UsageQuery(
-                tenant=place.tenant,
-                by=by,
-                agent=args.agent,
-                session=args.session,
-                since=args.since,
-                until=args.until,
-                limit=min(limit, 1000),
-                cursor=cursor,
-            )
-            return runtime.usage_report(query)
+            return runtime.usage_report(replace(query, limit=min(limit, 1000), cursor=cursor))
 
         async for page in pages(fetch, args, "groups"):
             for group in page:

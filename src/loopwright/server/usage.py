@@ -7,7 +7,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from ..store.usage_report import UsageQuery
+from ..store.usage_report import UsageQuery, groups
 from ..usage import as_json
 from . import pages
 from .state import state_of
@@ -71,7 +71,7 @@ SCHEMA = {
 async def usage(request: Request) -> JSONResponse:
     state = state_of(request)
     params = request.query_params
-    by = tuple(g.strip() for g in params.get("by", "").split(",") if g.strip())
+    by = groups(params.get("by", ""))
     agent = params.get("agent") or None
     if agent is not None:
         state.agent(agent)  # 404 for an agent the project does not have

@@ -64,6 +64,11 @@ class UsageQuery:
             raise ValueError("limit must be between 1 and 1000")
 
 
+def groups(text: str) -> tuple[str, ...]:
+    """The groups of a comma-separated `by` (`"agent, day"`), as given: the query checks them."""
+    return tuple(g.strip() for g in text.split(",") if g.strip())
+
+
 def statement(q: UsageQuery, *, postgres: bool) -> tuple[str, list[Any]]:
     """The SQL and its parameters for one page (one row more than the limit: is there more)."""
     usage, sessions = (
