@@ -44,11 +44,11 @@ def check_budget(history: History, budget_tokens: int) -> BudgetCheck:
 
 
 def context_budget(agent: Agent, model: Model) -> int:
-    """The agent's budget, else the model's context window from the catalog, else 100,000."""
+    """The agent's budget, else the model's context window (its own `context_window`, or the
+    catalog's), else 100,000."""
     if agent.context_budget is not None:
         return agent.context_budget
-    provider, _, name = model.name.partition(":")
-    # (the offline models, `scripted:<script>` and `function:inline`, have no catalog entry, and
-    # a miss costs milliseconds to find)
-    info = None if provider in ("scripted", "function") else lookup(name or model.name)
+    if hasattr(model, "context_window"):  # a model that states its window (the offline ones)
+        return getattr(model, "context_window") or DEFAULT_BUDGET  # noqa: B009
+    info = lookup(model.name.partition(":")[2] or model.name)
     return (info.context_window if info else None) or DEFAULT_BUDGET

@@ -192,6 +192,9 @@ class ScriptedModel:
     """A script's text is the answer as it stands (structured output needs no tool here)."""
     replies: list[Reply]
     name: str = "scripted:inline"
+    context_window: int | None = None
+    """The window the context budget takes (None: the default budget; an offline model has no
+    catalog entry to look up)."""
     requests: list[ModelRequest] = field(default_factory=list)
     _reached: int = 0
     _seen: dict[int, tuple[Message, _Conversation]] = field(default_factory=dict)
@@ -307,6 +310,9 @@ class FunctionModel:
     native_output: ClassVar[bool] = True
     fn: ReplyFunction
     name: str = "function:inline"
+    context_window: int | None = None
+    """The window the context budget takes (None: the default budget; an offline model has no
+    catalog entry to look up)."""
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         reply = self.fn(request)
