@@ -7,7 +7,7 @@ for the one test that compares our v1 schema with loopengine's own (test_protoco
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from loopwright.events import Event
 from loopwright.messages import AssistantMessage, UserMessage
 from loopwright.session import Run, RunResult
 from loopwright.testing import ScriptedModel, check_events
+from loopwright.toolsets import exit_all
 from loopwright.wire import event_schema, loads, to_dict
 from pg_cluster import pg_url, postgres_url  # noqa: F401 (the PostgreSQL fixtures)
 
@@ -90,6 +91,16 @@ def call(name: str, id: str | None = None, **args: Any) -> dict[str, Any]:
 
 async def run_agent(agent: Agent, text: str = "go", **kwargs: Any) -> RunResult:
     return await drive(Session(agent).run(text, **kwargs))
+
+
+@pytest.fixture
+async def started() -> AsyncIterator[list[Any]]:
+    """MCP servers (`loopwright.mcp.MCPServer`) a test makes, stopped when it ends."""
+    servers: list[Any] = []
+    yield servers
+    for server in servers:
+        await server.exit()
+    await exit_all()
 
 
 @pytest.fixture

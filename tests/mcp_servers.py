@@ -15,8 +15,26 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from loopwright.mcp import HttpServer, StdioServer
+from loopwright.mcp import HttpServer, MCPServer, StdioServer
+from loopwright.tools import Tool, ToolContext
+
+SECRET = "sk-live-4f9a8b7c6d5e"
+"""A secret the tests put in a server's env, headers or URL: no error may show it."""
+
+
+def context(events: list[Any] | None = None, **kwargs: Any) -> ToolContext:
+    """A call's context; `events` collects what the call emits."""
+    emit = events.append if events is not None else None
+    return ToolContext(session_id="s", tenant="t", agent="a", call_id="c1", _emit=emit, **kwargs)
+
+
+async def tools_of(server: MCPServer) -> dict[str, Tool]:
+    """The server's tools by name (started first)."""
+    await server.enter()
+    return {t.name: t for t in await server.list_tools()}
+
 
 E2E = Path(__file__).parent / "e2e"
 EVERYTHING = (

@@ -10,38 +10,13 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from conftest import call, drive, scripted
 from loopwright import Agent, Session
 from loopwright.mcp import MCPServer, StdioServer
-from loopwright.tools import Tool, ToolContext, ToolReturn
-from loopwright.toolsets import exit_all
-from mcp_servers import EVERYTHING, node, time_server
-
-SECRET = "sk-live-4f9a8b7c6d5e"
-
-
-@pytest.fixture
-async def started() -> AsyncIterator[list[MCPServer]]:
-    """Servers a test makes, stopped when it ends."""
-    servers: list[MCPServer] = []
-    yield servers
-    for server in servers:
-        await server.exit()
-    await exit_all()
-
-
-def context() -> ToolContext:
-    return ToolContext(session_id="s", tenant="t", agent="a", call_id="c1")
-
-
-async def tools_of(server: MCPServer) -> dict[str, Tool]:
-    await server.enter()
-    return {t.name: t for t in await server.list_tools()}
+from loopwright.tools import ToolReturn
+from mcp_servers import EVERYTHING, SECRET, context, node, time_server, tools_of
 
 
 async def test_a_crashed_server_is_started_again_on_next_use(

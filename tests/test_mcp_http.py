@@ -5,33 +5,11 @@ URL) and is reached again once it is back."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
-import pytest
-
 from conftest import call, drive, scripted
 from loopwright import Agent, Session
 from loopwright.mcp import HttpServer, MCPServer
-from loopwright.tools import ToolContext, ToolReturn
-from loopwright.toolsets import exit_all
-from mcp_servers import everything_http
-
-SECRET = "sk-live-4f9a8b7c6d5e"
-
-
-@pytest.fixture
-async def started() -> AsyncIterator[list[MCPServer]]:
-    servers: list[MCPServer] = []
-    yield servers
-    for server in servers:
-        await server.exit()
-    await exit_all()
-
-
-def context(events: list[Any] | None = None) -> ToolContext:
-    emit = events.append if events is not None else None
-    return ToolContext(session_id="s", tenant="t", agent="a", call_id="c1", _emit=emit)
+from loopwright.tools import ToolReturn
+from mcp_servers import SECRET, context, everything_http
 
 
 async def test_http_server_in_a_run(started: list[MCPServer]) -> None:

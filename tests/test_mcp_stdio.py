@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,31 +18,15 @@ from loopwright import Agent, Session
 from loopwright.approvals import Answer, QuestionRequest
 from loopwright.events import ToolUpdate
 from loopwright.mcp import MCPServer, StdioServer
-from loopwright.tools import Tool, ToolContext, ToolReturn
-from loopwright.toolsets import exit_all
-from mcp_servers import EVERYTHING, everything_stdio, node, time_server
-
-SECRET = "sk-live-4f9a8b7c6d5e"
-
-
-@pytest.fixture
-async def started() -> AsyncIterator[list[MCPServer]]:
-    """Servers a test makes, stopped when it ends."""
-    servers: list[MCPServer] = []
-    yield servers
-    for server in servers:
-        await server.exit()
-    await exit_all()
-
-
-def context(events: list[Any] | None = None, **kwargs: Any) -> ToolContext:
-    emit = events.append if events is not None else None
-    return ToolContext(session_id="s", tenant="t", agent="a", call_id="c1", _emit=emit, **kwargs)
-
-
-async def tools_of(server: MCPServer) -> dict[str, Tool]:
-    await server.enter()
-    return {t.name: t for t in await server.list_tools()}
+from loopwright.tools import ToolReturn
+from mcp_servers import (
+    EVERYTHING,
+    context,
+    everything_stdio,
+    node,
+    time_server,
+    tools_of,
+)
 
 
 async def test_time_server_tools_names_and_schemas(started: list[MCPServer]) -> None:
