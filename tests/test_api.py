@@ -29,6 +29,7 @@ def test_public_exports():
         "LoopwrightError",
         "Message",
         "Model",
+        "NeedsAnswer",
         "RetryPolicy",
         "Rules",
         "Run",

@@ -313,6 +313,8 @@ def test_approvals_doc_runs(clone: Path) -> None:
         "paused ['q_']\n"
         "invalid edited arguments are invalid: amount: Field required\n"
         "denied\n"
+        "paused Which floor? ['1', '2']\n"
+        "booked a room on floor 2 | Booked.\n"
     )
 
 

@@ -14,7 +14,7 @@ from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Us
 from .models import Model, get_model
 from .permissions import Rules
 from .session import Run, RunResult, Session, run, run_sync
-from .tools import Tool, ToolContext, ToolReturn, tool
+from .tools import NeedsAnswer, Tool, ToolContext, ToolReturn, tool
 from .toolsets import ToolList, Toolset
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "LoopwrightError",
     "Message",
     "Model",
+    "NeedsAnswer",
     "RetryPolicy",
     "Rules",
     "Run",

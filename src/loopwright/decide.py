@@ -30,7 +30,7 @@ from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
 from .permissions import AllowAll, Decision, Gate
 from .redact import MARKER, holds_marker
-from .tools import Scheduled, Tool, answered, is_question
+from .tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 
 INTERRUPTED = "[interrupted: tool call did not complete]"
 UNGATED = Decision("allow", "built-in: not gated")
@@ -95,14 +95,17 @@ class Resolution:
 
 @dataclass(frozen=True, slots=True)
 class Suspended:
-    """A call that ran and waits on pending items of another session (a subagent's); it runs
-    again when the batch resumes."""
+    """A call that ran and waits on pending items: a subagent's (in its session), or a
+    question of its own (`NeedsAnswer`, in this session); it runs again when the batch
+    resumes."""
 
     call: ToolCall
     tool: Tool
     args: dict[str, Any]
     session_id: str
     pending_ids: list[str]
+    answers: dict[str, str] = field(default_factory=dict)
+    """Question → answer, of the questions it asked in earlier pauses of this batch."""
 
 
 @dataclass(slots=True)
@@ -262,6 +265,11 @@ class Decider:
         request, tool, call = pending.request, pending.tool, pending.request.call
         if isinstance(request, QuestionRequest):
             assert isinstance(answer, Answer)
+            resolved = ev.QuestionResolved(
+                id=request.id, answer=answer.text, by=answer.by, resolved_at=resolved_at
+            )
+            if not is_question(tool):  # a running call's own question: the call runs again
+                return [resolved]
             why = "ask_user: the person answered"
             batch.scheduled.append(
                 Scheduled(
@@ -272,12 +280,7 @@ class Decider:
                     reason=why,
                 )
             )
-            return [
-                ev.QuestionResolved(
-                    id=request.id, answer=answer.text, by=answer.by, resolved_at=resolved_at
-                ),
-                ev.ActauthDecision(tool=call.name, decision="allow", reason=why),
-            ]
+            return [resolved, ev.ActauthDecision(tool=call.name, decision="allow", reason=why)]
         assert isinstance(answer, Approval)
         args = answer.args if answer.args is not None else request.args
         events: list[ev.Event] = [
@@ -346,18 +349,41 @@ class Decider:
         """The suspended calls of a resumed batch run again (their subagents resume), or are
         skipped with the batch when a denial closed it."""
         events: list[ev.Event] = []
-        why = "resumed: the subagent's pending items were resolved"
-        if checkpoint.closed:
-            why = "not resumed: a sibling call was denied"
         for waiting in checkpoint.suspended.values():
             call, tool, args = waiting.call, waiting.tool, waiting.args
-            if not checkpoint.closed:
+            answers = dict(waiting.answers)
+            for pending_id in waiting.pending_ids:
+                item = checkpoint.pending.get(pending_id)
+                if item is not None and isinstance(item.decision, Answer):
+                    assert isinstance(item.request, QuestionRequest)
+                    answers[item.request.question] = item.decision.text
+            why = "resumed: " + (
+                "its question was answered"
+                if waiting.session_id == self.session_id
+                else "the subagent's pending items were resolved"
+            )
+            if checkpoint.closed:
+                why = "not resumed: a sibling call was denied"
+            else:
                 events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=why))
             kwargs = {} if checkpoint.closed else tool.validate(args)
             batch.scheduled.append(
-                Scheduled(call=call, tool=tool, args=args, kwargs=kwargs, reason=why)
+                Scheduled(
+                    call=call, tool=tool, args=args, kwargs=kwargs, reason=why, answers=answers
+                )
             )
         return events
+
+    def needs_answer(self, call: ToolCall, needs: NeedsAnswer) -> list[ev.Event]:
+        """A running call that needs a person's answer (`NeedsAnswer`): its question, and the
+        call suspended on it (it runs again, from the start, once the question is answered)."""
+        kwargs = {"question": needs.question, "options": needs.options}
+        events, pending = self.question(call, self.tools[call.name], kwargs)
+        waits = [pending.request.id]
+        suspended = ev.ToolSuspended(
+            id=call.id, tool=call.name, session_id=self.session_id, pending_ids=waits
+        )
+        return [*events, suspended]
 
     def skip(self, batch: Batch) -> list[ev.Event]:
         """A denial stops the batch: every allowed or deferred call is skipped, unrun."""

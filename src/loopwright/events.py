@@ -404,8 +404,8 @@ class ToolLateResult:
 
 @value
 class ToolSuspended:
-    """A call that cannot finish until pending items of another session are resolved (a
-    subagent paused on an approval or a question). The run pauses; the call runs again when it
+    """A call that cannot finish until pending items are resolved: a subagent's (in its session)
+    or its own question (`NeedsAnswer`, in this one). The run pauses; the call runs again when it
     resumes. It ends the call's part of this run in place of `tool:result`."""
 
     id: str

@@ -51,6 +51,8 @@ class OpenBatch:
     """Pending id → the first decision recorded for it."""
     suspended: dict[str, ev.ToolSuspended] = field(default_factory=dict)
     """Call id → what it waits on, until it starts again."""
+    answers: dict[str, str] = field(default_factory=dict)
+    """Pending id → the answer to a question, as the run took it (`question:resolved`)."""
 
 
 @dataclass(slots=True)
@@ -195,6 +197,11 @@ def _decided(state: State, event: ev.PendingDecided) -> None:
         batch.decided.setdefault(event.id, event)  # the first decision wins
 
 
+def _answered(state: State, event: ev.QuestionResolved) -> None:
+    if (batch := state.batch) is not None and event.id in batch.asked:
+        batch.answers[event.id] = event.answer
+
+
 def _compacted(state: State, event: ev.CompactionFinished) -> None:
     apply_compaction(state.history, event)
 
@@ -240,6 +247,7 @@ HANDLERS: dict[type, Callable[[State, Any], None]] = {
     ev.QuestionPending: _asked,
     ev.PendingRequested: _requested,
     ev.PendingDecided: _decided,
+    ev.QuestionResolved: _answered,
     ev.CompactionFinished: _compacted,
     ev.LoopAborted: _aborted,
     ev.MessagePartial: _partial,
@@ -260,7 +268,10 @@ def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
     closed = False
     for pending_id, announced in batch.asked.items():
         call = calls[batch.asked_call[pending_id]]
-        if call.id in batch.results or call.id in batch.started:
+        waits = batch.suspended.get(call.id)
+        if call.id in batch.results or (
+            call.id in batch.started and (waits is None or pending_id not in waits.pending_ids)
+        ):
             continue  # decided before the pause (it ran, or runs again as a suspended call)
         tool = tools.get(call.name)
         if tool is None:
@@ -286,8 +297,14 @@ def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
         if tool is None:
             raise LookupError(f"tool {waits.tool!r} of a suspended call no longer exists")
         args = batch.args.get(call_id, calls[call_id].args)
+        answers = {  # of the questions it asked in earlier pauses of this batch
+            announced.question: batch.answers[pending_id]
+            for pending_id, announced in batch.asked.items()
+            if batch.asked_call.get(pending_id) == call_id and pending_id in batch.answers
+            if isinstance(announced, ev.QuestionPending)
+        }
         suspended[call_id] = Suspended(
-            calls[call_id], tool, args, waits.session_id, list(waits.pending_ids)
+            calls[call_id], tool, args, waits.session_id, list(waits.pending_ids), answers
         )
     return Checkpoint(
         calls=batch.calls,
@@ -358,6 +375,7 @@ def to_snapshot(state: State) -> str:
             "askedCall": batch.asked_call,
             "decided": [to_dict(e) for e in batch.decided.values()],
             "suspended": [to_dict(e) for e in batch.suspended.values()],
+            "answers": batch.answers,
         }
     body = redact.json_text(json.dumps(head, ensure_ascii=False, separators=(",", ":")))  # (P11)
     return f"{_HEAD}{body}{_MESSAGES}{messages_to_json(messages)}}}"
@@ -405,6 +423,7 @@ def _restore(data: str, tools: Mapping[str, Tool]) -> State:
             asked_call=saved["askedCall"],
             decided={e.id: e for e in _events(saved["decided"])},
             suspended={e.id: e for e in _events(saved["suspended"])},
+            answers=saved.get("answers", {}),  # (a snapshot written before answers were kept)
         )
     return state
 

@@ -43,7 +43,7 @@ from .hook_calls import call_hook
 from .hooks import RunInfo
 from .text import valid
 from .threads import NOT_STARTED, Flag, Job, Signal
-from .tools import Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
+from .tools import NeedsAnswer, Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
 
 log = logging.getLogger("loopwright.tools")
 
@@ -121,7 +121,7 @@ def failed(item: Scheduled, exc: BaseException) -> Outcome:
 
 def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     """What a call that returned `value` produced, as the model will read it."""
-    if isinstance(value, Suspend):
+    if isinstance(value, Suspend | NeedsAnswer):
         return Outcome(content="", suspended=value)
     terminate = is_error = False
     if isinstance(value, ToolReturn):
@@ -156,10 +156,12 @@ def _returned(job: Job) -> Any:
 
 def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
     """The three events that close a call that ran: raw outcome, model-visible output, status
-    (or the one that says it is suspended)."""
+    (or the one that says it is suspended; the run announces a call's question itself)."""
     call = item.call
     if outcome.suspended is not None:
         waits = outcome.suspended
+        if isinstance(waits, NeedsAnswer):
+            return ()
         return (
             ToolSuspended(
                 id=call.id,
@@ -484,6 +486,7 @@ def tool_context(
         approver=approver,
         open_session=children,
         cancelled=cancelled,
+        answers=dict(item.answers) if item.answers else {},
         _emit=emit,
     )
 

@@ -43,7 +43,7 @@ from .retry import ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_point, result_events
 from .runner import after_tool as after
 from .runner import tool_context as context
-from .tools import Outcome
+from .tools import NeedsAnswer, Outcome
 
 if TYPE_CHECKING:
     from .loop import Control
@@ -393,13 +393,20 @@ class Steps:
         else:
             async for event in runner.run(scheduled):
                 yield event
-        waits: list[tuple[str, Any]] = []  # (name, what it waits on) of the suspended calls
+        waits: list[tuple[str, list[str]]] = []  # (what, pending ids) of the suspended calls
         terminate = len(scheduled) == len(calls)  # every call of the reply ran and says so
         for item in scheduled:
             outcome = self.outcomes[item.call.id]
             terminate = terminate and outcome.terminate
-            if outcome.suspended is not None:
-                waits.append((item.call.name, outcome.suspended))
+            suspended = outcome.suspended
+            if isinstance(suspended, NeedsAnswer):  # its question, then the call waits on it
+                asked = self.decider.needs_answer(item.call, suspended)
+                for event in asked:
+                    yield event
+                ids = [e.id for e in asked if isinstance(e, ev.QuestionPending)]
+                waits.append(("an answer to a question", ids))
+            elif suspended is not None:
+                waits.append((f"the subagent {item.call.name}", suspended.pending_ids))
         if batch.deferred or waits:
             self.history.checkpoint = self.paused(batch)
             what = [
@@ -408,8 +415,8 @@ class Steps:
                 else "an answer to a question"
                 for p in batch.deferred.values()
             ]
-            what += [f"the subagent {name}" for name, _ in waits]
-            waiting = [*batch.deferred, *(i for _, w in waits for i in w.pending_ids)]
+            what += [name for name, _ in waits]
+            waiting = [*batch.deferred, *(i for _, ids in waits for i in ids)]
             text = f"Paused: waiting for {', '.join(what)}."
             self.stop(ev.LoopPaused(pending_ids=waiting), text, "paused")
             return

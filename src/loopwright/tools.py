@@ -51,6 +51,9 @@ class ToolContext:
     """Set when the call is cancelled or times out. An async tool is stopped where it awaits;
     a thread cannot be stopped, so a sync tool that runs long should check this (or wait on
     it) and return early: its result is no longer awaited."""
+    answers: dict[str, str] = field(default_factory=dict)
+    """Question → answer, for the questions this call asked before (`NeedsAnswer`): a call
+    that paused on a question runs again from the start, and finds its answer here."""
     _emit: Callable[[Event], None] | None = None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
@@ -88,6 +91,18 @@ class Suspend:
     pending_ids: list[str]
 
 
+@dataclass(frozen=True, slots=True)
+class NeedsAnswer:
+    """Return this from a tool that cannot go on without a person's answer and has nobody to
+    ask live (an MCP server's elicitation in a run held by an HTTP stream): the call stops, the
+    run pauses on a question (an item like `ask_user`'s), and once it is answered the call runs
+    again from the start with the answer in `ToolContext.answers[question]`."""
+
+    question: str
+    options: list[str] | None = None
+    """Suggested answers; free text is always accepted."""
+
+
 @frozen
 class Outcome:
     """What one call produced, as the model will read it."""
@@ -95,7 +110,7 @@ class Outcome:
     content: str
     is_error: bool = False
     terminate: bool = False
-    suspended: Suspend | None = None
+    suspended: Suspend | NeedsAnswer | None = None
     attachments: tuple[Attachment, ...] | None = None
 
 
@@ -310,6 +325,8 @@ class Scheduled:
     """The validated arguments the function receives."""
     reason: str
     """The decision's reason (shown as `detailText`)."""
+    answers: dict[str, str] | None = None
+    """The answers to the questions this call asked before (`NeedsAnswer`), when it runs again."""
 
 
 def to_content(value: Any) -> str:

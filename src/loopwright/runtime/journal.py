@@ -322,7 +322,9 @@ class LogJournal:
         nested: list[str] = []
         if checkpoint is not None and not checkpoint.closed:
             ids = {i for i, p in checkpoint.pending.items() if p.decision is None}
-            nested = [s.session_id for s in checkpoint.suspended.values()]
+            nested = [  # (a call suspended on its own question waits on an item in `ids`)
+                s.session_id for s in checkpoint.suspended.values() if s.session_id != self.key.id
+            ]
         if everywhere:
             items = await open_under(self.log, self.key)
         else:

@@ -100,6 +100,7 @@ def frozen(state: State) -> State:
             dict(batch.asked_call),
             dict(batch.decided),
             dict(batch.suspended),
+            dict(batch.answers),
         )
     return State(state.tools, history, batch, state.paused, state.finished)
 

@@ -53,8 +53,12 @@ class NewPending:
 
 @dataclass(frozen=True, slots=True)
 class SetCallId:
+    """The call an item is about; with `tool`, the tool of that call (a question a running
+    call asked, `tool:suspended`: no row matches the ids of another session's items)."""
+
     id: str
     call_id: str
+    tool: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,8 @@ def derive(state: SessionState, events: Sequence[ev.Event]) -> Derived:
                 )
             case ev.PendingRequested():
                 ops.append(SetCallId(event.id, event.call_id))
+            case ev.ToolSuspended():
+                ops += [SetCallId(i, event.id, event.tool) for i in event.pending_ids]
             case ev.PendingDecided():
                 ops.append(
                     DecidePending(
@@ -172,6 +178,7 @@ _DERIVING = frozenset(
         "approval:pending",
         "question:pending",
         "pending:requested",
+        "tool:suspended",
         "pending:decided",
         "done",
     }

@@ -192,8 +192,9 @@ async def commit(
                 await db.execute(NOTICE, (tenant, op.id, "pending", at))
             case SetCallId():
                 await db.execute(
-                    "UPDATE loopwright_pending SET call_id = %s WHERE id = %s AND session = %s",
-                    (op.call_id, op.id, sid),
+                    "UPDATE loopwright_pending SET call_id = %s, tool = coalesce(%s, tool) "
+                    "WHERE id = %s AND session = %s",
+                    (op.call_id, op.tool, op.id, sid),
                 )
             case DecidePending():
                 await db.execute(  # (one statement: no round trip in a pipeline)

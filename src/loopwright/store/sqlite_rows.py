@@ -144,7 +144,8 @@ def _apply(db: sqlite3.Connection, sid: int, tenant: str, op: Op, at: str) -> No
             db.execute(NOTICE, (tenant, op.id, "pending", at))
         case SetCallId():
             db.execute(
-                "UPDATE pending SET call_id=? WHERE id=? AND session=?", (op.call_id, op.id, sid)
+                "UPDATE pending SET call_id=?, tool=coalesce(?, tool) WHERE id=? AND session=?",
+                (op.call_id, op.tool, op.id, sid),
             )
         case DecidePending():
             decided = db.execute(

@@ -498,7 +498,8 @@ class Transcript {
         this.card(s, ev.id, ev.tool).setStatus("error", "interrupted");
         break;
       case "tool:suspended":
-        this.card(s, ev.id, ev.tool).setStatus("waiting", "waiting on its subagent");
+        this.card(s, ev.id, ev.tool).setStatus(  // (its own question, or a subagent's items)
+          "waiting", ev.sessionId === s.sessionId ? "waiting for an answer" : "waiting on its subagent");
         break;
       case "model:retry":
         this.notice(`Model request failed (${str(ev.error)}); retry ${str(ev.attempt)} in ${str(ev.delay)} s`, "retry", s.container);
