@@ -173,6 +173,16 @@ async def test_derived_rows_are_what_the_events_say(make_log: MakeLog) -> None:
     await log.append(
         lease, [ev.PendingRequested(id="q-1", call_id="call-2", kind="question"), reply("c", dear)]
     )
+    await log.append(  # a running call's own question names its tool (another session's id: none)
+        lease,
+        [
+            question("q-2", "which floor?"),
+            ev.PendingRequested(id="q-2", call_id="call-3", kind="question"),
+            ev.ToolSuspended(
+                id="call-3", tool="book_room", session_id=KEY.id, pending_ids=["q-2", "p-2"]
+            ),
+        ],
+    )
     await log.append(other_lease, [reply("d", cheap), approval("p-2")])
     await decide(log, "q-1", "answered", by="cli", answer="the blue one")
     await decide(log, "p-2", "denied", by="bob")
@@ -182,6 +192,9 @@ async def test_derived_rows_are_what_the_events_say(make_log: MakeLog) -> None:
         page = await log.pending("acme", session=key, status=None)
         assert page.items == expected
     assert (await log.pending_item("acme", "p-1")).call_id == "call-1"
+    q2 = await log.pending_item("acme", "q-2")
+    assert (q2.kind, q2.tool, q2.call_id) == ("question", "book_room", "call-3")
+    assert (await log.pending_item("acme", "p-2")).call_id == ""
     assert (await log.pending_item("acme", "q-1")).args == {"question": "which?", "options": None}
     assert await log.usage("acme", key=KEY) == {
         "requests": 2,
@@ -229,6 +242,9 @@ def derive_by_hand(stored: list[StoredEvent], key: SessionKey) -> list[PendingRe
             }
         elif isinstance(e, ev.PendingRequested):
             items[e.id]["call_id"] = e.call_id
+        elif isinstance(e, ev.ToolSuspended):
+            for pending_id in (i for i in e.pending_ids if i in items):
+                items[pending_id].update(call_id=e.id, tool=e.tool)
         elif isinstance(e, ev.PendingDecided) and "status" not in items[e.id]:
             items[e.id].update(
                 status=e.status,
