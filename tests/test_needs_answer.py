@@ -143,3 +143,33 @@ async def test_the_call_resumes_from_the_log_in_another_runtime(logs, runtimes):
 
 def results(session: Session) -> list[str]:
     return [m.content for m in session.messages if isinstance(m, ToolResultMessage)]
+
+
+async def test_a_denied_sibling_closes_the_question_and_the_call_is_skipped():
+    from loopwright import Approval, Rules
+
+    @tool
+    def refund(amount: int) -> str:
+        """Refund."""
+        return f"refunded {amount}"
+
+    runs.clear()
+    model = scripted(
+        {"tool_calls": [call("order_shirt", "c1"), call("refund", "c2", amount=5)]}, "ok"
+    )
+    rules = Rules.from_yaml(
+        "rules: [{name: rule-1, tool: refund, decision: ask}]\ndefault_decision: allow"
+    )
+    session = Session(Agent(name="shop", model=model, tools=[order_shirt, refund], rules=rules))
+    paused = await drive(session.run("go"))
+    assert paused.stop_reason == "paused"
+    approval, question = session.pending
+    assert (approval.call.id, question.call.id) == ("c2", "c1")
+    await session.resolve(approval.id, Approval.deny("no refunds"))
+    assert session.pending == []
+    resumed = await drive(session.resume())
+    assert resumed.stop_reason == "denied" and runs == [{}]  # it never ran again
+    assert results(session) == [
+        "Skipped: a sibling tool call in this turn (refund) was denied.",
+        "Tool call denied by user. Reason: matched rule 'rule-1' — human denied: no refunds",
+    ]

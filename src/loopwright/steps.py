@@ -345,7 +345,8 @@ class Steps:
         batch, closed = Batch(), Batch()
         for pending in checkpoint.pending.values():
             if pending.decision is None:  # closed by a sibling's denial
-                closed.deferred[pending.request.id] = pending
+                if pending.request.call.id not in checkpoint.suspended:  # (skipped by `rerun`)
+                    closed.deferred[pending.request.id] = pending
                 continue
             assert pending.resolved_at is not None
             for event in self.decider.decide_human(
