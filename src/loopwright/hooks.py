@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._values import frozen
 from .messages import AssistantMessage, ToolCall
 from .model_settings import ModelSettings
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from .tools import Outcome
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen  # made per run: without object.__setattr__ (_values)
 class RunInfo:
     """Who and where: passed to every hook."""
 

@@ -95,7 +95,7 @@ class ModelSettings:
     def parse(cls, data: ModelSettings | Mapping[str, Any] | None) -> ModelSettings:
         """Settings from a mapping (agent.yaml's `settings:`, a run's options)."""
         if data is None:
-            return cls()
+            return _NONE  # (frozen: one value serves every run that sets nothing)
         if isinstance(data, ModelSettings):
             return data
         if not isinstance(data, Mapping):
@@ -109,7 +109,7 @@ class ModelSettings:
         """These settings laid over `base`: each field set here wins, `extra` merges by key.
         (`base` may be a mapping: an `Agent(settings={...})` works as well.)"""
         base = ModelSettings.parse(base)
-        if self == _NONE:  # nothing set over it (most runs): every request of a run asks this
+        if self is _NONE or self == _NONE:  # nothing set over it (most runs): every request asks
             return base
         changes = {
             f.name: getattr(self, f.name)

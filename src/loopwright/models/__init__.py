@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from .._values import frozen
 from ..errors import UnknownModel
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import Message
@@ -39,7 +40,7 @@ class OutputFormat:
     and every property required."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen  # made per request: without object.__setattr__ (_values)
 class ModelRequest:
     """One request to a model. `messages` is the live history: read it, never mutate it."""
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .._values import frozen
 from ..compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
 from ..errors import ConfigError
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
@@ -46,7 +47,7 @@ from . import ModelFailure, ModelRequest, StreamItem
 _ids = itertools.count(1)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen  # made per request by function models: without object.__setattr__ (_values)
 class Reply:
     """One scripted model reply (or failure)."""
 
