@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import events as ev
+from ._values import frozen
 from .errors import CommitFailed
 from .finish import stop_detail
 from .replay import HANDLERS, State
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 OutputT = TypeVar("OutputT")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RunResult(Generic[OutputT]):
     """How a run ended: the final text, the stop reason and every event, in order. Generic in
     its structured output: annotate `RunResult[City]` for an agent whose `output_type` is
@@ -184,7 +184,8 @@ class Run:
         self._entered = True
         observe = OBSERVE(self, self._session) if OBSERVE is not None else None
         events, done, limit = self._events, ev.Done, HIGH_WATER
-        step = events.__anext__
+        step, push = events.__anext__, buffer.append
+        plain = seqs is None and observe is None  # nothing but the state and the buffer
         pushed, failed = True, False
         try:
             event = await step()
@@ -192,10 +193,17 @@ class Run:
                 handler = handlers(type(event))
                 if handler is not None:
                     handler(state, event)
-                if observe is not None:
+                if plain:  # the common case in few steps: no reader waits, room is left
+                    push(event)
+                    if self._waiter is None and len(buffer) < limit:
+                        event = await step()
+                        continue
+                elif observe is not None:
                     observe(event)
                 try:
-                    if seqs is None:
+                    if plain:
+                        pass  # pushed above
+                    elif seqs is None:
                         buffer.append(event)
                     else:
                         pushed = False

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +99,7 @@ class Session:
         journal: Journal | None = None,
     ) -> None:
         self.agent = agent
-        self.id = session_id or secrets.token_hex(16)
+        self.id = session_id or os.urandom(16).hex()  # (what secrets.token_hex(16) makes)
         self.tenant = tenant
         self.environment = environment or os.environ.get("LOOPWRIGHT_ENV", "production")
         self.state = State(tools=agent._by_name, history=history or History())
@@ -153,7 +152,8 @@ class Session:
         """
         if input is not None and not isinstance(input, (str, UserMessage)):
             raise TypeError(f"a run's input is a str or a UserMessage, not {type(input).__name__}")
-        input = with_attachments(input, attachments, self.agent.model)
+        if attachments or not isinstance(input, str):  # (a plain text input stays as it is)
+            input = with_attachments(input, attachments, self.agent.model)
         if self.busy:
             raise SessionBusy(
                 f"session {self.id} is already running (a run left unfinished stays running: "
