@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import heapq
+import itertools
 import os
 import queue
 import threading
@@ -63,7 +65,6 @@ class Job:
     __slots__ = (
         "_callbacks",
         "_inbox",
-        "_timer",
         "cancelled",
         "context",
         "error",
@@ -95,7 +96,8 @@ class Job:
         self.timed_out = False
         """Its future settled because the timeout passed, not because it finished."""
         self._callbacks: list[Callable[[Job], None]] = []
-        self._timer = None if timeout is None else inbox.loop.call_later(timeout, self._expire)
+        if timeout is not None:
+            inbox.watch(self, timeout)
 
     def cancel(self) -> bool:
         """Tell the call to stop; True when it will never start (no worker had taken it)."""
@@ -137,8 +139,6 @@ class Job:
 
     def _settle(self) -> None:
         self.state = _DONE
-        if self._timer is not None:
-            self._timer.cancel()
         future = self.future
         if not future.done() and not self.orphaned:
             future.set_result(None)
@@ -148,15 +148,39 @@ class Job:
 
 
 class _Inbox:
-    """Jobs of one event loop that finished, settled on that loop in one callback per batch."""
+    """Jobs of one event loop that finished, settled on that loop in one callback per batch;
+    and the deadlines of its jobs with a timeout, watched by one timer of the loop (armed for the
+    earliest; a job that finishes first is only dropped, no timer is cancelled)."""
 
-    __slots__ = ("jobs", "lock", "loop", "waking")
+    __slots__ = ("armed", "deadlines", "jobs", "lock", "loop", "order", "waking")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.jobs: deque[Job] = deque()
         self.lock = threading.Lock()
         self.waking = False
+        self.deadlines: list[tuple[float, int, Job]] = []  # a heap, earliest first
+        self.order = itertools.count()  # (ties of deadlines: first come, first expired)
+        self.armed: asyncio.TimerHandle | None = None
+
+    def watch(self, job: Job, timeout: float) -> None:  # on the loop
+        when = self.loop.time() + timeout
+        heapq.heappush(self.deadlines, (when, next(self.order), job))
+        armed = self.armed
+        if armed is None or when < armed.when():
+            if armed is not None:
+                armed.cancel()
+            self.armed = self.loop.call_at(when, self.expire)
+
+    def expire(self) -> None:  # on the loop, when the earliest deadline is due
+        due, self.armed = self.armed, None
+        deadlines, limit = self.deadlines, due.when() if due is not None else self.loop.time()
+        while deadlines and (deadlines[0][0] <= limit or deadlines[0][2].state == _DONE):
+            job = heapq.heappop(deadlines)[2]
+            if job.state != _DONE:
+                job._expire()
+        if deadlines:
+            self.armed = self.loop.call_at(deadlines[0][0], self.expire)
 
     def put(self, job: Job) -> None:  # in a worker thread
         with self.lock:
@@ -181,6 +205,9 @@ class _Inbox:
     def drain(self) -> None:  # on the loop
         for job in self.take():
             job._settle()
+        deadlines = self.deadlines  # finished jobs leave the deadlines (those first in line)
+        while deadlines and deadlines[0][2].state == _DONE:
+            heapq.heappop(deadlines)
 
 
 _last: _Inbox | None = None
