@@ -9,7 +9,7 @@ before the loop goes on: `tool:started` is the intent, committed before the tool
 driver also applies each event to the session's state (`replay.apply`) before the loop goes on:
 the loop changes the history only by yielding events.
 Cancellation is the driving task's: it lands where the loop awaits (model, tools, a human) and
-the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout`.
+the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout` (`retry.Deadline`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .messages import AssistantMessage, UserMessage
 from .models import Model, ModelFailure
 from .permissions import Gate
 from .replay import State
+from .retry import Deadline
 from .steps import Steps
 from .threads import Signal
 
@@ -83,6 +84,7 @@ async def run_loop(
     run = Steps(agent, model, gate, state, info, control, approver, children)
     hooks, history = agent.hooks, state.history
     recovery, checkpoint = history.recovery, history.checkpoint  # `session` takes them over
+    deadline = Deadline(agent.retry.deadline)  # each model request's
     try:
         yield ev.Session(session_id=info.session_id)
         for event in await observe(hooks, "on_run_start", info):
@@ -118,23 +120,24 @@ async def run_loop(
             while reply is None:
                 request = await run.request(check)
                 failure = None
-                deadline = run.deadline()
+                await deadline.start()
                 try:
-                    async with deadline:
-                        async for item in run.model_for(request).stream(request):
-                            if type(item) is ev.TextDelta:
-                                run.partial.append(item.delta)
-                            elif isinstance(item, ModelFailure):
-                                failure = item  # the stream's last item: let it finish
-                                continue
-                            elif isinstance(item, ev.MessageCompleted):
-                                item = run.received(item)  # malformed calls made data
-                                reply = item.message
-                            yield item
-                except TimeoutError:
-                    if not deadline.expired():
+                    async for item in run.model_for(request).stream(request):
+                        if type(item) is ev.TextDelta:
+                            run.partial.append(item.delta)
+                        elif isinstance(item, ModelFailure):
+                            failure = item  # the stream's last item: let it finish
+                            continue
+                        elif isinstance(item, ev.MessageCompleted):
+                            item = run.received(item)  # malformed calls made data
+                            reply = item.message
+                        yield item
+                except BaseException as exc:
+                    if not await deadline.stop(exc):
                         raise
                     failure = run.expired()  # past the request's deadline: a retryable failure
+                else:
+                    await deadline.stop()
                 if failure is not None and reply is None:
                     async for event in run.after_failure(failure, failures):
                         yield event
