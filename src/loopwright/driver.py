@@ -100,6 +100,7 @@ class Run:
         "_task",
         "_unbounded",
         "_waiter",
+        "_watched",
         "seq",
         "session_id",
     )
@@ -122,7 +123,8 @@ class Run:
         self._session = session
         self._state = session.state if session is not None else State()
         self._input = input
-        self._on_end = on_end  # called once the run is finished (its session's `idle()`)
+        self._on_end = on_end  # called once the run is finished, when `watch()` was (`idle()`)
+        self._watched = False
         self._output = output  # the agent's structured output: `RunResult.output` is its value
         self._buffer: deque[ev.Event] = deque()
         self._seqs: deque[int | None] | None = deque() if journal is not None else None
@@ -160,8 +162,17 @@ class Run:
         if self._task is None:
             loop = asyncio.get_running_loop()
             self._task = loop.create_task(self._drive(), name=f"loopwright run {self.session_id}")
-            self._task.add_done_callback(self._ended)
+            if self._watched:
+                self._task.add_done_callback(self._ended)
         return self._task
+
+    def watch(self) -> None:
+        """Have `on_end` called once the run is finished (a session's `idle()` asks: a run that
+        nobody waits for has no callback scheduled as its task ends)."""
+        if not self._watched:
+            self._watched = True
+            if self._task is not None:
+                self._task.add_done_callback(self._ended)
 
     def _ended(self, _: object = None) -> None:
         on_end, self._on_end = self._on_end, None

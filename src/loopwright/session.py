@@ -239,6 +239,8 @@ class Session:
         """Return once no run of this session is in progress (at once when none is): from any
         task, without driving the run. A run started meanwhile is waited for too."""
         while self.busy:
+            assert self._run is not None
+            self._run.watch()  # its end wakes this task
             future = asyncio.get_running_loop().create_future()
             self._idle.append(future)
             try:
