@@ -1,8 +1,8 @@
 """MCP servers over stdio, real ones (installed by scripts/test): `mcp-server-time` (PyPI) and
 MCP's reference server `@modelcontextprotocol/server-everything` (npm). Their tools listed with
 their names and schemas, called, through a run too; progress as `tool:update`; a cancelled call
-cancelled on the server; images, resources and errors mapped; elicitation; list_changed. (Servers
-that fail: test_mcp_failures.py.)"""
+cancelled on the server; images, resources and errors mapped; elicitation (a call that pauses
+on it: test_mcp_elicit*.py); list_changed. (Servers that fail: test_mcp_failures.py.)"""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from loopwright import Agent, Session
 from loopwright.approvals import Answer, QuestionRequest
 from loopwright.events import ToolUpdate
 from loopwright.mcp import MCPServer, StdioServer
-from loopwright.tools import ToolReturn
+from loopwright.tools import NeedsAnswer, ToolReturn
 from mcp_servers import (
     EVERYTHING,
     context,
@@ -222,9 +222,8 @@ async def test_elicitation_is_a_question_to_the_person(started: list[MCPServer])
     )
     assert (question.agent, question.session_id, question.call.id) == ("a", "s", "c1")
 
-    nobody = await trigger.call({}, context())  # no live approver: declined
-    assert isinstance(nobody, ToolReturn)
-    assert nobody.content.startswith("❌ User declined to provide the requested information.")
+    nobody = await trigger.call({}, context())  # no live approver: the call pauses on it
+    assert nobody == NeedsAnswer(question.question, None)  # (test_mcp_elicit*.py: the rest)
 
 
 async def test_list_changed_lists_again(started: list[MCPServer]) -> None:
@@ -242,7 +241,8 @@ async def test_list_changed_lists_again(started: list[MCPServer]) -> None:
 
 
 async def test_the_durable_runtimes_approvers_are_not_asked(started: list[MCPServer]) -> None:
-    """They answer from the log, which has no item for an elicitation: declined at once."""
+    """They answer from the log, which has no item for an elicitation: the call pauses on it
+    (test_mcp_elicit*.py: the item it becomes)."""
     from loopwright.runtime.approvers import held
 
     tools = await tools_of(server := MCPServer(everything_stdio()))
@@ -251,14 +251,14 @@ async def test_the_durable_runtimes_approvers_are_not_asked(started: list[MCPSer
     result = await tools["mcp__everything__trigger-elicitation-request"].call(
         {}, context(approver=approver)
     )
-    assert isinstance(result, ToolReturn)
-    assert result.content.startswith("❌ User declined to provide the requested information.")
+    assert isinstance(result, NeedsAnswer)
+    assert result.question.startswith("The MCP server 'everything' asks: Please provide inputs")
 
 
 async def test_a_terminal_behind_the_runtimes_approver_is_asked(started: list[MCPServer]) -> None:
     """`loopwright run` at a terminal: the runtime wraps its prompt in an approver answering from
     the log; an elicitation, which no item of the log stands for, goes to the prompt itself. A
-    held stream's approver, wrapped the same way, has nobody to ask: declined."""
+    held stream's approver, wrapped the same way, has nobody to ask: the call pauses on it."""
     from loopwright.runtime.approvers import authoritative, held
 
     tools = await tools_of(server := MCPServer(everything_stdio()))
@@ -276,6 +276,5 @@ async def test_a_terminal_behind_the_runtimes_approver_is_asked(started: list[MC
     assert result.content.startswith("✅ User provided the requested information!")
     assert len(asked) == 1
     stream = authoritative(held(None, None, None), None, {}, None, None)  # type: ignore[arg-type]
-    declined = await trigger.call({}, context(approver=stream))
-    assert isinstance(declined, ToolReturn)
-    assert declined.content.startswith("❌ User declined to provide the requested information.")
+    paused = await trigger.call({}, context(approver=stream))
+    assert paused == NeedsAnswer(asked[0].question, None)

@@ -5,7 +5,8 @@ it) and is shared by every session of the process; `exit` stops it. Its tools ar
 per server process and listed again after `notifications/tools/list_changed` (the toolset's
 `version` changes, so runs list it again). Each tool is an ordinary `Tool` named
 `mcp__<server>__<tool>`, whose arguments are checked against the server's input schema before
-the gate sees them.
+the gate sees them. A server's elicitation is answered as `elicit` says; one nobody can answer
+now stops the call (cancelled on the server), which returns `NeedsAnswer`.
 
 Nothing that goes wrong with the server escapes a call: a server that fails to start, crashes
 or breaks the connection gives an error result naming the server, and is started again on the
@@ -22,10 +23,11 @@ import logging
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ..errors import describe
-from ..tools import Tool, ToolContext, ToolReturn
+from ..tools import NeedsAnswer, Tool, ToolContext, ToolReturn
 from ..toolsets import Toolset
 from . import elicit
 from .config import HttpServer, ServerConfig, StdioServer, redact
@@ -69,7 +71,7 @@ class MCPServer(Toolset):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retry_at: float | None = None
         """When a server that failed to start may be tried again by a listing (None: now)."""
-        self._calls: dict[int, ToolContext | None] = {}
+        self._calls: dict[int, _Call] = {}
         """Calls in flight, newest last: an elicitation is asked on behalf of the newest."""
 
     def __repr__(self) -> str:
@@ -136,27 +138,45 @@ class MCPServer(Toolset):
             self._conn, self._retry_at = conn, None
             return conn
 
-    async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext | None) -> ToolReturn:
+    async def call(
+        self, tool: str, args: dict[str, Any], ctx: ToolContext | None
+    ) -> ToolReturn | NeedsAnswer:
         """Call the server's tool `tool` (its own name); never raises but for cancellation
-        (which the SDK passes on to the server as `notifications/cancelled`)."""
+        (which the SDK passes on to the server as `notifications/cancelled`). A call whose
+        server asks a question nobody can answer now is cancelled the same way, and returns
+        `NeedsAnswer` (see `elicit`)."""
         try:
             conn = await self.connect()
         except Unavailable as exc:
             return ToolReturn(content=str(exc), is_error=True)
-        key = id(ctx) if ctx is not None else id(args)
-        self._calls[key] = ctx
+        this = _Call(ctx, asyncio.get_running_loop().create_future())
+        self._calls[id(this)] = this
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
             if ctx is not None:
                 shown = f"{done:g}/{total:g}" if total else f"{done:g}"
                 ctx.progress(message or shown, done / total if total else None)
 
+        running = asyncio.ensure_future(
+            conn.client.call_tool(tool, args, progress_callback=progress)
+        )
         try:
-            result = await conn.client.call_tool(tool, args, progress_callback=progress)
+            await asyncio.wait({running, this.question}, return_when=asyncio.FIRST_COMPLETED)
+            if this.question.done():
+                return this.question.result()
+            result = running.result()
         except Exception as exc:
             return ToolReturn(content=await self._failed(conn, exc), is_error=True)
         finally:
-            self._calls.pop(key, None)
+            del self._calls[id(this)]
+            try:
+                if not running.done():
+                    running.cancel()
+                    await asyncio.wait({running})
+            finally:
+                this.stopped.set()
+                if running.done() and not running.cancelled():
+                    running.exception()  # (retrieved: it is no longer awaited)
         return to_return(result)
 
     async def _failed(self, conn: _Connection, exc: Exception) -> str:
@@ -198,8 +218,19 @@ class MCPServer(Toolset):
         self._stale = True
         self._version += 1
 
-    def current_call(self) -> ToolContext | None:
+    def current_call(self) -> _Call | None:
         return next(reversed(self._calls.values()), None)
+
+
+@dataclass(slots=True)
+class _Call:
+    """A call in flight."""
+
+    ctx: ToolContext | None
+    question: asyncio.Future[NeedsAnswer]
+    """Set by an elicitation nobody can answer now: the call stops, and returns it."""
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the call is over (a stopped one cancelled on the server first)."""
 
 
 class _Connection:
@@ -289,8 +320,15 @@ class _Connection:
         schema = getattr(params, "requested_schema", None)
         if not isinstance(schema, dict):  # URL mode: nothing a question can carry
             return ElicitResult(action="decline")
-        ctx = self.server.current_call()
-        content = await elicit.ask(self.server.name, ctx, params.message, schema)
+        call = self.server.current_call()
+        if call is None:  # (asked outside a call: nobody it could be put to)
+            return ElicitResult(action="decline")
+        content = await elicit.answer(self.server.name, call.ctx, params.message, schema)
+        if isinstance(content, NeedsAnswer):
+            if not call.question.done():
+                call.question.set_result(content)
+            await call.stopped.wait()  # its call cancelled first: the server stops at this
+            return ElicitResult(action="cancel")
         if content is None:
             return ElicitResult(action="decline")
         return ElicitResult(action="accept", content=content)
