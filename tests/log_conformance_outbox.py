@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from log_conformance import KEY, Clock, MakeLog, approval, decide, reply, said
+from loopwright.store.log import Page
 from loopwright.store.outbox import Attempt, Outcome, outbox_of
 from loopwright.store.sqlite_rows import iso
 
@@ -48,7 +49,7 @@ async def test_a_pending_item_and_its_decision_are_delivered_once_per_target(
         ("hook-a", "resolved"),
         ("hook-b", "resolved"),
     ]
-    listed = await outbox.deliveries("acme")
+    listed = (await outbox.deliveries("acme")).items
     assert [(d.target, d.notice.event, d.state, d.attempts) for d in listed] == [
         ("hook-a", "resolved", "due", 0),
         ("hook-b", "resolved", "due", 0),
@@ -56,8 +57,8 @@ async def test_a_pending_item_and_its_decision_are_delivered_once_per_target(
     ]
     assert listed[2].tried == [Attempt(1, "t1", 204, None)]
     assert listed[2].delivered_at == "t1"
-    assert await outbox.deliveries("globex") == []
-    assert len(await outbox.deliveries(item="p-1")) == 3
+    assert (await outbox.deliveries("globex")).items == []
+    assert len((await outbox.deliveries(item="p-1")).items) == 3
 
 
 async def test_a_failed_attempt_is_tried_again_when_due_and_a_lost_hold_expires(
@@ -77,7 +78,7 @@ async def test_a_failed_attempt_is_tried_again_when_due_and_a_lost_hold_expires(
     assert await outbox.next_due(["hook"]) == NOW + 40
     [taken] = await outbox.claim(["hook"], NOW + 40, hold=30, owner="w2")
     await outbox.record(taken, Outcome("failed", "t3", error="connection refused"))
-    [listed] = await outbox.deliveries()
+    [listed] = (await outbox.deliveries()).items
     assert (listed.state, listed.attempts, listed.last_error) == ("failed", 2, "connection refused")
     assert listed.tried == [
         Attempt(1, "t1", 503, None),
@@ -103,8 +104,10 @@ async def test_a_denial_notifies_the_items_it_closes_and_old_notices_are_skipped
         ("p-1", "resolved"),
         ("p-2", "resolved"),
     ]
-    assert await outbox.deliveries("acme", item="p-2") != []
-    assert [d.target for d in await outbox.deliveries()] == ["hook"] * 4  # (skipped: unlisted)
+    assert (await outbox.deliveries("acme", item="p-2")).items != []
+    assert [d.target for d in (await outbox.deliveries()).items] == [
+        "hook"
+    ] * 4  # (skipped: unlisted)
 
 
 async def test_every_process_gets_the_same_key(make_log: MakeLog) -> None:
@@ -124,7 +127,7 @@ async def test_what_is_done_with_is_pruned_and_what_is_due_is_kept(make_log: Mak
     await outbox.record(second, Outcome("due", "t1", status=503, due=NOW + 10))
     assert await outbox.prune(iso(NOW)) == 0  # nothing made before then
     assert await outbox.prune(iso(NOW + 1)) == 1
-    [left] = await outbox.deliveries()
+    [left] = (await outbox.deliveries()).items
     assert (left.id, left.notice.item, left.tried) == (
         second.id,
         "p-2",
@@ -146,3 +149,58 @@ async def test_a_long_outbox_is_fanned_out_in_one_expand(
     assert await outbox.expand("hook", BOTH, NOW, max_age=3600) == 5
     claimed = await outbox.claim(["hook"], NOW, hold=30, owner="w1")
     assert [d.notice.item for d in claimed] == [f"p-{n}" for n in range(5)]
+
+
+async def test_deliveries_are_listed_a_page_at_a_time_by_notice_then_target(
+    make_log: MakeLog,
+) -> None:
+    """Newest notice first, then by target in byte order on both backends ('Z' < 'a'); the
+    cursor is the last delivery's `<notice>:<target>` (a target may hold ':'); a notice made
+    between two pages does not move the next one; skipped deliveries are not listed."""
+    clock = Clock(NOW)
+    log = await _paused(make_log, clock, "p-0", "p-1", "p-2")
+    outbox = outbox_of(log)
+    url = "https://hooks.test:8443/in"
+    for target in ("alpha", url, "Zed"):
+        assert await outbox.expand(target, BOTH, NOW, max_age=3600) == 3
+    assert await outbox.expand("late", ("resolved",), NOW, max_age=3600) == 0  # 3 skipped
+    for claimed in await outbox.claim(["alpha", url, "Zed"], NOW, hold=30, owner="w1"):
+        if claimed.notice.item == "p-0":
+            await outbox.record(claimed, Outcome("delivered", "t1", status=200))
+    everything = (await outbox.deliveries("acme", limit=1000)).items
+    assert [(d.notice.id, d.target) for d in everything] == [
+        (n, target) for n in (3, 2, 1) for target in ("Zed", "alpha", url)
+    ]
+
+    first = await outbox.deliveries("acme", limit=4)
+    assert [d.id for d in first.items] == [d.id for d in everything[:4]]
+    assert first.cursor == "2:Zed"
+    await decide(log, "p-0", "approved")  # notice 4, fanned out before the next page is read
+    assert await outbox.expand("Zed", BOTH, NOW, max_age=3600) == 1
+    second = await outbox.deliveries("acme", limit=4, cursor=first.cursor)
+    assert [d.id for d in second.items] == [d.id for d in everything[4:8]]
+    assert second.cursor == "1:alpha"
+    last = await outbox.deliveries("acme", limit=4, cursor=second.cursor)
+    assert [d.id for d in last.items] == [everything[8].id]
+    assert last.cursor is None
+    assert [(d.target, d.tried) for d in [*second.items, *last.items] if d.notice.id == 1] == [
+        ("Zed", [Attempt(1, "t1", 200, None)]),
+        ("alpha", [Attempt(1, "t1", 200, None)]),
+        (url, [Attempt(1, "t1", 200, None)]),
+    ]
+    assert [(d.notice.id, d.target) for d in (await outbox.deliveries(limit=2)).items] == [
+        (4, "Zed"),
+        (3, "Zed"),
+    ]
+
+    one = await outbox.deliveries(item="p-1", limit=2)
+    assert ([(d.notice.item, d.target) for d in one.items], one.cursor) == (
+        [("p-1", "Zed"), ("p-1", "alpha")],
+        "2:alpha",
+    )
+    rest = await outbox.deliveries(item="p-1", limit=2, cursor=one.cursor)
+    assert ([(d.notice.item, d.target) for d in rest.items], rest.cursor) == ([("p-1", url)], None)
+    assert await outbox.deliveries(limit=2, cursor="0:") == Page([], None)
+    for bad in (":", "2", "x:Zed", "-1:Zed", "1" * 19 + ":Zed"):
+        with pytest.raises(ValueError, match="cursor"):
+            await outbox.deliveries(limit=2, cursor=bad)

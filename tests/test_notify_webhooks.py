@@ -122,7 +122,7 @@ async def test_a_pending_approval_is_posted_signed_with_its_links(
     assert not verify(got.raw, SECRET, "sha256=é") and verify(
         got.raw, SECRET, got.headers["X-Loopwright-Signature"]
     )
-    [listed] = await outbox_of(log).deliveries("acme")
+    [listed] = (await outbox_of(log).deliveries("acme")).items
     assert (listed.id, listed.state, listed.tried) == (
         delivery_id,
         "delivered",
@@ -158,7 +158,7 @@ async def test_failures_are_retried_with_backoff_and_jitter_until_delivered(
         (2, "08:00:01.500"),
         (3, "08:00:04.500"),
     ]
-    [listed] = await outbox_of(log).deliveries()
+    [listed] = (await outbox_of(log).deliveries()).items
     assert (listed.state, listed.attempts, listed.last_status) == ("delivered", 3, 200)
     assert [(a.n, a.status, a.error) for a in listed.tried] == [
         (1, 503, "HTTP 503"),
@@ -183,7 +183,7 @@ async def test_a_refusal_gives_up_and_so_do_too_many_failures(log: SQLiteLog) ->
         finally:
             await worker.close()
         assert (len(gone.wait(1)), len(down.wait(3))) == (1, 3)
-    listed = {d.target: d for d in await outbox_of(log).deliveries()}
+    listed = {d.target: d for d in (await outbox_of(log).deliveries()).items}
     assert (listed["gone"].state, listed["gone"].attempts) == ("failed", 1)
     assert (listed["down"].state, listed["down"].attempts) == ("failed", 3)
 
@@ -200,7 +200,7 @@ async def test_no_receiver_at_all_is_an_attempt_that_is_tried_again(log: SQLiteL
         assert await worker.tick() == 1
     finally:
         await worker.close()
-    [listed] = await outbox_of(log).deliveries()
+    [listed] = (await outbox_of(log).deliveries()).items
     assert (listed.state, listed.attempts, listed.last_status) == ("due", 1, None)
     assert listed.last_error is not None and listed.last_error.startswith("ConnectError")
     assert listed.due == NOW + 1.5
@@ -253,7 +253,7 @@ async def test_several_webhooks_each_get_the_events_they_take(log: SQLiteLog) ->
         "kind": "question",
         "tool": "ask_user",
     }
-    assert {d.target for d in await outbox_of(log).deliveries()} == {
+    assert {d.target for d in (await outbox_of(log).deliveries()).items} == {
         "everything",
         "approvals",
         "resolutions",
@@ -347,7 +347,7 @@ async def test_a_plugins_notifier_gets_the_same_durable_delivery(log: SQLiteLog)
         (1, "pending", "p-1"),
         (2, "pending", "p-1"),
     ]
-    [listed] = await outbox_of(log).deliveries()
+    [listed] = (await outbox_of(log).deliveries()).items
     assert (listed.target, listed.state, [a.error for a in listed.tried]) == (
         "pager",
         "delivered",
@@ -408,14 +408,14 @@ async def test_the_worker_forgets_deliveries_once_kept_long_enough(
         assert await worker.tick() == 1
         clock.advance(86_400)  # kept a day (made at NOW: not before NOW + 1 day - 1 day)
         await worker.tick()
-        assert [d.state for d in await outbox_of(log).deliveries()] == ["delivered"]
+        assert [d.state for d in (await outbox_of(log).deliveries()).items] == ["delivered"]
         clock.advance(3600)  # the next pruning, an hour later
         await worker.tick()
-        assert await outbox_of(log).deliveries() == []
+        assert (await outbox_of(log).deliveries()).items == []
         assert await outbox_of(log).notices() == (1, 1)  # (the newest notice always stays)
         await log.decide("acme", "p-1", Decision("approved", "ann"))
         assert await worker.tick() == 1  # a notice after the pruning is fanned out
-        assert [d.notice.event for d in await outbox_of(log).deliveries()] == ["resolved"]
+        assert [d.notice.event for d in (await outbox_of(log).deliveries()).items] == ["resolved"]
     finally:
         await worker.close()
 

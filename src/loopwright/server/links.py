@@ -9,7 +9,8 @@ wins, and a link of an item already decided (by this link or any other way) is r
 route needs no bearer token); the Host and Origin checks apply as everywhere (a page of another
 site cannot post the form), and the answers are never cached.
 
-`GET /notifications` lists the tenant's webhook deliveries and every attempt (`?item=<id>`).
+`GET /notifications` lists the tenant's webhook deliveries and every attempt (`?item=<id>`), a
+page at a time as every listing (`?limit`, `?cursor`, answering `nextCursor`: `pages`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from ..errors import ConfigError, UnknownPending
 from ..notify.config import NotifySettings
 from ..notify.signing import LinkClaim, check
 from ..store import PendingRecord
-from ..store.outbox import outbox_of
+from ..store.outbox import Delivery, outbox_of
+from . import pages
 from .state import State, state_of
 from .views import tenant_of
 
@@ -83,6 +85,34 @@ PATHS = {
 }
 """The OpenAPI document's entries for the links (`server.openapi`). Its answers are HTML
 pages (the Host check's and the budget's are JSON)."""
+_TEXT, _MAYBE_TEXT = {"type": "string"}, {"type": ["string", "null"]}
+_STATUS = {"type": ["integer", "null"]}
+_ATTEMPT = {
+    "type": "object",
+    "required": ["n", "at", "status", "error"],
+    "properties": {"n": {"type": "integer"}, "at": _TEXT, "status": _STATUS, "error": _MAYBE_TEXT},
+}
+DELIVERY = {
+    "type": "object",
+    "required": [
+        *("id", "target", "item", "event", "state", "attempts", "lastStatus", "lastError"),
+        *("createdAt", "deliveredAt", "tried"),
+    ],
+    "properties": {
+        "id": _TEXT,
+        "target": _TEXT,
+        "item": _TEXT,
+        "event": {"enum": ["pending", "resolved"]},
+        "state": {"enum": ["due", "delivered", "failed"]},
+        "attempts": {"type": "integer", "minimum": 0},
+        "lastStatus": _STATUS,
+        "lastError": _MAYBE_TEXT,
+        "createdAt": _TEXT,
+        "deliveredAt": _MAYBE_TEXT,
+        "tried": {"type": "array", "items": _ATTEMPT},
+    },
+}
+"""A delivery as `GET /notifications` lists it (`_delivery`), for the OpenAPI document."""
 
 
 async def start_worker(state: State) -> notify.Deliverer | None:
@@ -227,14 +257,21 @@ def _page(title: str, body: str, status: int) -> HTMLResponse:
 
 
 async def notifications(request: Request) -> JSONResponse:
-    """The tenant's deliveries, newest first, with their attempts."""
-    state = state_of(request)
+    """One page of the tenant's deliveries, newest first, with their attempts (`?limit`,
+    `?cursor`: see `pages`)."""
+    outbox, tenant = outbox_of(state_of(request).log), tenant_of(request)
     item = request.query_params.get("item")
-    found = await outbox_of(state.log).deliveries(tenant_of(request), item=item)
-    return JSONResponse({"deliveries": [_delivery(d) for d in found]})
+    limit, cursor = pages.limit_of(request), pages.cursor_of(request)
+
+    async def fetch(n: int, cursor: str | None) -> tuple[list[Delivery], str | None]:
+        page = await outbox.deliveries(tenant, item=item, limit=n, cursor=cursor)
+        return page.items, page.cursor
+
+    found, after = await pages.collect(fetch, limit, cursor)
+    return JSONResponse(pages.page_body("deliveries", [_delivery(d) for d in found], after))
 
 
-def _delivery(d: Any) -> dict[str, Any]:
+def _delivery(d: Delivery) -> dict[str, Any]:
     return {
         "id": d.id,
         "target": d.target,

@@ -477,9 +477,11 @@ def document(version: str) -> Schema:
             **links.PATHS,
             "/notifications": {
                 "get": _op(
-                    "The tenant's webhook deliveries, newest first, with every attempt",
-                    {"200": _json(_object(["deliveries"], deliveries=ARRAY), "Deliveries.")},
+                    "The tenant's webhook deliveries, newest first, with every attempt (a page)",
+                    _paged("deliveries", links.DELIVERY, "Deliveries, newest first, by target."),
                     {"name": "item", "in": "query", "required": False, "schema": STRING},
+                    LIMIT,
+                    CURSOR,
                 )
             },
         },

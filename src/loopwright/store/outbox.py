@@ -10,7 +10,8 @@ A delivery worker (`loopwright.notify`) fans each notice out to every configured
 held for a while, so two workers do not post the same one at once; a worker that dies lets the
 hold expire and another one posts it again: at-least-once), posts them, and records every
 attempt (`record`): delivered, due again later (backoff), or given up. `deliveries` lists them
-with their attempts.
+with their attempts, a page at a time (newest notice first, then by target; the cursor is the
+last delivery's `<notice id>:<target>`, its targets compared byte by byte on both backends).
 
 Each target keeps a *floor*: notices at or below it were all fanned out, so `expand` looks only
 above it. It moves only over notices older than `SETTLE` seconds: on PostgreSQL, ids are taken
@@ -23,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
+
+from .log import Page, pending_cursor
 
 NoticeEvent = Literal["pending", "resolved"]
 DeliveryState = Literal["due", "delivered", "failed", "skipped"]
@@ -105,9 +108,15 @@ class Outbox(Protocol):
         ...
 
     async def deliveries(
-        self, tenant: str | None = None, *, item: str | None = None, limit: int = 100
-    ) -> list[Delivery]:
-        """Deliveries (not the skipped ones) with their attempts, newest first."""
+        self,
+        tenant: str | None = None,
+        *,
+        item: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        """A page of `Delivery`s (not the skipped ones) with their attempts, newest first;
+        `ValueError` for a cursor this outbox did not give (`delivery_cursor`)."""
         ...
 
     async def next_due(self, targets: Collection[str]) -> float | None:
@@ -129,6 +138,14 @@ class Outbox(Protocol):
         """The key stored as `name`, storing `new` first when there is none (all processes on
         the database agree on it)."""
         ...
+
+
+def delivery_cursor(cursor: str) -> tuple[int, str]:
+    """A deliveries page's cursor, `<notice id>:<target>`, as (notice id, target)."""
+    notice, colon, target = cursor.partition(":")
+    if not colon:
+        raise ValueError(f"cursor {cursor!r} is not one this outbox gave")
+    return pending_cursor(notice), target
 
 
 def outbox_of(log: object) -> Outbox:

@@ -1,5 +1,7 @@
 """The notifications' outbox on the PostgreSQL event log (see `store.outbox`): the same
-statements as on SQLite (`sqlite_outbox`), on the log's pool, the writes in one transaction."""
+statements as on SQLite (`sqlite_outbox`), on the log's pool, the writes in one transaction.
+Deliveries are listed by target in the "C" collation (byte order), as SQLite compares them, so
+that both page alike whatever the database's collation."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ import uuid
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from .outbox import SETTLE, Attempt, Delivery, Outcome
+from .log import Page
+from .outbox import SETTLE, Delivery, Outcome, delivery_cursor
 from .pg_rows import Db, iso
-from .sqlite_outbox import DELIVERY, EXPAND_BATCH, PRUNE, delivery
+from .sqlite_outbox import DELIVERY, EXPAND_BATCH, PRUNE, delivery, listed
 
 if TYPE_CHECKING:
     from .pg_log import PostgresLog
@@ -136,29 +139,41 @@ class PostgresOutbox:
         await self.log._run(job, write=True)
 
     async def deliveries(
-        self, tenant: str | None = None, *, item: str | None = None, limit: int = 100
-    ) -> list[Delivery]:
-        async def job(db: Db) -> list[Delivery]:
+        self,
+        tenant: str | None = None,
+        *,
+        item: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        notice, target = delivery_cursor(cursor) if cursor else (None, "")
+
+        async def job(db: Db) -> Page:
             rows = await (
                 await db.execute(
                     f"SELECT {_DELIVERY} WHERE d.state != 'skipped' "
-                    "AND (%s::text IS NULL OR o.tenant = %s) "
-                    "AND (%s::text IS NULL OR o.item = %s) "
-                    "ORDER BY o.id DESC, d.target LIMIT %s",
-                    (tenant, tenant, item, item, limit),
+                    "AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s) "
+                    "AND (%(item)s::text IS NULL OR o.item = %(item)s) "
+                    "AND (%(notice)s::bigint IS NULL OR o.id < %(notice)s "
+                    'OR (o.id = %(notice)s AND d.target COLLATE "C" > %(target)s)) '
+                    'ORDER BY o.id DESC, d.target COLLATE "C" LIMIT %(limit)s',
+                    {
+                        "tenant": tenant,
+                        "item": item,
+                        "notice": notice,
+                        "target": target,
+                        "limit": limit + 1,
+                    },
                 )
             ).fetchall()
-            found = []
-            for row in rows:
-                tried = await (
-                    await db.execute(
-                        "SELECT n, at, status, error FROM loopwright_delivery_attempts "
-                        "WHERE delivery = %s ORDER BY n",
-                        (row[0],),
-                    )
-                ).fetchall()
-                found.append(delivery(row, [Attempt(*a) for a in tried]))
-            return found
+            tried = await (
+                await db.execute(
+                    "SELECT delivery, n, at, status, error FROM loopwright_delivery_attempts "
+                    "WHERE delivery = ANY(%s) ORDER BY delivery, n",
+                    ([row[0] for row in rows[:limit]],),
+                )
+            ).fetchall()
+            return listed(rows, tried, limit)
 
         return await self.log._run(job)
 

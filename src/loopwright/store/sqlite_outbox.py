@@ -3,12 +3,14 @@ the log's worker thread, the writes in its write transactions."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .outbox import SETTLE, Attempt, Delivery, Notice, Outcome
+from .log import Page
+from .outbox import SETTLE, Attempt, Delivery, Notice, Outcome, delivery_cursor
 from .sqlite_rows import iso
 
 if TYPE_CHECKING:
@@ -37,6 +39,18 @@ def delivery(row: Sequence[Any], tried: list[Attempt] | None = None) -> Delivery
         delivered_at=row[13],
         tried=tried or [],
     )
+
+
+def listed(rows: Sequence[Sequence[Any]], tried: Sequence[Sequence[Any]], limit: int) -> Page:
+    """`deliveries`' page: the first `limit` of `rows` (of `DELIVERY`, `limit + 1` read) with
+    their attempts (`tried`: rows of delivery id, n, at, status, error, by n), and the cursor
+    after the last one when there are more."""
+    by_id: dict[str, list[Attempt]] = {row[0]: [] for row in rows[:limit]}
+    for attempt in tried:
+        by_id[attempt[0]].append(Attempt(*attempt[1:]))
+    found = [delivery(row, by_id[row[0]]) for row in rows[:limit]]
+    last = rows[limit - 1] if len(rows) > limit else None
+    return Page(found, None if last is None else f"{last[1]}:{last[6]}")
 
 
 PRUNE = (
@@ -147,24 +161,30 @@ class SQLiteOutbox:
         await self.log._call(job, write=True)
 
     async def deliveries(
-        self, tenant: str | None = None, *, item: str | None = None, limit: int = 100
-    ) -> list[Delivery]:
-        def job(db: sqlite3.Connection) -> list[Delivery]:
+        self,
+        tenant: str | None = None,
+        *,
+        item: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        notice, target = delivery_cursor(cursor) if cursor else (None, "")
+
+        def job(db: sqlite3.Connection) -> Page:
             rows = db.execute(
                 f"SELECT {DELIVERY} WHERE d.state != 'skipped' "
-                "AND (? IS NULL OR o.tenant = ?) AND (? IS NULL OR o.item = ?) "
-                "ORDER BY o.id DESC, d.target LIMIT ?",
-                (tenant, tenant, item, item, limit),
+                "AND (?1 IS NULL OR o.tenant = ?1) AND (?2 IS NULL OR o.item = ?2) "
+                "AND (?3 IS NULL OR o.id < ?3 OR (o.id = ?3 AND d.target > ?4)) "
+                "ORDER BY o.id DESC, d.target LIMIT ?5",
+                (tenant, item, notice, target, limit + 1),
             ).fetchall()
-            found = []
-            for row in rows:
-                tried = db.execute(
-                    "SELECT n, at, status, error FROM delivery_attempts WHERE delivery = ? "
-                    "ORDER BY n",
-                    (row[0],),
-                ).fetchall()
-                found.append(delivery(row, [Attempt(*a) for a in tried]))
-            return found
+            ids = [row[0] for row in rows[:limit]]
+            tried = db.execute(
+                "SELECT delivery, n, at, status, error FROM delivery_attempts "
+                "WHERE delivery IN (SELECT value FROM json_each(?)) ORDER BY delivery, n",
+                (json.dumps(ids),),
+            ).fetchall()
+            return listed(rows, tried, limit)
 
         return await self.log._call(job)
 
