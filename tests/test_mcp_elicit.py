@@ -1,9 +1,9 @@
 """An MCP server's elicitation that nobody can answer live: the call pauses on it as a question
 of the run (an item like `ask_user`'s); once it is answered, the call runs again from the start
 and the server's question is answered from the log. Through a session in memory, with the
-reference server (it elicits while its call runs) and a server of the `mcp` SDK
-(mcp_elicit_server.py: it answers the call with its questions, SEP-2322). Through the HTTP
-server: test_mcp_elicit_http.py."""
+reference server (it elicits while its call runs; over stdio, and over streamable HTTP) and a
+server of the `mcp` SDK (mcp_elicit_server.py: it answers the call with its questions,
+SEP-2322). Through the HTTP server: test_mcp_elicit_http.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from loopwright import DEFER, Agent, Answer, Session
 from loopwright.approvals import QuestionRequest
 from loopwright.mcp import MCPServer, StdioServer
 from loopwright.testing import types
-from mcp_servers import EVERYTHING, node
+from loopwright.tools import NeedsAnswer, ToolReturn
+from mcp_servers import EVERYTHING, context, everything_http, node, tools_of
 
 TRIGGER = "mcp__everything__trigger-elicitation-request"
 ASKED = "The MCP server 'everything' asks: Please provide inputs for the following fields:\n"
@@ -187,3 +188,23 @@ async def test_a_person_who_defers_leaves_the_question_pending(started: list[MCP
     assert [json.loads(o) for o in outputs(done.events)] == [
         {"action": "accept", "content": {"name": "Ada"}}
     ]
+
+
+async def test_over_streamable_http_the_call_pauses_and_runs_again(
+    started: list[MCPServer],
+) -> None:
+    """The same with the reference server over streamable HTTP, calling the tool directly."""
+    with everything_http() as config:
+        tools = await tools_of(server := MCPServer(config))
+        started.append(server)
+        trigger = tools[TRIGGER]
+        paused = await trigger.call({}, context())
+        assert isinstance(paused, NeedsAnswer) and paused.question.startswith(ASKED)
+        ctx = context()
+        ctx.answers[paused.question] = '{"name": "Ada Lovelace", "check": true}'
+        result = await trigger.call({}, ctx)
+        assert isinstance(result, ToolReturn)
+        assert result.content.startswith("✅ User provided the requested information!")
+        assert await tools["mcp__everything__echo"].call({"message": "on"}, context()) == (
+            ToolReturn(content="Echo: on")
+        )
