@@ -87,8 +87,9 @@ async def run_loop(
     deadline = Deadline(agent.retry.deadline)  # each model request's
     try:
         yield ev.Session(session_id=info.session_id)
-        for event in await observe(hooks, "on_run_start", info):
-            yield event
+        if hooks.on_run_start is not None:
+            for event in await observe(hooks, "on_run_start", info):
+                yield event
         if recovery is not None:
             async for event in run.recover(recovery):
                 yield event
