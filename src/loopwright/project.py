@@ -105,6 +105,22 @@ class Project:
             raise ConfigError("[store] url must be a string", source=toml)
         return url or self.store_path()
 
+    def store_pool_size(self) -> int | None:
+        """The most connections a PostgreSQL event log opens: `$LOOPWRIGHT_STORE_POOL_SIZE`,
+        else `[store] pool_size`, else None (the log's default). A `ConfigError` unless it is
+        a positive integer."""
+        from .store.log import pool_size_of
+
+        text = os.environ.get("LOOPWRIGHT_STORE_POOL_SIZE", "").strip()
+        if text:
+            value = int(text) if text.isascii() and text.isdigit() else text
+            return pool_size_of(value, "$LOOPWRIGHT_STORE_POOL_SIZE")
+        store = self.settings.get("store") or {}
+        if store.get("pool_size") is None:
+            return None
+        toml = str(self.root / "loopwright.toml")
+        return pool_size_of(store["pool_size"], "[store] pool_size", source=toml)
+
 
 def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
     """Load `loopwright.toml`, `.env` and every agent under `agents/`."""

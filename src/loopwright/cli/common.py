@@ -148,6 +148,13 @@ class Place:
             return os.environ.get("LOOPWRIGHT_STORE_URL") or self.store_path()
         return Project(root=self.root, settings=self.settings()).store_url()
 
+    def store_pool_size(self) -> int | None:
+        """A PostgreSQL log's pool size (`Project.store_pool_size`; only the environment's in a
+        bare folder)."""
+        if self.bare:
+            return Project(root=self.root).store_pool_size()
+        return Project(root=self.root, settings=self.settings()).store_pool_size()
+
     def store_shown(self) -> str:
         """Where the event log is, as messages name it: the SQLite file, or the PostgreSQL
         database (never its password)."""
@@ -179,7 +186,7 @@ class Place:
         if not os.environ.get("LOOPWRIGHT_HOME"):
             self.require_project()  # never create a log in a folder that is not ours
         try:
-            return await open_log(self.store_url())
+            return await open_log(self.store_url(), pool_size=self.store_pool_size())
         except StoreError as exc:
             hint = "check [store] in loopwright.toml (or $LOOPWRIGHT_STORE_URL)"
             raise CliError(str(exc), hint=hint) from None

@@ -56,7 +56,7 @@ def create_app(
 
             # not `open_log`: the app is built before its event loop runs (a PostgreSQL
             # database is connected to on first use, in that loop)
-            log = log_at(project.store_url())
+            log = log_at(project.store_url(), pool_size=project.store_pool_size())
         runtime = Runtime(project.agents, log)
     state = State(project=project, runtime=runtime, settings=settings)
     state.owns_runtime, state.owns_log = owns_runtime, owns_log

@@ -297,21 +297,25 @@ class EventLog(Protocol):
     async def close(self) -> None: ...
 
 
-async def open_log(path_or_url: str | Path | None = None) -> EventLog:
+async def open_log(
+    path_or_url: str | Path | None = None, *, pool_size: int | None = None
+) -> EventLog:
     """The event log at `path_or_url`: a SQLite file (a path or `sqlite:///path`), by default
     `loopwright.db` in the data directory (as `open_store`), or a PostgreSQL database
-    (`postgresql://…` or `postgres://…`, with `loopwright[postgres]`). Opening migrates an older
-    database and refuses a foreign one or one newer than this loopwright (`StoreError`)."""
+    (`postgresql://…` or `postgres://…`, with `loopwright[postgres]`), whose pool opens at most
+    `pool_size` connections (`POOL_SIZE` by default; a SQLite file has no pool). Opening
+    migrates an older database and refuses a foreign one or one newer than this loopwright
+    (`StoreError`)."""
     if isinstance(path_or_url, str) and is_postgres(path_or_url):
-        return await _postgres(path_or_url).open()
+        return await _postgres(path_or_url, pool_size).open()
     return await asyncio.to_thread(log_at, path_or_url)
 
 
-def log_at(path_or_url: str | Path | None = None) -> EventLog:
+def log_at(path_or_url: str | Path | None = None, *, pool_size: int | None = None) -> EventLog:
     """The event log at `path_or_url` (as `open_log`), made without an event loop: a SQLite file
     is opened now (blocking), a PostgreSQL database is connected to on first use."""
     if isinstance(path_or_url, str) and is_postgres(path_or_url):
-        return _postgres(path_or_url)
+        return _postgres(path_or_url, pool_size)
     from .sqlite_log import SQLiteLog
 
     if path_or_url is None:
@@ -332,14 +336,25 @@ def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
-def _postgres(url: str) -> PostgresLog:
+POOL_SIZE = 10
+"""The connections a PostgreSQL log's pool opens at most, unless told (`[store] pool_size`)."""
+
+
+def pool_size_of(value: object, name: str = "pool_size", *, source: str | None = None) -> int:
+    """`value` if it is a positive integer (a pool size), else a `ConfigError` naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, not {value!r}", source=source)
+    return value
+
+
+def _postgres(url: str, pool_size: int | None) -> PostgresLog:
     try:
         from .pg_log import PostgresLog
     except ImportError as exc:
         raise ConfigError(
             f"a PostgreSQL event log needs psycopg ({exc}): pip install 'loopwright[postgres]'"
         ) from None
-    return PostgresLog(url)
+    return PostgresLog(url, pool_size=POOL_SIZE if pool_size is None else pool_size)
 
 
 @dataclass(frozen=True, slots=True)

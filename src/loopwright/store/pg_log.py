@@ -31,6 +31,7 @@ from . import pg_rows as sql
 from .blobs import PG_SELECT
 from .derive import decision_events
 from .log import (
+    POOL_SIZE,
     Claimed,
     Control,
     ControlKind,
@@ -42,6 +43,7 @@ from .log import (
     SessionRecord,
     Snapshot,
     pending_cursor,
+    pool_size_of,
     session_cursor,
 )
 from .pg_listen import CONTROL, TAKEN, Wakeups
@@ -57,21 +59,24 @@ LOOK_AGAIN = 0.2
 
 class PostgresLog:
     """An `EventLog` on a PostgreSQL database (see the module docstring). `conninfo` is a
-    `postgresql://` URL or a libpq connection string; the tables go in its current schema."""
+    `postgresql://` URL or a libpq connection string; the tables go in its current schema.
+    `pool_size` is the most connections its pool opens (psycopg_pool's `max_size`; it keeps
+    one open: `min_size` 1) beside its listening ones; a `ConfigError` unless a positive integer."""
 
     def __init__(
         self,
         conninfo: str,
         *,
         clock: Callable[[], float] | None = None,
-        pool_size: int = 10,
+        pool_size: int = POOL_SIZE,
         recheck: float = 5.0,
     ) -> None:
         self.conninfo = conninfo
         self.where = shown(conninfo)
         self.clock = clock
         """None: the database's clock."""
-        self.db = Database(conninfo, self.where, pool_size=pool_size, recheck=recheck)
+        size = pool_size_of(pool_size)
+        self.db = Database(conninfo, self.where, pool_size=size, recheck=recheck)
         self._run = self.db.run
         self._ids: dict[SessionKey, int] = {}
 
