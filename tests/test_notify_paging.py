@@ -1,6 +1,7 @@
 """`GET /notifications` a page at a time, through a served project on 127.0.0.1: `?limit` and
 `?cursor` as every listing, `nextCursor` in the body, the same 400s as `GET /pending` for a bad
-limit or cursor. (The outbox's paging on both backends: log_conformance_outbox.py.)"""
+limit or cursor. And PostgreSQL's pages in byte order under a language collation, as SQLite's.
+(The outbox's paging on both backends: log_conformance_outbox.py.)"""
 
 from __future__ import annotations
 
@@ -129,3 +130,46 @@ def test_a_bad_limit_or_cursor_is_refused_as_every_listing_refuses_it(tmp_path: 
             pending = http.get("/pending", params=query)
             assert pending.status_code == 400, query
             assert (refused.status_code, refused.json()) == (400, pending.json()), query
+
+
+async def test_postgresql_pages_in_byte_order_whatever_the_collation(pg_url: str) -> None:
+    """A database whose text sorts by a language's rules ('alpha' < 'Zed') lists deliveries as
+    SQLite does ('Zed' < 'alpha'): the cursor a page ends on is compared the same way."""
+    import psycopg
+
+    from loopwright.store.pg_log import PostgresLog
+
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        row = db.execute(
+            "SELECT collname FROM pg_collation WHERE collname IN ('und-x-icu', 'en_US.utf8') "
+            "ORDER BY collname DESC LIMIT 1"
+        ).fetchone()
+    if row is None:
+        pytest.skip("no language collation in this PostgreSQL (no ICU, no en_US.utf8)")
+    collation = row[0]
+    log = await PostgresLog(pg_url).open()
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            db.execute(
+                "ALTER TABLE loopwright_deliveries "
+                f'ALTER COLUMN target TYPE text COLLATE "{collation}"'
+            )
+            ordered = db.execute(f"SELECT 'alpha' < 'Zed' COLLATE \"{collation}\"").fetchone()
+            assert ordered == (True,)
+        lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+        await log.append(lease, [said("refunds"), reply(), approval("p-0"), approval("p-1")])
+        outbox = outbox_of(log)
+        for target in ("alpha", "Zed"):
+            assert await outbox.expand(target, ("pending",), NOW, max_age=3600) == 2
+        first = await outbox.deliveries(limit=3)
+        assert ([(d.notice.item, d.target) for d in first.items], first.cursor) == (
+            [("p-1", "Zed"), ("p-1", "alpha"), ("p-0", "Zed")],
+            "1:Zed",
+        )
+        rest = await outbox.deliveries(limit=3, cursor=first.cursor)
+        assert ([(d.notice.item, d.target) for d in rest.items], rest.cursor) == (
+            [("p-0", "alpha")],
+            None,
+        )
+    finally:
+        await log.close()
