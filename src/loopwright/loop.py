@@ -138,7 +138,8 @@ async def run_loop(
                         raise
                     failure = run.expired()  # past the request's deadline: a retryable failure
                 else:
-                    await deadline.stop()
+                    if not deadline.done():  # expired as it completed: exit it all the same
+                        await deadline.stop()
                 if failure is not None and reply is None:
                     async for event in run.after_failure(failure, failures):
                         yield event
@@ -151,8 +152,13 @@ async def run_loop(
                 if reply.text:
                     yield ev.AssistantText(text=reply.text)
                 batch = Batch()
-                async for event in run.decide(reply, calls, batch):
-                    yield event
+                for call in calls:  # in model order: the hook, the gate, for `ask` a human
+                    events, pending = await run.decide(reply, call, batch)
+                    for event in events:
+                        yield event
+                    if pending is not None:
+                        async for event in run.ask(pending, batch):
+                            yield event
                 async for event in run.execute(batch, calls):
                     yield event
             yield run.finished()

@@ -39,8 +39,8 @@ class Deadline:
     """The model request's deadline (`RetryPolicy.deadline`), first byte to last: one
     `asyncio.Timeout` a run, entered at its first request and rescheduled for each (a timer
     while a request runs, none between them), and exited as `async with` would exit it once it
-    expires (a new one serves the requests after). `start()` before a request, `stop()` after
-    it, with what it raised."""
+    expires (a new one serves the requests after). `start()` before a request; after it,
+    `done()` when it completed, else `stop()` with what it raised."""
 
     __slots__ = ("limit", "timeout")
 
@@ -55,15 +55,23 @@ class Deadline:
         if self.limit is not None:
             timeout.reschedule(asyncio.get_running_loop().time() + self.limit)
 
+    def done(self) -> bool:
+        """The request ended: its timer is off. False when it expired meanwhile: `stop()` then
+        exits it as `async with` would."""
+        timeout = self.timeout
+        assert timeout is not None
+        if timeout.expired():
+            return False
+        timeout.reschedule(None)
+        return True
+
     async def stop(self, exc: BaseException | None = None) -> bool:
         """The request ended, raising `exc` (None: it completed): True when that is its
         deadline's cancellation (a retryable failure), False when `exc` goes on (if any)."""
-        timeout = self.timeout
-        assert timeout is not None
-        if not timeout.expired():
-            timeout.reschedule(None)
+        if self.done():
             return False
-        self.timeout = None
+        timeout, self.timeout = self.timeout, None
+        assert timeout is not None
         kind = type(exc) if exc is not None else None
         try:
             await timeout.__aexit__(kind, exc, exc.__traceback__ if exc is not None else None)

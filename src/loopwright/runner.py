@@ -259,12 +259,14 @@ class ToolRunner:
         self.items.clear()
         self.unfinished.clear()
 
-    async def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
+    def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Awaitable[Outcome]:
         """Run one call to its outcome. What its `ToolContext` reports once the call is over (a
         context the tool kept) would follow its `tool:result`: it is dropped and logged."""
         if item.tool.context_param is None:
-            return await self._settle(item, emit)
-        until = _Until(emit, item)
+            return self._settle(item, emit)
+        return self._until_over(item, _Until(emit, item))
+
+    async def _until_over(self, item: Scheduled, until: _Until) -> Outcome:
         try:
             return await self._settle(item, until)
         finally:

@@ -28,7 +28,7 @@ from .agent import Agent
 from .approvals import ApprovalRequest, Approver
 from .budget import context_budget
 from .compaction import CompactionReason, compact
-from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Recovery, record
+from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Pending, Recovery, record
 from .fallback import Fallback
 from .finish import Finish
 from .hook_calls import call_hook, observe
@@ -119,10 +119,6 @@ class Steps:
         policy, session = self.agent.compaction, self.info.session_id
         async for event in compact(self.history, self.model, policy, reason, settings, session):
             yield event
-
-    def deadline(self) -> asyncio.Timeout:
-        """The model request's deadline (`RetryPolicy.deadline`), first byte to last."""
-        return asyncio.timeout(self.agent.retry.deadline)
 
     def expired(self) -> ModelFailure:
         """The failure a request that ran past its deadline becomes: a retryable one."""
@@ -316,29 +312,23 @@ class Steps:
             self.ending = None
 
     async def decide(
-        self, reply: AssistantMessage, calls: list[ToolCall], batch: Batch
-    ) -> AsyncIterator[ev.Event]:
-        """Every call in model order, through the hook, the gate and, for `ask`, a human.
-        A reply cut off by the output limit never runs its calls: each gets an error."""
+        self, reply: AssistantMessage, call: ToolCall, batch: Batch
+    ) -> tuple[list[ev.Event], Pending | None]:
+        """One call of the reply, in model order, through the hook and the gate: its events,
+        and the item a human is to answer for an `ask` (`ask`). A reply cut off by the output
+        limit never runs its calls, nor does a malformed call: each gets an error."""
         if reply.stop_reason == "max_tokens":
             cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
-            for call in calls:
-                for event in record(call, cut, "Error."):
-                    yield event
-            return
+            return record(call, cut, "Error."), None
+        if call.id in self.problems:  # a malformed call: an error result, never run
+            return record(call, self.problems[call.id], "Error."), None
         before_tool = self.agent.hooks.before_tool
-        for call in calls:
-            if call.id in self.problems:  # a malformed call: an error result, never run
-                for event in record(call, self.problems[call.id], "Error."):
-                    yield event
-                continue
-            verdict = await call_hook(before_tool, self.info, call) if before_tool else None
-            events, pending = self.decider.check(call, verdict, batch)
-            for event in events:
-                yield event
-            if pending is not None:
-                async for event in self.decider.ask(pending, batch):
-                    yield event
+        verdict = await call_hook(before_tool, self.info, call) if before_tool else None
+        return self.decider.check(call, verdict, batch)
+
+    def ask(self, pending: Pending, batch: Batch) -> AsyncIterator[ev.Event]:
+        """Ask a human about a call the gate said `ask` of (`Decider.ask`)."""
+        return self.decider.ask(pending, batch)
 
     async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
         """Finish a paused batch with the humans' answers, then let the run go on."""
