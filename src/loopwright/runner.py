@@ -54,13 +54,13 @@ STILL_RUNNING = (
 )
 
 
-async def cancel_point() -> None:
-    """Where a cancel already requested lands before anything new starts. asyncio delivers a
-    task's cancel only where the task suspends: one requested from inside the run's own task
-    (a hook, an inline tool) would otherwise land only after the next call had started."""
+def cancel_due() -> bool:
+    """A cancel of the current task was requested and has not landed: `await asyncio.sleep(0)`
+    lands it before anything new starts. asyncio delivers a task's cancel only where the task
+    suspends: one requested from inside the run's own task (a hook, an inline tool) would
+    otherwise land only after the next call had started."""
     task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        await asyncio.sleep(0)
+    return task is not None and task.cancelling() > 0
 
 
 async def execute(
@@ -243,7 +243,8 @@ class ToolRunner:
     async def run(self, batch: list[Scheduled]) -> AsyncIterator[Event]:
         sequential = any(item.tool.sequential for item in batch)
         for group in ([item] for item in batch) if sequential else [batch]:
-            await cancel_point()
+            if cancel_due():
+                await asyncio.sleep(0)  # it lands before the group starts
             for item in group:
                 yield self.started(item)
             if self.alone(group):

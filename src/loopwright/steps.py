@@ -40,7 +40,7 @@ from .permissions import Gate
 from .replay import State, apply, checkpoint
 from .replies import check_reply
 from .retry import ModelFailed, next_retry, partial_note
-from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_point, result_events
+from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_due, result_events
 from .runner import after_tool as after
 from .runner import tool_context as context
 from .tools import NeedsAnswer, Outcome
@@ -65,7 +65,6 @@ class Steps:
     """The state's history (read only: the reducer changes it)."""
     tools: dict[str, Any] = field(init=False)
     specs: tuple[ToolSpec, ...] = ()
-    scope: ev.Scope = field(init=False)
     decider: Decider = field(init=False)
     runner: ToolRunner = field(init=False)
     step: int = 0
@@ -78,7 +77,8 @@ class Steps:
     budget: int = 100_000
     may_shrink: bool = True
     retries: int = 0
-    fallback: Fallback = field(init=False)
+    fallback: Fallback | None = None
+    """The fallback models left, made at the run's first failed request."""
     finish: Finish = field(default_factory=Finish)
     """A cut reply continued, the structured output checked (`finish`)."""
     partial: list[str] = field(default_factory=list)
@@ -92,16 +92,11 @@ class Steps:
     def __post_init__(self) -> None:
         self.history = self.state.history
         self.tools = self.agent._by_name  # the agent's table: its live toolsets update it
-        self.scope = ev.Scope(
-            tenant=self.info.tenant, environment=self.info.environment, agent=self.info.agent
-        )
-        self.budget = context_budget(self.agent, self.model)
-        self.fallback = Fallback.of(self.agent)
-        # Collaborators get what they need, never the steps: no reference cycle, freed at once.
-        self.decider = Decider(
-            self.tools, self.gate, self.scope, self.info.session_id, self.approver
-        )
         agent, info = self.agent, self.info
+        self.budget = context_budget(agent, self.model)
+        scope = ev.Scope(tenant=info.tenant, environment=info.environment, agent=info.agent)
+        # Collaborators get what they need, never the steps: no reference cycle, freed at once.
+        self.decider = Decider(self.tools, self.gate, scope, info.session_id, self.approver)
         hook = agent.hooks.after_tool
         self.runner = ToolRunner(
             partial(context, info, self.approver, self.children),
@@ -136,9 +131,12 @@ class Steps:
             async for event in self.shrink():
                 yield event
             return
-        own = self.fallback.count(failures)  # the current model's failures of this request
+        if self.fallback is None:
+            self.fallback = Fallback.of(self.agent)
+        fallback = self.fallback
+        own = fallback.count(failures)  # the current model's failures of this request
         retry = next_retry(self.agent.retry, failure, own, self.retries)
-        switch = self.fallback.switch(self.model, failure, failures) if retry is None else None
+        switch = fallback.switch(self.model, failure, failures) if retry is None else None
         if switch is not None:
             self.model, self.retries, self.may_shrink = switch[0], 0, True  # all afresh
             self.budget = context_budget(self.agent, self.model)
@@ -186,9 +184,11 @@ class Steps:
                 await runner.settle()
             except asyncio.CancelledError:
                 self.abort()
-        events = runner.close()
+        events, hooks = runner.close(), self.agent.hooks
+        if hooks.on_run_end is None:  # no coroutine to observe nothing
+            return events
         try:
-            events += await observe(self.agent.hooks, "on_run_end", self.info, self.stop_reason)
+            events += await observe(hooks, "on_run_end", self.info, self.stop_reason)
         except asyncio.CancelledError:
             self.abort()
         return events
@@ -377,7 +377,8 @@ class Steps:
                 yield event
         runner, scheduled = self.runner, batch.scheduled
         if runner.alone(scheduled):  # the common case, without a task per call
-            await cancel_point()
+            if cancel_due():
+                await asyncio.sleep(0)  # it lands before the call starts
             yield runner.started(scheduled[0])
             for event in await runner.one(scheduled[0]):
                 yield event
