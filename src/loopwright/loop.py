@@ -144,9 +144,10 @@ async def run_loop(
                     async for event in run.after_failure(failure, failures):
                         yield event
                     failures += 1
-            calls, failed = await run.accept(reply)
-            for event in failed:
-                yield event
+            calls = run.accept(reply)
+            if hooks.after_reply is not None:
+                for event in await observe(hooks, "after_reply", info, reply):
+                    yield event
             # -- decide and execute
             if calls:
                 if reply.text:

@@ -267,12 +267,11 @@ class Steps:
         message, self.problems = check_reply(item.message)
         return item if message is item.message else ev.MessageCompleted(message=message)
 
-    async def accept(self, reply: AssistantMessage) -> tuple[list[ToolCall], list[ev.Event]]:
+    def accept(self, reply: AssistantMessage) -> list[ToolCall]:
         """The reply is complete (its `message:completed` put it in the history and opened the
-        batch of its calls, if any): its calls, and the `hook:failed` of a raising observer."""
-        self.usage, hooks, batch = reply.usage, self.agent.hooks, self.state.batch
-        failed = await observe(hooks, "after_reply", self.info, reply) if hooks.after_reply else []
-        return (batch.calls if batch is not None else []), failed
+        batch of its calls, if any): its calls."""
+        self.usage, batch = reply.usage, self.state.batch
+        return batch.calls if batch is not None else []
 
     async def proceed(self, reply: AssistantMessage, calls: list[ToolCall]) -> list[ev.Event]:
         """After the step (SPEC §3, 8): the continuation policy may stop after a batch (the
