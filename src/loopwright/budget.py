@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._values import maker
 from .catalog import lookup
 from .events import BudgetCheck, Nudge
 from .messages import History
@@ -40,7 +41,10 @@ def check_budget(history: History, budget_tokens: int) -> BudgetCheck:
             ratio=ratio,
             nudge=Nudge(role="system", content=NUDGE_TEXT),
         )
-    return BudgetCheck(action="ok", used_tokens=used, budget_tokens=budget_tokens, ratio=ratio)
+    return budget_ok(action="ok", used_tokens=used, budget_tokens=budget_tokens, ratio=ratio)
+
+
+budget_ok = maker(BudgetCheck)  # (every step's: see `_values.maker`)
 
 
 def context_budget(agent: Agent, model: Model) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import events as ev
+from ._values import maker
 from .approvals import (
     DEFER,
     Answer,
@@ -34,6 +35,8 @@ from .tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 
 INTERRUPTED = "[interrupted: tool call did not complete]"
 UNGATED = Decision("allow", "built-in: not gated")
+# (what every allowed call makes, by the values' makers: see `_values.maker`)
+scheduled, decision_event = maker(Scheduled), maker(ev.ActauthDecision)
 
 
 def record(
@@ -186,9 +189,9 @@ class Decider:
         reason = decision.reason
         if decision.kind == "allow":
             batch.scheduled.append(
-                Scheduled(call=call, tool=tool, args=args, kwargs=kwargs, reason=reason)
+                scheduled(call=call, tool=tool, args=args, kwargs=kwargs, reason=reason)
             )
-            return [ev.ActauthDecision(tool=call.name, decision="allow", reason=reason)], None
+            return [decision_event(tool=call.name, decision="allow", reason=reason)], None
         if decision.kind == "deny":
             first = ev.ActauthDecision(tool=call.name, decision="deny", reason=reason)
             return [first, *self.deny(call, reason, batch, args)], None

@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import events as ev
-from ._values import frozen
+from ._values import frozen, maker
 from .errors import CommitFailed
 from .finish import stop_detail
 from .replay import HANDLERS, State
@@ -394,7 +394,7 @@ class Run:
         output, value = self._output, None
         if output is not None and done.stop_reason == "completed" and done.text:
             value = output.value(done.text)  # the text a checked answer ended the run with
-        return RunResult(
+        return run_result(
             text=done.text,
             stop_reason=done.stop_reason,
             events=events,
@@ -403,6 +403,7 @@ class Run:
         )
 
 
+run_result = maker(RunResult)  # (every run's: see `_values.maker`)
 _ENDING = frozenset(
     {
         ev.LoopDone,

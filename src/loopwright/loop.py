@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
+from ._values import maker
 from .agent import Agent
 from .approvals import Approver
 from .budget import check_budget
@@ -86,7 +87,7 @@ async def run_loop(
     recovery, checkpoint = history.recovery, history.checkpoint  # `session` takes them over
     deadline = Deadline(agent.retry.deadline)  # each model request's
     try:
-        yield ev.Session(session_id=info.session_id)
+        yield session_event(session_id=info.session_id)
         if hooks.on_run_start is not None:
             for event in await observe(hooks, "on_run_start", info):
                 yield event
@@ -179,4 +180,7 @@ async def run_loop(
         yield event
     assert run.terminal is not None
     yield run.terminal
-    yield ev.Done(text=run.text, stop_reason=run.stop_reason)
+    yield done_event(text=run.text, stop_reason=run.stop_reason)
+
+
+session_event, done_event = maker(ev.Session), maker(ev.Done)  # (see `_values.maker`)

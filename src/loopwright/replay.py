@@ -22,6 +22,7 @@ from typing import Any
 
 from . import events as ev
 from . import redact
+from ._values import maker
 from .approvals import Answer, Approval, ApprovalRequest, QuestionRequest
 from .compaction import apply as apply_compaction
 from .decide import Checkpoint, Pending, Recovery, Suspended
@@ -158,12 +159,15 @@ def _suspended(state: State, event: ev.ToolSuspended) -> None:
         batch.suspended[event.id] = event
 
 
+tool_result = maker(ToolResultMessage)  # (every call's: see `_values.maker`)
+
+
 def _output(state: State, event: ev.ToolOutput) -> None:
     batch = state.batch
     if batch is None:
         return
     results = batch.results
-    results[event.id] = ToolResultMessage(
+    results[event.id] = tool_result(
         call_id=event.id,
         tool=event.tool,
         content=event.content,

@@ -27,18 +27,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import events as ev
 from . import threads
+from ._values import maker
 from .attachments import split_images
 from .errors import ToolError
-from .events import (
-    Event,
-    ToollaneResult,
-    ToolLateResult,
-    ToolOutput,
-    ToolResult,
-    ToolStarted,
-    ToolSuspended,
-)
+from .events import Event
 from .hook_calls import call_hook
 from .hooks import RunInfo
 from .text import valid
@@ -52,6 +46,10 @@ STOPPED = "[cancelled: the call was stopped while it ran; it may have done part 
 STILL_RUNNING = (
     "[cancelled: the tool was still running; its outcome will be recorded when it finishes]"
 )
+# (the values every call makes, by their makers: see `_values.maker`)
+tool_started, toollane_result = maker(ev.ToolStarted), maker(ev.ToollaneResult)
+tool_output, tool_result = maker(ev.ToolOutput), maker(ev.ToolResult)
+new_outcome = maker(Outcome)
 
 
 def cancel_due() -> bool:
@@ -136,7 +134,7 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
             f"The first {cap} characters:\n{content[:cap]}",
             is_error=True,
         )
-    return Outcome(content=content, is_error=is_error, terminate=terminate, attachments=images)
+    return new_outcome(content=content, is_error=is_error, terminate=terminate, attachments=images)
 
 
 def settled(item: Scheduled, job: Job, max_output: int) -> Outcome:
@@ -163,7 +161,7 @@ def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
         if isinstance(waits, NeedsAnswer):
             return ()
         return (
-            ToolSuspended(
+            ev.ToolSuspended(
                 id=call.id,
                 tool=call.name,
                 session_id=waits.session_id,
@@ -171,15 +169,15 @@ def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
             ),
         )
     return (
-        ToollaneResult(name=call.name, summary=outcome.content),
-        ToolOutput(
+        toollane_result(name=call.name, summary=outcome.content),
+        tool_output(
             id=call.id,
             tool=call.name,
             content=outcome.content,
             is_error=outcome.is_error,
             attachments=outcome.attachments,
         ),
-        ToolResult(
+        tool_result(
             id=call.id,
             tool=call.name,
             args=item.args,
@@ -229,10 +227,10 @@ class ToolRunner:
         """One sync call: it runs in the run's own task (nothing can interleave)."""
         return len(batch) == 1 and not batch[0].tool.is_async
 
-    def started(self, item: Scheduled) -> ToolStarted:
+    def started(self, item: Scheduled) -> ev.ToolStarted:
         call = item.call
         self.items[call.id] = item
-        return ToolStarted(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
+        return tool_started(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
 
     async def one(self, item: Scheduled) -> list[Event]:
         """Run a lone sync call (after its `tool:started` went out)."""
@@ -390,7 +388,7 @@ class ToolRunner:
             return
         call = item.call
         self.late.append(
-            ToolLateResult(
+            ev.ToolLateResult(
                 id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error
             )
         )

@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 
 from . import events as ev
 from . import fallback
+from ._values import maker
 from .agent import Agent
 from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest
 from .attachments import Attachment, with_attachments
@@ -83,6 +84,9 @@ class Queued:
 
     def __len__(self) -> int:
         return len(self.steering) + len(self.follow_ups)
+
+
+run_info = maker(RunInfo)  # (every run's: see `_values.maker`)
 
 
 class Session:
@@ -176,7 +180,7 @@ class Session:
         fallback.check(  # the model's and the fallback models' (fallback.py)
             self.agent, model, resolve(own.over(self.agent.settings), self.agent.max_output_tokens)
         )
-        info = RunInfo(
+        info = run_info(
             session_id=self.id,
             tenant=self.tenant,
             environment=self.environment,

@@ -24,6 +24,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import events as ev
+from ._values import maker
 from .agent import Agent
 from .approvals import ApprovalRequest, Approver
 from .budget import context_budget
@@ -47,6 +48,11 @@ from .tools import NeedsAnswer, Outcome
 
 if TYPE_CHECKING:
     from .loop import Control
+
+# (the values made every step, by their makers: see `_values.maker`)
+step_started, step_finished = maker(ev.StepStarted), maker(ev.StepFinished)
+model_request, input_received = maker(ModelRequest), maker(ev.InputReceived)
+user_message, loop_done, new_scope = maker(UserMessage), maker(ev.LoopDone), maker(ev.Scope)
 
 
 @dataclass(slots=True)
@@ -94,7 +100,7 @@ class Steps:
         self.tools = self.agent._by_name  # the agent's table: its live toolsets update it
         agent, info = self.agent, self.info
         self.budget = context_budget(agent, self.model)
-        scope = ev.Scope(tenant=info.tenant, environment=info.environment, agent=info.agent)
+        scope = new_scope(tenant=info.tenant, environment=info.environment, agent=info.agent)
         # Collaborators get what they need, never the steps: no reference cycle, freed at once.
         self.decider = Decider(self.tools, self.gate, scope, info.session_id, self.approver)
         hook = agent.hooks.after_tool
@@ -206,7 +212,7 @@ class Steps:
             )
             events.append(ev.InputReceived(message=note))
         if text is not None:
-            given = text if isinstance(text, UserMessage) else UserMessage(content=text)
+            given = text if isinstance(text, UserMessage) else user_message(content=text)
             text = given.content
             extra = await call_hook(hooks.on_prompt, self.info, text) if hooks.on_prompt else None
             if isinstance(extra, Block):
@@ -214,7 +220,7 @@ class Steps:
                 self.stop(ev.LoopTerminated(reason=reason), extra.reason, "terminated")
                 return events
             message = replace(given, content=f"{text}\n\n{extra}") if extra else given
-            events.append(ev.InputReceived(message=message))
+            events.append(input_received(message=message))
         return events + self.inject(self.control.steering, self.agent.steering, "steer")
 
     def inject(self, queue: deque[str], mode: str, kind: Any) -> list[ev.Event]:
@@ -231,12 +237,12 @@ class Steps:
 
     def started(self) -> ev.StepStarted:
         self.step, self.in_step, self.usage = self.step + 1, True, None
-        return ev.StepStarted(step=self.step)
+        return step_started(step=self.step)
 
     def finished(self) -> ev.StepFinished:
         """Every step that started finishes, also one an error or a cancel cut short."""
         self.in_step = False
-        return ev.StepFinished(step=self.step, usage=self.usage)
+        return step_finished(step=self.step, usage=self.usage)
 
     async def request(self, check: ev.BudgetCheck) -> ModelRequest:
         """This step's request; text a failed attempt had streamed rides along as a note."""
@@ -246,7 +252,7 @@ class Steps:
             notes = (*notes, partial_note(self.partial))
         if agent._live:
             await agent.refresh_tools()
-        request = ModelRequest(
+        request = model_request(
             system=agent.instructions,
             messages=self.history.messages,
             tools=agent.tool_specs,
@@ -297,7 +303,8 @@ class Steps:
                     control.follow_ups.appendleft(more)
                     queued = self.inject(control.follow_ups, "one", "follow_up")
             if not queued and ending is None:
-                self.stop(ev.LoopDone(text=self.finish.answer), self.finish.answer, "completed")
+                answer = self.finish.answer
+                self.stop(loop_done(text=answer), answer, "completed")
         if queued:
             self.ending = None
         self.terminated()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .._values import frozen
+from .._values import frozen, maker
 from ..compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
 from ..errors import ConfigError
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
@@ -67,7 +67,7 @@ class Reply:
     def parts(self) -> tuple[Part, ...]:
         """The parts of the message this reply completes."""
         thinking = (Thinking(text=self.thinking),) if self.thinking else ()
-        text = (Text(text=self.text),) if self.text else ()
+        text = (text_part(text=self.text),) if self.text else ()
         return (*thinking, *text, *self.tool_calls)
 
     @property
@@ -137,9 +137,9 @@ class Reply:
         if self.stall:
             await asyncio.sleep(self.stall)
         streamed: tuple[tuple[type[TextDelta] | type[ThinkingDelta], str], ...] = (
-            ((TextDelta, self.fail_after_text),)
+            ((text_delta, self.fail_after_text),)
             if self.fail is not None
-            else ((ThinkingDelta, self.thinking), (TextDelta, self.text))
+            else ((thinking_delta, self.thinking), (text_delta, self.text))
         )
         step, delay = self.chunk, self.delay
         for kind, text in streamed:
@@ -155,14 +155,20 @@ class Reply:
             for i in range(0, len(encoded), self.chunk):
                 if self.delay:
                     await asyncio.sleep(self.delay)
-                yield ToolDelta(id=call.id, tool=call.name, delta=encoded[i : i + self.chunk])
+                yield tool_delta(id=call.id, tool=call.name, delta=encoded[i : i + self.chunk])
         stop = self.stop_reason or ("tool_use" if self.tool_calls else "end_turn")
         usage = self.usage or Usage(
             input_tokens=sum(len(str(m)) for m in request.messages[-4:]) // 4 + 1,
             output_tokens=(len(self.text) + len(self.thinking)) // 4 + 1,
         )
-        message = AssistantMessage(parts=self.parts, stop_reason=stop, usage=usage, model=model)
-        yield MessageCompleted(message=message)
+        message = assistant(parts=self.parts, stop_reason=stop, usage=usage, model=model)
+        yield completed(message=message)
+
+
+# (what a reply streams is made by the values' makers: see `_values.maker`)
+text_delta, thinking_delta = maker(TextDelta), maker(ThinkingDelta)
+tool_delta, text_part = maker(ToolDelta), maker(Text)
+assistant, completed = maker(AssistantMessage), maker(MessageCompleted)
 
 
 @dataclass(slots=True, eq=False)
