@@ -460,6 +460,30 @@ async def test_a_deadline_that_passes_while_the_caller_holds_an_event_lands_in_t
 
 
 @virtual
+async def test_each_request_of_a_run_is_due_from_its_own_start():
+    """One timer a run watches its requests' dues (`retry.Deadline`): armed when the first
+    request started, it still times a later one from that one's start; once the run is over,
+    no timer of it is left on the loop."""
+    from loopwright import RetryPolicy
+
+    @tool
+    async def pause() -> str:
+        """Takes 0.15 s."""
+        await asyncio.sleep(0.15)
+        return "paused"
+
+    loop = asyncio.get_running_loop()
+    model = scripted({"tool_calls": [call("pause", "p")]}, {"stall": 30}, "done")
+    agent = Agent(model=model, tools=[pause], retry=RetryPolicy(deadline=0.2, backoff=0))
+    result = await drive(Session(agent).run("go"))
+    assert result.text == "done"
+    assert loop.time() == pytest.approx(0.35)  # the second request's start (0.15) + 0.2
+    [retry] = [e for e in result.events if e.type == "model:retry"]
+    assert retry.error == "no complete reply within 0.2s"
+    assert [h for h in loop._scheduled if not h.cancelled()] == []  # type: ignore[attr-defined]
+
+
+@virtual
 async def test_deadlines_bound_each_request_alone():
     """Requests of several runs at once, each with its own deadline; a request that ended in
     time is never cancelled afterwards (its tool runs past the deadline untouched)."""

@@ -176,6 +176,8 @@ async def run_loop(
         for event in run.interrupt():
             yield event
         run.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
+    finally:
+        deadline.close()  # (its timer, armed once a run)
     for event in await run.wind_down():
         yield event
     assert run.terminal is not None

@@ -37,32 +37,51 @@ class ModelFailed(Exception):
 
 class Deadline:
     """The model request's deadline (`RetryPolicy.deadline`), first byte to last: one
-    `asyncio.Timeout` a run, entered at its first request and rescheduled for each (a timer
-    while a request runs, none between them), and exited as `async with` would exit it once it
-    expires (a new one serves the requests after). `start()` before a request; after it,
-    `done()` when it completed, else `stop()` with what it raised."""
+    `asyncio.Timeout` a run, entered at its first request, that expires when a request runs past
+    its due (and is exited as `async with` would exit it; a new one serves the requests after).
+    One timer a run watches the dues: armed at the first request, it is moved only when it fires
+    (a request that ends leaves it armed and the next sets its own due: no timer is made and
+    cancelled per request), and `close()` turns it off as the run ends. `start()` before a
+    request; after it, `done()` when it completed, else `stop()` with what it raised."""
 
-    __slots__ = ("limit", "timeout")
+    __slots__ = ("due", "limit", "timeout", "timer")
 
     def __init__(self, limit: float | None) -> None:
         self.limit = limit
         self.timeout: asyncio.Timeout | None = None
+        self.due: float | None = None
+        """When the request in flight is due (None between requests)."""
+        self.timer: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
-        timeout = self.timeout
-        if timeout is None:
-            timeout = self.timeout = await asyncio.timeout(None).__aenter__()
+        if self.timeout is None:
+            self.timeout = await asyncio.timeout(None).__aenter__()
         if self.limit is not None:
-            timeout.reschedule(asyncio.get_running_loop().time() + self.limit)
+            loop = asyncio.get_running_loop()
+            due = self.due = loop.time() + self.limit
+            if self.timer is None:
+                self.timer = loop.call_at(due, self._fired)
+
+    def _fired(self) -> None:
+        self.timer, due, timeout = None, self.due, self.timeout
+        if due is None or timeout is None:
+            return  # no request in flight: the next one arms it again
+        loop = asyncio.get_running_loop()
+        if due > loop.time():  # a later request's due
+            self.timer = loop.call_at(due, self._fired)
+        else:  # past it: the timeout expires (its task is cancelled where it waits)
+            timeout.reschedule(due)
 
     def done(self) -> bool:
-        """The request ended: its timer is off. False when it expired meanwhile: `stop()` then
-        exits it as `async with` would."""
+        """The request ended: it is no longer due. False when it expired meanwhile: `stop()`
+        then exits the timeout as `async with` would."""
         timeout = self.timeout
         assert timeout is not None
         if timeout.expired():
             return False
-        timeout.reschedule(None)
+        if timeout.when() is not None:  # due, and its expiry not yet run: it will not
+            timeout.reschedule(None)
+        self.due = None
         return True
 
     async def stop(self, exc: BaseException | None = None) -> bool:
@@ -70,7 +89,7 @@ class Deadline:
         deadline's cancellation (a retryable failure), False when `exc` goes on (if any)."""
         if self.done():
             return False
-        timeout, self.timeout = self.timeout, None
+        timeout, self.timeout, self.due = self.timeout, None, None
         assert timeout is not None
         kind = type(exc) if exc is not None else None
         try:
@@ -78,3 +97,9 @@ class Deadline:
         except TimeoutError:
             return True
         return isinstance(exc, TimeoutError)  # (as `except TimeoutError` around it would take)
+
+    def close(self) -> None:
+        """The run is over: its timer is turned off."""
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()

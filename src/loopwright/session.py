@@ -211,7 +211,7 @@ class Session:
             self,
             text,
             self._ended,
-            output=self.agent.output,
+            self.agent.output,
         )
         return self._run
 
