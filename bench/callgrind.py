@@ -91,14 +91,16 @@ def functions(path: Path) -> dict[str, int]:
     return costs
 
 
-def top(one: Path, three: Path, units: int, n: int) -> None:
-    before, after = functions(one), functions(three)
-    grown = {k: (after.get(k, 0) - before.get(k, 0)) / 2 / units for k in after}
+def top(one: Path, more: Path, units: int, n: int) -> None:
+    """The `n` C functions whose own instructions grow most from `one` to `more` (per unit:
+    `units` is the work of the runs `more` made beyond `one`)."""
+    before, after = functions(one), functions(more)
+    grown = {k: (after.get(k, 0) - before.get(k, 0)) / units for k in after}
     for name, cost in sorted(grown.items(), key=lambda kv: -kv[1])[:n]:
         print(f"    {cost / 1000:8.1f} k  {name}")
 
 
-def per_unit(adapter: str, scenario: str, keep: Path | None, n: int = 0) -> float:
+def per_unit(adapter: str, scenario: str, keep: Path | None, n: int = 0, extra: int = 2) -> float:
     module = MODULES[adapter]
     sys.path[:0] = [str(BENCH)]
     import scenarios
@@ -110,12 +112,13 @@ def per_unit(adapter: str, scenario: str, keep: Path | None, n: int = 0) -> floa
         where = keep or Path(tmp)
         where.mkdir(parents=True, exist_ok=True)
         one = profile(module, scenario, 1, where / f"{adapter}.{scenario}.1.out")
-        three = profile(module, scenario, 3, where / f"{adapter}.{scenario}.3.out")
+        more = 1 + extra
+        more_total = profile(module, scenario, more, where / f"{adapter}.{scenario}.{more}.out")
         if n:
             print(f"  {adapter}, {scenario}: own instructions per unit, by C function")
-            one_out, three_out = (where / f"{adapter}.{scenario}.{r}.out" for r in (1, 3))
-            top(one_out, three_out, units, n)
-    return (three - one) / 2 / units
+            one_out, three_out = (where / f"{adapter}.{scenario}.{r}.out" for r in (1, more))
+            top(one_out, three_out, units * extra, n)
+    return (more_total - one) / extra / units
 
 
 def main() -> None:
@@ -127,12 +130,19 @@ def main() -> None:
     ap.add_argument("--adapters", default="floor,loopwright,loopwright_inline")
     ap.add_argument("--keep", type=Path, default=None, help="keep the profiles here")
     ap.add_argument("--top", type=int, default=0, help="print the N costliest C functions")
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=2,
+        help="measured runs beyond the first (more: the collector's full collections, which come"
+        " every few runs, averaged in)",
+    )
     args = ap.parse_args()
     adapters = args.adapters.split(",")
     print(f"| instructions per unit | {' | '.join(adapters)} |")
     print(f"|---|{'--:|' * len(adapters)}")
     for scenario in args.scenarios.split(","):
-        counts = [per_unit(a, scenario, args.keep, args.top) for a in adapters]
+        counts = [per_unit(a, scenario, args.keep, args.top, args.runs) for a in adapters]
         floor = counts[0] if adapters[0] == "floor" else None
         cells = [
             f"{c / 1000:,.1f} k" + (f" ({c / floor:.2f} ×)" if floor and a != "floor" else "")

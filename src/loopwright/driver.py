@@ -113,7 +113,6 @@ class Run:
         journal: Journal | None = None,
         session: Session | None = None,
         input: str | None = None,
-        on_end: Callable[[Run], None] | None = None,
         output: Output | None = None,
     ) -> None:
         self._events = events
@@ -123,7 +122,7 @@ class Run:
         self._session = session
         self._state = session.state if session is not None else State()
         self._input = input
-        self._on_end = on_end  # called once the run is finished, when `watch()` was (`idle()`)
+        self._on_end: Callable[[Run], None] | None = None  # `watch()`'s: a session's `idle()`
         self._watched = False
         self._output = output  # the agent's structured output: `RunResult.output` is its value
         self._buffer: deque[ev.Event] = deque()
@@ -166,9 +165,11 @@ class Run:
                 self._task.add_done_callback(self._ended)
         return self._task
 
-    def watch(self) -> None:
-        """Have `on_end` called once the run is finished (a session's `idle()` asks: a run that
-        nobody waits for has no callback scheduled as its task ends)."""
+    def watch(self, on_end: Callable[[Run], None]) -> None:
+        """Have `on_end(run)` called once the run is finished (a session's `idle()` asks: a run
+        that nobody waits for has no callback scheduled as its task ends, and holds none: the
+        session's own callback, held by its run, would make a cycle only the collector frees)."""
+        self._on_end = on_end
         if not self._watched:
             self._watched = True
             if self._task is not None:

@@ -210,7 +210,6 @@ class Session:
             self.journal,
             self,
             text,
-            self._ended,
             self.agent.output,
         )
         return self._run
@@ -244,7 +243,7 @@ class Session:
         task, without driving the run. A run started meanwhile is waited for too."""
         while self.busy:
             assert self._run is not None
-            self._run.watch()  # its end wakes this task
+            self._run.watch(self._ended)  # its end wakes this task
             future = asyncio.get_running_loop().create_future()
             self._idle.append(future)
             try:

@@ -281,6 +281,7 @@ class _Pool:
                 else:
                     self.idle += 1
             job._inbox.put(job)
+            del job  # an idle worker holds no job (its result, its context, its loop)
 
 
 _pool = _Pool(MAX_THREADS)

@@ -1,0 +1,86 @@
+"""A session that is done with is freed by reference counting alone: nothing of a run is left in
+a reference cycle for the collector (whose full collections, with many sessions, cost more than
+the runs: tens of milliseconds each)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Awaitable, Callable, Iterator
+
+import pytest
+
+from conftest import call, scripted
+from loopwright import Agent, Session, tool
+
+
+@tool(inline=True)
+def inline_ping(i: int) -> str:
+    """Answer on the loop."""
+    return f"pong {i}"
+
+
+@tool
+def threaded_ping(i: int) -> str:
+    """Answer from a worker thread."""
+    return f"pong {i}"
+
+
+def agent_with(ping: object, name: str) -> Agent:
+    model = scripted({"tool_calls": [call(name, "c1", i=1)]}, "done")
+    return Agent(model=model, tools=[ping])
+
+
+async def drained(session: Session) -> None:
+    assert (await session.run("go").result()).text == "done"
+
+
+async def iterated(session: Session) -> None:
+    async with session.run("go") as run:
+        assert [e.type async for e in run][-1] == "done"
+
+
+async def waited(session: Session) -> None:
+    result = asyncio.ensure_future(session.run("go").result())
+    await session.idle()  # returns once the run is over: idle() watched it
+    assert result.done() and result.result().text == "done"
+
+
+@pytest.fixture
+def garbage() -> Iterator[Callable[[], list[str]]]:
+    """The kinds of object a collection now finds unreachable (and frees); the collector is off
+    meanwhile, so that nothing else collects them first."""
+
+    def found() -> list[str]:
+        gc.set_debug(gc.DEBUG_SAVEALL)  # (kept in gc.garbage instead of freed: seen, then freed)
+        gc.collect()
+        kinds = [type(o).__name__ for o in gc.garbage]
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.collect()
+        return kinds
+
+    gc.collect()
+    gc.disable()
+    try:
+        yield found
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("drive", [drained, iterated, waited])
+@pytest.mark.parametrize(
+    ("ping", "name"), [(inline_ping, "inline_ping"), (threaded_ping, "threaded_ping")]
+)
+async def test_a_finished_session_leaves_no_cycle(
+    garbage: Callable[[], list[object]],
+    drive: Callable[[Session], Awaitable[None]],
+    ping: object,
+    name: str,
+) -> None:
+    agent = agent_with(ping, name)
+    await drive(Session(agent))  # the first run warms what is made once (the tool pool)
+    garbage()  # (and the event loop of the test before, once its last job is let go)
+    for _ in range(3):
+        await drive(Session(agent))
+    assert garbage() == []
