@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from conftest import call, scripted
 from loopwright import Agent, Session, tool
+from loopwright.runtime import open_session
+from loopwright.store import open_log
 
 
 @tool(inline=True)
@@ -84,3 +87,22 @@ async def test_a_finished_session_leaves_no_cycle(
     for _ in range(3):
         await drive(Session(agent))
     assert garbage() == []
+
+
+async def test_a_session_kept_in_a_log_leaves_no_cycle(
+    garbage: Callable[[], list[str]], tmp_path: Path
+) -> None:
+    """Opened through the runtime on an SQLite log (a new session: the log does not hold it),
+    run, and let go: its journal lets it go as the run ends."""
+    agent = agent_with(inline_ping, "inline_ping")
+    log = await open_log(tmp_path / "log.db")
+    try:
+        for n in range(4):
+            session = await open_session(agent, log, f"s{n}")
+            await drained(session)
+            del session
+            if n == 0:
+                garbage()  # (what the first one made once)
+        assert garbage() == []
+    finally:
+        await log.close()

@@ -195,6 +195,7 @@ class LogJournal:
         written."""
         lease = self.lease
         if lease is None:
+            self._session = None
             return
         await self._stop_heartbeat()
         status: SessionStatus = "paused" if stop_reason == "paused" else "idle"
@@ -211,8 +212,8 @@ class LogJournal:
         except Exception as exc:  # whatever failed, the lease is released
             logger.warning("session %s: could not finish its log: %s", self.key.id, describe(exc))
             status = "interrupted"
-        finally:
-            self.lease, self.buffer = None, []
+        finally:  # (the session let go: it holds this journal, which would make a cycle)
+            self.lease, self.buffer, self._session = None, [], None
         if stop_reason is None:
             status = "interrupted"  # the run stopped without its `done` (an exception)
         if self.stale is None:
