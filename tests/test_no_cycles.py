@@ -13,7 +13,7 @@ import pytest
 
 from conftest import call, scripted
 from loopwright import Agent, Session, tool
-from loopwright.runtime import open_session
+from loopwright.runtime import Runtime, open_session
 from loopwright.store import open_log
 
 
@@ -105,4 +105,28 @@ async def test_a_session_kept_in_a_log_leaves_no_cycle(
                 garbage()  # (what the first one made once)
         assert garbage() == []
     finally:
+        await log.close()
+
+
+async def test_runs_of_the_runtime_leave_no_cycle(
+    garbage: Callable[[], list[str]], tmp_path: Path
+) -> None:
+    """Runs the runtime service drives (as the HTTP server's are), on new sessions: once a run
+    is over and its session is no longer kept, nothing of it is left for the collector."""
+    agent = agent_with(inline_ping, "inline_ping")
+    log = await open_log(tmp_path / "log.db")
+    runtime = Runtime({"pinger": agent}, log)
+    try:
+        for n in range(4):
+            live = await runtime.send("default", "pinger", None, "go")
+            done = await live.wait()
+            assert done is not None and done.text == "done"
+            await live.task  # (and what the runtime does after it)
+            del live, done
+            runtime._idle.clear()  # (the sessions it keeps for their next runs, let go)
+            if n == 0:
+                garbage()
+        assert garbage() == []
+    finally:
+        await runtime.close()
         await log.close()

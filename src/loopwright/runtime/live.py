@@ -152,6 +152,9 @@ class LiveRun:
             if self._listener is not None and not self._listening:
                 self._listener.cancel()  # it had not begun to listen: nothing to lose
             self._registry.ending(self._listener)
+            # (let go of what holds this run: its journal's callback and its listener's task,
+            # whose end would keep this run in a cycle that only the collector frees)
+            self.journal.on_foreign, self._listener = None, None
             self.finished.set()
             for queue in self._queues:
                 queue.put_nowait(None)
