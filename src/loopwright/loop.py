@@ -15,7 +15,6 @@ the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout` 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,8 +43,9 @@ class Control:
     """What reaches a run from outside: steering and follow-up queues, and the stop signals of
     its calls in flight (`ToolContext.cancelled`)."""
 
-    steering: deque[str] = field(default_factory=deque)
-    follow_ups: deque[str] = field(default_factory=deque)
+    # (lists: an empty deque takes 760 bytes, a block of 64 slots; an empty list 56)
+    steering: list[str] = field(default_factory=list)
+    follow_ups: list[str] = field(default_factory=list)
     signals: set[Signal] = field(default_factory=set)
 
     def cancel(self) -> None:

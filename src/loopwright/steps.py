@@ -17,7 +17,6 @@ streamed so far when a reply is cut off, applied as the journal's `message:parti
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -223,15 +222,12 @@ class Steps:
             events.append(input_received(message=message))
         return events + self.inject(self.control.steering, self.agent.steering, "steer")
 
-    def inject(self, queue: deque[str], mode: str, kind: Any) -> list[ev.Event]:
+    def inject(self, queue: list[str], mode: str, kind: Any) -> list[ev.Event]:
         if not queue:
             return []
-        count = len(queue) if mode == "all" else 1
-        injected: list[ev.Event] = []
-        for _ in range(count):
-            message = UserMessage(content=queue.popleft())
-            injected.append(ev.SteeringInjected(message=message, mode=kind))
-        return injected
+        taken = queue[: len(queue) if mode == "all" else 1]
+        del queue[: len(taken)]
+        return [ev.SteeringInjected(message=UserMessage(content=t), mode=kind) for t in taken]
 
     # ---- one step -------------------------------------------------------------------------
 
@@ -300,7 +296,7 @@ class Steps:
             if not queued and not calls and hooks.on_stop:
                 more = await call_hook(hooks.on_stop, self.info, reply.text)
                 if more:
-                    control.follow_ups.appendleft(more)
+                    control.follow_ups.insert(0, more)
                     queued = self.inject(control.follow_ups, "one", "follow_up")
             if not queued and ending is None:
                 answer = self.finish.answer
