@@ -31,7 +31,8 @@ def value(cls: type[T]) -> type[T]:
 
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def frozen(cls: type[T]) -> type[T]:
-    """A frozen, slotted, keyword-only dataclass, made without `object.__setattr__`."""
+    """A frozen, slotted, keyword-only dataclass, made without `object.__setattr__` (and with a
+    `maker`, which makes its values without calling the class)."""
     made = dataclass(frozen=True, slots=True, kw_only=True)(cls)
     made.__init__, _MAKERS[made] = _slot_init(made)  # type: ignore[method-assign]
     return made
@@ -52,7 +53,7 @@ _MAKERS: dict[type[Any], Callable[..., Any]] = {}
 
 
 def _slot_init(cls: type[Any]) -> tuple[Any, Callable[..., Any]]:
-    """The dataclass's own `__init__`, made cheaper (events are made on the loop's hot path): a
+    """The class's `__init__` and its maker. The dataclass's own `__init__`, made cheaper (events are made on the loop's hot path): a
     frozen one assigns each field through `object.__setattr__`. This one calls each field's slot
     setter (a third less work) or, from `SWITCH_FROM` fields on, where that is cheaper still,
     turns the new instance into a draft (a twin class with the same slots and no `__setattr__`:
