@@ -89,13 +89,21 @@ async def test_a_finished_session_leaves_no_cycle(
     assert garbage() == []
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new SQLite file, or a new PostgreSQL database (tests/pg_cluster.py)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "log.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
 async def test_a_session_kept_in_a_log_leaves_no_cycle(
-    garbage: Callable[[], list[str]], tmp_path: Path
+    garbage: Callable[[], list[str]], where: str
 ) -> None:
-    """Opened through the runtime on an SQLite log (a new session: the log does not hold it),
-    run, and let go: its journal lets it go as the run ends."""
+    """Opened through the runtime on a log (a new session: the log does not hold it), run,
+    and let go: its journal lets it go as the run ends."""
     agent = agent_with(inline_ping, "inline_ping")
-    log = await open_log(tmp_path / "log.db")
+    log = await open_log(where)
     try:
         for n in range(4):
             session = await open_session(agent, log, f"s{n}")

@@ -319,17 +319,18 @@ class PostgresLog:
         return await self._run(job)
 
     async def session(self, key: SessionKey) -> SessionRecord:
-        async def job(db: Db) -> SessionRecord:
+        async def job(db: Db) -> SessionRecord | None:
             row = await sql.one(
                 db,
                 f"SELECT {sql.SESSION} WHERE s.tenant = %s AND s.agent = %s AND s.name = %s",
                 sql.astuple(key),
             )
-            if row is None:
-                raise sql.unknown(key)
-            return session_record(row, self._now(row[13]))
+            return session_record(row, self._now(row[13])) if row is not None else None
 
-        return await self._run(job)
+        record = await self._run(job)
+        if record is None:  # (raised here: one raised in the pool's task is kept by that task
+            raise sql.unknown(key)  # and its frames, with the session asked about: a cycle)
+        return record
 
     async def sessions(
         self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None

@@ -105,7 +105,11 @@ class Database:
         self._jobs.add(task)
         task.add_done_callback(settled)
         task.add_done_callback(self._jobs.discard)
-        result = await asyncio.shield(task)
+        try:
+            result = await asyncio.shield(task)
+        except BaseException:
+            del task  # (the error's traceback holds this frame, and the task the error: a cycle)
+            raise
         for sid, payload in told or ():
             self._about(payload).heard(f"{sid} {payload}")
         return result
