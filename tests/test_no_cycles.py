@@ -13,6 +13,7 @@ import pytest
 
 from conftest import call, scripted
 from loopwright import Agent, Session, tool
+from loopwright.errors import UnknownPending
 from loopwright.runtime import Runtime, open_session
 from loopwright.store import open_log
 
@@ -111,6 +112,23 @@ async def test_a_session_kept_in_a_log_leaves_no_cycle(
             del session
             if n == 0:
                 garbage()  # (what the first one made once)
+        assert garbage() == []
+    finally:
+        await log.close()
+
+
+async def test_an_error_a_log_hands_back_leaves_no_cycle(
+    garbage: Callable[[], list[str]], where: str
+) -> None:
+    """An item the log does not hold (a 404 of the HTTP API): the error comes back from the
+    log's worker thread or pool task, and nothing of it is left for the collector."""
+    log = await open_log(where)
+    try:
+        for n in range(4):
+            with pytest.raises(UnknownPending):
+                await log.pending_item("default", f"apr_missing{n}")
+            if n == 0:
+                garbage()
         assert garbage() == []
     finally:
         await log.close()

@@ -43,7 +43,9 @@ GROUP = 64
 class Job:
     fn: Callable[[sqlite3.Connection], Any]
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Any] | None
+    """(None once answered: an error's traceback holds the worker's frames, which hold the job;
+    a job that kept its future, which holds the error, would make a cycle)"""
     write: bool
 
 
@@ -109,9 +111,10 @@ class Worker:
         """End the thread once the calls handed over before ran; the future is done once the
         connection (and the checkpoints' thread) closed."""
         loop = asyncio.get_running_loop()
-        self._end = Job(lambda db: None, loop, loop.create_future(), False)
+        ended = loop.create_future()
+        self._end = Job(lambda db: None, loop, ended, False)
         self._jobs.put(None)
-        return self._end.future
+        return ended
 
     # ---- on the worker thread ----------------------------------------------------------------
 
@@ -214,9 +217,10 @@ class Worker:
         if any(job.write and error is None for job, _, error in answers):
             self.committed()
         for job, value, error in answers:
-            if job.future.cancelled():
+            future, job.future = job.future, None
+            if future is None or future.cancelled():
                 continue
             if error is not None:
-                job.future.set_exception(error)
+                future.set_exception(error)
             else:
-                job.future.set_result(value)
+                future.set_result(value)
