@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -87,6 +88,45 @@ async def test_a_finished_session_leaves_no_cycle(
     garbage()  # (and the event loop of the test before, once its last job is let go)
     for _ in range(3):
         await drive(Session(agent))
+    assert garbage() == []
+
+
+@tool
+def threaded_boom(i: int) -> str:
+    """Fail in a worker thread."""
+    raise ValueError(f"boom {i}")
+
+
+@tool(inline=True)
+def inline_boom(i: int) -> str:
+    """Fail on the loop."""
+    raise ValueError(f"boom {i}")
+
+
+@tool
+async def async_boom(i: int) -> str:
+    """Fail in a coroutine."""
+    raise ValueError(f"boom {i}")
+
+
+@pytest.mark.parametrize(
+    ("boom", "name"),
+    [(threaded_boom, "threaded_boom"), (inline_boom, "inline_boom"), (async_boom, "async_boom")],
+)
+async def test_a_tool_that_raises_leaves_no_cycle(
+    garbage: Callable[[], list[str]], boom: object, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error is the model's to read (`Tool '...' failed: ...`); its traceback, which holds
+    the frames of the call, is let go with it. (The failure is logged with its traceback: here
+    to no handler, as pytest's would keep the records, and with them the error.)"""
+    tools_log = logging.getLogger("loopwright.tools")
+    monkeypatch.setattr(tools_log, "propagate", False)
+    monkeypatch.setattr(tools_log, "handlers", [logging.NullHandler()])
+    agent = agent_with(boom, name)
+    await drained(Session(agent))
+    garbage()
+    for _ in range(3):
+        await drained(Session(agent))
     assert garbage() == []
 
 

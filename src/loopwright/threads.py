@@ -108,10 +108,17 @@ class Job:
         return self.state == _DONE
 
     def result(self) -> Any:
-        """What it returned (`NOT_STARTED` if it never started), or raise what it raised."""
+        """What it returned (`NOT_STARTED` if it never started), or raise what it raised, once:
+        the job then lets go of the error (whose traceback holds the frames that hold this job,
+        a cycle with the run's objects in it that only the collector would free)."""
         if self.error is not None:
-            raise self.error
+            raise self._hand_over()  # (no local holds it: the traceback holds this frame)
         return self.value
+
+    def _hand_over(self) -> BaseException:
+        error, self.error = self.error, None
+        assert error is not None
+        return error
 
     def add_done_callback(self, callback: Callable[[Job], None]) -> None:
         """Call `callback(job)` on the loop once it is done (now, if it is)."""
