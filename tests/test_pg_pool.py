@@ -123,3 +123,26 @@ def test_no_pool_size_anywhere_is_the_logs_default(
     monkeypatch.setenv("LOOPWRIGHT_STORE_POOL_SIZE", " 12 ")
     assert Project(root=tmp_path).store_pool_size() == 12
     assert Place(tmp_path, bare=True).store_pool_size() == 12  # a bare folder: the env only
+
+
+async def test_a_pool_size_given_to_a_sqlite_log_is_reported_unused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A SQLite file has no pool: the size (meant for PostgreSQL) is said to be unused, once,
+    and the log opens as without it."""
+    caplog.set_level("WARNING", logger="loopwright.store")
+    log = await open_log(tmp_path / "log.db", pool_size=4)
+    try:
+        assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+            (
+                "loopwright.store",
+                "WARNING",
+                f"pool_size 4 is not used: the SQLite event log {tmp_path / 'log.db'} has no pool",
+            )
+        ]
+    finally:
+        await log.close()
+    caplog.clear()
+    quiet = await open_log(tmp_path / "quiet.db")
+    await quiet.close()
+    assert caplog.records == []

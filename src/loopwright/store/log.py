@@ -34,6 +34,7 @@ cancelled end) as it would for a control of its own process.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..errors import ConfigError
 from ..events import Event
 from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, data_dir
+
+logger = logging.getLogger("loopwright.store")
 
 if TYPE_CHECKING:
     from .pg_log import PostgresLog
@@ -308,7 +311,7 @@ async def open_log(
     (`StoreError`)."""
     if isinstance(path_or_url, str) and is_postgres(path_or_url):
         return await _postgres(path_or_url, pool_size).open()
-    return await asyncio.to_thread(log_at, path_or_url)
+    return await asyncio.to_thread(log_at, path_or_url, pool_size=pool_size)
 
 
 def log_at(path_or_url: str | Path | None = None, *, pool_size: int | None = None) -> EventLog:
@@ -328,6 +331,10 @@ def log_at(path_or_url: str | Path | None = None, *, pool_size: int | None = Non
         scheme = path_or_url.partition("://")[0]
         raise StoreError(
             f"no event log backend for {scheme}:// URLs (sqlite:///path and postgresql://… are)"
+        )
+    if pool_size is not None:  # (set for a PostgreSQL log that this deployment does not use)
+        logger.warning(
+            "pool_size %s is not used: the SQLite event log %s has no pool", pool_size, path
         )
     return SQLiteLog(path)
 
