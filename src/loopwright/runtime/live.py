@@ -154,7 +154,9 @@ class LiveRun:
             self._registry.ending(self._listener)
             # (let go of what holds this run: its journal's callback and its listener's task,
             # whose end would keep this run in a cycle that only the collector frees)
-            self.journal.on_foreign, self._listener = None, None
+            if self.journal.on_foreign == self._foreign_events:  # (not a later run's)
+                self.journal.on_foreign = None
+            self._listener = None
             self.finished.set()
             for queue in self._queues:
                 queue.put_nowait(None)
