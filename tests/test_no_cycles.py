@@ -130,6 +130,34 @@ async def test_a_tool_that_raises_leaves_no_cycle(
     assert garbage() == []
 
 
+@tool
+async def stalls(i: int) -> str:
+    """Wait until cancelled."""
+    await asyncio.Event().wait()
+    return "never"
+
+
+async def test_a_cancelled_run_leaves_no_cycle(garbage: Callable[[], list[str]]) -> None:
+    """Cancelled while its call runs (in a task group): the run ends `loop:aborted`, and
+    nothing of it is left for the collector."""
+    agent = agent_with(stalls, "stalls")
+
+    async def cancelled() -> None:
+        async with Session(agent).run("go") as run:
+            seen = []
+            async for event in run:
+                seen.append(event.type)
+                if event.type == "tool:started":
+                    run.cancel()
+        assert seen[-2:] == ["loop:aborted", "done"]
+
+    await cancelled()
+    garbage()
+    for _ in range(3):
+        await cancelled()
+    assert garbage() == []
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A new SQLite file, or a new PostgreSQL database (tests/pg_cluster.py)."""

@@ -48,8 +48,7 @@ STILL_RUNNING = (
 )
 # (the values every call makes, by their makers: see `_values.maker`)
 tool_started, toollane_result = maker(ev.ToolStarted), maker(ev.ToollaneResult)
-tool_output, tool_result = maker(ev.ToolOutput), maker(ev.ToolResult)
-new_outcome = maker(Outcome)
+tool_output, tool_result, new_outcome = maker(ev.ToolOutput), maker(ev.ToolResult), maker(Outcome)
 
 
 def cancel_due() -> bool:
@@ -352,16 +351,19 @@ class ToolRunner:
                 await asyncio.sleep(0)
                 queue.put_nowait((item, await self._finish(item, queue.put_nowait)))
 
-        async with asyncio.TaskGroup() as tasks:
-            for item in group:
-                tasks.create_task(worker(item))
-            for _ in range(len(group)):
-                got = await queue.get()
-                while not isinstance(got, tuple):
-                    yield got
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                for item in group:
+                    tasks.create_task(worker(item))
+                for _ in range(len(group)):
                     got = await queue.get()
-                for event in result_events(*got):
-                    yield event
+                    while not isinstance(got, tuple):
+                        yield got
+                        got = await queue.get()
+                    for event in result_events(*got):
+                        yield event
+        except asyncio.CancelledError as cancel:  # (3.11's TaskGroup holds it in a frame of its
+            raise cancel.with_traceback(None) from None  # traceback: a cycle, unless cut)
 
     # ---- calls given up while their thread runs -------------------------------------------
 
