@@ -3,8 +3,9 @@
 `postgres_url` (a session fixture; each pytest-xdist worker starts its own) runs `initdb` in a
 temporary directory — as user `postgres` when the tests run as root (the directory is theirs),
 as the current user otherwise — and starts the server on a free loopback port, its unix socket in
-that directory; at the end it stops it (`pg_ctl stop -m fast`) and removes the directory. The
-binaries are looked for under /usr/lib/postgresql/*/bin (Debian's), then on PATH.
+that directory; at the end it stops it (`pg_ctl stop -m fast`) and removes the directory. A
+watchdog process does the same if the tests' process dies first (killed, or a worker lost): it
+waits for the end of a pipe only that process holds. The binaries are looked for under /usr/lib/postgresql/*/bin (Debian's), then on PATH.
 `LOOPWRIGHT_TEST_POSTGRES_URL` names a server to use instead.
 
 When no server can be started (no binaries, no psycopg), the PostgreSQL tests are skipped with
@@ -23,6 +24,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -32,6 +34,15 @@ from urllib.parse import quote
 import pytest
 
 START_TIMEOUT = 60  # seconds pg_ctl waits for the server to accept connections
+
+
+WATCHDOG = """
+import shutil, subprocess, sys
+sys.stdin.buffer.read()  # returns once the tests' process has closed its end, or has died
+subprocess.run(sys.argv[1:-1], capture_output=True)  # pg_ctl stop (nothing if it was stopped)
+shutil.rmtree(sys.argv[-1], ignore_errors=True)
+"""
+"""Run by a process of its own session (a kill of the tests' process group spares it)."""
 
 
 class Unavailable(Exception):
@@ -88,6 +99,7 @@ class Cluster:
             self.as_user = [runuser, "-u", "postgres", "--"]
         self.data = self.root / "data"
         self.url = ""
+        self.watchdog: subprocess.Popen[bytes] | None = None
 
     def _run(self, tool: str, *args: str) -> None:
         command = [*self.as_user, str(self.bin / tool), *args]
@@ -114,6 +126,15 @@ class Cluster:
                     raise
                 continue
             self.url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+            stop = [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast",
+                    "-w", "stop"]  # fmt: skip
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-c", WATCHDOG, *stop, str(self.root)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             return self.url
         raise AssertionError("unreachable")
 
@@ -123,6 +144,10 @@ class Cluster:
                 self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+            if self.watchdog is not None:  # (it finds nothing left to do)
+                assert self.watchdog.stdin is not None
+                self.watchdog.stdin.close()
+                self.watchdog.wait()
 
 
 def unavailable(reason: str) -> None:
