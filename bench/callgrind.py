@@ -116,8 +116,8 @@ def per_unit(adapter: str, scenario: str, keep: Path | None, n: int = 0, extra: 
         more_total = profile(module, scenario, more, where / f"{adapter}.{scenario}.{more}.out")
         if n:
             print(f"  {adapter}, {scenario}: own instructions per unit, by C function")
-            one_out, three_out = (where / f"{adapter}.{scenario}.{r}.out" for r in (1, more))
-            top(one_out, three_out, units * extra, n)
+            one_out, more_out = (where / f"{adapter}.{scenario}.{r}.out" for r in (1, more))
+            top(one_out, more_out, units * extra, n)
     return (more_total - one) / extra / units
 
 

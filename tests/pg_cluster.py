@@ -5,7 +5,8 @@ temporary directory — as user `postgres` when the tests run as root (the direc
 as the current user otherwise — and starts the server on a free loopback port, its unix socket in
 that directory; at the end it stops it (`pg_ctl stop -m fast`) and removes the directory. A
 watchdog process does the same if the tests' process dies first (killed, or a worker lost): it
-waits for the end of a pipe only that process holds. The binaries are looked for under /usr/lib/postgresql/*/bin (Debian's), then on PATH.
+waits for the end of a pipe only that process holds. The binaries are looked for under
+/usr/lib/postgresql/*/bin (Debian's), then on PATH.
 `LOOPWRIGHT_TEST_POSTGRES_URL` names a server to use instead.
 
 When no server can be started (no binaries, no psycopg), the PostgreSQL tests are skipped with

@@ -51,12 +51,17 @@ async def waited(session: Session) -> None:
     assert result.done() and result.result().text == "done"
 
 
-@pytest.fixture
-def garbage() -> Iterator[Callable[[], list[str]]]:
-    """The kinds of object a collection now finds unreachable (and frees); the collector is off
-    meanwhile, so that nothing else collects them first."""
+Once = Callable[[int], Awaitable[object]]
 
-    def found() -> list[str]:
+
+@pytest.fixture
+def left_by() -> Iterator[Callable[[Once], Awaitable[list[str]]]]:
+    """`await left_by(once)`: the kinds of object that `once(1)`, `once(2)` and `once(3)` left
+    unreachable, after `once(0)` made what is made once (the tool pool; the event loop of the
+    test before, let go with the last job of it); the collector is off meanwhile, so that
+    nothing else collects them first."""
+
+    def collected() -> list[str]:
         gc.set_debug(gc.DEBUG_SAVEALL)  # (kept in gc.garbage instead of freed: seen, then freed)
         gc.collect()
         kinds = [type(o).__name__ for o in gc.garbage]
@@ -65,10 +70,17 @@ def garbage() -> Iterator[Callable[[], list[str]]]:
         gc.collect()
         return kinds
 
+    async def left(once: Once) -> list[str]:
+        await once(0)
+        collected()
+        for n in (1, 2, 3):
+            await once(n)
+        return collected()
+
     gc.collect()
     gc.disable()
     try:
-        yield found
+        yield left
     finally:
         gc.enable()
 
@@ -78,17 +90,13 @@ def garbage() -> Iterator[Callable[[], list[str]]]:
     ("ping", "name"), [(inline_ping, "inline_ping"), (threaded_ping, "threaded_ping")]
 )
 async def test_a_finished_session_leaves_no_cycle(
-    garbage: Callable[[], list[object]],
+    left_by: Callable[[Once], Awaitable[list[str]]],
     drive: Callable[[Session], Awaitable[None]],
     ping: object,
     name: str,
 ) -> None:
     agent = agent_with(ping, name)
-    await drive(Session(agent))  # the first run warms what is made once (the tool pool)
-    garbage()  # (and the event loop of the test before, once its last job is let go)
-    for _ in range(3):
-        await drive(Session(agent))
-    assert garbage() == []
+    assert await left_by(lambda n: drive(Session(agent))) == []
 
 
 @tool
@@ -114,7 +122,10 @@ async def async_boom(i: int) -> str:
     [(threaded_boom, "threaded_boom"), (inline_boom, "inline_boom"), (async_boom, "async_boom")],
 )
 async def test_a_tool_that_raises_leaves_no_cycle(
-    garbage: Callable[[], list[str]], boom: object, name: str, monkeypatch: pytest.MonkeyPatch
+    left_by: Callable[[Once], Awaitable[list[str]]],
+    boom: object,
+    name: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The error is the model's to read (`Tool '...' failed: ...`); its traceback, which holds
     the frames of the call, is let go with it. (The failure is logged with its traceback: here
@@ -123,11 +134,7 @@ async def test_a_tool_that_raises_leaves_no_cycle(
     monkeypatch.setattr(tools_log, "propagate", False)
     monkeypatch.setattr(tools_log, "handlers", [logging.NullHandler()])
     agent = agent_with(boom, name)
-    await drained(Session(agent))
-    garbage()
-    for _ in range(3):
-        await drained(Session(agent))
-    assert garbage() == []
+    assert await left_by(lambda n: drained(Session(agent))) == []
 
 
 @tool
@@ -137,12 +144,14 @@ async def stalls(i: int) -> str:
     return "never"
 
 
-async def test_a_cancelled_run_leaves_no_cycle(garbage: Callable[[], list[str]]) -> None:
+async def test_a_cancelled_run_leaves_no_cycle(
+    left_by: Callable[[Once], Awaitable[list[str]]],
+) -> None:
     """Cancelled while its call runs (in a task group): the run ends `loop:aborted`, and
     nothing of it is left for the collector."""
     agent = agent_with(stalls, "stalls")
 
-    async def cancelled() -> None:
+    async def cancelled(n: int) -> None:
         async with Session(agent).run("go") as run:
             seen = []
             async for event in run:
@@ -151,11 +160,7 @@ async def test_a_cancelled_run_leaves_no_cycle(garbage: Callable[[], list[str]])
                     run.cancel()
         assert seen[-2:] == ["loop:aborted", "done"]
 
-    await cancelled()
-    garbage()
-    for _ in range(3):
-        await cancelled()
-    assert garbage() == []
+    assert await left_by(cancelled) == []
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -167,60 +172,57 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 async def test_a_session_kept_in_a_log_leaves_no_cycle(
-    garbage: Callable[[], list[str]], where: str
+    left_by: Callable[[Once], Awaitable[list[str]]], where: str
 ) -> None:
     """Opened through the runtime on a log (a new session: the log does not hold it), run,
     and let go: its journal lets it go as the run ends."""
     agent = agent_with(inline_ping, "inline_ping")
     log = await open_log(where)
+
+    async def kept(n: int) -> None:
+        await drained(await open_session(agent, log, f"s{n}"))
+
     try:
-        for n in range(4):
-            session = await open_session(agent, log, f"s{n}")
-            await drained(session)
-            del session
-            if n == 0:
-                garbage()  # (what the first one made once)
-        assert garbage() == []
+        assert await left_by(kept) == []
     finally:
         await log.close()
 
 
 async def test_an_error_a_log_hands_back_leaves_no_cycle(
-    garbage: Callable[[], list[str]], where: str
+    left_by: Callable[[Once], Awaitable[list[str]]], where: str
 ) -> None:
     """An item the log does not hold (a 404 of the HTTP API): the error comes back from the
     log's worker thread or pool task, and nothing of it is left for the collector."""
     log = await open_log(where)
+
+    async def missing(n: int) -> None:
+        with pytest.raises(UnknownPending):
+            await log.pending_item("default", f"apr_missing{n}")
+
     try:
-        for n in range(4):
-            with pytest.raises(UnknownPending):
-                await log.pending_item("default", f"apr_missing{n}")
-            if n == 0:
-                garbage()
-        assert garbage() == []
+        assert await left_by(missing) == []
     finally:
         await log.close()
 
 
 async def test_runs_of_the_runtime_leave_no_cycle(
-    garbage: Callable[[], list[str]], tmp_path: Path
+    left_by: Callable[[Once], Awaitable[list[str]]], tmp_path: Path
 ) -> None:
     """Runs the runtime service drives (as the HTTP server's are), on new sessions: once a run
     is over and its session is no longer kept, nothing of it is left for the collector."""
     agent = agent_with(inline_ping, "inline_ping")
     log = await open_log(tmp_path / "log.db")
     runtime = Runtime({"pinger": agent}, log)
+
+    async def sent(n: int) -> None:
+        live = await runtime.send("default", "pinger", None, "go")
+        done = await live.wait()
+        assert done is not None and done.text == "done"
+        await live.task  # (and what the runtime does after it)
+        runtime._idle.clear()  # (the sessions it keeps for their next runs, let go)
+
     try:
-        for n in range(4):
-            live = await runtime.send("default", "pinger", None, "go")
-            done = await live.wait()
-            assert done is not None and done.text == "done"
-            await live.task  # (and what the runtime does after it)
-            del live, done
-            runtime._idle.clear()  # (the sessions it keeps for their next runs, let go)
-            if n == 0:
-                garbage()
-        assert garbage() == []
+        assert await left_by(sent) == []
     finally:
         await runtime.close()
         await log.close()

@@ -53,13 +53,14 @@ _MAKERS: dict[type[Any], Callable[..., Any]] = {}
 
 
 def _slot_init(cls: type[Any]) -> tuple[Any, Callable[..., Any]]:
-    """The class's `__init__` and its maker. The dataclass's own `__init__`, made cheaper (events are made on the loop's hot path): a
-    frozen one assigns each field through `object.__setattr__`. This one calls each field's slot
-    setter (a third less work) or, from `SWITCH_FROM` fields on, where that is cheaper still,
-    turns the new instance into a draft (a twin class with the same slots and no `__setattr__`:
-    the same layout), stores each field as a plain slot store and turns it back. Same signature,
-    defaults, factories, `__post_init__` and immutability (an instance of a subclass, whose
-    layout may differ, has each field set through its slot's own setter)."""
+    """The class's `__init__` and its maker. The dataclass's own `__init__`, made cheaper
+    (events are made on the loop's hot path): a frozen one assigns each field through
+    `object.__setattr__`. This one calls each field's slot setter (a third less work) or, from
+    `SWITCH_FROM` fields on, where that is cheaper still, turns the new instance into a draft (a
+    twin class with the same slots and no `__setattr__`: the same layout), stores each field as
+    a plain slot store and turns it back. Same signature, defaults, factories, `__post_init__`
+    and immutability (an instance of a subclass, whose layout may differ, has each field set
+    through its slot's own setter)."""
     found = fields(cls)
     if any(not f.init for f in found):
         return cls.__init__, cls
@@ -68,7 +69,7 @@ def _slot_init(cls: type[Any]) -> tuple[Any, Callable[..., Any]]:
         space["__orig_bases__"] = cls.__orig_bases__
     draft = type(cls.__name__, cls.__bases__, space)
     scope: dict[str, Any] = {"_type": type, "_cls": cls, "_draft": draft, "_swap": _SET_CLASS}
-    scope["_new"] = object.__new__
+    scope["_new"] = object.__new__  # (the maker's)
     params, made = [], ""
     for f in found:
         scope[f"_set_{f.name}"] = cls.__dict__[f.name].__set__

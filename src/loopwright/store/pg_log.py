@@ -319,18 +319,17 @@ class PostgresLog:
         return await self._run(job)
 
     async def session(self, key: SessionKey) -> SessionRecord:
-        async def job(db: Db) -> SessionRecord | None:
+        async def job(db: Db) -> SessionRecord:
             row = await sql.one(
                 db,
                 f"SELECT {sql.SESSION} WHERE s.tenant = %s AND s.agent = %s AND s.name = %s",
                 sql.astuple(key),
             )
-            return session_record(row, self._now(row[13])) if row is not None else None
+            if row is None:
+                raise sql.unknown(key)
+            return session_record(row, self._now(row[13]))
 
-        record = await self._run(job)
-        if record is None:  # (raised here: one raised in the pool's task is kept by that task
-            raise sql.unknown(key)  # and its frames, with the session asked about: a cycle)
-        return record
+        return await self._run(job)
 
     async def sessions(
         self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None

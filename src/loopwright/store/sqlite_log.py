@@ -371,17 +371,16 @@ class SQLiteLog:
         return await self._call(job)
 
     async def session(self, key: SessionKey) -> SessionRecord:
-        def job(db: sqlite3.Connection) -> SessionRecord | None:
+        def job(db: sqlite3.Connection) -> SessionRecord:
             row = db.execute(
                 f"SELECT {sql.SESSION} WHERE s.tenant=? AND s.agent=? AND s.name=?",
                 (key.tenant, key.agent, key.id),
             ).fetchone()
-            return session_record(row, self.clock()) if row is not None else None
+            if row is None:
+                raise sql.unknown(key)
+            return session_record(row, self.clock())
 
-        record = await self._call(job)
-        if record is None:  # (raised here: one raised in the worker would make a cycle of the
-            raise sql.unknown(key)  # worker's frame, its job, the job's future and the error)
-        return record
+        return await self._call(job)
 
     async def sessions(
         self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
