@@ -100,15 +100,12 @@ async def test_writes_that_wait_share_one_transaction_and_a_failed_one_undoes_on
 
     held = asyncio.ensure_future(log._call(hold))  # the worker waits for the gate
     assert await asyncio.to_thread(entered.wait, SAFETY)
-    appends = [
-        asyncio.ensure_future(log.append(leases[0], [said("a")])),
-        asyncio.ensure_future(log.append(leases[2], [said("stale")])),
-        asyncio.ensure_future(log.read(keys[0])),  # a read waits for the writes before it
-        asyncio.ensure_future(log.append(leases[1], [said("b"), reply()])),
-        asyncio.ensure_future(log.append(leases[0], [said("c")])),
-    ]
-    await asyncio.sleep(0)  # one turn of the loop: each call is handed to the worker
-    assert log._runner._jobs.qsize() == len(appends)
+    first = [log.append(leases[0], [said("a")]), log.append(leases[2], [said("stale")])]
+    read = asyncio.ensure_future(log.read(keys[0]))  # a read waits for the writes before it
+    await asyncio.sleep(0)  # one turn of the loop: the read is handed to the worker after them
+    appends = [*first, read]
+    appends += [log.append(leases[1], [said("b"), reply()]), log.append(leases[0], [said("c")])]
+    assert log._runner._jobs.qsize() == len(appends)  # (an append is handed over as it is made)
     before = log._runner.transactions
     gate.set()
     assert await held
@@ -138,9 +135,9 @@ class Threads:
 
 async def test_an_append_nothing_waits_for_runs_on_the_event_loop(tmp_path):
     """The worker is idle, the write lock free and the last append was under the same lease:
-    the append's transaction runs where it is awaited, without waiting for SQLite's lock (busy
-    timeout 0 for its length). After another lease's append it goes to the worker, where the
-    appends of several runs at once share transactions."""
+    the append's transaction runs where it is made, without waiting for SQLite's lock (busy
+    timeout 0, set back only once the worker runs again). After another lease's append it goes
+    to the worker, where the appends of several runs at once share transactions."""
     threads = Threads()
     log = SQLiteLog(tmp_path / "l.db", clock=threads)
     worker, loop = log._worker, threading.current_thread()
@@ -148,18 +145,19 @@ async def test_an_append_nothing_waits_for_runs_on_the_event_loop(tmp_path):
     assert await log.append(lease, [said("hi")]) == 1
     statements = traced(log)
     assert await log.append(lease, [said("again")]) == 2
-    assert statements == [
-        "PRAGMA busy_timeout=0",
-        "BEGIN IMMEDIATE",
-        "UPDATE sessions SET",
-        "INSERT INTO events",
-        "COMMIT",
-        "PRAGMA busy_timeout=5000",
-    ]
+    assert await log.append(lease, [said("and again")]) == 3
+    transaction = ["BEGIN IMMEDIATE", "UPDATE sessions SET", "INSERT INTO events", "COMMIT"]
+    assert statements == ["PRAGMA busy_timeout=0", *transaction, *transaction]
+    statements.clear()
+    await log.read(KEY)  # the worker's next call waits for locks again
+    assert statements[0] == "PRAGMA busy_timeout=5000"
+    statements.clear()
+    assert await log.append(lease, [said("once more")]) == 4
+    assert statements == ["PRAGMA busy_timeout=0", *transaction]
     other = (await log.claim(SessionKey("acme", "support", "o-2"), "run-1", ttl=30)).lease
     for appender in (other, lease, lease):
         await log.append(appender, [said("more")])
-    assert threads.seen == [worker, worker, loop, worker, worker, worker, loop]
+    assert threads.seen == [worker, worker, loop, loop, loop, worker, worker, worker, loop]
     await log.close()
     full = SQLiteLog(tmp_path / "f.db", clock=threads, durability="full")  # every commit syncs
     lease = (await full.claim(KEY, "run-1", ttl=30)).lease

@@ -351,6 +351,8 @@ class LogJournal:
                 raise self.stale
             if self.lease is None:
                 return  # the run ended: a late steering message is dropped with it
+            # (a log's future as it is: done already when it committed on the spot; a coroutine
+            # becomes a task, so a cancel cannot stop the commit halfway)
             append = asyncio.ensure_future(self.log.append(self.lease, events))
             while not append.done():
                 try:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -190,7 +190,7 @@ class EventLog(Protocol):
         taken over (or released already)."""
         ...
 
-    async def append(self, lease: Lease, events: Sequence[Event]) -> int:
+    def append(self, lease: Lease, events: Sequence[Event]) -> Awaitable[int]:
         """Commit `events` in order, atomically and durably, with what they derive; returns the
         last sequence number (gapless per session). Raises `StaleWriter`."""
         ...

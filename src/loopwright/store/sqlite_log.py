@@ -5,7 +5,8 @@ Every call runs on one worker thread per `SQLiteLog`, on its one connection, one
 so the event loop never waits on SQLite (`sqlite_worker`) — except an append that nothing would
 make wait: with the worker idle, the write lock free and `durability="normal"`, it runs on the
 event loop, which saves the two thread hand-overs (as long as the transaction itself); see
-`sqlite_worker` and bench/DURABLE.md (`inline_appends=False` turns it off). Every write runs
+`sqlite_worker` and bench/DURABLE.md (`inline_appends=False` turns it off). `append` returns a
+future, done already in that case, so awaiting it takes no task and no turn of the loop. Every write runs
 inside a `BEGIN IMMEDIATE` transaction — on the worker, shared by the writes that wait while one
 starts, each in a savepoint of its own, and answered only once that transaction committed:
 writers of several processes serialise on SQLite's write lock, seqs stay gapless, and a lease's
@@ -199,7 +200,10 @@ class SQLiteLog:
         await self._call(job, write=True)
         self._waits.wake_controls(lease.key)  # its listener ends
 
-    async def append(self, lease: Lease, events: Sequence[ev.Event]) -> int:
+    def append(self, lease: Lease, events: Sequence[ev.Event]) -> asyncio.Future[int]:
+        """(A future, done already when the append ran on the event loop: awaiting it, or
+        waiting for it, costs no task and no turn of the loop.)"""
+
         def job(db: sqlite3.Connection) -> int:
             head = (lease.key, lease.epoch)
             known = self._heads.pop(head, None)
@@ -218,12 +222,15 @@ class SQLiteLog:
             return new.last_seq
 
         alone, self._appender = self._appender == (lease.key, lease.epoch), (lease.key, lease.epoch)
-        if alone and self._now and not self._closed:
-            done, last_seq = self._runner.now(job)  # on the loop, when nothing would wait
-            if done:
-                self._waits.notify()
-                return last_seq  # type: ignore[no-any-return]
-        return await self._call(job, write=True)
+        try:
+            if alone and self._now and not self._closed:
+                done, last_seq = self._runner.now(job)  # on the loop, when nothing would wait
+                if done:
+                    self._waits.notify()
+                    return _settled(last_seq)
+            return self._submit(job, True)
+        except Exception as exc:  # (raised when awaited, as from the worker)
+            return _settled(None, exc)
 
     async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
         def job(db: sqlite3.Connection) -> Decided:
@@ -463,3 +470,12 @@ class SQLiteLog:
         self._closed = True
         await self._runner.stop()
         self._waits.close()
+
+
+def _settled(value: Any, error: BaseException | None = None) -> asyncio.Future[Any]:
+    future = asyncio.get_running_loop().create_future()
+    if error is None:
+        future.set_result(value)
+    else:
+        future.set_exception(error)
+    return future

@@ -10,7 +10,9 @@ run one by one, in turn with the writes.
 
 `now` runs a write on the calling thread instead — the event loop's — when that cannot wait:
 the worker is idle (nothing runs or is queued), SQLite's write lock is free (it is taken without
-waiting, or the write goes to the worker, which waits for it), and the commit neither syncs
+waiting, or the write goes to the worker, which waits for it: `now` turns the connection's busy
+timeout off and the thread turns it back on, each only when the other ran last, so a run's
+appends in a row pay for neither), and the commit neither syncs
 (`synchronous=NORMAL`; the log does not ask for it otherwise) nor checkpoints (the connection
 never does; `sqlite_checkpoints`). What is left is the transaction's own work, about 0.1–0.2 ms
 for an append, which a hand-over to the thread and back costs about as much again; see
@@ -66,6 +68,9 @@ class Worker:
         self.busy_ms = int(busy_timeout * 1000)
         self._busy = threading.Lock()
         """Held while the connection is in use (by the thread, or by `now`)."""
+        self._waiting = True
+        """Whether the connection waits for a lock held elsewhere (`busy_timeout`): `now`
+        turns that off, the thread back on, each only when the other ran last."""
         self.transactions = 0
         """Write transactions committed (tests)."""
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -91,16 +96,15 @@ class Worker:
             if not self._jobs.empty():
                 return False, None
             db = self.db
-            db.execute("PRAGMA busy_timeout=0")
+            if self._waiting:
+                db.execute("PRAGMA busy_timeout=0")
+                self._waiting = False
             try:
-                try:
-                    db.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error:  # the lock is held elsewhere: the worker waits for it
-                    return False, None
-                job = Job(fn, None, None, True)  # type: ignore[arg-type]  # answered here
-                ((_, value, error),) = self._transacted([job])
-            finally:
-                db.execute(f"PRAGMA busy_timeout={self.busy_ms}")
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error:  # the lock is held elsewhere: the worker waits for it
+                return False, None
+            job = Job(fn, None, None, True)  # type: ignore[arg-type]  # answered here
+            ((_, value, error),) = self._transacted([job])
         finally:
             self._busy.release()
         if error is not None:
@@ -122,6 +126,9 @@ class Worker:
         later: collections.deque[Job | None] = collections.deque()
         while (job := later.popleft() if later else self._jobs.get()) is not None:
             with self._busy:
+                if not self._waiting:
+                    self.db.execute(f"PRAGMA busy_timeout={self.busy_ms}")
+                    self._waiting = True
                 if not job.write:
                     answers = [self._read(job)]
                 else:
