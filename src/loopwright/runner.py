@@ -22,7 +22,6 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,7 +216,7 @@ class ToolRunner:
     items: dict[str, Scheduled] = field(default_factory=dict)
     unfinished: dict[str, str] = field(default_factory=dict)
     strays: dict[str, Job] = field(default_factory=dict)
-    late: deque[Event] = field(default_factory=deque)
+    late: list[Event] = field(default_factory=list)
     _arrival: asyncio.Future[None] | None = None
     _closed: bool = False
 
