@@ -2,7 +2,7 @@
 
     python bench/_run_one.py MODULE SCENARIO    # one scenario of one adapter
     python bench/_run_one.py --flatness [STEPS] # loopwright only: A's per-step profile
-    python bench/_run_one.py --store [STEPS]    # loopwright only: A with the SQLite store
+    python bench/_run_one.py --store [STEPS] [--inline]   # A with the SQLite store
 
 MODULE is an adapter module name. Ours (`floor`, `loopwright_adapter`, in bench/adapters/) run
 here: the module's import is timed, its scenario function builds the agent (untimed) and
@@ -102,11 +102,13 @@ def run_flatness(steps: int) -> int:
     return 0 if ok else 1
 
 
-def run_store(steps: int) -> int:
+def run_store(steps: int, inline: bool) -> int:
     import shutil
 
     sys.path.insert(0, str(OURS))
 
+    if inline:
+        import loopwright_inline  # noqa: F401  (marks ping inline=True)
     from loopwright_adapter import long_loop_store, scenarios
 
     thunk = long_loop_store(steps)
@@ -118,7 +120,7 @@ def run_store(steps: int) -> int:
     shutil.rmtree(thunk.directory, ignore_errors=True)
     ok = text == scenarios.FINAL and scenarios.CALLS["ping"] == steps and stored > steps * 5
     line = {
-        "adapter": "loopwright",
+        "adapter": "loopwright_inline" if inline else "loopwright",
         "scenario": "store",
         "ok": ok,
         "seconds": seconds,
@@ -132,7 +134,9 @@ def run_store(steps: int) -> int:
 
 def main() -> None:
     if sys.argv[1:2] == ["--store"]:
-        sys.exit(run_store(int(sys.argv[2]) if len(sys.argv) > 2 else 500))
+        inline = "--inline" in sys.argv
+        numbers = [a for a in sys.argv[2:] if a != "--inline"]
+        sys.exit(run_store(int(numbers[0]) if numbers else 500, inline))
     if sys.argv[1:2] == ["--flatness"]:
         steps = int(sys.argv[2]) if len(sys.argv) > 2 else 500  # scenarios.LONG_STEPS
         sys.exit(run_flatness(steps))

@@ -37,7 +37,7 @@ HARNESS = (PEERS / "run_one.py").exists()  # the peers come with the shared harn
 
 SCENARIOS = ["long_loop", "wide_batch", "many_sessions", "streaming"]
 FLATNESS = "flatness"  # loopwright only: A's last 50 steps vs steps 2..51, in-process stamps
-STORE = "store"  # loopwright only: A with the SQLite store (target ≤ 300 µs/step)
+STORE = "store"  # loopwright (and _inline) only: A with the SQLite store (≤ 300 µs/step)
 TARGET_STORE_US = 300.0
 OWN = (FLATNESS, STORE)
 
@@ -75,6 +75,8 @@ def run_once(adapter: str, scenario: str, timeout: float) -> dict:
     module = ADAPTERS[adapter][0]
     argv = [sys.executable, str(RUN_ONE)]
     argv += [f"--{scenario}"] if scenario in OWN else [module, scenario]
+    if scenario == STORE and adapter == "loopwright_inline":
+        argv.append("--inline")
     t0 = time.perf_counter()
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=BENCH)
@@ -219,7 +221,7 @@ def render(results: list[dict], meta: dict) -> str:
     C, D = lw("many_sessions", "seconds"), lw("streaming", "us_per_unit")
     Ai, Ci = li("long_loop", "us_per_unit"), li("many_sessions", "seconds")
     flat = lw(FLATNESS, "ratio")
-    stored = lw(STORE, "us_per_unit")
+    stored, stored_inline = lw(STORE, "us_per_unit"), li(STORE, "us_per_unit")
     first, last = lw(FLATNESS, "first_us"), lw(FLATNESS, "last_us")
     rows = [
         (
@@ -245,6 +247,12 @@ def render(results: list[dict], meta: dict) -> str:
             f"{fmt(stored, 1)} µs/step (in memory: {fmt(A, 1)})",
             f"≤ {TARGET_STORE_US:g} µs/step",
             verdict(stored, TARGET_STORE_US),
+        ),
+        (
+            "A with the SQLite store, inline tool",
+            f"{fmt(stored_inline, 1)} µs/step (in memory: {fmt(Ai, 1)})",
+            "reported",
+            "–",
         ),
         ("B wide batch", f"{fmt(B, 3)} s", f"≤ {TARGET_B_S:g} s", verdict(B, TARGET_B_S)),
         (
@@ -361,7 +369,8 @@ def main() -> None:
         )
 
     def cells(a: str) -> list[str]:
-        return [s for s in scenarios if s not in OWN or a == "loopwright"]
+        own = {"loopwright": OWN, "loopwright_inline": (STORE,)}.get(a, ())
+        return [s for s in scenarios if s not in OWN or s in own]
 
     for a in adapters:  # one uncounted warm-up per adapter (file cache, bytecode)
         run_once(a, "streaming", args.timeout)
