@@ -15,6 +15,7 @@ not even that can be logged.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -124,10 +125,8 @@ class Run:
         self._on_end: Callable[[Run], None] | None = None  # `watch()`'s: a session's `idle()`
         self._watched = False
         self._output = output  # the agent's structured output: `RunResult.output` is its value
-        # (lists, not deques: an empty deque takes 760 bytes, and a reader that keeps up takes
-        # the first of a few)
-        self._buffer: list[ev.Event] = []
-        self._seqs: list[int | None] | None = [] if journal is not None else None
+        self._buffer: deque[ev.Event] = deque()
+        self._seqs: deque[int | None] | None = deque() if journal is not None else None
         self.seq: int | None = None
         """The log's sequence number of the event last read (None: not logged, no journal)."""
         self._task: asyncio.Task[None] | None = None
@@ -305,18 +304,18 @@ class Run:
         while await self._filled():
             if seqs is None:
                 while buffer:
-                    yield buffer.pop(0)
+                    yield buffer.popleft()
             else:
                 while buffer:
-                    self.seq = seqs.pop(0)
-                    yield buffer.pop(0)
+                    self.seq = seqs.popleft()
+                    yield buffer.popleft()
 
     async def __anext__(self) -> ev.Event:
         if not await self._filled():
             raise StopAsyncIteration
         if self._seqs is not None:
-            self.seq = self._seqs.pop(0)
-        return self._buffer.pop(0)
+            self.seq = self._seqs.popleft()
+        return self._buffer.popleft()
 
     async def _filled(self) -> bool:
         """Wait until an event is buffered (True), or the run's task has ended (False)."""
