@@ -1,8 +1,8 @@
 """One measurement in this (fresh) process; bench/run.py starts one of these per run.
 
     python bench/_run_one.py MODULE SCENARIO    # one scenario of one adapter
-    python bench/_run_one.py --flatness [STEPS] # loopwright only: A's per-step profile
-    python bench/_run_one.py --store [STEPS] [--inline]   # A with the SQLite store
+    python bench/_run_one.py --flatness [STEPS] [--inline]  # loopwright: A's per-step profile
+    python bench/_run_one.py --store [STEPS] [--inline]     # loopwright: A with the SQLite store
 
 MODULE is an adapter module name. Ours (`floor`, `loopwright_adapter`, in bench/adapters/) run
 here: the module's import is timed, its scenario function builds the agent (untimed) and
@@ -75,8 +75,10 @@ def run_scenario(module: str, scenario: str) -> int:
     return 0 if ok else 1
 
 
-def run_flatness(steps: int) -> int:
+def run_flatness(steps: int, inline: bool) -> int:
     sys.path.insert(0, str(OURS))
+    if inline:
+        import loopwright_inline  # noqa: F401  (marks ping inline=True)
     from loopwright_adapter import flatness, scenarios, step_profile
 
     text, stamps = asyncio.run(step_profile(steps)())
@@ -88,7 +90,7 @@ def run_flatness(steps: int) -> int:
         "\n"
         + json.dumps(
             {
-                "adapter": "loopwright",
+                "adapter": "loopwright_inline" if inline else "loopwright",
                 "scenario": "flatness",
                 "ok": ok,
                 "ratio": ratio,
@@ -133,13 +135,11 @@ def run_store(steps: int, inline: bool) -> int:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--store"]:
+    if sys.argv[1:2] in (["--store"], ["--flatness"]):
         inline = "--inline" in sys.argv
         numbers = [a for a in sys.argv[2:] if a != "--inline"]
-        sys.exit(run_store(int(numbers[0]) if numbers else 500, inline))
-    if sys.argv[1:2] == ["--flatness"]:
-        steps = int(sys.argv[2]) if len(sys.argv) > 2 else 500  # scenarios.LONG_STEPS
-        sys.exit(run_flatness(steps))
+        steps = int(numbers[0]) if numbers else 500  # scenarios.LONG_STEPS
+        sys.exit((run_store if sys.argv[1] == "--store" else run_flatness)(steps, inline))
     module, scenario = sys.argv[1:3]
     if (OURS / f"{module}.py").exists():
         sys.exit(run_scenario(module, scenario))

@@ -115,7 +115,9 @@ def commit(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
         [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
     )
-    db.executemany(blobs.SQLITE_INSERT, blobs.rows(events, at))  # their bytes, once per hash
+    attached = blobs.rows(events, at)
+    if attached:  # their bytes, once per hash
+        db.executemany(blobs.SQLITE_INSERT, attached)
     for op in derived.ops:
         _apply(db, sid, tenant, op, at)
     return new
