@@ -168,6 +168,25 @@ async def test_an_append_nothing_waits_for_runs_on_the_event_loop(tmp_path):
     await full.close()
 
 
+async def test_an_append_made_on_the_event_loop_is_a_future_done_as_it_returns(tmp_path):
+    """Awaiting it takes no turn of the loop; what it raised is raised when it is awaited (a
+    stale lease), as from the worker; the first append under a lease is not done yet."""
+    log = SQLiteLog(tmp_path / "l.db")
+    lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+    first = log.append(lease, [said("hi")])
+    assert isinstance(first, asyncio.Future) and not first.done()  # (handed to the worker)
+    assert await first == 1
+    second = log.append(lease, [said("again")])
+    assert second.done() and second.result() == 2
+    await log.release(lease, "idle")
+    stale = log.append(lease, [said("late")])
+    assert stale.done()
+    with pytest.raises(StaleWriter, match="was released"):
+        await stale
+    assert [s.seq for s in await log.read(KEY)] == [1, 2]
+    await log.close()
+
+
 async def test_an_append_waits_on_the_worker_while_another_connection_holds_the_lock(tmp_path):
     log = SQLiteLog(tmp_path / "l.db")
     lease = (await log.claim(KEY, "run-1", ttl=30)).lease
