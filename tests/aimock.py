@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from reaper import Reaper
+
 E2E = Path(__file__).parent / "e2e"
 LLMOCK = E2E / "node_modules" / ".bin" / "llmock"
 
@@ -59,6 +61,7 @@ def aimock(
         start_new_session=True,  # its own group: the venv's `node` wraps the real node
     )
     assert process.stdout is not None
+    reaper = Reaper(process)  # (it stops with the tests' process, should that die first)
     output: list[str] = []
     drain = threading.Thread(target=output.extend, args=(process.stdout,), daemon=True)
     try:
@@ -67,6 +70,7 @@ def aimock(
         yield url
     finally:
         _stop(process)
+        reaper.stop()
         if drain.is_alive():
             drain.join()
         process.stdout.close()

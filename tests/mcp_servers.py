@@ -19,6 +19,7 @@ from typing import Any
 
 from loopwright.mcp import HttpServer, MCPServer, StdioServer
 from loopwright.tools import Tool, ToolContext
+from reaper import Reaper
 
 SECRET = "sk-live-4f9a8b7c6d5e"
 """A secret the tests put in a server's env, headers or URL: no error may show it."""
@@ -77,6 +78,7 @@ def everything_http(
         start_new_session=True,
     )
     assert process.stderr is not None
+    reaper = Reaper(process)  # (it stops with the tests' process, should that die first)
     watchdog = threading.Timer(60, process.kill)  # a safety net: a silent server fails the test
     watchdog.start()
     drain = threading.Thread(target=process.stderr.read, daemon=True)  # a full pipe stalls it
@@ -100,6 +102,7 @@ def everything_http(
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        reaper.stop()
         if drain.is_alive():
             drain.join()
         process.stderr.close()

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from reaper import Reaper
+
 CHROMIUM = Path("/usr/bin/chromium")
 LOOPWRIGHT = str(Path(sys.executable).with_name("loopwright"))
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -166,6 +168,7 @@ class Server:
             env=env,
             start_new_session=True,
         )
+        self.reaper = Reaper(self.process)  # (it stops with the tests, should they die first)
         self.url = ""
         self.lines: list[str] = []  # its output
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -215,6 +218,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
+        self.reaper.stop()
         if self.reader.is_alive():
             self.reader.join()
         if self.process.stdout is not None:
