@@ -11,6 +11,7 @@ from conftest import call
 from loopwright import Agent, Approval
 from loopwright import events as ev
 from loopwright.runtime.follow import keepalive
+from loopwright.store.log import SessionKey
 from loopwright.testing import FunctionModel, Reply
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Held, ended, kinds, logged, look, paid, payer, pays, until
@@ -182,6 +183,35 @@ async def test_a_late_follower_of_a_live_run_gets_each_event_once(logs, runtimes
     ]
     assert seen[0][0] == mid
     committed_as_logged(seen, await log.read(KEY))
+
+
+async def test_the_stream_of_a_run_that_ended_before_it_was_read_has_its_token_deltas(
+    logs, runtimes
+):
+    """A run that needs no thread and no wait can end before its caller reads its stream
+    (the log's calls made on the event loop): the stream is still the run's own, deltas and
+    all, not the log's."""
+    answer = Reply(text="all done", chunk=3)
+    runtime = runtimes({"quick": Agent(model=FunctionModel(lambda r: answer))}, await logs())
+    live = await runtime.send("acme", "quick", "s1", "go", hold=True)
+    await ended(live)  # (gone from the runs in progress)
+    seen = [pair async for pair in live.stream()]
+    assert [e.delta for _, e in seen if type(e) is ev.TextDelta] == ["all", " do", "ne"]
+    assert [e.type for _, e in seen] == [
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "text:delta",
+        "text:delta",
+        "text:delta",
+        "message:completed",
+        "step:finished",
+        "loop:done",
+        "done",
+    ]
+    assert runtime.live.get(SessionKey("acme", "quick", "s1")) is None
+    committed_as_logged(seen, await runtime.log.read(SessionKey("acme", "quick", "s1")))
 
 
 async def test_a_decision_made_here_wakes_the_run_waiting_on_it(logs, runtimes):

@@ -21,7 +21,7 @@ from ..store import StoredEvent
 from ..store.log import EventLog, SessionKey
 
 if TYPE_CHECKING:
-    from .live import Follower, Live
+    from .live import Follower, Live, LiveRun
 
 Item = tuple[int | None, ev.Event]
 T = TypeVar("T")
@@ -39,14 +39,16 @@ async def follow(
     *,
     after: int,
     follower: Follower | None = None,
+    first: LiveRun | None = None,
 ) -> AsyncIterator[Item]:
     """See the module docstring; `follower` is counted until the caller stops (one is made
-    when none is given)."""
+    when none is given). `first`: a run of this process followed first, even if it has ended
+    by now (all its events, token deltas too, are still at hand)."""
     follower = follower or registry.attach(key)
     position = after
     try:
         while True:
-            live = registry.get(key)
+            live, first = first or registry.get(key), None
             if live is not None:
                 await live.settled()
                 if live.failure is None:

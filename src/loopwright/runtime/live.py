@@ -106,7 +106,9 @@ class LiveRun:
         a pause (see `follow`); the follower of `hold` is this stream's, gone when it ends."""
         follower, self.held = self.held, None
         registry = self._registry
-        return follow(registry.log, registry, self.key, after=self.start_seq, follower=follower)
+        return follow(
+            registry.log, registry, self.key, after=self.start_seq, follower=follower, first=self
+        )
 
     def detach(self) -> None:
         """Stop counting the caller of `hold` as a follower (when it will not stream)."""
