@@ -123,6 +123,18 @@ class SQLiteLog:
         """Run `fn` on the worker thread; `write`: inside a write transaction (maybe shared)."""
         return await self._submit(fn, write)  # type: ignore[no-any-return]
 
+    async def _briefly(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
+        """A short call (a row, or a bounded page): on the event loop when nothing would wait
+        for it, as an append (the worker idle; for a write, the write lock free), else on the
+        worker."""
+        if self._now and not self._closed:
+            done, value = self._runner.now(fn, write)
+            if done:
+                if write:
+                    self._waits.notify()
+                return value  # type: ignore[no-any-return]
+        return await self._call(fn, write=write)
+
     def _submit(self, fn: Callable[[sqlite3.Connection], Any], write: bool) -> asyncio.Future[Any]:
         if self._closed:
             raise StoreError(f"{self.path}: the log is closed")
@@ -176,7 +188,9 @@ class SQLiteLog:
             died = status in ("running", "interrupted")
             return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
 
-        return await self._call(job, write=True)
+        claimed = await self._briefly(job, write=True)
+        self._appender = (key, claimed.lease.epoch)  # its run's first append: on the loop too
+        return claimed
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         def job(db: sqlite3.Connection) -> Lease:
@@ -197,7 +211,7 @@ class SQLiteLog:
                 (status, sql.iso(self.clock()), sid),
             )
 
-        await self._call(job, write=True)
+        await self._briefly(job, write=True)
         self._waits.wake_controls(lease.key)  # its listener ends
 
     def append(self, lease: Lease, events: Sequence[ev.Event]) -> asyncio.Future[int]:
@@ -387,7 +401,7 @@ class SQLiteLog:
                 raise sql.unknown(key)
             return session_record(row, self.clock())
 
-        return await self._call(job)
+        return await self._briefly(job)
 
     async def sessions(
         self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
@@ -437,10 +451,10 @@ class SQLiteLog:
             items = [pending_record(row[1:]) for row in rows[:limit]]
             return Page(items, str(rows[limit - 1][0]) if len(rows) > limit else None)
 
-        return await self._call(job)
+        return await self._briefly(job)
 
     async def pending_item(self, tenant: str, pending_id: str) -> PendingRecord:
-        return await self._call(lambda db: sql.pending_item(db, tenant, pending_id))
+        return await self._briefly(lambda db: sql.pending_item(db, tenant, pending_id))
 
     async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
         def job(db: sqlite3.Connection) -> dict[str, Any]:

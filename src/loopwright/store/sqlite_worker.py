@@ -86,9 +86,10 @@ class Worker:
         self._jobs.put(Job(fn, loop, future, write))
         return future
 
-    def now(self, fn: Callable[[sqlite3.Connection], Any]) -> tuple[bool, Any]:
-        """Run the write `fn` on this thread if nothing has to wait for it (see the module
-        docstring): (True, its value), or (False, None) and the caller submits it. Its error
+    def now(self, fn: Callable[[sqlite3.Connection], Any], write: bool = True) -> tuple[bool, Any]:
+        """Run `fn` on this thread if nothing has to wait for it (see the module docstring):
+        (True, its value), or (False, None) and the caller submits it. A write runs in its own
+        transaction; a read that finds the database locked goes to the worker too. Its error
         is raised here."""
         if not self._busy.acquire(blocking=False):
             return False, None
@@ -99,16 +100,29 @@ class Worker:
             if self._waiting:
                 db.execute("PRAGMA busy_timeout=0")
                 self._waiting = False
-            try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error:  # the lock is held elsewhere: the worker waits for it
-                return False, None
-            job = Job(fn, None, None, True)  # type: ignore[arg-type]  # answered here
-            ((_, value, error),) = self._transacted([job])
+            if write:
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error:  # the lock is held elsewhere: the worker waits for it
+                    return False, None
+                job = Job(fn, None, None, True)  # type: ignore[arg-type]  # answered here
+                ((_, value, error),) = self._transacted([job])
+            else:
+                try:
+                    value, error = fn(db), None
+                except sqlite3.OperationalError as exc:
+                    if _locked(exc):  # (a checkpoint or a recovery elsewhere, for a moment)
+                        return False, None
+                    value, error = None, self._error(exc)
+                except Exception as exc:
+                    value, error = None, exc
         finally:
             self._busy.release()
         if error is not None:
-            raise error
+            try:
+                raise error
+            finally:  # (the frame, on the error's traceback, must not hold it: a cycle)
+                error = None
         return True, value
 
     def stop(self) -> asyncio.Future[Any]:
@@ -231,3 +245,9 @@ class Worker:
                 future.set_exception(error)
             else:
                 future.set_result(value)
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED, extended codes included."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
