@@ -2,13 +2,15 @@
 of one machine.
 
 Every call runs on one worker thread per `SQLiteLog`, on its one connection, one call at a time,
-so the event loop never waits on SQLite (`sqlite_worker`) — except an append that nothing would
-make wait: with the worker idle, the write lock free and `durability="normal"`, it runs on the
-event loop, which saves the two thread hand-overs (as long as the transaction itself); see
-`sqlite_worker` and bench/DURABLE.md (`inline_appends=False` turns it off). `append` returns a
-future, done already in that case, so awaiting it takes no task and no turn of the loop. Every write runs
-inside a `BEGIN IMMEDIATE` transaction — on the worker, shared by the writes that wait while one
-starts, each in a savepoint of its own, and answered only once that transaction committed:
+so the event loop never waits on SQLite (`sqlite_worker`) — except a short call that nothing
+would make wait: an append under the lease of the last append or claim, a claim, a release, a
+session's row, pending items. With the worker idle, `durability="normal"` and, for a write, the
+write lock free, it runs on the event loop, which saves the two thread hand-overs (as long as
+the call itself); see `sqlite_worker` and bench/DURABLE.md (`inline_appends=False` turns it
+off). `append` returns a future, done already in that case, so awaiting it takes no task and no
+turn of the loop. Every write runs inside a `BEGIN IMMEDIATE` transaction — on the worker,
+shared by the writes that wait while one starts, each in a savepoint of its own, and answered
+only once that transaction committed:
 writers of several processes serialise on SQLite's write lock, seqs stay gapless, and a lease's
 epoch is checked inside the transaction that appends under it: by reading the session's row,
 or — when this log appended under the lease before — by updating the row on the condition that
