@@ -42,6 +42,11 @@ def _to_json(cls: Any) -> Callable[..., bytes]:
 
 
 @cache
+def _to_python(cls: Any) -> Callable[..., Any]:
+    return _adapter(cls).serializer.to_python  # type: ignore[no-any-return]
+
+
+@cache
 def _event_adapter() -> TypeAdapter[Any]:
     from pydantic import Field, TypeAdapter
 
@@ -66,9 +71,9 @@ def to_dict(event: ev.Event, profile: Profile = "full") -> dict[str, Any] | None
     """The JSON object for one event (redacted), or None when `profile` leaves it out."""
     if profile == "v1":
         return _to_v1(event)
-    adapter = _adapter(type(event))  # type: ignore[arg-type]
-    data: dict[str, Any] = adapter.dump_python(event, mode="json", by_alias=True, exclude_none=True)
-    text = adapter.dump_json(event, by_alias=True, exclude_none=True).decode()
+    cls: Any = type(event)
+    data: dict[str, Any] = _to_python(cls)(event, mode="json", by_alias=True, exclude_none=True)
+    text = _to_json(cls)(event, by_alias=True, exclude_none=True).decode()
     return redact.deep(data) if redact.may_hold(text) else data  # (one search: the cheapest)
 
 
