@@ -201,7 +201,7 @@ async def test_an_append_waits_on_the_worker_while_another_connection_holds_the_
         return submit(*args)
 
     log._runner.submit = handing  # type: ignore[method-assign]
-    assert await log.append(lease, [said("hi")]) == 1  # (the first under a lease: the worker)
+    assert await log.append(lease, [said("hi")]) == 1  # (on the loop: its claim came last)
     handed.clear()
     blocker = sqlite3.connect(tmp_path / "l.db", isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
@@ -211,6 +211,43 @@ async def test_an_append_waits_on_the_worker_while_another_connection_holds_the_
     blocker.execute("ROLLBACK")
     blocker.close()
     assert await asyncio.wait_for(appended, SAFETY) == 2
+    await log.close()
+
+
+async def test_a_call_made_on_the_loop_that_finds_the_database_locked_goes_to_the_worker(
+    tmp_path,
+):
+    """A claim while another connection holds the write lock, and a call that finds the
+    database locked (SQLite's own error, as a read may get while another process recovers
+    the WAL): each is handed to the worker, which waits for the lock; the loop goes on."""
+    log = SQLiteLog(tmp_path / "l.db")
+    await log.claim(KEY, "run-1", ttl=30)  # (the tables exist; the loop made it)
+    handed = asyncio.Event()
+    submit = log._runner.submit
+
+    def handing(*args):
+        handed.set()
+        return submit(*args)
+
+    log._runner.submit = handing  # type: ignore[method-assign]
+
+    def locked_read(db: sqlite3.Connection) -> str:
+        db.execute("BEGIN IMMEDIATE")  # (SQLITE_BUSY without waiting, on the loop)
+        db.execute("ROLLBACK")
+        return "read"
+
+    other = SessionKey("acme", "support", "o-2")
+    for call in (lambda: log.claim(other, "run-1", ttl=30), lambda: log._briefly(locked_read)):
+        handed.clear()
+        blocker = sqlite3.connect(tmp_path / "l.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        made = asyncio.ensure_future(call())
+        await asyncio.wait_for(handed.wait(), SAFETY)  # the event loop went on meanwhile
+        assert not made.done()
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        assert await asyncio.wait_for(made, SAFETY)
+    assert (await log.session(other)).status == "running"
     await log.close()
 
 
