@@ -8,15 +8,15 @@ its own part. Every caller of a group is answered once the group's COMMIT return
 caller learns a seq before its events are committed; a COMMIT that fails fails them all. Reads
 run one by one, in turn with the writes.
 
-`now` runs a write on the calling thread instead — the event loop's — when that cannot wait:
-the worker is idle (nothing runs or is queued), SQLite's write lock is free (it is taken without
-waiting, or the write goes to the worker, which waits for it: `now` turns the connection's busy
-timeout off and the thread turns it back on, each only when the other ran last, so a run's
-appends in a row pay for neither), and the commit neither syncs
-(`synchronous=NORMAL`; the log does not ask for it otherwise) nor checkpoints (the connection
-never does; `sqlite_checkpoints`). What is left is the transaction's own work, about 0.1–0.2 ms
-for an append, which a hand-over to the thread and back costs about as much again; see
-bench/DURABLE.md.
+`now` runs a call on the calling thread instead — the event loop's — when that cannot wait:
+the worker is idle (nothing runs or is queued) and, for a write, SQLite's write lock is free (it
+is taken without waiting, or the write goes to the worker, which waits for it; a read that finds
+the database locked goes there too: `now` turns the connection's busy timeout off and the
+thread turns it back on, each only when the other ran last, so a run's calls in a row pay for
+neither), and a commit neither syncs (`synchronous=NORMAL`; the log does not ask for it
+otherwise) nor checkpoints (the connection never does; `sqlite_checkpoints`). What is left is
+the call's own work, about 0.1–0.2 ms for an append, which a hand-over to the thread and back
+costs about as much again; see bench/DURABLE.md.
 
 SQLite errors become `StoreError`s naming the file.
 """
