@@ -121,6 +121,19 @@ async def test_writes_that_wait_share_one_transaction_and_a_failed_one_undoes_on
     await log.close()
 
 
+def handovers(log: SQLiteLog) -> asyncio.Event:
+    """Set each time a call is handed to the log's worker thread."""
+    handed = asyncio.Event()
+    submit = log._runner.submit
+
+    def handing(*args):
+        handed.set()
+        return submit(*args)
+
+    log._runner.submit = handing  # type: ignore[method-assign]
+    return handed
+
+
 class Threads:
     """A log's clock that notes the thread of each call (a write reads it once the lock is
     taken)."""
@@ -193,14 +206,7 @@ async def test_an_append_made_on_the_event_loop_is_a_future_done_as_it_returns(t
 async def test_an_append_waits_on_the_worker_while_another_connection_holds_the_lock(tmp_path):
     log = SQLiteLog(tmp_path / "l.db")
     lease = (await log.claim(KEY, "run-1", ttl=30)).lease
-    handed = asyncio.Event()
-    submit = log._runner.submit
-
-    def handing(*args):
-        handed.set()
-        return submit(*args)
-
-    log._runner.submit = handing  # type: ignore[method-assign]
+    handed = handovers(log)
     assert await log.append(lease, [said("hi")]) == 1  # (on the loop: its claim came last)
     handed.clear()
     blocker = sqlite3.connect(tmp_path / "l.db", isolation_level=None)
@@ -222,14 +228,7 @@ async def test_a_call_made_on_the_loop_that_finds_the_database_locked_goes_to_th
     the WAL): each is handed to the worker, which waits for the lock; the loop goes on."""
     log = SQLiteLog(tmp_path / "l.db")
     await log.claim(KEY, "run-1", ttl=30)  # (the tables exist; the loop made it)
-    handed = asyncio.Event()
-    submit = log._runner.submit
-
-    def handing(*args):
-        handed.set()
-        return submit(*args)
-
-    log._runner.submit = handing  # type: ignore[method-assign]
+    handed = handovers(log)
 
     def locked_read(db: sqlite3.Connection) -> str:
         db.execute("BEGIN IMMEDIATE")  # (SQLITE_BUSY without waiting, on the loop)

@@ -13,7 +13,6 @@ event log, checkpoints, HTTP bodies, SSE, exports. The events themselves keep ra
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 
@@ -23,6 +22,7 @@ from .messages import Message
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
+    from pydantic_core import SchemaSerializer
 
 Profile: TypeAlias = Literal["full", "v1"]
 V1_STOP_REASONS = frozenset({"max_turns", "denied"})
@@ -36,14 +36,9 @@ def _adapter(cls: Any) -> TypeAdapter[Any]:
 
 
 @cache
-def _to_json(cls: Any) -> Callable[..., bytes]:
-    """The serialiser of one event type, called without the adapter's own call in between."""
-    return _adapter(cls).serializer.to_json  # type: ignore[no-any-return]
-
-
-@cache
-def _to_python(cls: Any) -> Callable[..., Any]:
-    return _adapter(cls).serializer.to_python  # type: ignore[no-any-return]
+def _serializer(cls: Any) -> SchemaSerializer:
+    """One event type's serialiser, called without its adapter's `dump_*` in between."""
+    return _adapter(cls).serializer
 
 
 @cache
@@ -71,9 +66,11 @@ def to_dict(event: ev.Event, profile: Profile = "full") -> dict[str, Any] | None
     """The JSON object for one event (redacted), or None when `profile` leaves it out."""
     if profile == "v1":
         return _to_v1(event)
-    cls: Any = type(event)
-    data: dict[str, Any] = _to_python(cls)(event, mode="json", by_alias=True, exclude_none=True)
-    text = _to_json(cls)(event, by_alias=True, exclude_none=True).decode()
+    serializer = _serializer(type(event))  # type: ignore[arg-type]
+    data: dict[str, Any] = serializer.to_python(
+        event, mode="json", by_alias=True, exclude_none=True
+    )
+    text = serializer.to_json(event, by_alias=True, exclude_none=True).decode()
     return redact.deep(data) if redact.may_hold(text) else data  # (one search: the cheapest)
 
 
@@ -84,8 +81,9 @@ def dumps(event: ev.Event, profile: Profile) -> str | None: ...
 def dumps(event: ev.Event, profile: Profile = "full") -> str | None:
     """One compact JSON line for an event (redacted), or None when `profile` leaves it out."""
     if profile == "full":
-        to_json = _to_json(type(event))  # type: ignore[arg-type]
-        return redact.json_text(to_json(event, by_alias=True, exclude_none=True).decode())
+        serializer = _serializer(type(event))  # type: ignore[arg-type]
+        text = serializer.to_json(event, by_alias=True, exclude_none=True).decode()
+        return redact.json_text(text)
     data = to_dict(event, profile)
     return None if data is None else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 

@@ -110,12 +110,10 @@ class Worker:
             else:
                 try:
                     value, error = fn(db), None
-                except sqlite3.OperationalError as exc:
-                    if _locked(exc):  # (a checkpoint or a recovery elsewhere, for a moment)
-                        return False, None
-                    value, error = None, self._error(exc)
                 except Exception as exc:
-                    value, error = None, exc
+                    if isinstance(exc, sqlite3.OperationalError) and _locked(exc):
+                        return False, None  # (a recovery elsewhere, for a moment: it waits)
+                    value, error = None, self._error(exc)  # (as the worker's `_read` answers)
         finally:
             self._busy.release()
         if error is not None:
