@@ -117,6 +117,25 @@ async def test_a_follower_switches_to_a_run_resumed_here_with_its_token_deltas(l
     committed_as_logged(replayed + rest, await runtime.log.read(KEY))
 
 
+async def test_a_follower_gets_a_run_that_started_and_ended_before_it_looked(logs, runtimes):
+    """The run resumed here ends before the follower reads on (nothing in it waits): the
+    follower still gets that run's own events, token deltas too, not the log's."""
+    runtime = runtimes({"payer": payer(*pays(3, "all paid, thanks"))}, await logs())
+    await ended(await runtime.send("acme", "payer", "s1", "go"))
+    stream = runtime.events(KEY, after=0, follow=True)
+    replayed = await until(stream, "done")  # the paused run, from the log
+    [item] = await runtime.pending("acme")
+    resolved = await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
+    assert resolved.run is not None
+    await ended(resolved.run)
+    assert runtime.live.get(KEY) is None  # (gone from the runs in progress)
+    rest = [pair async for pair in stream]
+    assert rest[-1][1] == resolved.run.done
+    deltas = [e.delta for _, e in rest if isinstance(e, ev.TextDelta)]
+    assert "".join(deltas) == "all paid, thanks"
+    committed_as_logged(replayed + rest, await runtime.log.read(KEY))
+
+
 async def test_a_holder_that_goes_away_leaves_a_durable_pause(logs, runtimes):
     log = await logs()
     runtime = runtimes({"payer": payer(*pays(1))}, log)

@@ -3,8 +3,9 @@ of its runs as they come, across pauses, up to a `done` that is not a pause.
 
 A run of this process is followed live (token deltas included, uncommitted events without a
 seq); a run elsewhere through the log (`EventLog.follow`: committed events only). The follower
-switches to a run of this process as soon as one starts, and back to the log when it ends
-paused or stops without its `done` (taken over elsewhere). Nothing the log holds is skipped: a
+switches to a run of this process as soon as one starts (even one that ended before the
+follower came to it: its events are still at hand), and back to the log when it ends paused or
+stops without its `done` (taken over elsewhere). Nothing the log holds is skipped: a
 seq is only ever that of a committed event, and an event may at worst come twice (once live
 without a seq, once from the log) when a follower switches right as it is committed.
 """
@@ -48,7 +49,8 @@ async def follow(
     position = after
     try:
         while True:
-            live, first = first or registry.get(key), None
+            started = registry.started(key)  # a run that starts here from now on comes next,
+            live, first = first or registry.get(key), None  # even if it ended by then
             if live is not None:
                 await live.settled()
                 if live.failure is None:
@@ -63,11 +65,12 @@ async def follow(
                         yield seq, event
                     if final(live.done):
                         return
+                    first = _started(started)
                     continue
-            if await _over(log, key, position):
+            if await _over(log, key, position) and not started.done():
                 return  # its latest run ended for good, and nothing of a run came after `after`
             ended = False
-            async for seq, event in _from_log(log, registry, key, position):
+            async for seq, event in _from_log(log, key, position, started):
                 position = seq
                 yield seq, event
                 if final(event) and await _over(log, key, seq, done=True):
@@ -75,6 +78,7 @@ async def follow(
                     break
             if ended:
                 return
+            first = _started(started)
     finally:
         follower.close()
 
@@ -95,13 +99,16 @@ async def _over(log: EventLog, key: SessionKey, seq: int, *, done: bool = False)
     return all(type(stored.event) is ev.PendingDecided for stored in after)
 
 
+def _started(started: asyncio.Future[LiveRun]) -> LiveRun | None:
+    return started.result() if started.done() else None
+
+
 async def _from_log(
-    log: EventLog, registry: Live, key: SessionKey, after: int
+    log: EventLog, key: SessionKey, after: int, started: asyncio.Future[LiveRun]
 ) -> AsyncIterator[tuple[int, ev.Event]]:
     """The log's events after `after` as they are committed, until a run of the session starts
-    in this process (the caller then follows it live)."""
-    started = registry.started(key)
-    if registry.get(key) is not None:
+    in this process (`started`: the caller then follows it live)."""
+    if started.done():
         return
     events = aiter(log.follow(key, after=after))
     step: asyncio.Future[StoredEvent] | None = None

@@ -268,7 +268,7 @@ class Live:
         self._runs: dict[SessionKey, LiveRun] = {}
         self._followers: dict[SessionKey, int] = {}
         self._gone: dict[SessionKey, asyncio.Future[None]] = {}
-        self._starts: dict[SessionKey, asyncio.Future[None]] = {}
+        self._starts: dict[SessionKey, asyncio.Future[LiveRun]] = {}
         self._listeners: set[asyncio.Task[None]] = set()
         """Listeners for controls of runs that ended, still ending (see `ending`)."""
         self._closing = False
@@ -292,7 +292,7 @@ class Live:
         live = self._runs[key] = LiveRun(self, key, session, run, on_end)
         start = self._starts.pop(key, None)
         if start is not None and not start.done():
-            start.set_result(None)
+            start.set_result(live)
         return live
 
     def forget(self, live: LiveRun) -> None:
@@ -313,8 +313,8 @@ class Live:
 
         listener.add_done_callback(ended)
 
-    def started(self, key: SessionKey) -> asyncio.Future[None]:
-        """Completes when a run of the session starts here."""
+    def started(self, key: SessionKey) -> asyncio.Future[LiveRun]:
+        """Completes, with the run, when a run of the session starts here (from now on)."""
         future = self._starts.get(key)
         if future is None or future.done():
             future = self._starts[key] = asyncio.get_running_loop().create_future()
