@@ -16,6 +16,7 @@ from conftest import call, drive, run_agent, scripted
 from loopwright import Agent, Approval, ApprovalRequest, Rules, Session, tool
 from loopwright.cli.main import main
 from loopwright.project import load_project
+from loopwright.replay import continued, fold
 from loopwright.runtime import Runtime, open_session
 from loopwright.server import create_app
 from loopwright.store import open_log
@@ -214,3 +215,103 @@ def test_the_cli_refuses_a_denied_edit_with_exit_2_naming_the_rule(
         return record.status, record.edited_args
 
     assert asyncio.run(decided()) == ("approved", {"order": "A-1", "amount": 80})
+
+
+transferred: list[int] = []
+
+
+@tool(idempotent=True)
+def transfer(account: str, amount: int) -> str:
+    """Move money (idempotent: the bank dedupes by account and amount)."""
+    transferred.append(amount)
+    return f"moved {amount} to {account}"
+
+
+async def test_a_dead_runs_edited_call_runs_again_on_the_edit_not_on_the_models_arguments():
+    """An idempotent call that a human approved with an edit started, and its process died: the
+    next run re-runs it on the edited arguments it started with, which the human approved."""
+    transferred.clear()
+    rules = Rules.from_yaml("default_decision: ask")
+    model = scripted({"tool_calls": [call("transfer", "t1", account="X", amount=900)]}, "sent")
+    agent = Agent(name="bank", model=model, tools=[transfer], rules=rules)
+    result = await run_agent(
+        agent, approver=lambda r: Approval.approve({"account": "X", "amount": 10})
+    )
+    assert transferred == [10]
+    started = next(i for i, e in enumerate(result.events) if e.type == "tool:started")
+    died = fold(result.events[: started + 1], agent._by_name)  # the process died in the call
+    again_model = scripted(
+        {"tool_calls": [call("transfer", "t1", account="X", amount=900)]}, "sent"
+    )
+    agent = Agent(name="bank", model=again_model, tools=[transfer], rules=rules)
+    session = Session(agent, history=continued(died, died=True))
+    rerun = await drive(session.run())
+    assert transferred == [10, 10]
+    [interrupted] = [e for e in rerun.events if e.type == "run:interrupted"]
+    assert (interrupted.rerun_calls, interrupted.interrupted_calls) == (["t1"], [])
+    [again] = [e for e in rerun.events if e.type == "tool:started"]
+    assert again.args == {"account": "X", "amount": 10}
+    assert rerun.stop_reason == "completed"
+
+
+SHADOW = """\
+default_decision: ask
+rules:
+  - {name: huge, tool: send, decision: deny, when: {field: amount, op: gt, value: 1000}}
+  - {name: closed, tool: send, decision: deny, when: {field: account, op: eq, value: closed}}
+"""
+sent: list[tuple[str, float | None]] = []
+
+
+@tool
+def send(account: str, amount: float | None = None) -> str:
+    """Send money (no amount: the account's balance)."""
+    sent.append((account, amount))
+    return f"sent {amount} to {account}"
+
+
+async def test_an_edit_cannot_dodge_a_deny_by_making_another_rule_unevaluable():
+    """An edit that makes a deny rule unevaluable (a null, a NaN) is refused: with another
+    value the rule could deny it. A later deny rule that holds still denies it."""
+    sent.clear()
+    errors: list[str | None] = []
+    edits = iter(
+        [
+            {"account": "closed", "amount": None},
+            {"account": "open", "amount": "nan"},
+            {"account": "open", "amount": None},
+            {"account": "open", "amount": 20},
+        ]
+    )
+
+    def approver(request: ApprovalRequest) -> Approval:
+        errors.append(request.error)
+        return Approval.approve(next(edits))
+
+    model = scripted({"tool_calls": [call("send", "s1", account="open", amount=80)]}, "ok")
+    agent = Agent(name="bank", model=model, tools=[send], rules=Rules.from_yaml(SHADOW))
+    result = await run_agent(agent, approver=approver)
+    unknown = "edited arguments are refused: arguments could not be evaluated for rule 'huge'"
+    assert errors == [
+        None,
+        "edited arguments are denied: matched rule 'closed'",
+        f"{unknown}: 'amount' is NaN; op 'gt' cannot compare it",
+        f"{unknown}: 'amount' is null; op 'gt' needs a number",
+    ]
+    assert sent == [("open", 20.0)] and result.stop_reason == "completed"
+    session = Session(
+        Agent(
+            name="bank",
+            model=scripted({"tool_calls": [call("send", "s1", account="open", amount=80)]}, "ok"),
+            tools=[send],
+            rules=Rules.from_yaml(SHADOW),
+        )
+    )
+    assert (await drive(session.run("send"))).stop_reason == "paused"
+    [item] = session.pending
+    refused = await session.resolve(item.id, Approval.approve({"account": "closed"}))
+    assert (refused.status, refused.error) == (
+        "invalid",
+        "edited arguments are denied: matched rule 'closed'",
+    )
+    assert [p.id for p in session.pending] == [item.id] and sent == [("open", 20.0)]

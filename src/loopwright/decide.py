@@ -413,10 +413,13 @@ class Decider:
         """The batch of a run that died: calls it had started of idempotent tools are scheduled
         to run again; every other call without a result is marked interrupted."""
         missing = [c for c in recovery.calls if c.id not in recovery.results]
+        args = {c.id: recovery.args.get(c.id, c.args) for c in missing}  # what each started on
         again = [  # never on arguments whose secrets the log redacted (P11)
             c
             for c in missing
-            if c.id in recovery.started and self._idempotent(c) and not holds_marker(c.args)
+            if c.id in recovery.started
+            and self._idempotent(c.name, args[c.id])
+            and not holds_marker(args[c.id])
         ]
         events: list[ev.Event] = [
             ev.RunInterrupted(
@@ -434,8 +437,8 @@ class Decider:
                     Scheduled(
                         call=call,
                         tool=tool,
-                        args=call.args,
-                        kwargs=tool.validate(call.args),
+                        args=args[call.id],
+                        kwargs=tool.validate(args[call.id]),
                         reason=reason,
                     )
                 )
@@ -444,12 +447,12 @@ class Decider:
                 events += record(call, INTERRUPTED, "Error.")
         return events
 
-    def _idempotent(self, call: ToolCall) -> bool:
-        tool = self.tools.get(call.name)
+    def _idempotent(self, name: str, args: dict[str, Any]) -> bool:
+        tool = self.tools.get(name)
         if tool is None or not tool.idempotent:
             return False
         try:
-            tool.validate(call.args)
+            tool.validate(args)
         except ValueError:
             return False
         return True
@@ -466,8 +469,9 @@ class Decider:
 
 def vet_edit(tool: Tool, gate: Gate, scope: ev.Scope, args: dict[str, Any]) -> dict[str, Any]:
     """The validated values of a human's edited arguments, or `ValueError` saying why the edit
-    is refused: it fails the tool's schema, or the gate denies it (the reason names the rule).
-    An `ask` does not ask again: the human who made the edit approves it."""
+    is refused: it fails the tool's schema, the gate denies it, or a deny rule cannot be
+    evaluated on it (the reason names the rule). An `ask` does not ask again: the human who
+    made the edit approves it."""
     try:
         kwargs = tool.validate(args)
     except ValueError as exc:
@@ -476,6 +480,8 @@ def vet_edit(tool: Tool, gate: Gate, scope: ev.Scope, args: dict[str, Any]) -> d
         decision = gate_decision(gate, tool, kwargs, scope)
         if decision.kind == "deny":
             raise ValueError(f"edited arguments are denied: {decision.reason}")
+        if decision.unsure_deny is not None:
+            raise ValueError(f"edited arguments are refused: {decision.unsure_deny}")
     return kwargs
 
 
@@ -495,3 +501,5 @@ class Recovery:
     results: dict[str, ToolResultMessage]
     started: set[str]
     """Calls whose intent was committed (`tool:started`): they may have had effects."""
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The arguments each started call started with (a human's edit, not the model's)."""

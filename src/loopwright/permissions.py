@@ -4,8 +4,9 @@ Rules are tried most specific scope first, then in file order; the first whose s
 and condition hold decides, and `default_decision` covers the rest. The loop hands the gate the
 validated arguments (what the tool will receive), never the model's raw text. The gate fails
 closed: when a condition cannot be evaluated on the arguments (a missing field, a type its op
-cannot compare), a human decides (`ask`) — or `deny` when the default is `deny` — at once,
-whatever the default, and the reason names the rule and the field. A rules file:
+cannot compare), a later `deny` rule that holds still denies, and otherwise a human decides
+(`ask`) — or `deny` when the default is `deny` — whatever the default, and the reason names the
+rule and the field. A rules file:
 
     default_decision: ask                  # allow | ask | deny (default ask)
     rules:
@@ -48,6 +49,9 @@ class Decision:
     """Run it (`allow`), ask a human first (`ask`), or refuse (`deny`)."""
     reason: str
     """For people and logs: `matched rule '<name>'`, or why the default decision applied."""
+    unsure_deny: str | None = None
+    """When the decision failed closed on a deny rule it could not evaluate: that rule's
+    reason (other values of these arguments might be denied). An edit so made is refused."""
 
 
 class Gate(Protocol):
@@ -164,21 +168,31 @@ class Rules:
 
     def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
         """The first covering rule whose condition holds decides. One that cannot be evaluated
-        stops the search and fails closed: `ask` (a human decides), or `deny` when the default
-        is `deny` — never `allow`, whatever the default."""
+        fails closed: the later rules are still tried for a `deny` that holds (which decides),
+        and otherwise a human decides (`ask`), or `deny` when the default is `deny` — never
+        `allow`, whatever the default: the result is never laxer than the arguments' real
+        values could make it."""
         default = f"default decision '{self.default_decision}'"
+        unknown: str | None = None  # why the first rule that could not be evaluated was not
+        unsure_deny: str | None = None  # the same, for the first such deny rule
         for rule in self.rules:
             if not rule.covers(tool, scope):
                 continue
             outcome = True if rule.when is None else _evaluate(rule.when, args)
             if isinstance(outcome, _Unknown):
                 why = f"arguments could not be evaluated for rule '{rule.name}': {outcome.why}"
-                if self.default_decision == "deny":
-                    return Decision("deny", f"{why}; {default}")
-                return Decision("ask", f"{why}; a human decides (the gate fails closed)")
-            if outcome:
+                unknown = unknown or why
+                if rule.decision == "deny":
+                    unsure_deny = unsure_deny or why
+            elif outcome and (unknown is None or rule.decision == "deny"):
                 return Decision(rule.decision, f"matched rule '{rule.name}'")
-        return Decision(self.default_decision, f"no rule matched: {default}")
+            elif outcome:
+                break  # an earlier rule might have decided: fail closed
+        if unknown is None:
+            return Decision(self.default_decision, f"no rule matched: {default}")
+        if self.default_decision == "deny":
+            return Decision("deny", f"{unknown}; {default}", unsure_deny)
+        return Decision("ask", f"{unknown}; a human decides (the gate fails closed)", unsure_deny)
 
 
 class RulesFile:

@@ -103,6 +103,7 @@ def continued(state: State, *, died: bool) -> History:
             calls=batch.calls if batch else [],
             results=dict(batch.results) if batch else {},
             started=set(batch.started) if batch else set(),
+            args=dict(batch.args) if batch else {},
         )
     return history
 
