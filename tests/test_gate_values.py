@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, RootModel, SecretStr
 
 from conftest import call, run_agent, scripted
 from loopwright import Agent, Rules, tool
@@ -142,6 +142,60 @@ rules:
             "op 'gte' needs a number; default decision 'deny'",
         )
     ]
+
+
+async def test_an_unevaluable_rule_never_hides_a_later_deny_that_holds():
+    rules = Rules.from_yaml("""
+default_decision: ask
+rules:
+  - {name: big-refunds, tool: refund, decision: deny, when: {field: meta.cap, op: gt, value: 9}}
+  - {name: order-x, tool: refund, decision: deny, when: {field: order, op: eq, value: X}}
+  - {name: rest, tool: refund, decision: allow}
+""")
+    scope = Scope(tenant="default", environment="production", agent="agent")
+    unknown = "arguments could not be evaluated for rule 'big-refunds': 'meta.cap' is missing"
+    assert rules.decide("refund", {"order": "X", "meta": {}}, scope) == Decision(
+        "deny", "matched rule 'order-x'"
+    )
+    assert rules.decide("refund", {"order": "Y", "meta": {}}, scope) == Decision(
+        "ask", f"{unknown}; a human decides (the gate fails closed)", unknown
+    )
+    model = scripted({"tool_calls": [call("refund", order="X", amount=5, meta={})]}, "ok")
+    result = await run_agent(shop(model, rules), approver=approve_all)
+    assert decisions(result) == [("refund", "deny", "matched rule 'order-x'")]
+    assert received == [] and result.stop_reason == "denied"
+
+
+class Mode(RootModel[str]):
+    pass
+
+
+@tool
+def switch(mode: Mode, token: SecretStr) -> str:
+    """Switch mode with a token."""
+    received.append({"mode": mode.root, "token": token.get_secret_value()})
+    return "switched"
+
+
+async def test_a_root_model_and_a_secret_are_judged_on_the_values_the_tool_reads():
+    rules = Rules.from_yaml("""
+default_decision: allow
+rules:
+  - {name: no-danger, tool: switch, decision: deny, when: {field: mode, op: eq, value: danger}}
+  - {name: no-prod, tool: switch, decision: deny, when: {field: token, op: matches, value: ^prod_}}
+""")
+    assert plain({"mode": Mode("x"), "token": SecretStr("s")}) == {"mode": "x", "token": "s"}
+    for args, rule in [
+        ({"mode": "danger", "token": "t"}, "no-danger"),
+        ({"mode": "calm", "token": "prod_1"}, "no-prod"),
+    ]:
+        model = scripted({"tool_calls": [call("switch", **args)]}, "ok")
+        result = await run_agent(Agent(model=model, tools=[switch], rules=rules))
+        assert decisions(result) == [("switch", "deny", f"matched rule '{rule}'")]
+    received.clear()
+    model = scripted({"tool_calls": [call("switch", mode="calm", token="test_1")]}, "ok")
+    result = await run_agent(Agent(model=model, tools=[switch], rules=rules))
+    assert received == [{"mode": "calm", "token": "test_1"}] and result.stop_reason == "completed"
 
 
 async def test_invalid_arguments_never_reach_a_human():

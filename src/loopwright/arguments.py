@@ -4,7 +4,8 @@ The gate decides on what will run. A tool's `validate` coerces the model's JSON 
 `"1000"` → 1000) and may build richer values (pydantic models, dataclasses, enums, dates);
 `plain` turns those back into the shapes rules are written against — objects keyed by field name
 (or alias), lists, numbers, strings, booleans and null. It reads the attributes the tool will
-read, never a model's custom serialisers, so what the gate judges is what runs.
+read (a `RootModel`'s root, a secret's value), never a model's custom serialisers or masks, so
+what the gate judges is what runs.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ def plain(value: Any) -> Any:
             return sorted(items)
         except TypeError:
             return items
+    if getattr(type(value), "__pydantic_root_model__", False):  # a RootModel is its root
+        return plain(value.root)
+    if hasattr(value, "get_secret_value"):  # pydantic's secrets: the value the tool reads
+        return plain(value.get_secret_value())
     fields = getattr(type(value), "__pydantic_fields__", None)
     if isinstance(fields, dict):  # a pydantic model: its fields as the model's JSON names them
         out = {(info.alias or name): plain(getattr(value, name)) for name, info in fields.items()}
