@@ -330,6 +330,29 @@ def test_a_bare_agent_folder_keeps_its_sessions_in_the_folder(tmp_path):
     assert done.stdout == "Done: refunded 5.0 on A-1\n"
 
 
+def test_a_bare_agent_py_gets_the_rules_yaml_beside_it(tmp_path):
+    """`loopwright run FOLDER` and `loopwright run FOLDER/agent.py` apply the folder's
+    rules.yaml to an agent.py that sets no `rules=`; one that sets other rules as well is a
+    configuration error naming its line, never a rules file silently ignored."""
+    folder = tmp_path / "refunds"
+    folder.mkdir()
+    (folder / "agent.py").write_text(
+        REFUNDS_PY.replace('    rules=Path(__file__).with_name("rules.yaml"),\n', "")
+    )
+    (folder / "rules.yaml").write_text(REFUNDS_RULES.replace("decision: ask", "decision: deny"))
+    for target in ("refunds", "refunds/agent.py"):
+        out = ok(lw(tmp_path, "run", target, "refund it"), 4)  # 4: denied
+        assert "refund denied · matched rule 'refunds-need-approval'" in out.stderr
+        assert "refunded" not in out.stdout
+    allow_all = 'rules=Rules.from_yaml("default_decision: allow")'
+    own = REFUNDS_PY.replace('rules=Path(__file__).with_name("rules.yaml")', allow_all)
+    (folder / "agent.py").write_text(own.replace("Agent, tool", "Agent, Rules, tool"))
+    line = REFUNDS_PY.splitlines().index('    rules=Path(__file__).with_name("rules.yaml"),') + 1
+    for target in ("refunds", "refunds/agent.py"):
+        error = one_error(lw(tmp_path, "run", target, "refund it"), "sets `rules=`")
+        assert f"refunds/agent.py:{line}: agent 'refunds' sets `rules=`" in error
+
+
 def test_a_question_is_answered_at_the_terminal(tmp_path):
     """`ask_user` is live at a terminal: the question and its options are shown, a number picks
     an option, and the answer is the call's result in the stored session."""

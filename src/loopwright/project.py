@@ -202,10 +202,10 @@ def _with_mcp(agent: Agent, folder: Path) -> Agent:
     return with_servers(agent, servers)
 
 
-def _rules_beside(agent: Agent, folder: Path) -> Agent:
-    """The `rules.yaml` of an agent.py agent's folder applies to it, as to an agent.yaml one.
-    An agent.py that sets `rules=` to anything else as well is an error: one of the two would
-    be silently ignored."""
+def _rules_beside(agent: Agent, folder: Path, file: str = "agent.py") -> Agent:
+    """The `rules.yaml` of an agent.py agent's folder (or of any Python file's, which the CLI
+    runs) applies to it, as to an agent.yaml one. An agent file that sets `rules=` to anything
+    else as well is an error: one of the two would be silently ignored."""
     beside = folder / "rules.yaml"
     if not beside.exists():
         return agent
@@ -214,7 +214,7 @@ def _rules_beside(agent: Agent, folder: Path) -> Agent:
     own = agent.rules.path if isinstance(agent.rules, RulesFile) else agent.rules
     if isinstance(own, str | Path) and _same_file(own, beside):
         return agent
-    source = folder / "agent.py"
+    source = folder / file
     lines = source.read_text(errors="replace").splitlines()
     line = next((n for n, text in enumerate(lines, 1) if re.search(r"\brules\s*=", text)), 0)
     raise ConfigError(

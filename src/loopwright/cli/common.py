@@ -291,9 +291,10 @@ def load_agent_file(file: Path) -> Agent:
             hint="add `agent = Agent(name=..., model=..., tools=[...])` to agent.py",
         )
     from ..plugins import with_plugins  # the plugins' hooks, as for a project's agents
+    from ..project import _rules_beside  # the folder's rules.yaml, as in a project
 
     try:
-        return with_plugins(agent)
+        return with_plugins(_rules_beside(agent, folder, file.name))
     except ConfigError as exc:
         raise config_error(exc) from None
 
