@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, call, drive, scripted
-from loopwright import Agent, Approval, replay
+from loopwright import Agent, Approval, Hooks, replay
 from loopwright import events as ev
 from loopwright.errors import SessionBusy
 from loopwright.messages import AssistantMessage
@@ -395,3 +395,20 @@ async def test_a_failed_reply_leaves_the_log_the_carry_over_the_run_keeps(logs):
     assert (stored[-3].text, stored[-3].offset) == ("half of a reply", 0)  # type: ignore[union-attr]
     again = await session_in_log(log, agent, KEY, settings)
     assert again.history.carry_over == "half of a reply"
+
+
+@pytest.mark.parametrize("where", ["reading done", "on_run_end", "on_stop"])
+async def test_a_cancel_as_the_run_ends_still_releases_the_session(logs, where):
+    """A cancel that lands as the run ends (its reader cancels on `done`, a hook at the end of
+    the run) cuts nothing short: the session is released `idle`, and its next run starts."""
+    log = await logs()
+    hooks = {} if where == "reading done" else {where: lambda *_: session.cancel()}
+    agent = Agent(name="payer", model=scripted("hi", "again"), hooks=Hooks(**hooks))
+    session = await session_in_log(log, agent, KEY, Settings())
+    async for event in session.run("go"):
+        if event.type == "done":
+            assert event.stop_reason == "completed"
+            session.cancel()
+    await session.idle()
+    assert (await log.session(KEY)).status == "idle"
+    assert (await session.run("more").result()).text == "again"

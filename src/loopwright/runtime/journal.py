@@ -197,9 +197,9 @@ class LogJournal:
         if lease is None:
             self._session = None
             return
-        await self._stop_heartbeat()
         status: SessionStatus = "paused" if stop_reason == "paused" else "idle"
         try:
+            await self._stop_heartbeat()
             if self.stale is None:
                 await self._commit()
             if self.stale is None and stop_reason is not None:
@@ -212,15 +212,19 @@ class LogJournal:
         except Exception as exc:  # whatever failed, the lease is released
             logger.warning("session %s: could not finish its log: %s", self.key.id, describe(exc))
             status = "interrupted"
+        except asyncio.CancelledError:  # (a cancel as the run ends, after its `done`: what is
+            if self.buffer:  # left uncommitted is the next run's to recover) and the lease
+                status = "interrupted"  # is released all the same, below
+            raise
         finally:  # (the session let go: it holds this journal, which would make a cycle)
             self.lease, self.buffer, self._session = None, [], None
-        if stop_reason is None:
-            status = "interrupted"  # the run stopped without its `done` (an exception)
-        if self.stale is None:
-            try:
-                await self.log.release(lease, status)
-            except Exception as exc:  # its lease expires: the next run takes the session over
-                logger.warning("session %s: lease not released: %s", self.key.id, describe(exc))
+            if stop_reason is None:
+                status = "interrupted"  # the run stopped without its `done` (an exception)
+            if self.stale is None:
+                try:
+                    await self.log.release(lease, status)
+                except Exception as exc:  # its lease expires: the next run takes it over
+                    logger.warning("session %s: lease not released: %s", self.key.id, describe(exc))
 
     async def recover(self, session: Session) -> None:
         """Take over a session whose run died (its lease expired before its `done`) without
