@@ -473,3 +473,36 @@ async def test_a_durable_run_logs_the_late_result_before_it_ends(tmp_path: Path)
     again = await open_session(agent, log, "s")
     assert again.messages == session.messages
     await log.close()
+
+
+async def test_steering_is_refused_while_a_cancelled_run_ends():
+    """A cancel drops what is queued; a steer or follow-up sent while the cancelled run still
+    waits for a thread is refused (`SessionBusy`), not kept by the session alone (its log
+    drops it with the cancel). Once the run has ended they are queued for the next run."""
+    from loopwright.errors import SessionBusy
+
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def stubborn(ctx: ToolContext) -> str:
+        """Ignore the stop signal until released."""
+        entered.set()
+        release.wait(BOUND)
+        return "finished"
+
+    model = scripted({"tool_calls": [call("stubborn", "s1")]}, "next")
+    session = Session(Agent(model=model, tools=[stubborn]))
+    events: list[ev.Event] = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:started":
+            await asyncio.to_thread(entered.wait, BOUND)
+            session.cancel()
+            for send in (session.steer, session.follow_up):
+                with pytest.raises(SessionBusy, match="was cancelled and is ending"):
+                    send("too late")
+            release.set()
+    assert events[-1].stop_reason == "aborted" and session.queued.steering == ()
+    assert late(events) == [("s1", "finished")]
+    session.steer("now")
+    assert session.queued.steering == ("now",)

@@ -141,6 +141,11 @@ class Run:
         """The run's task has ended (or the run was closed before it started)."""
         return self._exhausted if self._task is None else self._task.done()
 
+    @property
+    def cancelled(self) -> bool:
+        """`cancel()` was called (the run may still be ending: see `finished`)."""
+        return self._cancelled
+
     def cancel(self) -> None:
         """Abort the run. Queued steering and follow-ups are dropped at once, and calls whose
         thread has not started will not start; the run's task is cancelled, so the in-flight

@@ -306,14 +306,25 @@ class Session:
 
     def steer(self, message: str) -> None:
         """Deliver `message` at the next step boundary of the running run (or the next run).
-        A durable session logs it at once, so a crash before its delivery does not lose it."""
+        A durable session logs it at once, so a crash before its delivery does not lose it.
+        `SessionBusy` while a cancelled run is ending: the cancel drops what is queued."""
+        self._check_not_ending()
         self._control.steering.append(message)
         self._log_queued(message, "steer")
 
     def follow_up(self, message: str) -> None:
         """Deliver `message` when the run would otherwise stop (logged like `steer`)."""
+        self._check_not_ending()
         self._control.follow_ups.append(message)
         self._log_queued(message, "follow_up")
+
+    def _check_not_ending(self) -> None:
+        run = self._run
+        if run is not None and run.cancelled and not run.finished:
+            raise SessionBusy(
+                f"session {self.id}'s run was cancelled and is ending (a cancel drops what is "
+                "queued): send the message again once it has ended"
+            )
 
     def _log_queued(self, message: str, mode: Literal["steer", "follow_up"]) -> None:
         if self.journal is not None and self.busy:
