@@ -10,9 +10,10 @@ A cancel or a timeout stops an async call where it awaits. A thread cannot be st
 call is given up: its `ToolContext.cancelled` is set and its result says it was still running.
 When the thread finishes, its real outcome is recorded as `tool:late_result` while the run is
 open: the run waits up to `grace` seconds for such threads before it ends; one that finishes
-later is reported to the `loopwright.tools` logger only. That logger also records, for the
-operator, each call that raised (WARNING, with the traceback; a `ToolError` at DEBUG) and what a
-call reported through its `ToolContext` after it was over (WARNING: it is dropped).
+later, or once a later call took its id (a model may reuse an id once its call has a result), is
+reported to the `loopwright.tools` logger only. That logger also records, for the operator,
+each call that raised (WARNING, with the traceback; a `ToolError` at DEBUG) and what a call
+reported through its `ToolContext` after it was over (WARNING: it is dropped).
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ class ToolRunner:
 
     On cancellation, `outcomes` holds the calls that finished and `unfinished` what each other
     call announced was doing (the text its result gives); threads given up on still running are
-    in `strays` until their late results arrive.
+    in `strays` until their late results arrive; `latest` is the last call started with each id.
     """
 
     make_context: Callable[[Scheduled, Callable[[Event], None], threading.Event], ToolContext]
@@ -215,8 +216,9 @@ class ToolRunner:
     grace: float = 5.0
     items: dict[str, Scheduled] = field(default_factory=dict)
     unfinished: dict[str, str] = field(default_factory=dict)
-    strays: dict[str, Job] = field(default_factory=dict)
-    late: list[Event] = field(default_factory=list)
+    strays: set[Job] = field(default_factory=set)
+    late: list[tuple[Scheduled, ev.ToolLateResult]] = field(default_factory=list)
+    latest: dict[str, Scheduled] = field(default_factory=dict)
     _arrival: asyncio.Future[None] | None = None
     _closed: bool = False
 
@@ -227,7 +229,7 @@ class ToolRunner:
 
     def started(self, item: Scheduled) -> ev.ToolStarted:
         call = item.call
-        self.items[call.id] = item
+        self.items[call.id] = self.latest[call.id] = item
         return tool_started(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
 
     async def one(self, item: Scheduled) -> list[Event]:
@@ -378,33 +380,36 @@ class ToolRunner:
             self._adopt(item, job)
 
     def _adopt(self, item: Scheduled, job: Job) -> None:
-        self.strays[item.call.id] = job
+        self.strays.add(job)
         job.add_done_callback(lambda job: self._landed(item, job))
 
     def _landed(self, item: Scheduled, job: Job) -> None:
-        self.strays.pop(item.call.id, None)
-        outcome = settled(item, job, self.max_output)
-        if self._closed or job.orphaned:  # the run has ended (or its loop is gone)
-            _log_late(item, outcome)
-            return
-        call = item.call
-        self.late.append(
-            ev.ToolLateResult(
-                id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error
-            )
+        self.strays.discard(job)
+        outcome, call = settled(item, job, self.max_output), item.call
+        late = ev.ToolLateResult(
+            id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error
         )
+        if self._closed or job.orphaned:  # the run has ended (or its loop is gone)
+            _log_late(item, late, "its run had ended")
+            return
+        if self.latest.get(call.id) is item:  # (`arrived` looks again: a later call may take it)
+            self.late.append((item, late))
+        else:  # the stream would give it to the later call
+            _log_late(item, late, "a later call took its id")
         if self._arrival is not None and not self._arrival.done():
             self._arrival.set_result(None)
 
     def arrived(self) -> list[Event]:
-        """The late results that arrived so far."""
-        events = list(self.late)
-        self.late.clear()
-        return events
+        """The late results that arrived so far, of calls whose id no later call has taken (the
+        stream would give such a result to that call)."""
+        arrived, self.late = self.late, []
+        for item, late in arrived:
+            if self.latest.get(item.call.id) is not item:
+                _log_late(item, late, "a later call took its id")
+        return [late for item, late in arrived if self.latest.get(item.call.id) is item]
 
     async def settle(self) -> None:
-        """Wait up to `grace` seconds for the threads still running (their late results
-        arrive meanwhile)."""
+        """Wait up to `grace` seconds for the threads still running (their results come meanwhile)."""
         loop = asyncio.get_running_loop()
         until = loop.time() + self.grace
         while self.strays and (left := until - loop.time()) > 0:
@@ -415,8 +420,7 @@ class ToolRunner:
                 self._arrival = None
 
     def close(self) -> list[Event]:
-        """The run ends: the late results that arrived; a thread that finishes after this is
-        only logged."""
+        """The run ends: the late results that arrived (a thread that finishes later is logged)."""
         self._closed = True
         return self.arrived()
 
@@ -457,14 +461,10 @@ def _from_thread(emit: Callable[[Event], None], signal: threading.Event) -> Call
     return post
 
 
-def _log_late(item: Scheduled, outcome: Outcome) -> None:
-    log.warning(
-        "tool %s (call %s) finished after its run had ended%s: %s",
-        item.tool.name,
-        item.call.id,
-        " with an error" if outcome.is_error else "",
-        outcome.content[:1000],
-    )
+def _log_late(item: Scheduled, late: ev.ToolLateResult, when: str) -> None:
+    error = " with an error" if late.is_error else ""
+    what = (item.tool.name, item.call.id, when, error, late.content[:1000])
+    log.warning("tool %s (call %s) finished after %s%s: %s", *what)
 
 
 # ---- what the run gives its runner --------------------------------------------------------------

@@ -1,7 +1,8 @@
 """One agent of a project as an ACP agent: the protocol's requests, each done through the runtime.
 
 - `session/new` names a durable session (the log holds it from its first prompt on);
-  `session/load` replays a stored one (`updates.replay`) and goes on with it.
+  `session/load` replays a stored one (`updates.replay`) and goes on with it. A tool call id a
+  model used again in a later step is shown under an id of its own (`updates.CallIds`).
 - `session/prompt` sends the text (`Runtime.send`, held: the run waits for decisions while the
   prompt streams) and streams the run as `session/update`s until it ends; its stop reason is
   the prompt's.
@@ -56,7 +57,7 @@ from ..runtime.follow import Item
 from ..store.log import SessionKey, valid_session_id
 from . import edits, servers
 from .asking import Asker, Resolve
-from .updates import Translator, announce, replay, stop_reason
+from .updates import CallIds, Translator, announce, replay, stop_reason
 
 logger = logging.getLogger("loopwright.acp")
 
@@ -72,6 +73,8 @@ class _Session:
     """The log holds it (it has had a prompt)."""
     prompting: bool = False
     cancelled: bool = False
+    ids: CallIds = dataclasses.field(default_factory=CallIds)
+    """The ACP ids of its tool calls, as the client saw them announced (unique in the session)."""
 
 
 class AcpAgent:
@@ -148,6 +151,7 @@ class AcpAgent:
     ) -> LoadSessionResponse:
         key = SessionKey(self.tenant, self.agent.name, session_id)
         known = self._sessions.get(session_id)
+        ids = None if known is None else known.ids
         if known is None or known.stored:
             if not valid_session_id(session_id):
                 raise RequestError.invalid_params({"sessionId": "not a session id"})
@@ -155,11 +159,14 @@ class AcpAgent:
                 await self.runtime.session(key)
             except UnknownSession:
                 raise RequestError.resource_not_found(session_id) from None
+            ids = CallIds()  # the client shows the replayed calls afresh
             async for _, event in self.runtime.events(key):
-                for update in replay(event):
+                for update in replay(event, ids):
                     await self.conn.session_update(session_id=session_id, update=update)
         if known is None or mcp_servers:
             self._open(session_id, mcp_servers, stored=True if known is None else known.stored)
+        if ids is not None:
+            self._sessions[session_id].ids = ids
         return LoadSessionResponse()
 
     async def list_sessions(
@@ -234,11 +241,13 @@ class AcpAgent:
                         return "end_turn"
                 else:  # the call was announced in an earlier turn (or by another door)
                     call = ToolCall(id=item.call_id, name=item.tool, args=item.args)
-                    await self.conn.session_update(session_id=session.key.id, update=announce(call))
+                    acp_id = session.ids.of(call.id) if item.session_id == session.key.id else None
+                    update = announce(call, acp_id)
+                    await self.conn.session_update(session_id=session.key.id, update=update)
                     resolved = await self.asker.decide(
                         session.key.id,
                         item.id,
-                        item.call_id,
+                        acp_id or call.id,
                         item.tool,
                         item.args,
                         self._resolver(session, item.id, hold=True),
@@ -265,7 +274,7 @@ class AcpAgent:
         """Stream the run (and its resumptions) to its end; its ACP stop reason."""
         if session.cancelled:
             await session.runtime.cancel_run(session.key)
-        translator = Translator()
+        translator = Translator(session.ids)
         asks: dict[str, asyncio.Task[None]] = {}
         asked: dict[str, ev.ApprovalPending | ev.QuestionPending] = {}
         done: ev.Done | None = None
@@ -316,6 +325,8 @@ class AcpAgent:
         if subagent:  # the editor has not seen the subagent's call
             update = announce_call(call_id, pending)
             await self.conn.session_update(session_id=session.key.id, update=update)
+        else:
+            call_id = session.ids.of(call_id)
         resolved = await self.asker.decide(
             session.key.id,
             pending.id,

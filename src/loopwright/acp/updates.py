@@ -7,6 +7,11 @@ is announced (`tool_call`, status `pending`, its arguments as `rawInput`) when t
 makes it is complete, goes `in_progress` when it starts, and ends `completed` or `failed` with
 what the model read as `rawOutput` (a denied or skipped call fails; so does an interrupted one).
 Subagents' events are not shown (their approvals are: see `acp.agent`).
+
+ACP wants a tool call's id unique within its session, but a model may use a call id again in a
+later step once that call has its result (the OpenAI dialect falls back to `call_<index>`):
+`CallIds` gives the first call with an id that id, and each later one `<id>~2`, `<id>~3`, ... It
+is the session's, derived from its events in order, so a replay and the prompts after it agree.
 """
 
 from __future__ import annotations
@@ -61,15 +66,52 @@ def kind_of(tool: str) -> ToolKind:
     return "other"
 
 
-def announce(call: ToolCall) -> ToolCallStart:
+def announce(call: ToolCall, acp_id: str | None = None) -> ToolCallStart:
+    """The `tool_call` of `call`, under its ACP id (`CallIds`; the call's own id by default)."""
     return start_tool_call(
-        call.id, call.name, kind=kind_of(call.name), status="pending", raw_input=call.args
+        acp_id or call.id, call.name, kind=kind_of(call.name), status="pending", raw_input=call.args
     )
 
 
-def _output(event: ev.ToolOutput) -> ToolCallProgress:
+class CallIds:
+    """The ACP ids of one session's tool calls (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._current: dict[str, str] = {}
+        """Call id → the ACP id of the last call announced with it."""
+        self._uses: dict[str, int] = {}
+        self._taken: set[str] = set()
+        self._finished: set[str] = set()
+        """ACP ids of the calls that have their result."""
+
+    def announced(self, call_id: str) -> str | None:
+        """The ACP id of a call a reply makes: a fresh one unless the call with that id is
+        still open (the same reply seen again); None when it was announced already."""
+        current = self._current.get(call_id)
+        if current is not None and current not in self._finished:
+            return None
+        acp_id = call_id
+        while acp_id in self._taken:  # (a model's own id may look like one made here)
+            self._uses[call_id] = uses = self._uses.get(call_id, 1) + 1
+            acp_id = f"{call_id}~{uses}"
+        self._taken.add(acp_id)
+        self._current[call_id] = acp_id
+        return acp_id
+
+    def of(self, call_id: str) -> str:
+        """The ACP id of the last call announced with `call_id` (itself, when none was)."""
+        return self._current.get(call_id, call_id)
+
+    def finish(self, call_id: str) -> str:
+        """The ACP id of the call with `call_id`, which now has its result."""
+        acp_id = self.of(call_id)
+        self._finished.add(acp_id)
+        return acp_id
+
+
+def _output(event: ev.ToolOutput, acp_id: str) -> ToolCallProgress:
     return update_tool_call(
-        event.id,
+        acp_id,
         status="failed" if event.is_error else "completed",
         content=[tool_content(text_block(event.content))],
         raw_output={"content": event.content, "isError": event.is_error},
@@ -77,13 +119,14 @@ def _output(event: ev.ToolOutput) -> ToolCallProgress:
 
 
 class Translator:
-    """The updates of one live run's events, in order (`updates`), and what the prompt's
-    answer needs: the stop reason of the run's last reply."""
+    """The updates of one live run's events, in order (`updates`), with the tool call ids of
+    the session (`ids`), and what the prompt's answer needs: the stop reason of the run's last
+    reply."""
 
-    def __init__(self) -> None:
+    def __init__(self, ids: CallIds) -> None:
         self.last_stop: str | None = None
-        self._announced: set[str] = set()
-        self._finished: set[str] = set()
+        self.ids = ids
+        self._ended: set[str] = set()  # (an interrupted call's output follows: not shown)
 
     def updates(self, event: ev.Event) -> Iterator[Update]:
         if isinstance(event, ev.TextDelta):
@@ -92,31 +135,32 @@ class Translator:
             yield update_agent_thought_text(event.delta)
         elif isinstance(event, ev.MessageCompleted):
             self.last_stop = event.message.stop_reason
-            yield from self._announce(event.message.tool_calls)
+            for call in event.message.tool_calls:
+                if (acp_id := self.ids.announced(call.id)) is not None:
+                    yield announce(call, acp_id)
+        elif isinstance(event, ev.ToolOutput | ev.ToolInterrupted):
+            if self.ids.of(event.id) not in self._ended:
+                self._ended.add(self.ids.of(event.id))
+                yield from _tool(event, self.ids)
         else:
-            yield from self._tool(event)
-
-    def _announce(self, calls: list[ToolCall]) -> Iterator[Update]:
-        for call in calls:
-            if call.id not in self._announced:
-                self._announced.add(call.id)
-                yield announce(call)
-
-    def _tool(self, event: ev.Event) -> Iterator[Update]:
-        if isinstance(event, ev.ToolStarted):
-            yield update_tool_call(event.id, status="in_progress", raw_input=event.args)
-        elif isinstance(event, ev.ToolUpdate):
-            yield update_tool_call(event.id, content=[tool_content(text_block(event.message))])
-        elif isinstance(event, ev.ToolOutput) and event.id not in self._finished:
-            self._finished.add(event.id)
-            yield _output(event)
-        elif isinstance(event, ev.ToolInterrupted) and event.id not in self._finished:
-            self._finished.add(event.id)
-            yield update_tool_call(event.id, status="failed")
+            yield from _tool(event, self.ids)
 
 
-def replay(event: ev.Event) -> Iterator[Update]:
-    """A stored event's updates, for `session/load` (the log has no deltas: whole messages)."""
+def _tool(event: ev.Event, ids: CallIds) -> Iterator[Update]:
+    if isinstance(event, ev.ToolStarted):
+        yield update_tool_call(ids.of(event.id), status="in_progress", raw_input=event.args)
+    elif isinstance(event, ev.ToolUpdate):
+        content = [tool_content(text_block(event.message))]
+        yield update_tool_call(ids.of(event.id), content=content)
+    elif isinstance(event, ev.ToolOutput):
+        yield _output(event, ids.finish(event.id))
+    elif isinstance(event, ev.ToolInterrupted):
+        yield update_tool_call(ids.finish(event.id), status="failed")
+
+
+def replay(event: ev.Event, ids: CallIds) -> Iterator[Update]:
+    """A stored event's updates, for `session/load` (the log has no deltas: whole messages),
+    with the tool call ids of the session (`ids`, filled in as they come)."""
     if isinstance(event, ev.InputReceived | ev.SteeringInjected):
         yield update_user_message_text(event.message.content)
     elif isinstance(event, ev.MessageCompleted):
@@ -125,14 +169,10 @@ def replay(event: ev.Event) -> Iterator[Update]:
                 yield update_agent_thought_text(part.text)
             elif isinstance(part, Text) and part.text:
                 yield update_agent_message_text(part.text)
-            elif isinstance(part, ToolCall):
-                yield announce(part)
-    elif isinstance(event, ev.ToolStarted):
-        yield update_tool_call(event.id, status="in_progress", raw_input=event.args)
-    elif isinstance(event, ev.ToolOutput):
-        yield _output(event)
-    elif isinstance(event, ev.ToolInterrupted):
-        yield update_tool_call(event.id, status="failed")
+            elif isinstance(part, ToolCall) and (acp_id := ids.announced(part.id)) is not None:
+                yield announce(part, acp_id)
+    elif isinstance(event, ev.ToolStarted | ev.ToolOutput | ev.ToolInterrupted):
+        yield from _tool(event, ids)
 
 
 def stop_reason(done: ev.Done, last_stop: str | None) -> Any:
