@@ -506,3 +506,48 @@ async def test_steering_is_refused_while_a_cancelled_run_ends():
     assert late(events) == [("s1", "finished")]
     session.steer("now")
     assert session.queued.steering == ("now",)
+
+
+@pytest.mark.parametrize("kind", ["async", "inline", "threaded"])
+@pytest.mark.parametrize("by", ["a sibling", "after_tool"])
+async def test_a_call_that_had_not_started_never_starts_after_cancel_returned(kind, by):
+    """A cancel made while a batch runs (by a call of the batch, or by an `after_tool` hook of
+    one that finished) reaches the calls that have not started: none of them starts after
+    `cancel()` returned, whatever kind of tool it is, and each says so."""
+    ledger: list[str] = []
+    session: Session
+
+    def cancel() -> None:
+        session.cancel()
+        ledger.append("cancel() returned")
+
+    @tool
+    async def first() -> str:
+        """Cancel the run (a sibling) or finish (the hook cancels)."""
+        if by == "a sibling":
+            cancel()
+        return "first done"  # (in the step it started in: the sibling has not started yet)
+
+    def charge() -> str:
+        """Charge a card."""
+        ledger.append("charged")
+        return "charged"
+
+    second = tool(charge, inline=True) if kind == "inline" else tool(charge)
+    if kind == "async":
+
+        @tool(name="charge")
+        async def second() -> str:
+            """Charge a card."""
+            return charge()
+
+    def after_tool(info: Any, call: Any, outcome: Any) -> None:
+        if call.id == "a" and by == "after_tool":
+            cancel()
+
+    model = scripted({"tool_calls": [call("first", "a"), call("charge", "b")]}, "unused")
+    agent = Agent(model=model, tools=[first, second], hooks=Hooks(after_tool=after_tool))
+    session = Session(agent)
+    result = await drive(session.run("go"))
+    assert ledger == ["cancel() returned"]
+    assert outputs(result.events)["b"] == NOT_RUN and result.stop_reason == "aborted"

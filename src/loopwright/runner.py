@@ -345,11 +345,12 @@ class ToolRunner:
         queue: asyncio.Queue[Event | tuple[Scheduled, Outcome]] = asyncio.Queue()
         limit = asyncio.Semaphore(max(1, self.concurrency))
 
+        run = asyncio.current_task()  # the run's: a cancel of it is asked of it at once
+
         async def worker(item: Scheduled) -> None:
             async with limit:
-                # A cancel of the run that came before this task got here lands first: the
-                # run's task was woken for it before this one was for its call.
-                await asyncio.sleep(0)
+                if run is not None and run.cancelling():  # (by a sibling, a hook, a reader:
+                    return  # it lands in the run's task later) this call never starts
                 queue.put_nowait((item, await self._finish(item, queue.put_nowait)))
 
         try:
@@ -489,6 +490,7 @@ def tool_context(
         open_session=children,
         cancelled=cancelled,
         answers=dict(item.answers) if item.answers else {},
+        resumes=item.resumes,
         _emit=emit,
     )
 
