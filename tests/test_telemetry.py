@@ -526,6 +526,29 @@ async def test_a_failure_in_the_spans_never_ends_the_run(spans, monkeypatch, cap
     assert record.exc_info is not None and str(record.exc_info[1]) == "a bug in telemetry"
 
 
+async def test_a_subagent_called_again_with_the_same_call_id_is_a_child_of_that_call(spans):
+    """A call id used again in a later step (OpenAI's `call_<index>`) gives the child session
+    `…/<call id>~2`: its run is still the child of the call that made it."""
+    child = Agent(name="billing", description="Handles refunds.", model=scripted("One.", "Two."))
+    model = scripted(
+        {"tool_calls": [call("billing", "call_0", request="first")]},
+        {"tool_calls": [call("billing", "call_0", request="second")]},
+        "Done.",
+    )
+    parent = Agent(name="support", model=model, tools=[subagent_tool(child)])
+    await drive(Session(parent, session_id="p1").run("go"))
+    runs = [
+        (kid[0], kid[1]["gen_ai.conversation.id"])
+        for name, _, kids in tree(spans, "gen_ai.conversation.id")[0][2]
+        if name == "execute_tool billing"
+        for kid in kids
+    ]
+    assert runs == [
+        ("invoke_agent billing", "p1/billing/call_0"),
+        ("invoke_agent billing", "p1/billing/call_0~2"),
+    ]
+
+
 async def test_a_subagent_paused_on_an_approval_and_resumed(spans):
     child = Agent(
         name="billing",

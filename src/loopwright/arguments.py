@@ -5,7 +5,8 @@ The gate decides on what will run. A tool's `validate` coerces the model's JSON 
 `plain` turns those back into the shapes rules are written against — objects keyed by field name
 (or alias), lists, numbers, strings, booleans and null. It reads the attributes the tool will
 read (a `RootModel`'s root, a secret's value), never a model's custom serialisers or masks, so
-what the gate judges is what runs.
+what the gate judges is what runs. `gate_decision` asks the gate on them; `vet_edit` puts a
+human's edited arguments through the tool's schema and the rules again.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import json
 from collections.abc import Mapping
 from decimal import Decimal
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .permissions import AllowAll, Decision, Gate
+
+if TYPE_CHECKING:
+    from .events import Scope
+    from .tools import Tool
 
 _SCALARS = (bool, int, float, str, Decimal, type(None))
 
@@ -64,3 +71,29 @@ def plain(value: Any) -> Any:
 def _key(key: Any) -> str:
     key = plain(key)
     return key if isinstance(key, str) else json.dumps(key, default=str)
+
+
+def vet_edit(tool: Tool, gate: Gate, scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
+    """The validated values of a human's edited arguments, or `ValueError` saying why the edit
+    is refused: it fails the tool's schema, the gate denies it, or a deny rule cannot be
+    evaluated on it (the reason names the rule). An `ask` does not ask again: the human who
+    made the edit approves it."""
+    try:
+        kwargs = tool.validate(args)
+    except ValueError as exc:
+        raise ValueError(f"edited arguments are invalid: {exc}") from None
+    if tool.gated:
+        decision = gate_decision(gate, tool, kwargs, scope)
+        if decision.kind == "deny":
+            raise ValueError(f"edited arguments are denied: {decision.reason}")
+        if decision.unsure_deny is not None:
+            raise ValueError(f"edited arguments are refused: {decision.unsure_deny}")
+    return kwargs
+
+
+def gate_decision(gate: Gate, tool: Tool, kwargs: dict[str, Any], scope: Scope) -> Decision:
+    """The gate's decision on the values the tool will receive, as plain data (a gate without
+    rules reads none, so none are converted for it)."""
+    if type(gate) is AllowAll:
+        return gate.decide(tool.name, kwargs, scope)
+    return gate.decide(tool.name, plain(kwargs), scope)

@@ -26,10 +26,10 @@ from .approvals import (
     ask_human,
     now_iso,
 )
-from .arguments import plain
+from .arguments import gate_decision, vet_edit
 from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
-from .permissions import AllowAll, Decision, Gate
+from .permissions import Decision, Gate
 from .redact import MARKER, holds_marker
 from .tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 
@@ -370,9 +370,16 @@ class Decider:
             else:
                 events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=why))
             kwargs = {} if checkpoint.closed else tool.validate(args)
+            resumes = waiting.session_id if waiting.session_id != self.session_id else None
             batch.scheduled.append(
                 Scheduled(
-                    call=call, tool=tool, args=args, kwargs=kwargs, reason=why, answers=answers
+                    call=call,
+                    tool=tool,
+                    args=args,
+                    kwargs=kwargs,
+                    reason=why,
+                    answers=answers,
+                    resumes=resumes,
                 )
             )
         return events
@@ -465,32 +472,6 @@ class Decider:
         request, self.asking = self.asking.request, None
         why = f"{request.reason} — run ended before a decision"
         return [ev.ActauthDecision(tool=request.call.name, decision="deny", reason=why)]
-
-
-def vet_edit(tool: Tool, gate: Gate, scope: ev.Scope, args: dict[str, Any]) -> dict[str, Any]:
-    """The validated values of a human's edited arguments, or `ValueError` saying why the edit
-    is refused: it fails the tool's schema, the gate denies it, or a deny rule cannot be
-    evaluated on it (the reason names the rule). An `ask` does not ask again: the human who
-    made the edit approves it."""
-    try:
-        kwargs = tool.validate(args)
-    except ValueError as exc:
-        raise ValueError(f"edited arguments are invalid: {exc}") from None
-    if tool.gated:
-        decision = gate_decision(gate, tool, kwargs, scope)
-        if decision.kind == "deny":
-            raise ValueError(f"edited arguments are denied: {decision.reason}")
-        if decision.unsure_deny is not None:
-            raise ValueError(f"edited arguments are refused: {decision.unsure_deny}")
-    return kwargs
-
-
-def gate_decision(gate: Gate, tool: Tool, kwargs: dict[str, Any], scope: ev.Scope) -> Decision:
-    """The gate's decision on the values the tool will receive, as plain data (a gate without
-    rules reads none, so none are converted for it)."""
-    if type(gate) is AllowAll:
-        return gate.decide(tool.name, kwargs, scope)
-    return gate.decide(tool.name, plain(kwargs), scope)
 
 
 @dataclass(slots=True)

@@ -4,6 +4,10 @@ The tool is named after the child, described by the child's `description`, and t
 `{request: string}`. Each call runs the child in a session of its own (id
 `<parent session>/<child>/<call id>`, durable when the parent's is), as the parent's tenant, with
 the parent run's live approver, so the child's approvals and questions reach the same human.
+A model may use a call id again in a later step (the OpenAI dialect falls back to
+`call_<index>`): when that id already names a child session of the parent with a history, the
+call's is `<…>/<call id>~2` (or `~3`, …: the first without one). A call that runs again because
+its parent resumed finds its child by the id its `tool:suspended` recorded (`ToolContext.resumes`).
 When nobody can answer live, the child pauses and so does the parent: the call is suspended
 (`tool:suspended`), the child's items are the parent's pending items (resolved through the
 parent, or by id from any process), and resuming the parent resumes the child. Every event of
@@ -38,13 +42,12 @@ def subagent_tool(child: Agent) -> Tool:
         )
 
     async def call_subagent(request: str, ctx: ToolContext) -> str | Suspend:
-        session_id = f"{ctx.session_id}/{child.name}/{ctx.call_id}"
-        if ctx.open_session is not None:
-            session = await ctx.open_session(child, session_id)
+        if ctx.resumes is not None:
+            session = await _open(child, ctx, ctx.resumes)
         else:
-            session = Session(child, session_id=session_id, tenant=ctx.tenant)
-        if session.history.checkpoint is not None:  # the parent resumed: so does the child
-            if session.pending:
+            session = await _new(child, ctx)
+        if ctx.resumes is not None and session.history.checkpoint is not None:
+            if session.pending:  # the parent resumed: so does the child, once it can
                 return Suspend(session_id=session.id, pending_ids=[p.id for p in session.pending])
             run = session.resume(approver=ctx.approver)
         else:
@@ -76,3 +79,21 @@ def subagent_tool(child: Agent) -> Tool:
     call_subagent.__doc__ = child.description
     made = tool(name=child.name, description=child.description)(call_subagent)
     return dataclasses.replace(made, subagent=child)
+
+
+async def _new(child: Agent, ctx: ToolContext) -> Session:
+    """The session of a new call: `<parent>/<child>/<call id>`, or the first of `…~2`, `…~3`, …
+    without a history when an earlier call with that id had it."""
+    base = f"{ctx.session_id}/{child.name}/{ctx.call_id}"
+    session, n = await _open(child, ctx, base), 1
+    while session.messages:
+        n += 1
+        session = await _open(child, ctx, f"{base}~{n}")
+    return session
+
+
+async def _open(child: Agent, ctx: ToolContext, session_id: str) -> Session:
+    if ctx.open_session is None:
+        return Session(child, session_id=session_id, tenant=ctx.tenant)
+    session: Session = await ctx.open_session(child, session_id)
+    return session

@@ -54,6 +54,9 @@ class ToolContext:
     answers: dict[str, str] = field(default_factory=dict)
     """Question → answer, for the questions this call asked before (`NeedsAnswer`): a call
     that paused on a question runs again from the start, and finds its answer here."""
+    resumes: str | None = None
+    """The session this call was suspended on (`Suspend`), when it runs again because the run
+    resumed: a subagent's call finds its own child session by it."""
     _emit: Callable[[Event], None] | None = None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
@@ -327,6 +330,8 @@ class Scheduled:
     """The decision's reason (shown as `detailText`)."""
     answers: dict[str, str] | None = None
     """The answers to the questions this call asked before (`NeedsAnswer`), when it runs again."""
+    resumes: str | None = None
+    """The other session it was suspended on (`Suspend`), when it runs again."""
 
 
 def to_content(value: Any) -> str:

@@ -16,7 +16,7 @@ from typing import Literal
 from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval
-from ..decide import vet_edit
+from ..arguments import vet_edit
 from ..errors import ConfigError
 from ..store import PendingRecord
 from ..store.log import Decision, EventLog, SessionKey

@@ -117,7 +117,9 @@ class RunSpans:
             attributes["gen_ai.agent.description"] = agent.description
         if spec is not None:
             attributes.update(_model_attributes(spec, "request"))
-        parent = tracing.calls.get(run.session_id)
+        parent = tracing.calls.get(run.session_id)  # a subagent's run: its call's span
+        if parent is None and "~" in run.session_id:  # (`…/<call id>~2`: the id used again)
+            parent = tracing.calls.get(run.session_id.rsplit("~", 1)[0])
         where = (
             trace.set_span_in_context(parent) if parent is not None else otel_context.get_current()
         )
