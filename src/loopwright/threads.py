@@ -7,7 +7,11 @@ set before a worker takes it never starts; one already running cannot be stopped
 watch the signal), and its done-callbacks learn how it ended. With a `timeout`, the future
 settles when the time is up even if the thread runs on (`job.timed_out`). Threads start on
 demand (by a spawner thread, never by the event loop), up to `MAX_THREADS`, and stay; they are
-daemon threads, so a tool still running does not hold the process at exit.
+daemon threads, so a tool still running does not hold the process at exit. A thread whose call
+was given up on while it runs (`job.cancel()`: cancelled, or past its timeout) no longer counts
+against `MAX_THREADS`: another may start in its place, so tools that ignore their stop signal
+cannot starve the calls after them (up to `MAX_THREADS` such threads at once; each ends when
+its call returns).
 
 Leaner than `ThreadPoolExecutor` + `asyncio.wrap_future`: one queue, one future per job, and
 one wake-up of the loop for all the jobs that finish together (the workers drop them in the
@@ -20,12 +24,15 @@ import asyncio
 import contextvars
 import heapq
 import itertools
+import logging
 import os
 import queue
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
+
+log = logging.getLogger("loopwright.tools")
 
 MAX_THREADS = 32
 """Sync tool calls that run at once in this process; more wait for a free thread."""
@@ -65,6 +72,7 @@ class Job:
     __slots__ = (
         "_callbacks",
         "_inbox",
+        "abandoned",
         "cancelled",
         "context",
         "error",
@@ -72,6 +80,7 @@ class Job:
         "future",
         "kwargs",
         "orphaned",
+        "returned",
         "state",
         "timed_out",
         "value",
@@ -95,14 +104,19 @@ class Job:
         """It finished after its event loop closed (its callbacks ran in the worker)."""
         self.timed_out = False
         """Its future settled because the timeout passed, not because it finished."""
+        self.returned = self.abandoned = False  # (the pool's, under its lock)
         self._callbacks: list[Callable[[Job], None]] = []
         if timeout is not None:
             inbox.watch(self, timeout)
 
     def cancel(self) -> bool:
-        """Tell the call to stop; True when it will never start (no worker had taken it)."""
+        """Tell the call to stop; True when it will never start (no worker had taken it). One
+        that runs on is given up on: its thread no longer counts against the pool's size."""
         self.cancelled.set()
-        return self.state == _QUEUED  # a worker marks it running before it checks the signal
+        if self.state == _QUEUED:  # a worker marks it running before it checks the signal
+            return True
+        _pool.release(self)
+        return False
 
     def done(self) -> bool:
         return self.state == _DONE
@@ -245,6 +259,7 @@ class _Pool:
         self.backlog = 0  # queued jobs that no worker is on its way to take
         self.wanted = threading.Event()  # the spawner's cue: jobs are waiting
         self.spawner: threading.Thread | None = None
+        self.abandoned = 0  # threads running calls given up on (not in `threads`)
 
     def submit(self, job: Job) -> None:
         spawner = None
@@ -278,16 +293,38 @@ class _Pool:
                     name = f"loopwright-tool-{self.threads}"
                 threading.Thread(target=self.work, name=name, daemon=True).start()
 
+    def release(self, job: Job) -> None:
+        """The caller gave up on `job` while it runs: its thread stops counting, and one more
+        may start for the jobs waiting (while fewer than `size` threads are given up on)."""
+        with self.lock:
+            if job.state != _RUNNING or job.returned or job.abandoned:
+                return
+            if self.abandoned >= self.size:
+                log.warning("%d tool threads run calls given up on: new calls wait", self.size)
+                return
+            job.abandoned = True
+            self.abandoned += 1
+            self.threads -= 1
+            spawn = self.backlog > 0
+        if spawn:
+            self.wanted.set()
+
     def work(self) -> None:
         while True:
             job = self.jobs.get()
             job.run()
             with self.lock:  # free before its loop hears of it: the next call needs no thread
-                if self.backlog:
+                job.returned = True
+                leave = job.abandoned  # replaced already: this thread ends
+                if leave:
+                    self.abandoned -= 1
+                elif self.backlog:
                     self.backlog -= 1  # it takes a job that is waiting
                 else:
                     self.idle += 1
             job._inbox.put(job)
+            if leave:
+                return
             del job  # an idle worker holds no job (its result, its context, its loop)
 
 
