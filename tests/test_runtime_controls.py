@@ -96,3 +96,40 @@ async def test_a_steer_not_taken_in_time_is_withdrawn(logs, runtimes) -> None:
     taking = bare.controls(lease)
     assert await safely(anext(taking)) == later  # the withdrawn ones never come
     await taking.aclose()
+
+
+async def test_a_steer_from_elsewhere_as_a_cancelled_run_ends_is_refused(logs, runtimes) -> None:
+    """A steer sent from another process while a cancelled run waits for a thread is refused
+    there as here (`SessionBusy`), not answered as queued and then dropped by the cancel."""
+    import threading
+
+    from conftest import call
+    from loopwright import tool
+
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def stubborn() -> str:
+        """Ignore the stop signal until released."""
+        entered.set()
+        release.wait(30)
+        return "finished"
+
+    held = Held()
+    agent = Agent(name="payer", model=held.model, tools=[stubborn])
+    here = runtimes({"payer": agent}, await logs())
+    elsewhere = runtimes({"payer": agent}, await logs())
+    held.give({"tool_calls": [call("stubborn", "s1")]})
+    live = await here.send("acme", "payer", "s1", "go")
+    await asyncio.to_thread(entered.wait, 30)
+    applied = asyncio.Event()
+    apply = live.apply
+    live.apply = lambda control: (apply(control), applied.set())
+    live.session.cancel()  # the run now waits for the thread (its grace)
+    steering = asyncio.ensure_future(elsewhere.steer(KEY, "too late"))
+    await safely(applied.wait())
+    release.set()
+    with pytest.raises(SessionBusy, match="was cancelled before it took the steer"):
+        await safely(steering)
+    assert (await ended(live)).stop_reason == "aborted"
+    assert "steering:queued" not in await logged(here.log, KEY)

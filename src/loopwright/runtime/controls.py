@@ -103,6 +103,11 @@ async def _queued(
                     mode,
                 ):
                     return
+                if isinstance(event, ev.Done) and event.stop_reason == "aborted":
+                    raise SessionBusy(  # (a cancel drops what is queued)
+                        f"session {key.id}'s run was cancelled before it took the "
+                        f"{mode.replace('_', '-')}: send it again once the run has ended"
+                    )
                 if isinstance(event, ev.Done):
                     return  # it ended first (the steer waits in its session for the next run)
     except TimeoutError:

@@ -193,13 +193,17 @@ class LiveRun:
                 await asyncio.sleep(RETRY)
 
     def apply(self, control: Control) -> None:
-        """A control, exactly as this process's own: cancel, or queue a steer or follow-up."""
-        if control.kind == "cancel":
-            self.session.cancel()
-        elif control.kind == "steer":
-            self.session.steer(control.text or "")
-        else:
-            self.session.follow_up(control.text or "")
+        """A control, exactly as this process's own: cancel, or queue a steer or follow-up (one
+        refused as a cancelled run ends: its sender learns so from the run's `done`)."""
+        try:
+            if control.kind == "cancel":
+                self.session.cancel()
+            elif control.kind == "steer":
+                self.session.steer(control.text or "")
+            else:
+                self.session.follow_up(control.text or "")
+        except SessionBusy as exc:
+            logger.info("session %s: %s", self.key.id, exc)
 
     def _publish(self, event: ev.Event) -> None:
         self.items.append(event)
