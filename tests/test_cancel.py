@@ -551,3 +551,29 @@ async def test_a_call_that_had_not_started_never_starts_after_cancel_returned(ki
     result = await drive(session.run("go"))
     assert ledger == ["cancel() returned"]
     assert outputs(result.events)["b"] == NOT_RUN and result.stop_reason == "aborted"
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+async def test_a_tools_own_cancelled_error_is_a_failure_the_model_reads(batch):
+    """An async tool that awaited a task someone else cancelled raises `CancelledError` of its
+    own: the run is not being cancelled, so that is the tool's failure, an error result (the
+    run went on waiting for it before)."""
+
+    @tool
+    async def fetch() -> str:
+        """Await a task that gets cancelled."""
+        inner = asyncio.ensure_future(asyncio.Event().wait())
+        asyncio.get_running_loop().call_soon(inner.cancel)
+        return await inner
+
+    @tool
+    async def other() -> str:
+        """Answer."""
+        return "fine"
+
+    calls = [call("fetch", "f1"), call("other", "o1")][:batch]
+    model = scripted({"tool_calls": calls}, "recovered")
+    result = await asyncio.wait_for(run_agent(Agent(model=model, tools=[fetch, other])), BOUND)
+    assert result.stop_reason == "completed" and result.text == "recovered"
+    expected = {"f1": "Tool 'fetch' failed: CancelledError", "o1": "fine"}
+    assert outputs(result.events) == dict(list(expected.items())[:batch])

@@ -85,6 +85,10 @@ async def execute(
                 return Outcome(content=_timed_out_text(item, limit), is_error=True)
     except Exception as exc:
         return failed(item, exc)
+    except asyncio.CancelledError as exc:  # the tool's own (a task it awaited was cancelled),
+        if (task := asyncio.current_task()) is None or task.cancelling():  # or this call's
+            raise
+        return failed(item, exc)
     return outcome_of(item, value, max_output)
 
 
@@ -147,24 +151,17 @@ def settled(item: Scheduled, job: Job, max_output: int) -> Outcome:
     return outcome_of(item, value, max_output)
 
 
-def _returned(job: Job) -> Any:
-    return job.value if job.done() else None
-
-
 def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
     """The three events that close a call that ran: raw outcome, model-visible output, status
     (or the one that says it is suspended; the run announces a call's question itself)."""
     call = item.call
-    if outcome.suspended is not None:
-        waits = outcome.suspended
+    if (waits := outcome.suspended) is not None:
         if isinstance(waits, NeedsAnswer):
             return ()
+        pending, session_id = list(waits.pending_ids), waits.session_id
         return (
             ev.ToolSuspended(
-                id=call.id,
-                tool=call.name,
-                session_id=waits.session_id,
-                pending_ids=list(waits.pending_ids),
+                id=call.id, tool=call.name, session_id=session_id, pending_ids=pending
             ),
         )
     return (
@@ -202,7 +199,8 @@ class ToolRunner:
 
     On cancellation, `outcomes` holds the calls that finished and `unfinished` what each other
     call announced was doing (the text its result gives); threads given up on still running are
-    in `strays` until their late results arrive; `latest` is the last call started with each id.
+    in `strays` until their late results arrive; `latest` is the last call started with each id
+    (none once a later reply used the id again).
     """
 
     make_context: Callable[[Scheduled, Callable[[Event], None], threading.Event], ToolContext]
@@ -330,7 +328,7 @@ class ToolRunner:
             return settled(item, job, self.max_output)
         assert limit is not None
         text = _timed_out_text(item, limit)
-        if job.cancel() or _returned(job) is NOT_STARTED:
+        if job.cancel() or job.value is NOT_STARTED:
             text += " It never started: every tool thread was busy."
         elif job.done():  # it finished as the time ran out: what it really did
             return settled(item, job, self.max_output)
@@ -372,7 +370,7 @@ class ToolRunner:
     def _give_up(self, item: Scheduled, job: Job) -> None:
         """The call was cancelled while its job was queued or running in a thread."""
         call_id = item.call.id
-        if job.cancel() or _returned(job) is NOT_STARTED:
+        if job.cancel() or job.value is NOT_STARTED:
             self.unfinished[call_id] = NOT_RUN
         elif job.done():  # it finished as the cancel came: its real result stands
             self.outcomes[call_id] = settled(item, job, self.max_output)
