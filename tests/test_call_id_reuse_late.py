@@ -30,13 +30,13 @@ class Releases(logging.Handler):
 
     def __init__(self, release: dict[int, threading.Event]) -> None:
         super().__init__()
-        self.release = release
+        self.releases = release  # (not `release`: a Handler's lock method)
         self.records: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record.getMessage())
         if "finished after a later call took its id" in record.getMessage():
-            self.release[2].set()
+            self.releases[2].set()
 
 
 @pytest.fixture
@@ -129,3 +129,36 @@ async def test_a_durable_run_logs_only_the_late_result_of_the_call_the_id_names(
         assert again.messages == session.messages
     finally:
         await log.close()
+
+
+async def test_a_late_result_never_names_a_later_call_that_has_not_started(
+    release: dict[int, threading.Event], logged: Releases
+):
+    """The later reply used the id for a call that waits for an approval (it has not started):
+    the earlier call's late result would name it, so it goes to the log only."""
+    from loopwright import Rules
+
+    @tool
+    def refund(amount: int) -> str:
+        """Refund."""
+        return "refunded"
+
+    base = agent_for(release)
+    model = scripted(
+        {"tool_calls": [call("slow", "call_0", n=1)]},
+        {"tool_calls": [call("refund", "call_0", amount=5)]},
+    )
+    rules = Rules.from_yaml(
+        "default_decision: allow\nrules: [{name: r, tool: refund, decision: ask}]"
+    )
+    agent = Agent(model=model, tools=[*base.tools, refund], tool_timeout=0.05, rules=rules)
+    events: list[ev.Event] = []
+    async for event in Session(agent).run("go"):
+        events.append(event)
+        if event.type == "approval:pending":
+            release[1].set()  # the run, pausing, waits for the thread (its grace)
+    verify(events)
+    assert late(events) == [] and events[-1].stop_reason == "paused"
+    assert logged.records == [
+        "tool slow (call call_0) finished after a later call took its id: slow 1 done"
+    ]

@@ -273,7 +273,10 @@ class Steps:
         """The reply is complete (its `message:completed` put it in the history and opened the
         batch of its calls, if any): its calls."""
         self.usage, batch = reply.usage, self.state.batch
-        return batch.calls if batch is not None else []
+        calls = batch.calls if batch is not None else []
+        for call in calls:  # an earlier call's late result would now name this one: logged only
+            self.runner.latest.pop(call.id, None)
+        return calls
 
     async def proceed(self, reply: AssistantMessage, calls: list[ToolCall]) -> list[ev.Event]:
         """After the step (SPEC §3, 8): the continuation policy may stop after a batch (the
