@@ -315,3 +315,35 @@ async def test_an_edit_cannot_dodge_a_deny_by_making_another_rule_unevaluable():
         "edited arguments are denied: matched rule 'closed'",
     )
     assert [p.id for p in session.pending] == [item.id] and sent == [("open", 20.0)]
+
+
+async def test_an_edit_approved_in_memory_is_decided_again_when_the_rules_changed(tmp_path: Path):
+    """The rules file changes between the edit's approval and the resumption: the edit is put
+    through the new rules, in a session kept in memory as in one read from a log."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    session = Session(till(asked_refund(), rules))
+    assert (await drive(session.run("refund"))).stop_reason == "paused"
+    [item] = session.pending
+    done = await session.resolve(item.id, Approval.approve({"order": "A-1", "amount": 90}))
+    assert done.status == "resolved"
+    rules.write_text(RULES.replace("value: 1000", "value: 80"))  # 90 is now a huge refund
+    result = await drive(session.resume())
+    decision = next(e for e in result.events if e.type == "actauth:decision")
+    assert (decision.decision, decision.reason) == (
+        "deny",
+        f"matched rule 'small-refunds-asked' — human approved, but {HUGE}",
+    )
+    assert refunded == [] and result.stop_reason == "denied"
+
+
+async def test_an_edit_to_an_infinity_is_invalid():
+    """`1e400` reads as an infinity, which no JSON encoder writes back as it was judged."""
+    session = Session(till(asked_refund()))
+    assert (await drive(session.run("refund"))).stop_reason == "paused"
+    [item] = session.pending
+    refused = await session.resolve(item.id, Approval.approve({"order": "A-1", "amount": 1e400}))
+    assert (refused.status, refused.error) == (
+        "invalid",
+        "edited arguments are invalid: amount is inf, not a JSON number",
+    )

@@ -26,7 +26,7 @@ from .approvals import (
     ask_human,
     now_iso,
 )
-from .arguments import gate_decision, vet_edit
+from .arguments import gate_decision, vet_edit, vet_values
 from .hooks import Block
 from .messages import ToolCall, ToolResultMessage
 from .permissions import Decision, Gate
@@ -320,6 +320,9 @@ class Decider:
         """The values an approved call runs on: those checked when it was asked or its edit
         was vetted; else (a batch resumed from the log) checked again now."""
         if pending.checked is not None and pending.checked[0] is args:
+            if edited:  # the rules may have changed since: an edit is decided again
+                assert isinstance(pending.request, ApprovalRequest)
+                vet_values(pending.tool, self.gate, pending.request.scope, pending.checked[1])
             return pending.checked[1]
         if holds_marker(args):  # read back from the log, which keeps no secret (P11)
             raise ValueError(
