@@ -329,3 +329,29 @@ def test_openai_responses_reader_reads_a_missing_call_id_and_a_list_name_as_text
     list(reader.read(added))
     parts: ReplyParts = reader.parts
     assert [(b.id, b.name) for b in parts.calls] == [("", "[1]")]
+
+
+async def test_arguments_holding_an_infinity_or_a_nan_are_an_error_never_run():
+    """`1e400` and `NaN` read (json.loads) as floats no JSON encoder writes back: the gate and
+    the tool would see one value, the log, the wire and an MCP server another."""
+    bad = AssistantMessage(
+        parts=(
+            ToolCall(id="c1", name="add", args={"a": 1e400, "b": 1}),
+            ToolCall(id="c2", name="add", args={"a": 1, "b": [float("nan")]}),
+            ToolCall(id="c3", name="add", args={"a": 2, "b": 2}),
+        ),
+        stop_reason="tool_use",
+    )
+    ran.clear()
+    model = Wire([bad, AssistantMessage(parts=(Text(text="4"),))])
+    result = await run_agent(Agent(model=model, tools=[add]))
+    assert (result.stop_reason, ran) == ("completed", [(2, 2)])
+    messages = sent(model.requests[1])
+    assert [c.args for c in messages[1].tool_calls] == [{}, {}, {"a": 2, "b": 2}]
+    assert [m.content for m in messages[2:4]] == [
+        "Not run: the arguments must be JSON: a is inf, not a JSON number. "
+        "Send the call again if you meant it.",
+        "Not run: the arguments must be JSON: b.0 is nan, not a JSON number. "
+        "Send the call again if you meant it.",
+    ]
+    assert_history_valid(messages)

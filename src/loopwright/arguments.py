@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from decimal import Decimal
 from enum import Enum
@@ -79,16 +80,41 @@ def vet_edit(tool: Tool, gate: Gate, scope: Scope, args: dict[str, Any]) -> dict
     evaluated on it (the reason names the rule). An `ask` does not ask again: the human who
     made the edit approves it."""
     try:
+        if (problem := not_finite(args)) is not None:
+            raise ValueError(problem)
         kwargs = tool.validate(args)
     except ValueError as exc:
         raise ValueError(f"edited arguments are invalid: {exc}") from None
+    vet_values(tool, gate, scope, kwargs)
+    return kwargs
+
+
+def vet_values(tool: Tool, gate: Gate, scope: Scope, kwargs: dict[str, Any]) -> None:
+    """Put an edit's validated values through the rules (`vet_edit`), again at a resumption:
+    `ValueError` when the gate denies them or cannot evaluate a deny rule on them."""
     if tool.gated:
         decision = gate_decision(gate, tool, kwargs, scope)
         if decision.kind == "deny":
             raise ValueError(f"edited arguments are denied: {decision.reason}")
         if decision.unsure_deny is not None:
             raise ValueError(f"edited arguments are refused: {decision.unsure_deny}")
-    return kwargs
+
+
+def not_finite(value: Any, path: str = "") -> str | None:
+    """Why `value` is not JSON (a NaN or an infinity, which `json.loads` reads from `NaN` or
+    `1e400` and no JSON encoder writes back), or None."""
+    kind = type(value)
+    if kind is float and (value != value or value in (math.inf, -math.inf)):
+        return f"{path or 'the value'} is {value!r}, not a JSON number"
+    if kind is dict:
+        for key, item in value.items():
+            if (problem := not_finite(item, f"{path}.{key}" if path else str(key))) is not None:
+                return problem
+    elif kind is list:
+        for index, item in enumerate(value):
+            if (problem := not_finite(item, f"{path}.{index}" if path else str(index))) is not None:
+                return problem
+    return None
 
 
 def gate_decision(gate: Gate, tool: Tool, kwargs: dict[str, Any], scope: Scope) -> Decision:

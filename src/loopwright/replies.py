@@ -12,6 +12,7 @@ sees it, so the history, the events and the log agree.
     "" (no id), 3rd   →  call_2 (error: no id); a taken id gets -2, -3, … until free
     name 42 or ""     →  name "invalid_tool_name" (error: the name must be a non-empty string)
     args [1, 2]       →  args {} (error: the arguments must be a JSON object)
+    args {"n": 1e400} →  args {} (error: infinity and NaN are not JSON)
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from .arguments import not_finite
 from .messages import AssistantMessage, ToolCall
 
 INVALID_NAME = "invalid_tool_name"
@@ -61,6 +63,9 @@ def check_reply(message: AssistantMessage) -> tuple[AssistantMessage, dict[str, 
         if not isinstance(args, dict):
             why.append(f"the arguments must be a JSON object (got {_shown(args)})")
             args = {}
+        elif (problem := not_finite(args)) is not None:  # no encoder writes it back as read
+            why.append(f"the arguments must be JSON: {problem}")
+            args = {}
         used.add(new_id)
         if why:
             fixed[index] = ToolCall(id=new_id, name=name, args=args)
@@ -83,6 +88,7 @@ def _clean(calls: list[ToolCall]) -> bool:
             and isinstance(call.name, str)
             and call.name
             and isinstance(call.args, dict)
+            and not_finite(call.args) is None
         ):
             return False
         ids.add(call.id)
