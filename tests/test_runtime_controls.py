@@ -133,3 +133,37 @@ async def test_a_steer_from_elsewhere_as_a_cancelled_run_ends_is_refused(logs, r
         await safely(steering)
     assert (await ended(live)).stop_reason == "aborted"
     assert "steering:queued" not in await logged(here.log, KEY)
+
+
+async def test_a_steer_the_run_elsewhere_took_but_never_logged_is_refused(logs, runtimes) -> None:
+    """Taken, but not logged by the sender's wait (its run refused it as a cancel ends it, and
+    is still ending): `SessionBusy`, never an answer that it was queued."""
+    import threading
+
+    from conftest import call
+    from loopwright import tool
+
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def stubborn() -> str:
+        """Ignore the stop signal until released."""
+        entered.set()
+        release.wait(30)
+        return "finished"
+
+    held = Held()
+    agent = Agent(name="payer", model=held.model, tools=[stubborn])
+    here = runtimes({"payer": agent}, await logs())
+    elsewhere = runtimes({"payer": agent}, await logs())
+    held.give({"tool_calls": [call("stubborn", "s1")]})
+    live = await here.send("acme", "payer", "s1", "go")
+    await asyncio.to_thread(entered.wait, 30)
+    live.session.cancel()
+    try:
+        with pytest.raises(SessionBusy, match="took the steer but did not log it in time"):
+            await elsewhere.steer(KEY, "too late", wait=0.5)
+    finally:
+        release.set()
+    assert (await ended(live)).stop_reason == "aborted"
+    assert "steering:queued" not in await logged(here.log, KEY)

@@ -92,7 +92,8 @@ async def _queued(
     mode: Literal["steer", "follow_up"],
     deadline: float,
 ) -> None:
-    """Until the run logged the steer it took (or `deadline`: it was taken all the same)."""
+    """Until the run logged the steer it took; `SessionBusy` when it ended cancelled first, or
+    did not log it by `deadline` (a run refuses a steer as its cancel ends it)."""
     events = log.follow(key, after=before)
     try:
         async with asyncio.timeout_at(deadline):
@@ -111,7 +112,11 @@ async def _queued(
                 if isinstance(event, ev.Done):
                     return  # it ended first (the steer waits in its session for the next run)
     except TimeoutError:
-        pass
+        raise SessionBusy(
+            f"session {key.id}: its run in another process took the {mode.replace('_', '-')} "
+            "but did not log it in time (it may be ending after a cancel): send it again once "
+            "the run has ended"
+        ) from None
     finally:
         await _close(events)
 
