@@ -104,17 +104,22 @@ def not_finite(value: Any, path: str = "") -> str | None:
     """Why `value` is not JSON (a NaN or an infinity, which `json.loads` reads from `NaN` or
     `1e400` and no JSON encoder writes back), or None."""
     kind = type(value)
-    if kind is float and (value != value or value in (math.inf, -math.inf)):
-        return f"{path or 'the value'} is {value!r}, not a JSON number"
-    if kind is dict:
-        for key, item in value.items():
-            if (problem := not_finite(item, f"{path}.{key}" if path else str(key))) is not None:
-                return problem
-    elif kind is list:
-        for index, item in enumerate(value):
-            if (problem := not_finite(item, f"{path}.{index}" if path else str(index))) is not None:
-                return problem
+    if kind is float:
+        return f"{path or 'the value'} is {value!r}, not a JSON number" if _odd(value) else None
+    items = value.items() if kind is dict else enumerate(value) if kind is list else ()
+    for key, item in items:
+        if type(item) not in _NESTED:  # (only a float, an object or a list can hold one)
+            continue
+        if (problem := not_finite(item, f"{path}.{key}" if path else str(key))) is not None:
+            return problem
     return None
+
+
+def _odd(number: float) -> bool:
+    return number != number or number in (math.inf, -math.inf)
+
+
+_NESTED = {float, dict, list}
 
 
 def gate_decision(gate: Gate, tool: Tool, kwargs: dict[str, Any], scope: Scope) -> Decision:
