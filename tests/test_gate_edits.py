@@ -347,3 +347,24 @@ async def test_an_edit_to_an_infinity_is_invalid():
         "invalid",
         "edited arguments are invalid: amount is inf, not a JSON number",
     )
+
+
+async def test_a_live_edit_is_put_through_the_gate_once():
+    """The gate is asked once for the call and once for the human's edit (a gate may count:
+    a quota), not a second time as the edited call is scheduled."""
+    shown: list[dict[str, Any]] = []
+
+    class Counting:
+        def __init__(self, rules: Rules) -> None:
+            self.rules = rules
+
+        def decide(self, tool: str, args: dict[str, Any], scope: Any) -> Any:
+            shown.append(args)
+            return self.rules.decide(tool, args, scope)
+
+    agent = till(asked_refund(), Counting(Rules.from_yaml(RULES)))
+    result = await run_agent(
+        agent, approver=lambda r: Approval.approve({"order": "A-1", "amount": 40})
+    )
+    assert shown == [{"order": "A-1", "amount": 50}, {"order": "A-1", "amount": 40}]
+    assert refunded == [40] and result.stop_reason == "completed"

@@ -255,16 +255,21 @@ class Decider:
             batch.deferred[request.id] = pending
             return
         assert isinstance(answer, (Approval, Answer))
-        for event in self.decide_human(pending, answer, now_iso(), batch):
+        for event in self.decide_human(pending, answer, now_iso(), batch, live=True):
             yield event
         if isinstance(answer, Approval) and not answer.approved:  # the batch's asks are closed
             batch.closed.update(batch.deferred)
             batch.deferred.clear()
 
     def decide_human(
-        self, pending: Pending, answer: Approval | Answer, resolved_at: str, batch: Batch
+        self,
+        pending: Pending,
+        answer: Approval | Answer,
+        resolved_at: str,
+        batch: Batch,
+        live: bool = False,
     ) -> list[ev.Event]:
-        """A human's answer to a pending call (live, or when a paused batch resumes)."""
+        """A human's answer to a pending call (`live`, or when a paused batch resumes)."""
         request, tool, call = pending.request, pending.tool, pending.request.call
         if isinstance(request, QuestionRequest):
             assert isinstance(answer, Answer)
@@ -304,7 +309,7 @@ class Decider:
             events.append(ev.ActauthDecision(tool=call.name, decision="deny", reason=why))
             return events + self.deny(call, why, batch, args, by_user=True)
         try:
-            kwargs = self.approved_values(pending, args, edited=answer.args is not None)
+            kwargs = self.approved_values(pending, args, answer.args is not None, live)
         except ValueError as exc:  # the tool or the rules changed since the human decided
             why = f"{request.reason} — human approved, but {exc}"
             events.append(ev.ActauthDecision(tool=call.name, decision="deny", reason=why))
@@ -316,11 +321,14 @@ class Decider:
         )
         return events
 
-    def approved_values(self, pending: Pending, args: dict[str, Any], *, edited: bool) -> Any:
+    def approved_values(
+        self, pending: Pending, args: dict[str, Any], edited: bool, live: bool
+    ) -> Any:
         """The values an approved call runs on: those checked when it was asked or its edit
-        was vetted; else (a batch resumed from the log) checked again now."""
+        was vetted (an edit put through the rules again when the batch resumes: they may have
+        changed since); else (a batch resumed from the log) checked again now."""
         if pending.checked is not None and pending.checked[0] is args:
-            if edited:  # the rules may have changed since: an edit is decided again
+            if edited and not live:  # (a live edit was vetted just now)
                 assert isinstance(pending.request, ApprovalRequest)
                 vet_values(pending.tool, self.gate, pending.request.scope, pending.checked[1])
             return pending.checked[1]
