@@ -8,6 +8,7 @@ a reply that holds an id twice or an id reused while its call is open."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -355,3 +356,29 @@ async def test_arguments_holding_an_infinity_or_a_nan_are_an_error_never_run():
         "Send the call again if you meant it.",
     ]
     assert_history_valid(messages)
+
+
+async def test_a_tuple_a_float_subclass_or_a_decimal_cannot_hide_an_infinity():
+    """A Python model (FunctionModel) may put tuples, float subclasses or decimals in a call's
+    arguments: an infinity inside them is as much a bad call."""
+
+    class Number(float):
+        pass
+
+    bad = AssistantMessage(
+        parts=(
+            ToolCall(id="c1", name="add", args={"a": 1, "b": (1.0, float("inf"))}),
+            ToolCall(id="c2", name="add", args={"a": Number("-inf"), "b": 1}),
+            ToolCall(id="c3", name="add", args={"a": 1, "b": {"x": Decimal("Infinity")}}),
+        ),
+        stop_reason="tool_use",
+    )
+    ran.clear()
+    model = Wire([bad, AssistantMessage(parts=(Text(text="none"),))])
+    result = await run_agent(Agent(model=model, tools=[add]))
+    assert (result.stop_reason, ran) == ("completed", [])
+    assert [m.content for m in sent(model.requests[1])[2:5]] == [
+        f"Not run: the arguments must be JSON: {where}, not a JSON number. "
+        "Send the call again if you meant it."
+        for where in ("b.1 is inf", "a is -inf", "b.x is Infinity")
+    ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -196,6 +197,35 @@ rules:
     model = scripted({"tool_calls": [call("switch", mode="calm", token="test_1")]}, "ok")
     result = await run_agent(Agent(model=model, tools=[switch], rules=rules))
     assert received == [{"mode": "calm", "token": "test_1"}] and result.stop_reason == "completed"
+
+
+async def test_a_lazy_iterable_is_never_read_by_the_gate():
+    """pydantic validates an `Iterable` argument as it is read: the gate must not read it (the
+    tool would get it empty). A rule on it fails closed; rules on the others still apply."""
+    got: list[list[int]] = []
+
+    @tool
+    def total(items: Iterable[int], label: str) -> str:
+        """Add the items up."""
+        got.append(list(items))
+        return "ok"
+
+    rules = Rules.from_yaml("""
+default_decision: allow
+rules:
+  - {name: no-x, tool: total, decision: deny, when: {field: label, op: eq, value: x}}
+  - {name: few, tool: total, decision: allow, when: {field: items, op: contains, value: 1}}
+""")
+    model = scripted({"tool_calls": [call("total", items=[1, "2"], label="y")]}, "ok")
+    result = await run_agent(Agent(model=model, tools=[total], rules=rules), approver=approve_all)
+    assert got == [[1, 2]] and result.stop_reason == "completed"
+    [decision] = decisions(result)
+    assert decision[1:] == (
+        "allow",
+        "arguments could not be evaluated for rule 'few': 'items' is a ValidatorIterator; op "
+        "'contains' needs a list, or a string and a string value; a human decides (the gate "
+        "fails closed) — human approved",
+    )
 
 
 async def test_invalid_arguments_never_reach_a_human():

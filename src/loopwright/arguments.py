@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,8 @@ def plain(value: Any) -> Any:
         return out | {_key(key): plain(item) for key, item in extra.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Iterator):  # (a lazy iterable: reading it would leave the tool none)
+        return value  # a rule's test on it fails closed
     try:  # dates, UUIDs, paths, bytes: the strings pydantic would send
         from pydantic_core import to_jsonable_python
 
@@ -103,23 +105,27 @@ def vet_values(tool: Tool, gate: Gate, scope: Scope, kwargs: dict[str, Any]) -> 
 def not_finite(value: Any, path: str = "") -> str | None:
     """Why `value` is not JSON (a NaN or an infinity, which `json.loads` reads from `NaN` or
     `1e400` and no JSON encoder writes back), or None."""
-    kind = type(value)
-    if kind is float:
-        return f"{path or 'the value'} is {value!r}, not a JSON number" if _odd(value) else None
-    items = value.items() if kind is dict else enumerate(value) if kind is list else ()
+    if isinstance(value, float | Decimal):
+        return None if _finite(value) else f"{path or 'the value'} is {value}, not a JSON number"
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
     for key, item in items:
-        if type(item) not in _NESTED:  # (only a float, an object or a list can hold one)
+        if type(item) in _PLAIN:  # (the common case, at once)
             continue
         if (problem := not_finite(item, f"{path}.{key}" if path else str(key))) is not None:
             return problem
     return None
 
 
-def _odd(number: float) -> bool:
-    return number != number or number in (math.inf, -math.inf)
+def _finite(number: float | Decimal) -> bool:
+    return number.is_finite() if isinstance(number, Decimal) else math.isfinite(number)
 
 
-_NESTED = {float, dict, list}
+_PLAIN = {str, int, bool, type(None)}
 
 
 def gate_decision(gate: Gate, tool: Tool, kwargs: dict[str, Any], scope: Scope) -> Decision:
