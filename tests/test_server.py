@@ -220,9 +220,10 @@ def test_bad_requests_get_one_clear_error(http: httpx.Client):
     assert body(post("/agents/nobody/messages", json={"message": "x"}), 404) == {
         "error": "unknown agent 'nobody'"
     }
-    assert body(post("/agents/shop/messages", content=b"{nope"), 400) == {
-        "error": "the request body is not valid JSON"
-    }
+    for bad in (b"{nope", b'{"message": "x", "n": 1' + b"0" * 5000 + b"}"):  # (past int's limit)
+        assert body(post("/agents/shop/messages", content=bad), 400) == {
+            "error": "the request body is not valid JSON"
+        }
     assert body(post("/agents/shop/messages", json=[1]), 400) == {
         "error": "the request body must be a JSON object"
     }

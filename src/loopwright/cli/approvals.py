@@ -233,9 +233,10 @@ def _edited(item: PendingRecord, changes: str) -> dict[str, Any]:
     example = json.dumps(dict(list(item.args.items())[:1]), ensure_ascii=False)
     try:
         patch = json.loads(changes)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # (or an integer past Python's digit limit)
+        where = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else exc
         raise CliError(
-            f"the changes are not valid JSON: {exc.msg} (column {exc.colno})",
+            f"the changes are not valid JSON: {where}",
             hint=f"give one JSON object in single quotes, e.g. '{example}'",
         ) from None
     if not isinstance(patch, dict):

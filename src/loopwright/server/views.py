@@ -76,7 +76,7 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
         return {}
     try:
         data = json.loads(bytes(body))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except ValueError:  # (invalid JSON, bad UTF-8, or an integer past Python's digit limit)
         raise ApiError(400, "the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
