@@ -105,12 +105,13 @@ def vet_values(tool: Tool, gate: Gate, scope: Scope, kwargs: dict[str, Any]) -> 
 def not_finite(value: Any, path: str = "") -> str | None:
     """Why `value` is not JSON (a NaN or an infinity, which `json.loads` reads from `NaN` or
     `1e400` and no JSON encoder writes back), or None."""
-    if isinstance(value, float | Decimal):
-        return None if _finite(value) else f"{path or 'the value'} is {value}, not a JSON number"
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind is dict or (kind not in _SEQUENCES and isinstance(value, Mapping)):
         items: Any = value.items()
-    elif isinstance(value, list | tuple):
+    elif kind in _SEQUENCES or isinstance(value, (list, tuple)):
         items = enumerate(value)
+    elif isinstance(value, (float, Decimal)):
+        return None if _finite(value) else f"{path or 'the value'} is {value}, not a JSON number"
     else:
         return None
     for key, item in items:
@@ -126,6 +127,7 @@ def _finite(number: float | Decimal) -> bool:
 
 
 _PLAIN = {str, int, bool, type(None)}
+_SEQUENCES = {list, tuple}
 
 
 def gate_decision(gate: Gate, tool: Tool, kwargs: dict[str, Any], scope: Scope) -> Decision:
