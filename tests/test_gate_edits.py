@@ -368,3 +368,28 @@ async def test_a_live_edit_is_put_through_the_gate_once():
     )
     assert shown == [{"order": "A-1", "amount": 50}, {"order": "A-1", "amount": 40}]
     assert refunded == [40] and result.stop_reason == "completed"
+
+
+async def test_an_edit_the_log_records_goes_through_the_gate_once(tmp_path: Path):
+    """A durable session's live approver answers through the log (the decision it records is
+    the run's authority): the edit is vetted as it is recorded, and not again by the run."""
+    shown: list[dict[str, Any]] = []
+
+    class Counting:
+        def __init__(self, rules: Rules) -> None:
+            self.rules = rules
+
+        def decide(self, tool: str, args: dict[str, Any], scope: Any) -> Any:
+            shown.append(args)
+            return self.rules.decide(tool, args, scope)
+
+    log = await open_log(tmp_path / "db")
+    try:
+        agent = till(asked_refund(), Counting(Rules.from_yaml(RULES)))
+        session = await open_session(agent, log)
+        edit = Approval.approve({"order": "A-1", "amount": 40})
+        result = await drive(session.run("refund", approver=lambda r: edit))
+    finally:
+        await log.close()
+    assert shown == [{"order": "A-1", "amount": 50}, {"order": "A-1", "amount": 40}]
+    assert refunded == [40] and result.stop_reason == "completed"

@@ -201,7 +201,8 @@ rules:
 
 async def test_a_lazy_iterable_is_never_read_by_the_gate():
     """pydantic validates an `Iterable` argument as it is read: the gate must not read it (the
-    tool would get it empty). A rule on it fails closed; rules on the others still apply."""
+    tool would get it empty). A rule on it fails closed, `eq` too (an iterator equals no list:
+    a deny would never match); rules on the others still apply."""
     got: list[list[int]] = []
 
     @tool
@@ -214,6 +215,7 @@ async def test_a_lazy_iterable_is_never_read_by_the_gate():
 default_decision: allow
 rules:
   - {name: no-x, tool: total, decision: deny, when: {field: label, op: eq, value: x}}
+  - {name: not-1-2, tool: total, decision: deny, when: {field: items, op: eq, value: [1, 2]}}
   - {name: few, tool: total, decision: allow, when: {field: items, op: contains, value: 1}}
 """)
     model = scripted({"tool_calls": [call("total", items=[1, "2"], label="y")]}, "ok")
@@ -222,9 +224,8 @@ rules:
     [decision] = decisions(result)
     assert decision[1:] == (
         "allow",
-        "arguments could not be evaluated for rule 'few': 'items' is a ValidatorIterator; op "
-        "'contains' needs a list, or a string and a string value; a human decides (the gate "
-        "fails closed) — human approved",
+        "arguments could not be evaluated for rule 'not-1-2': 'items' is a ValidatorIterator, "
+        "which rules cannot read; a human decides (the gate fails closed) — human approved",
     )
 
 

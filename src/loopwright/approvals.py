@@ -77,6 +77,14 @@ class Approval:
         return cls(approved=False, reason=reason, by=by)
 
 
+class Logged(Approval):
+    """An approval the log records, the run's authority (`runtime.decisions`): its edit was
+    put through the rules as it was recorded, so the run does not put it through them again
+    (a gate may count its decisions)."""
+
+    __slots__ = ()
+
+
 class _Defer:
     def __repr__(self) -> str:
         return "DEFER"
@@ -109,13 +117,14 @@ MAX_INVALID_EDITS = 5
 async def ask_human(
     approver: Approver | None,
     request: Request,
-    vet: Callable[[dict[str, Any]], object],
+    vet: Callable[[dict[str, Any], bool], object],
 ) -> Approval | Answer | _Defer:
     """Ask the live approver until it answers validly; DEFER when there is no approver.
 
     An approval with edited arguments that `vet` refuses (it raises `ValueError` saying why:
     invalid, or denied by the rules) is refused: the approver is asked again with
-    `request.error` saying why (the call stays pending).
+    `request.error` saying why (the call stays pending). `vet(args, recorded)` is told when
+    the edit was vetted already as the log recorded it (`Logged`).
     """
     if approver is None:
         return DEFER
@@ -131,7 +140,7 @@ async def ask_human(
         if not (isinstance(answer, Approval) and answer.approved and answer.args is not None):
             return answer
         try:
-            vet(answer.args)
+            vet(answer.args, isinstance(answer, Logged))
             return answer
         except ValueError as exc:
             request = replace(request, error=str(exc))

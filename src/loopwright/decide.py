@@ -26,9 +26,9 @@ from .approvals import (
     ask_human,
     now_iso,
 )
-from .arguments import gate_decision, vet_edit, vet_values
+from .arguments import gate_decision, not_finite, vet_edit, vet_values
 from .hooks import Block
-from .messages import ToolCall, ToolResultMessage
+from .messages import Recovery, ToolCall, ToolResultMessage
 from .permissions import Decision, Gate
 from .redact import MARKER, holds_marker
 from .tools import NeedsAnswer, Scheduled, Tool, answered, is_question
@@ -178,11 +178,14 @@ class Decider:
         if isinstance(verdict, Block):
             return record(call, f"Blocked: {verdict.reason}", "Error."), None
         args = verdict if isinstance(verdict, dict) else call.args
+        odd = not_finite(args) if args is not call.args else None  # a hook's: NaN, infinity
         try:
+            if odd is not None:
+                raise ValueError(odd)
             kwargs = tool.validate(args)
         except ValueError as exc:
             text = f"Invalid arguments for tool '{call.name}': {exc}"
-            return record(call, text, "Error.", args=args), None
+            return record(call, text, "Error.", args=call.args if odd else args), None
         if is_question(tool):  # a question for the person, never gated
             return self.question(call, tool, kwargs)
         decision = gate_decision(self.gate, tool, kwargs, self.scope) if tool.gated else UNGATED
@@ -243,9 +246,13 @@ class Decider:
         request, tool, call = pending.request, pending.tool, pending.request.call
         self.asking = pending
 
-        def vet(args: dict[str, Any]) -> None:
+        def vet(args: dict[str, Any], logged: bool) -> None:  # (`logged`: vetted as recorded)
             assert isinstance(request, ApprovalRequest)
-            pending.checked = (args, vet_edit(tool, self.gate, request.scope, args))
+            gate, scope = self.gate, request.scope
+            pending.checked = (
+                args,
+                tool.validate(args) if logged else vet_edit(tool, gate, scope, args),
+            )
 
         answer = await ask_human(self.approver, request, vet)
         self.asking = None
@@ -483,15 +490,3 @@ class Decider:
         request, self.asking = self.asking.request, None
         why = f"{request.reason} — run ended before a decision"
         return [ev.ActauthDecision(tool=request.call.name, decision="deny", reason=why)]
-
-
-@dataclass(slots=True)
-class Recovery:
-    """The batch of a run that died mid-way: what it had finished and what it had started."""
-
-    calls: list[ToolCall]
-    results: dict[str, ToolResultMessage]
-    started: set[str]
-    """Calls whose intent was committed (`tool:started`): they may have had effects."""
-    args: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """The arguments each started call started with (a human's edit, not the model's)."""

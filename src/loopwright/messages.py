@@ -15,7 +15,7 @@ from ._values import value
 from .attachments import Attachment as Attachment
 
 if TYPE_CHECKING:
-    from .decide import Checkpoint, Recovery
+    from .decide import Checkpoint
 
 StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "error", "aborted"]
 """Why a model reply ended, normalised across providers."""
@@ -166,3 +166,15 @@ def message_chars(message: Message) -> int:
             n += len(p.text) if not isinstance(p, ToolCall) else 16 + len(p.name) + len(str(p.args))
         return n + 12
     return len(message.content) + 12
+
+
+@dataclass(slots=True)
+class Recovery:
+    """The batch of a run that died mid-way: what it had finished and what it had started."""
+
+    calls: list[ToolCall]
+    results: dict[str, ToolResultMessage]
+    started: set[str]
+    """Calls whose intent was committed (`tool:started`): they may have had effects."""
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The arguments each started call started with (a human's edit, not the model's)."""

@@ -315,6 +315,8 @@ def _test(condition: Condition, actual: Any) -> bool | _Unknown:
         return _Unknown(f"'{name}' is missing")
     if _is_nan(actual):  # compares false with everything: `gt 100` would let it through
         return _Unknown(f"'{name}' is NaN; op '{op}' cannot compare it")
+    if not isinstance(actual, _JSON):  # no JSON shape (a lazy iterable): `eq` would be False
+        return _Unknown(f"'{name}' is {_kind(actual)}, which rules cannot read")
     if op in ("eq", "ne"):
         return _equal(actual, expected) is (op == "eq")
     if op == "in" and not isinstance(actual, dict | list):
@@ -329,6 +331,9 @@ def _test(condition: Condition, actual: Any) -> bool | _Unknown:
         return _ORDER[op](actual, expected)
     wanted = _WANTED.get(op) or _kind(expected)
     return _Unknown(f"'{name}' is {_kind(actual)}; op '{op}' needs {wanted}")
+
+
+_JSON = (str, int, float, Decimal, list, dict, type(None))  # (bool is an int)
 
 
 def _equal(a: Any, b: Any) -> bool:

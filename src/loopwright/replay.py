@@ -25,8 +25,8 @@ from . import redact
 from ._values import maker
 from .approvals import Answer, Approval, ApprovalRequest, QuestionRequest
 from .compaction import apply as apply_compaction
-from .decide import Checkpoint, Pending, Recovery, Suspended
-from .messages import AssistantMessage, History, Message, ToolCall, ToolResultMessage
+from .decide import Checkpoint, Pending, Suspended
+from .messages import AssistantMessage, History, Message, Recovery, ToolCall, ToolResultMessage
 from .tools import Tool
 from .wire import loads, messages_from_json, messages_to_json, to_dict
 

@@ -28,12 +28,12 @@ from .agent import Agent
 from .approvals import ApprovalRequest, Approver
 from .budget import context_budget
 from .compaction import CompactionReason, compact
-from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Pending, Recovery, record
+from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Pending, record
 from .fallback import Fallback
 from .finish import Finish
 from .hook_calls import call_hook, observe
 from .hooks import Block, RunInfo, Stop
-from .messages import AssistantMessage, History, ToolCall, Usage, UserMessage
+from .messages import AssistantMessage, History, Recovery, ToolCall, Usage, UserMessage
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .output import answering
 from .permissions import Gate

@@ -58,7 +58,7 @@ async def answer(
         requested_at=now_iso(),
     )
     try:
-        reply = await ask_human(approver, request, lambda _args: None)
+        reply = await ask_human(approver, request, lambda _args, _logged: None)
     except Exception:
         log.warning("MCP server %r: elicitation not answered", server, exc_info=True)
         return None

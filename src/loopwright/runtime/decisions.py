@@ -15,7 +15,7 @@ from typing import Literal
 
 from .. import events as ev
 from ..agent import Agent
-from ..approvals import Answer, Approval
+from ..approvals import Answer, Approval, Logged
 from ..arguments import vet_edit
 from ..errors import ConfigError
 from ..store import PendingRecord
@@ -155,7 +155,7 @@ def answer_of(item: PendingRecord) -> Decided | None:
     by = item.decided_by or "unknown"
     match item.status:
         case "approved":
-            return Approval(approved=True, args=item.edited_args, reason=item.note, by=by)
+            return Logged(approved=True, args=item.edited_args, reason=item.note, by=by)
         case "denied":
             return Approval(approved=False, reason=item.note, by=by)
         case "answered":
