@@ -382,3 +382,48 @@ async def test_a_tuple_a_float_subclass_or_a_decimal_cannot_hide_an_infinity():
         "Send the call again if you meant it."
         for where in ("b.1 is inf", "a is -inf", "b.x is Infinity")
     ]
+
+
+async def test_arguments_a_before_tool_hook_gives_are_judged_as_json_too():
+    """A hook that hands back arguments holding an infinity makes the call invalid (the
+    model's own arguments stay in the log), as the model's reply would."""
+    from loopwright import Hooks
+
+    def before_tool(info: Any, call: ToolCall) -> dict[str, Any]:
+        return {"a": float("inf"), "b": 1}
+
+    ran.clear()
+    model = Wire(
+        [
+            AssistantMessage(
+                parts=(ToolCall(id="c1", name="add", args={"a": 1, "b": 2}),),
+                stop_reason="tool_use",
+            ),
+            AssistantMessage(parts=(Text(text="no"),)),
+        ]
+    )
+    result = await run_agent(Agent(model=model, tools=[add], hooks=Hooks(before_tool=before_tool)))
+    assert (result.stop_reason, ran) == ("completed", [])
+    [done] = [e for e in result.events if e.type == "tool:result"]
+    assert done.args == {"a": 1, "b": 2}
+    assert [m.content for m in sent(model.requests[1])[2:3]] == [
+        "Invalid arguments for tool 'add': a is inf, not a JSON number"
+    ]
+
+
+def test_a_streamed_preview_of_arguments_never_holds_an_infinity():
+    """`tool:delta`'s parsed-so-far arguments leave out what no JSON encoder writes back."""
+    from loopwright.providers._openai_common import ToolCallBuffer
+    from loopwright.providers.anthropic import _partial_args
+
+    buffer = ToolCallBuffer(id="c1", name="add")
+    assert buffer.feed('{"a": 1, ').partial_args == {"a": 1}
+    assert buffer.feed('"b": 1e400').partial_args is None
+    assert (_partial_args('{"a": 1, '), _partial_args('{"a": NaN, ')) == ({"a": 1}, None)
+
+
+def test_an_acp_form_field_too_deep_to_read_is_left_as_text():
+    from loopwright.acp.edits import edited
+
+    deep = "[" * 3000 + "]" * 3000
+    assert edited({"meta": {}}, {"meta": deep}) == {"meta": deep}

@@ -288,7 +288,9 @@ def test_an_edit_is_validated_and_then_completes_the_run(project):
     session, pending, _ = paused(project)
     one_error(lw(project, "approvals", "edit", pending, "{oops"), "not valid JSON")
     huge = '{"amount": 1' + "0" * 5000 + "}"  # past Python's digit limit for an int
-    one_error(lw(project, "approvals", "edit", pending, huge), "not valid JSON")
+    deep = '{"amount": ' + "[" * 3000 + "]" * 3000 + "}"  # past Python's recursion limit
+    for bad in (huge, deep):
+        one_error(lw(project, "approvals", "edit", pending, bad), "not valid JSON")
     one_error(
         lw(project, "approvals", "edit", pending, '{"amount": "lots"}'),
         "edited arguments are invalid",

@@ -220,7 +220,8 @@ def test_bad_requests_get_one_clear_error(http: httpx.Client):
     assert body(post("/agents/nobody/messages", json={"message": "x"}), 404) == {
         "error": "unknown agent 'nobody'"
     }
-    for bad in (b"{nope", b'{"message": "x", "n": 1' + b"0" * 5000 + b"}"):  # (past int's limit)
+    deep = [b'{"message": "x", "n": ' + b"[" * n + b"]" * n + b"}" for n in (700, 3000)]
+    for bad in (b"{nope", b'{"message": "x", "n": 1' + b"0" * 5000 + b"}", *deep):  # (too big)
         assert body(post("/agents/shop/messages", content=bad), 400) == {
             "error": "the request body is not valid JSON"
         }

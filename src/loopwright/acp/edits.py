@@ -65,7 +65,7 @@ def edited(args: dict[str, Any], content: dict[str, Any] | None) -> dict[str, An
     for name, value in (content or {}).items():
         original = args.get(name)
         if isinstance(value, str) and not isinstance(original, str | None):
-            with contextlib.suppress(ValueError):  # not JSON: the call's schema says why
+            with contextlib.suppress(ValueError, RecursionError):  # not JSON: the schema says why
                 value = json.loads(value)
         out[name] = value
     return out

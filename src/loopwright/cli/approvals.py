@@ -233,7 +233,7 @@ def _edited(item: PendingRecord, changes: str) -> dict[str, Any]:
     example = json.dumps(dict(list(item.args.items())[:1]), ensure_ascii=False)
     try:
         patch = json.loads(changes)
-    except ValueError as exc:  # (or an integer past Python's digit limit)
+    except (ValueError, RecursionError) as exc:  # (an integer past Python's limit, too deep)
         where = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else exc
         raise CliError(
             f"the changes are not valid JSON: {where}",

@@ -138,6 +138,9 @@ class TerminalApprover:
             except json.JSONDecodeError as exc:
                 say(s.red(f"  ✗ not valid JSON: {exc.msg} (column {exc.colno})"))
                 continue
+            except (ValueError, RecursionError) as exc:  # (a huge integer; too deep)
+                say(s.red(f"  ✗ not valid JSON: {type(exc).__name__}"))
+                continue
             if isinstance(patch, dict):
                 merged = {**request.args, **patch}
                 return {key: value for key, value in merged.items() if value is not None}

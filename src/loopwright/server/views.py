@@ -74,13 +74,13 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
             raise ApiError(413, f"the request body is over {limit} bytes")
     if not body.strip() and not required:
         return {}
-    try:
+    try:  # (bad JSON or UTF-8, an integer past Python's digit limit, nested too deep)
         data = json.loads(bytes(body))
-    except ValueError:  # (invalid JSON, bad UTF-8, or an integer past Python's digit limit)
+        if not isinstance(data, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        return valid_data(data)  # (JSON's "\ud800" is a lone surrogate)
+    except (ValueError, RecursionError):
         raise ApiError(400, "the request body is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    return valid_data(data)  # (JSON's "\ud800" is a lone surrogate)
 
 
 def text_field(data: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
