@@ -393,3 +393,18 @@ async def test_an_edit_the_log_records_goes_through_the_gate_once(tmp_path: Path
         await log.close()
     assert shown == [{"order": "A-1", "amount": 50}, {"order": "A-1", "amount": 40}]
     assert refunded == [40] and result.stop_reason == "completed"
+
+
+async def test_an_approver_of_its_own_cannot_pass_an_edit_off_as_recorded():
+    """`Logged` spares the gate only for the runtime's approvers, which record the decision
+    (and vet it there): an in-process approver answering with one is vetted as any other."""
+    from loopwright.approvals import Logged
+
+    errors: list[str | None] = []
+
+    def approver(request: ApprovalRequest) -> Approval:
+        errors.append(request.error)
+        return Logged(approved=True, args={"order": "A-1", "amount": 5000})
+
+    result = await run_agent(till(asked_refund()), approver=approver)
+    assert errors[:2] == [None, HUGE] and refunded == [] and result.stop_reason == "denied"

@@ -246,12 +246,14 @@ class Decider:
         request, tool, call = pending.request, pending.tool, pending.request.call
         self.asking = pending
 
+        from_log = getattr(self.approver, "from_log", False)  # (the runtime's: it records)
+
         def vet(args: dict[str, Any], logged: bool) -> None:  # (`logged`: vetted as recorded)
             assert isinstance(request, ApprovalRequest)
-            gate, scope = self.gate, request.scope
+            gate, scope, vetted = self.gate, request.scope, logged and from_log
             pending.checked = (
                 args,
-                tool.validate(args) if logged else vet_edit(tool, gate, scope, args),
+                tool.validate(args) if vetted else vet_edit(tool, gate, scope, args),
             )
 
         answer = await ask_human(self.approver, request, vet)
