@@ -427,3 +427,20 @@ def test_an_acp_form_field_too_deep_to_read_is_left_as_text():
 
     deep = "[" * 3000 + "]" * 3000
     assert edited({"meta": {}}, {"meta": deep}) == {"meta": deep}
+
+
+async def test_arguments_nested_too_deep_for_the_log_are_an_error_never_run():
+    deep: Any = 1
+    for _ in range(150):
+        deep = [deep]
+    bad = AssistantMessage(
+        parts=(ToolCall(id="c1", name="add", args={"a": deep, "b": 1}),), stop_reason="tool_use"
+    )
+    ran.clear()
+    model = Wire([bad, AssistantMessage(parts=(Text(text="no"),))])
+    result = await run_agent(Agent(model=model, tools=[add]))
+    assert (result.stop_reason, ran) == ("completed", [])
+    assert [m.content for m in sent(model.requests[1])[2:3]] == [
+        "Not run: the arguments must be JSON: they nest deeper than 100 levels. "
+        "Send the call again if you meant it."
+    ]

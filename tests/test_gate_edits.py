@@ -408,3 +408,56 @@ async def test_an_approver_of_its_own_cannot_pass_an_edit_off_as_recorded():
 
     result = await run_agent(till(asked_refund()), approver=approver)
     assert errors[:2] == [None, HUGE] and refunded == [] and result.stop_reason == "denied"
+
+
+async def test_an_edit_whose_secret_the_log_redacted_never_runs_on_the_mark(tmp_path: Path):
+    """Recorded, an edit loses its secret to redaction (P11): the run that takes it from the
+    log does not run the tool on the redacted text, which no rule judged."""
+    log = await open_log(tmp_path / "db")
+    try:
+        session = await open_session(till(asked_refund()), log)
+        secret = "sk-" + "a1" * 12
+        edit = Approval.approve({"order": f"A-1 {secret}", "amount": 40})
+        result = await drive(session.run("refund", approver=lambda r: edit))
+    finally:
+        await log.close()
+    assert refunded == [] and result.stop_reason == "denied"
+    decision = next(e for e in result.events if e.type == "actauth:decision")
+    assert "its arguments held a secret the log does not keep" in decision.reason
+
+
+async def test_a_before_tool_hook_changes_arguments_only_by_returning_them():
+    """A hook is shown a copy: changing it in place changes nothing the run keeps or runs."""
+    from loopwright import Hooks
+
+    def before_tool(info: Any, call: Any) -> None:
+        call.args["amount"] = float("inf")
+
+    agent = till(asked_refund(), Rules.from_yaml("default_decision: allow"))
+    agent = Agent(
+        name="till",
+        model=agent.model,
+        tools=agent.tools,
+        rules=agent.rules,
+        hooks=Hooks(before_tool=before_tool),
+    )
+    result = await run_agent(agent)
+    assert refunded == [50] and result.stop_reason == "completed"
+    completed = next(e for e in result.events if e.type == "message:completed")
+    assert completed.message.tool_calls[0].args == {"order": "A-1", "amount": 50}
+
+
+async def test_an_edit_nested_too_deep_for_the_log_is_invalid():
+    """The log reads 200 levels at most: an edit nested past `MAX_DEPTH` is refused, never
+    recorded (it made every later read of the session fail)."""
+    session = Session(till(asked_refund()))
+    assert (await drive(session.run("refund"))).stop_reason == "paused"
+    [item] = session.pending
+    deep: Any = 1
+    for _ in range(150):
+        deep = [deep]
+    refused = await session.resolve(item.id, Approval.approve({"order": deep, "amount": 4}))
+    assert (refused.status, refused.error) == (
+        "invalid",
+        "edited arguments are invalid: they nest deeper than 100 levels",
+    )

@@ -224,8 +224,33 @@ rules:
     [decision] = decisions(result)
     assert decision[1:] == (
         "allow",
-        "arguments could not be evaluated for rule 'not-1-2': 'items' is a ValidatorIterator, "
-        "which rules cannot read; a human decides (the gate fails closed) — human approved",
+        "arguments could not be evaluated for rule 'not-1-2': 'items' holds a value rules "
+        "cannot read without using it up; a human decides (the gate fails closed) — human "
+        "approved",
+    )
+
+
+async def test_a_lazy_iterable_inside_a_list_is_never_judged_unequal():
+    """The same for lazy iterables inside a list: `eq` and `contains` cannot say no."""
+    got: list[list[list[str]]] = []
+
+    @tool
+    def run_steps(steps: list[Iterable[str]]) -> str:
+        """Run the steps."""
+        got.append([list(step) for step in steps])
+        return "ran"
+
+    rules = Rules.from_yaml("""
+default_decision: allow
+rules:
+  - {name: no-rm, tool: run_steps, decision: deny, when: {field: steps, op: contains, value: [rm, -rf]}}
+""")
+    model = scripted({"tool_calls": [call("run_steps", steps=[["rm", "-rf"]])]}, "ok")
+    result = await run_agent(Agent(model=model, tools=[run_steps], rules=rules), approver=deny_all)
+    assert got == [] and result.stop_reason == "denied"
+    [(_, kind, reason)] = decisions(result)
+    assert kind == "deny" and reason.startswith(
+        "arguments could not be evaluated for rule 'no-rm': 'steps' holds a value rules cannot"
     )
 
 

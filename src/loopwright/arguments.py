@@ -82,7 +82,7 @@ def vet_edit(tool: Tool, gate: Gate, scope: Scope, args: dict[str, Any]) -> dict
     evaluated on it (the reason names the rule). An `ask` does not ask again: the human who
     made the edit approves it."""
     try:
-        if (problem := not_finite(args)) is not None:
+        if (problem := not_json(args)) is not None:
             raise ValueError(problem)
         kwargs = tool.validate(args)
     except ValueError as exc:
@@ -102,9 +102,14 @@ def vet_values(tool: Tool, gate: Gate, scope: Scope, kwargs: dict[str, Any]) -> 
             raise ValueError(f"edited arguments are refused: {decision.unsure_deny}")
 
 
-def not_finite(value: Any, path: str = "") -> str | None:
-    """Why `value` is not JSON (a NaN or an infinity, which `json.loads` reads from `NaN` or
-    `1e400` and no JSON encoder writes back), or None."""
+MAX_DEPTH = 100
+"""How deep arguments may nest (the log's reader stops at 200 levels, its events included)."""
+
+
+def not_json(value: Any, path: str = "", depth: int = 0) -> str | None:
+    """Why `value` is not JSON the log can keep, or None: a NaN or an infinity (`json.loads`
+    reads them from `NaN` or `1e400`; no JSON encoder writes them back), or objects and lists
+    nested deeper than `MAX_DEPTH`."""
     kind = type(value)
     if kind is dict or (kind not in _SEQUENCES and isinstance(value, Mapping)):
         items: Any = value.items()
@@ -114,10 +119,13 @@ def not_finite(value: Any, path: str = "") -> str | None:
         return None if _finite(value) else f"{path or 'the value'} is {value}, not a JSON number"
     else:
         return None
+    if depth >= MAX_DEPTH:
+        return f"they nest deeper than {MAX_DEPTH} levels"
     for key, item in items:
         if type(item) in _PLAIN:  # (the common case, at once)
             continue
-        if (problem := not_finite(item, f"{path}.{key}" if path else str(key))) is not None:
+        where = f"{path}.{key}" if path else str(key)
+        if (problem := not_json(item, where, depth + 1)) is not None:
             return problem
     return None
 

@@ -26,7 +26,7 @@ from .approvals import (
     ask_human,
     now_iso,
 )
-from .arguments import gate_decision, not_finite, vet_edit, vet_values
+from .arguments import gate_decision, not_json, vet_edit, vet_values
 from .hooks import Block
 from .messages import Recovery, ToolCall, ToolResultMessage
 from .permissions import Decision, Gate
@@ -178,7 +178,7 @@ class Decider:
         if isinstance(verdict, Block):
             return record(call, f"Blocked: {verdict.reason}", "Error."), None
         args = verdict if isinstance(verdict, dict) else call.args
-        odd = not_finite(args) if args is not call.args else None  # a hook's: NaN, infinity
+        odd = not_json(args) if args is not call.args else None  # a hook's: NaN, infinity
         try:
             if odd is not None:
                 raise ValueError(odd)
@@ -336,16 +336,16 @@ class Decider:
         """The values an approved call runs on: those checked when it was asked or its edit
         was vetted (an edit put through the rules again when the batch resumes: they may have
         changed since); else (a batch resumed from the log) checked again now."""
-        if pending.checked is not None and pending.checked[0] is args:
-            if edited and not live:  # (a live edit was vetted just now)
-                assert isinstance(pending.request, ApprovalRequest)
-                vet_values(pending.tool, self.gate, pending.request.scope, pending.checked[1])
-            return pending.checked[1]
         if holds_marker(args):  # read back from the log, which keeps no secret (P11)
             raise ValueError(
                 "its arguments held a secret the log does not keep (they read "
                 f"{MARKER!r} now), so it does not run; ask for it again in a live run"
             )
+        if pending.checked is not None and pending.checked[0] is args:
+            if edited and not live:  # (a live edit was vetted just now)
+                assert isinstance(pending.request, ApprovalRequest)
+                vet_values(pending.tool, self.gate, pending.request.scope, pending.checked[1])
+            return pending.checked[1]
         if edited:
             assert isinstance(pending.request, ApprovalRequest)
             return vet_edit(pending.tool, self.gate, pending.request.scope, args)

@@ -315,8 +315,8 @@ def _test(condition: Condition, actual: Any) -> bool | _Unknown:
         return _Unknown(f"'{name}' is missing")
     if _is_nan(actual):  # compares false with everything: `gt 100` would let it through
         return _Unknown(f"'{name}' is NaN; op '{op}' cannot compare it")
-    if not isinstance(actual, _JSON):  # no JSON shape (a lazy iterable): `eq` would be False
-        return _Unknown(f"'{name}' is {_kind(actual)}, which rules cannot read")
+    if not _readable(actual):  # no JSON shape (a lazy iterable, also inside): `eq` is False
+        return _Unknown(f"'{name}' holds a value rules cannot read without using it up")
     if op in ("eq", "ne"):
         return _equal(actual, expected) is (op == "eq")
     if op == "in" and not isinstance(actual, dict | list):
@@ -333,7 +333,17 @@ def _test(condition: Condition, actual: Any) -> bool | _Unknown:
     return _Unknown(f"'{name}' is {_kind(actual)}; op '{op}' needs {wanted}")
 
 
-_JSON = (str, int, float, Decimal, list, dict, type(None))  # (bool is an int)
+_JSON = (str, int, float, Decimal, type(None))  # (bool is an int)
+
+
+def _readable(value: Any) -> bool:
+    """JSON through and through: what `plain` makes of a validated value, unless it held a
+    value it leaves as it is (one it cannot read without using it up)."""
+    if isinstance(value, list):
+        return all(map(_readable, value))
+    if isinstance(value, dict):
+        return all(map(_readable, value.values()))
+    return isinstance(value, _JSON)
 
 
 def _equal(a: Any, b: Any) -> bool:

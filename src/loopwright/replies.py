@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .arguments import not_finite
+from .arguments import not_json
 from .messages import AssistantMessage, ToolCall
 
 INVALID_NAME = "invalid_tool_name"
@@ -63,7 +63,7 @@ def check_reply(message: AssistantMessage) -> tuple[AssistantMessage, dict[str, 
         if not isinstance(args, dict):
             why.append(f"the arguments must be a JSON object (got {_shown(args)})")
             args = {}
-        elif (problem := not_finite(args)) is not None:  # no encoder writes it back as read
+        elif (problem := not_json(args)) is not None:  # no encoder writes it back as read
             why.append(f"the arguments must be JSON: {problem}")
             args = {}
         used.add(new_id)
@@ -88,7 +88,7 @@ def _clean(calls: list[ToolCall]) -> bool:
             and isinstance(call.name, str)
             and call.name
             and isinstance(call.args, dict)
-            and not_finite(call.args) is None
+            and not_json(call.args) is None
         ):
             return False
         ids.add(call.id)

@@ -17,6 +17,7 @@ streamed so far when a reply is cut off, applied as the journal's `message:parti
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -328,7 +329,9 @@ class Steps:
         if call.id in self.problems:  # a malformed call: an error result, never run
             return record(call, self.problems[call.id], "Error."), None
         before_tool = self.agent.hooks.before_tool
-        verdict = await call_hook(before_tool, self.info, call) if before_tool else None
+        # (a copy: a hook changes the arguments by returning new ones, never the reply's in place)
+        shown = replace(call, args=copy.deepcopy(call.args)) if before_tool else call
+        verdict = await call_hook(before_tool, self.info, shown) if before_tool else None
         return self.decider.check(call, verdict, batch)
 
     def ask(self, pending: Pending, batch: Batch) -> AsyncIterator[ev.Event]:

@@ -12,7 +12,7 @@ from typing import Any
 import jiter
 import openai
 
-from ..arguments import not_finite
+from ..arguments import not_json
 from ..catalog import with_cost
 from ..events import MessageCompleted, ToolDelta
 from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
@@ -80,7 +80,7 @@ class ToolCallBuffer:
             value = jiter.from_json(self.arguments.encode(), partial_mode="trailing-strings")
         except ValueError:
             return None
-        return value if isinstance(value, dict) and not_finite(value) is None else None
+        return value if isinstance(value, dict) and not_json(value) is None else None
 
     def parse(self) -> ToolCall | ModelFailure:
         """The finished call, or a retryable failure when the arguments are not a JSON object

@@ -38,7 +38,7 @@ import anthropic
 import jiter
 
 from .. import catalog
-from ..arguments import not_finite
+from ..arguments import not_json
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import (
     AssistantMessage,
@@ -223,7 +223,7 @@ def _partial_args(buffer: str) -> dict[str, Any] | None:
         value = jiter.from_json(buffer.encode(), partial_mode="trailing-strings")
     except ValueError:
         return None
-    return value if isinstance(value, dict) and not_finite(value) is None else None
+    return value if isinstance(value, dict) and not_json(value) is None else None
 
 
 @dataclass(slots=True)
