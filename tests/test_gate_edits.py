@@ -461,3 +461,32 @@ async def test_an_edit_nested_too_deep_for_the_log_is_invalid():
         "invalid",
         "edited arguments are invalid: they nest deeper than 100 levels",
     )
+
+
+async def test_arguments_that_merely_mention_the_mark_run_once_approved(tmp_path: Path):
+    """Only arguments read back from the log lost a secret: the model's own or a human's edit
+    that happen to hold the text of the mark run once approved. (A durable run takes an edit
+    back from the log, where the mark cannot be told from a redacted secret: it refuses it.)"""
+    from loopwright.redact import MARKER
+
+    outcomes = []
+    for durable in (False, True):
+        for edit in (None, {"order": f"A-1 {MARKER}", "amount": 40}):
+            refunded.clear()
+            args = {"order": f"A-1 {MARKER}", "amount": 50}
+            model = scripted({"tool_calls": [call("refund", "r1", **args)]}, "done")
+            log = await open_log(tmp_path / f"db{len(outcomes)}")
+            try:
+                agent = till(model)
+                session = await open_session(agent, log) if durable else Session(agent)
+                approval = Approval.approve(edit)
+                result = await drive(session.run("refund", approver=lambda r, a=approval: a))
+            finally:
+                await log.close()
+            outcomes.append((durable, edit is not None, result.stop_reason, list(refunded)))
+    assert outcomes == [
+        (False, False, "completed", [50]),
+        (False, True, "completed", [40]),
+        (True, False, "completed", [50]),
+        (True, True, "denied", []),
+    ]

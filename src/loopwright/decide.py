@@ -251,6 +251,8 @@ class Decider:
         def vet(args: dict[str, Any], logged: bool) -> None:  # (`logged`: vetted as recorded)
             assert isinstance(request, ApprovalRequest)
             gate, scope, vetted = self.gate, request.scope, logged and from_log
+            if vetted and holds_marker(args):  # (read back from the log: `approved_values`
+                return  # refuses what lost a secret to redaction)
             pending.checked = (
                 args,
                 tool.validate(args) if vetted else vet_edit(tool, gate, scope, args),
@@ -336,16 +338,16 @@ class Decider:
         """The values an approved call runs on: those checked when it was asked or its edit
         was vetted (an edit put through the rules again when the batch resumes: they may have
         changed since); else (a batch resumed from the log) checked again now."""
-        if holds_marker(args):  # read back from the log, which keeps no secret (P11)
-            raise ValueError(
-                "its arguments held a secret the log does not keep (they read "
-                f"{MARKER!r} now), so it does not run; ask for it again in a live run"
-            )
         if pending.checked is not None and pending.checked[0] is args:
             if edited and not live:  # (a live edit was vetted just now)
                 assert isinstance(pending.request, ApprovalRequest)
                 vet_values(pending.tool, self.gate, pending.request.scope, pending.checked[1])
             return pending.checked[1]
+        if holds_marker(args):  # read back from the log, which keeps no secret (P11)
+            raise ValueError(
+                "its arguments held a secret the log does not keep (they read "
+                f"{MARKER!r} now), so it does not run; ask for it again in a live run"
+            )
         if edited:
             assert isinstance(pending.request, ApprovalRequest)
             return vet_edit(pending.tool, self.gate, pending.request.scope, args)
