@@ -349,20 +349,22 @@ async def test_an_edit_to_an_infinity_is_invalid():
     )
 
 
+class Counting:
+    """The rules, recording every set of arguments they are asked about (a gate may count)."""
+
+    def __init__(self, rules: Rules, shown: list[dict[str, Any]]) -> None:
+        self.rules, self.shown = rules, shown
+
+    def decide(self, tool: str, args: dict[str, Any], scope: Any) -> Any:
+        self.shown.append(args)
+        return self.rules.decide(tool, args, scope)
+
+
 async def test_a_live_edit_is_put_through_the_gate_once():
     """The gate is asked once for the call and once for the human's edit (a gate may count:
     a quota), not a second time as the edited call is scheduled."""
     shown: list[dict[str, Any]] = []
-
-    class Counting:
-        def __init__(self, rules: Rules) -> None:
-            self.rules = rules
-
-        def decide(self, tool: str, args: dict[str, Any], scope: Any) -> Any:
-            shown.append(args)
-            return self.rules.decide(tool, args, scope)
-
-    agent = till(asked_refund(), Counting(Rules.from_yaml(RULES)))
+    agent = till(asked_refund(), Counting(Rules.from_yaml(RULES), shown))
     result = await run_agent(
         agent, approver=lambda r: Approval.approve({"order": "A-1", "amount": 40})
     )
@@ -374,18 +376,9 @@ async def test_an_edit_the_log_records_goes_through_the_gate_once(tmp_path: Path
     """A durable session's live approver answers through the log (the decision it records is
     the run's authority): the edit is vetted as it is recorded, and not again by the run."""
     shown: list[dict[str, Any]] = []
-
-    class Counting:
-        def __init__(self, rules: Rules) -> None:
-            self.rules = rules
-
-        def decide(self, tool: str, args: dict[str, Any], scope: Any) -> Any:
-            shown.append(args)
-            return self.rules.decide(tool, args, scope)
-
     log = await open_log(tmp_path / "db")
     try:
-        agent = till(asked_refund(), Counting(Rules.from_yaml(RULES)))
+        agent = till(asked_refund(), Counting(Rules.from_yaml(RULES), shown))
         session = await open_session(agent, log)
         edit = Approval.approve({"order": "A-1", "amount": 40})
         result = await drive(session.run("refund", approver=lambda r: edit))

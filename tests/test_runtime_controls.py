@@ -6,12 +6,14 @@ holding the session does not take in time is withdrawn and refused."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
 
+from conftest import call
 from log_conformance import safely
-from loopwright import Agent
+from loopwright import Agent, tool
 from loopwright.errors import SessionBusy
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Held, ended, logged
@@ -98,72 +100,62 @@ async def test_a_steer_not_taken_in_time_is_withdrawn(logs, runtimes) -> None:
     await taking.aclose()
 
 
+class Stubborn:
+    """Two runtimes on one log; `here` runs a tool that ignores its stop signal until
+    `release` is set, and `live` is that run once the tool has started."""
+
+    def __init__(self, logs: Any, runtimes: Any) -> None:
+        self.logs, self.runtimes = logs, runtimes
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    async def start(self) -> None:
+        entered, release = self.entered, self.release
+
+        @tool
+        def stubborn() -> str:
+            """Ignore the stop signal until released."""
+            entered.set()
+            release.wait(30)
+            return "finished"
+
+        held = Held()
+        agent = Agent(name="payer", model=held.model, tools=[stubborn])
+        self.here = self.runtimes({"payer": agent}, await self.logs())
+        self.elsewhere = self.runtimes({"payer": agent}, await self.logs())
+        held.give({"tool_calls": [call("stubborn", "s1")]})
+        self.live = await self.here.send("acme", "payer", "s1", "go")
+        await asyncio.to_thread(entered.wait, 30)
+
+
 async def test_a_steer_from_elsewhere_as_a_cancelled_run_ends_is_refused(logs, runtimes) -> None:
     """A steer sent from another process while a cancelled run waits for a thread is refused
     there as here (`SessionBusy`), not answered as queued and then dropped by the cancel."""
-    import threading
-
-    from conftest import call
-    from loopwright import tool
-
-    entered, release = threading.Event(), threading.Event()
-
-    @tool
-    def stubborn() -> str:
-        """Ignore the stop signal until released."""
-        entered.set()
-        release.wait(30)
-        return "finished"
-
-    held = Held()
-    agent = Agent(name="payer", model=held.model, tools=[stubborn])
-    here = runtimes({"payer": agent}, await logs())
-    elsewhere = runtimes({"payer": agent}, await logs())
-    held.give({"tool_calls": [call("stubborn", "s1")]})
-    live = await here.send("acme", "payer", "s1", "go")
-    await asyncio.to_thread(entered.wait, 30)
+    run = Stubborn(logs, runtimes)
+    await run.start()
+    live = run.live
     applied = asyncio.Event()
     apply = live.apply
     live.apply = lambda control: (apply(control), applied.set())
     live.session.cancel()  # the run now waits for the thread (its grace)
-    steering = asyncio.ensure_future(elsewhere.steer(KEY, "too late"))
+    steering = asyncio.ensure_future(run.elsewhere.steer(KEY, "too late"))
     await safely(applied.wait())
-    release.set()
+    run.release.set()
     with pytest.raises(SessionBusy, match="was cancelled before it took the steer"):
         await safely(steering)
     assert (await ended(live)).stop_reason == "aborted"
-    assert "steering:queued" not in await logged(here.log, KEY)
+    assert "steering:queued" not in await logged(run.here.log, KEY)
 
 
 async def test_a_steer_the_run_elsewhere_took_but_never_logged_is_refused(logs, runtimes) -> None:
     """Taken, but not logged by the sender's wait (its run refused it as a cancel ends it, and
     is still ending): `SessionBusy`, never an answer that it was queued."""
-    import threading
-
-    from conftest import call
-    from loopwright import tool
-
-    entered, release = threading.Event(), threading.Event()
-
-    @tool
-    def stubborn() -> str:
-        """Ignore the stop signal until released."""
-        entered.set()
-        release.wait(30)
-        return "finished"
-
-    held = Held()
-    agent = Agent(name="payer", model=held.model, tools=[stubborn])
-    here = runtimes({"payer": agent}, await logs())
-    elsewhere = runtimes({"payer": agent}, await logs())
-    held.give({"tool_calls": [call("stubborn", "s1")]})
-    live = await here.send("acme", "payer", "s1", "go")
-    await asyncio.to_thread(entered.wait, 30)
-    live.session.cancel()
+    run = Stubborn(logs, runtimes)
+    await run.start()
+    run.live.session.cancel()
     try:
         with pytest.raises(SessionBusy, match="took the steer but did not log it in time"):
-            await elsewhere.steer(KEY, "too late", wait=0.5)
+            await run.elsewhere.steer(KEY, "too late", wait=0.5)
     finally:
-        release.set()
-    assert (await ended(live)).stop_reason == "aborted"
-    assert "steering:queued" not in await logged(here.log, KEY)
+        run.release.set()
+    assert (await ended(run.live)).stop_reason == "aborted"
+    assert "steering:queued" not in await logged(run.here.log, KEY)

@@ -104,12 +104,12 @@ async def _queued(
                     mode,
                 ):
                     return
-                if isinstance(event, ev.Done) and event.stop_reason == "aborted":
-                    raise SessionBusy(  # (a cancel drops what is queued)
-                        f"session {key.id}'s run was cancelled before it took the "
-                        f"{mode.replace('_', '-')}: send it again once the run has ended"
-                    )
                 if isinstance(event, ev.Done):
+                    if event.stop_reason == "aborted":  # (a cancel drops what is queued)
+                        raise SessionBusy(
+                            f"session {key.id}'s run was cancelled before it took the "
+                            f"{mode.replace('_', '-')}: send it again once the run has ended"
+                        )
                     return  # it ended first (the steer waits in its session for the next run)
     except TimeoutError:
         raise SessionBusy(
