@@ -388,9 +388,10 @@ async def test_an_edit_the_log_records_goes_through_the_gate_once(tmp_path: Path
     assert refunded == [40] and result.stop_reason == "completed"
 
 
-async def test_an_approver_of_its_own_cannot_pass_an_edit_off_as_recorded():
+async def test_an_approver_of_its_own_cannot_pass_an_edit_off_as_recorded(tmp_path: Path):
     """`Logged` spares the gate only for the runtime's approvers, which record the decision
-    (and vet it there): an in-process approver answering with one is vetted as any other."""
+    (and vet it there): an in-process approver answering with one is vetted as any other, in
+    memory and in a durable session (where the log refuses the edit and the run asks again)."""
     from loopwright.approvals import Logged
 
     errors: list[str | None] = []
@@ -400,6 +401,14 @@ async def test_an_approver_of_its_own_cannot_pass_an_edit_off_as_recorded():
         return Logged(approved=True, args={"order": "A-1", "amount": 5000})
 
     result = await run_agent(till(asked_refund()), approver=approver)
+    assert errors[:2] == [None, HUGE] and refunded == [] and result.stop_reason == "denied"
+    errors.clear()
+    log = await open_log(tmp_path / "db")
+    try:
+        session = await open_session(till(asked_refund()), log)
+        result = await drive(session.run("refund", approver=approver))
+    finally:
+        await log.close()
     assert errors[:2] == [None, HUGE] and refunded == [] and result.stop_reason == "denied"
 
 

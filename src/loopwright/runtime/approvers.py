@@ -79,8 +79,12 @@ def authoritative(
         owner = await owner_of(log, agents, key.tenant, request.id)
         outcome = await record(log, owner, answer)
         if outcome.status == "invalid":  # an edit the run refuses too: it asks again, saying why
-            edited = isinstance(answer, Approval) and answer.args is not None
-            return answer if edited else DEFER
+            if not isinstance(answer, Approval) or answer.args is None:
+                return DEFER
+            # as a plain `Approval`: only the log's own answers (`answer_of`) pass as vetted
+            return Approval(
+                approved=answer.approved, args=answer.args, reason=answer.reason, by=answer.by
+            )
         return await _acted_on(live, outcome.item)
 
     approve.authoritative = True  # type: ignore[attr-defined]
