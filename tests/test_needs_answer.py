@@ -141,6 +141,37 @@ async def test_the_call_resumes_from_the_log_in_another_runtime(logs, runtimes):
     assert names.count("question:resolved") == 2 and names[-2:] == ["loop:done", "done"]
 
 
+@tool
+def deploy(token: str, ctx: ToolContext) -> str | NeedsAnswer:
+    """Deploy with a token, asking where."""
+    runs.append({"token": token, **ctx.answers})
+    return f"deployed to {ctx.answers[SIZE]}" if SIZE in ctx.answers else NeedsAnswer(SIZE)
+
+
+async def test_a_call_whose_secret_the_log_redacted_is_not_run_again_from_the_log(logs, runtimes):
+    """Read back from the log, a suspended call's arguments hold the redaction mark where its
+    secret was (P11): it is denied with the reason, never run again on the mark."""
+    secret = "sk-" + "a1" * 12
+    model = scripted({"tool_calls": [call("deploy", "d1", token=secret)]}, "done")
+    agent = Agent(name="ops", model=model, tools=[deploy])
+    runs.clear()
+    here = runtimes({"ops": agent}, await logs())
+    first = await here.send("acme", "ops", "s1", "deploy")  # (its stream holds the secret)
+    assert (await first.wait()).stop_reason == "paused"  # type: ignore[union-attr]
+    [asked] = await here.pending("acme")
+    await here.close()
+    elsewhere = runtimes({"ops": agent}, await logs())  # another process, one file
+    resolved = await elsewhere.resolve("acme", asked.id, Answer(text="eu"))
+    assert resolved.run is not None and (await resolved.run.wait()) is not None
+    assert runs == [{"token": secret}]  # the first run only
+    assert (await ended(resolved.run)).stop_reason == "denied"
+    decision = [e for e in resolved.run.items if e.type == "actauth:decision"][-1]
+    assert (decision.decision, decision.reason) == (
+        "deny",
+        "not resumed: its arguments held a secret the log does not keep ('[redacted]')",
+    )
+
+
 def results(session: Session) -> list[str]:
     return [m.content for m in session.messages if isinstance(m, ToolResultMessage)]
 

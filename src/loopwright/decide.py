@@ -35,6 +35,7 @@ from .tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 
 INTERRUPTED = "[interrupted: tool call did not complete]"
 UNGATED = Decision("allow", "built-in: not gated")
+RESUMED_CHILD = "resumed: the subagent's pending items were resolved"
 # (what every allowed call makes, by the values' makers: see `_values.maker`)
 scheduled, decision_event = maker(Scheduled), maker(ev.ActauthDecision)
 
@@ -382,17 +383,18 @@ class Decider:
                 if item is not None and isinstance(item.decision, Answer):
                     assert isinstance(item.request, QuestionRequest)
                     answers[item.request.question] = item.decision.text
-            why = "resumed: " + (
-                "its question was answered"
-                if waiting.session_id == self.session_id
-                else "the subagent's pending items were resolved"
-            )
+            resumes = waiting.session_id if waiting.session_id != self.session_id else None
+            why = RESUMED_CHILD if resumes else "resumed: its question was answered"
             if checkpoint.closed:
                 why = "not resumed: a sibling call was denied"
+            elif holds_marker(args):  # read back from the log, which keeps no secret (P11)
+                why = f"not resumed: its arguments held a secret the log does not keep ({MARKER!r})"
+                events.append(ev.ActauthDecision(tool=call.name, decision="deny", reason=why))
+                events += self.deny(call, why, batch, args)
+                continue
             else:
                 events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=why))
             kwargs = {} if checkpoint.closed else tool.validate(args)
-            resumes = waiting.session_id if waiting.session_id != self.session_id else None
             batch.scheduled.append(
                 Scheduled(
                     call=call,
