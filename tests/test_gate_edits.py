@@ -492,3 +492,68 @@ async def test_arguments_that_merely_mention_the_mark_run_once_approved(tmp_path
         (True, False, "completed", [50]),
         (True, True, "denied", []),
     ]
+
+
+limits: list[int] = []
+LIMITS = Rules.from_yaml(
+    "default_decision: deny\nrules:\n"
+    "  - {name: huge, tool: configure, decision: deny,"
+    " when: {field: settings.limits.refund, op: gt, value: 1000}}\n"
+    "  - {name: small, tool: configure, decision: ask,"
+    " when: {field: settings.limits.refund, op: lte, value: 100}}\n"
+)
+
+
+@tool
+def configure(settings: dict[str, Any]) -> str:
+    """Set limits."""
+    limits.append(settings["limits"]["refund"])
+    return "set"
+
+
+async def test_a_change_made_in_place_to_what_a_human_is_shown_is_not_what_runs():
+    """An approver (or a reader) that changes the request's arguments in place and approves
+    without an edit changes nothing that runs: the call runs on the values the gate and the
+    human judged. An edit goes through `Approval.approve(args)`, and is vetted."""
+    rules = LIMITS
+    settings = {"settings": {"limits": {"refund": 50}}}
+
+    def approver(request: ApprovalRequest) -> Approval:
+        request.args["settings"]["limits"]["refund"] = 5000
+        request.call.args["settings"]["limits"]["refund"] = 5000
+        return Approval.approve()
+
+    model = scripted({"tool_calls": [call("configure", "c1", **settings)]}, "done")
+    agent = Agent(name="cfg", model=model, tools=[configure], rules=rules)
+    limits.clear()
+    result = await Session(agent).run("set", approver=approver).result()
+    assert limits == [50] and result.stop_reason == "completed"
+    edit = Approval.approve({"settings": {"limits": {"refund": 5000}}})
+    model = scripted({"tool_calls": [call("configure", "c1", **settings)]}, "done")
+    agent = Agent(name="cfg", model=model, tools=[configure], rules=rules)
+    result = await Session(agent).run("set", approver=lambda r: edit).result()
+    assert limits == [50] and result.stop_reason == "denied"
+
+
+async def test_an_edit_changed_in_place_after_it_was_vetted_is_not_what_runs():
+    """The values an edit runs on share nothing with the approver's dict: changing it after
+    the edit was vetted (here from the next call's `before_tool` hook) changes nothing."""
+    from loopwright import Hooks
+
+    edit: dict[str, Any] = {"settings": {"limits": {"refund": 40}}}
+
+    def tamper(info: Any, call: Any) -> None:
+        if call.id == "c2":
+            edit["settings"]["limits"]["refund"] = 5000  # the first call's edit, vetted already
+
+    first, second = ({"settings": {"limits": {"refund": n}}} for n in (50, 60))
+    calls = [call("configure", "c1", **first), call("configure", "c2", **second)]
+    model = scripted({"tool_calls": calls}, "done")
+    agent = Agent(
+        name="cfg", model=model, tools=[configure], rules=LIMITS, hooks=Hooks(before_tool=tamper)
+    )
+    limits.clear()
+    result = await run_agent(
+        agent, approver=lambda r: Approval.approve(edit if r.call.id == "c1" else None)
+    )
+    assert sorted(limits) == [40, 60] and result.stop_reason == "completed"

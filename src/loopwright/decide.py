@@ -9,6 +9,7 @@ gate: a `deny` refuses it (the item stays open); otherwise the human's approval 
 
 from __future__ import annotations
 
+import copy
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -199,6 +200,7 @@ class Decider:
         if decision.kind == "deny":
             first = ev.ActauthDecision(tool=call.name, decision="deny", reason=reason)
             return [first, *self.deny(call, reason, batch, args)], None
+        kwargs = tool.validate(copy.deepcopy(args))  # sharing nothing a human is shown
         request = ApprovalRequest(
             id="apr_" + secrets.token_urlsafe(18),
             call=call,
