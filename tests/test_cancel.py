@@ -229,6 +229,45 @@ async def test_a_steer_then_a_cancel_drops_the_steer():
     assert said == ["go", "next"]
 
 
+async def test_a_cancel_after_the_run_paused_drops_the_steer_in_the_log_too(tmp_path: Path):
+    """A cancel that lands once the run has decided to pause leaves the pause standing; what
+    was queued is dropped, in memory and in the log (`steering:cleared`), so no resume, in
+    this process or from the log, delivers it."""
+    from loopwright import Approval, Rules
+    from loopwright.runtime import open_session
+    from loopwright.store import open_log
+
+    @tool
+    def refund(amount: int) -> str:
+        """Refund."""
+        return "refunded"
+
+    def agent(*replies: Any) -> Agent:
+        rules = Rules.from_yaml("rules: [{name: asked, tool: refund, decision: ask}]")
+        return Agent(name="till", model=scripted(*replies), tools=[refund], rules=rules)
+
+    log = await open_log(tmp_path / "db.sqlite")
+    try:
+        session = await open_session(agent({"tool_calls": [call("refund", "r", amount=5)]}), log)
+        run = session.run("refund")
+        events = []
+        async for event in run:
+            events.append(event)
+            if event.type == "approval:pending":
+                session.steer("refund 5000 instead")
+            if event.type == "step:finished":
+                run.cancel()
+        verify(events)
+        assert types(events)[-2:] == ["loop:paused", "done"] and not session.queued
+        again = await open_session(agent("ok"), log, session.id)  # as another process would
+        assert not again.queued
+        await again.resolve(again.pending[0].id, Approval.approve())
+        result = await again.resume().result()
+    finally:
+        await log.close()
+    assert result.stop_reason == "completed" and "steering:injected" not in types(result.events)
+
+
 async def test_a_run_cancelled_before_it_started_does_nothing():
     model = scripted("never asked")
     session = Session(Agent(model=model, hooks=Hooks(on_run_start=lambda info: 1 / 0)))

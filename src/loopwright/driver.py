@@ -155,7 +155,8 @@ class Run:
         if self._cancelled or self.finished:
             return
         self._cancelled = True
-        self._control.cancel()
+        if self._control.cancel() and self._journal is not None:  # (logged as it was queued,
+            self._journal.record(ev.SteeringCleared())  # even when the run paused already)
         if self._entered:
             assert self._task is not None
             self._task.cancel()

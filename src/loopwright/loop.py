@@ -48,13 +48,16 @@ class Control:
     follow_ups: list[str] = field(default_factory=list)
     signals: set[Signal] = field(default_factory=set)
 
-    def cancel(self) -> None:
+    def cancel(self) -> bool:
         """Drop what is queued and tell the calls in flight, at once: a thread cannot be
-        cancelled, and a job still waiting for a thread must never start."""
+        cancelled, and a job still waiting for a thread must never start. True when something
+        queued was dropped."""
+        dropped = bool(self.steering or self.follow_ups)
         self.steering.clear()
         self.follow_ups.clear()
         for signal in self.signals:
             signal.set()
+        return dropped
 
 
 async def run_loop(
