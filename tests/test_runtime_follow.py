@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from conftest import call
+from conftest import call, scripted
 from loopwright import Agent, Approval
 from loopwright import events as ev
 from loopwright.runtime.follow import keepalive
@@ -323,3 +323,34 @@ async def test_a_follower_of_a_run_cancelled_at_its_prompt_ends_at_its_done(logs
         assert [(s.seq, s.event) for s in stored[:-1]] == items
         rest = [pair async for pair in runtime.events(KEY, after=done, follow=True)]
         assert rest == []
+
+
+async def test_closing_the_runtime_records_the_end_of_a_run_whose_thread_runs_on(logs, runtimes):
+    """A thread that outlives `close`'s bound (and its run's `tool_grace`) does not keep the
+    run from recording its end: the log has its `done` and the session is idle at once."""
+    import threading
+
+    from loopwright import tool
+
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Blocks its thread until the test releases it."""
+        entered.set()
+        release.wait(60)
+        return "released"
+
+    model = scripted({"tool_calls": [call("hold", "h")]})
+    agent = Agent(name="payer", model=model, tools=[hold], tool_grace=60)
+    log = await logs()
+    here = runtimes({"payer": agent}, log)
+    live = await here.send("acme", "payer", "s1", "go")
+    assert await asyncio.to_thread(entered.wait, 60)
+    try:
+        await here.close(timeout=1.0)  # (the thread holds the run past the first bound)
+    finally:
+        release.set()
+    assert (await ended(live)).stop_reason == "aborted"
+    assert (await logged(log, KEY))[-3:] == ["step:finished", "loop:aborted", "done"]
+    assert (await log.session(KEY)).status == "idle"

@@ -163,6 +163,12 @@ class Run:
         else:  # not started yet: the loop starts by ending, right after `session`
             self._events = _cancelled_at_start(self._events)
 
+    def hurry(self) -> None:
+        """A cancelled run still ending stops waiting for its threads' late results (within
+        `tool_grace`) and records its end now: for a process that shuts down."""
+        if self._cancelled and self._task is not None and not self._task.done():
+            self._task.cancel()
+
     def _start(self) -> asyncio.Task[None]:
         if self._task is None:
             loop = asyncio.get_running_loop()

@@ -126,6 +126,10 @@ class LiveRun:
         await self.finished.wait()
         return self.done
 
+    def hurry(self) -> None:
+        """A cancelled run records its end now, without waiting for late results (shutdown)."""
+        self._run.hurry()
+
     async def _drive(self) -> None:
         try:
             async for event in self._run:
@@ -369,6 +373,11 @@ class Live:
         tasks = [live.task for live in runs]
         if tasks:
             _, stragglers = await asyncio.wait(tasks, timeout=timeout)
+            if stragglers:  # still ending (threads within their grace): they record it now
+                for live in runs:
+                    if live.task in stragglers:
+                        live.hurry()
+                _, stragglers = await asyncio.wait(stragglers, timeout=timeout)
             for task in stragglers:
                 task.cancel()
             with contextlib.suppress(BaseException):
