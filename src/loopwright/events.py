@@ -235,8 +235,7 @@ class SteeringQueued:
 @value
 class SteeringCleared:
     """The steering (`steer`), the follow-ups (`follow_up`) or both (None) queued for a durable
-    session's running run were dropped (`Session.clear_queue`, or a cancel: also one that came
-    after the run decided to pause); logged like `steering:queued`."""
+    session's running run were dropped (`Session.clear_queue`, a cancel); logged at once."""
 
     mode: Literal["steer", "follow_up"] | None = None
     type: Literal["steering:cleared"] = "steering:cleared"
