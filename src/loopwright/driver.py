@@ -15,7 +15,6 @@ not even that can be logged.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -125,8 +124,8 @@ class Run:
         self._on_end: Callable[[Run], None] | None = None  # `watch()`'s: a session's `idle()`
         self._watched = False
         self._output = output  # the agent's structured output: `RunResult.output` is its value
-        self._buffer: deque[ev.Event] = deque()
-        self._seqs: deque[int | None] | None = deque() if journal is not None else None
+        self._buffer: list[ev.Event] = []  # (a deque takes 760 bytes; HIGH_WATER bounds this)
+        self._seqs: list[int | None] | None = [] if journal is not None else None
         self.seq: int | None = None
         """The log's sequence number of the event last read (None: not logged, no journal)."""
         self._task: asyncio.Task[None] | None = None
@@ -287,6 +286,8 @@ class Run:
                     await journal.end(self._session, stop)
             finally:
                 self._session = None  # the run holds its session no longer: no cycle is left
+                # nor its state and loop (a run kept to be read holds only its events)
+                self._state = self._events = None  # type: ignore[assignment]
                 self._wake_all()  # the task ends in this step: whoever wakes sees it done
 
     def _wake_reader(self) -> None:
@@ -316,18 +317,18 @@ class Run:
         while await self._filled():
             if seqs is None:
                 while buffer:
-                    yield buffer.popleft()
+                    yield buffer.pop(0)
             else:
                 while buffer:
-                    self.seq = seqs.popleft()
-                    yield buffer.popleft()
+                    self.seq = seqs.pop(0)
+                    yield buffer.pop(0)
 
     async def __anext__(self) -> ev.Event:
         if not await self._filled():
             raise StopAsyncIteration
         if self._seqs is not None:
-            self.seq = self._seqs.popleft()
-        return self._buffer.popleft()
+            self.seq = self._seqs.pop(0)
+        return self._buffer.pop(0)
 
     async def _filled(self) -> bool:
         """Wait until an event is buffered (True), or the run's task has ended (False)."""
