@@ -268,6 +268,21 @@ async def test_a_cancel_after_the_run_paused_drops_the_steer_in_the_log_too(tmp_
     assert result.stop_reason == "completed" and "steering:injected" not in types(result.events)
 
 
+async def test_a_run_read_to_its_end_gives_its_result_and_a_later_cancel_changes_nothing():
+    """`result()` after the events were all read gives how the run ended (with no events: the
+    reader had them); a cancel once the run is past its `done` has nothing left to stop."""
+    session = Session(Agent(model=scripted("hello")))
+    run = session.run("hi")
+    seen = []
+    async for event in run:
+        seen.append(event)
+        if event.type == "done":
+            run.cancel()
+    result = await run.result()
+    assert (result.text, result.stop_reason, result.events) == ("hello", "completed", [])
+    assert types(seen)[-2:] == ["loop:done", "done"]
+
+
 async def test_a_run_cancelled_before_it_started_does_nothing():
     model = scripted("never asked")
     session = Session(Agent(model=model, hooks=Hooks(on_run_start=lambda info: 1 / 0)))

@@ -83,6 +83,7 @@ class Run:
         "_buffer",
         "_cancelled",
         "_control",
+        "_done",
         "_ending",
         "_entered",
         "_events",
@@ -134,6 +135,7 @@ class Run:
         self._ending: asyncio.Future[None] | None = None  # `result()`, waiting for the end
         self._reader: AsyncGenerator[ev.Event, None] | None = None  # what `async for` reads
         self._entered = self._cancelled = self._unbounded = self._exhausted = False
+        self._done: ev.Event | None = None
 
     @property
     def finished(self) -> bool:
@@ -150,12 +152,15 @@ class Run:
         thread has not started will not start; the run's task is cancelled, so the in-flight
         model request, a human's prompt and running tools are cancelled where they wait (a
         thread that runs on is given up: its result says so and its real outcome follows as
-        `tool:late_result`). Tools that finished keep their results. Idempotent."""
+        `tool:late_result`). Tools that finished keep their results; a run past its `done` is
+        left to end (its queue is still dropped). Idempotent."""
         if self._cancelled or self.finished:
             return
         self._cancelled = True
         if self._control.cancel() and self._journal is not None:  # (logged as it was queued,
             self._journal.record(ev.SteeringCleared())  # even when the run paused already)
+        if self._done is not None:  # past its `done`: nothing is left to stop
+            return
         if self._entered:
             assert self._task is not None
             self._task.cancel()
@@ -165,7 +170,7 @@ class Run:
     def hurry(self) -> None:
         """A cancelled run still ending stops waiting for its threads' late results (within
         `tool_grace`) and records its end now: for a process that shuts down."""
-        if self._cancelled and self._task is not None and not self._task.done():
+        if self._cancelled and self._done is None and self._task and not self._task.done():
             self._task.cancel()
 
     def _start(self) -> asyncio.Task[None]:
@@ -270,7 +275,7 @@ class Run:
                     continue
                 event = await step()
         except StopAsyncIteration:
-            pass
+            self._done = event  # (the loop's last: its `done`)
         except CommitFailed as exc:  # not even the run's end could be logged: the log's error
             stop = None  # its `done` is not in the log: the session is left interrupted
             cause = exc.__cause__
@@ -402,7 +407,7 @@ class Run:
         if self._seqs is not None:
             self._seqs.clear()
         self._end(task)
-        done = events[-1] if events else None
+        done = events[-1] if events else self._done  # (all read already: the one it had)
         if not isinstance(done, ev.Done):  # its task was cancelled from outside
             raise asyncio.CancelledError
         output, value = self._output, None

@@ -90,13 +90,16 @@ there (the items a run left open are closed just after its `done`), a handful at
 
 async def _over(log: EventLog, key: SessionKey, seq: int, *, done: bool = False) -> bool:
     """The session's latest run ended for good at or before `seq`: all that came after `seq`
-    is decisions (not a run's events), and either the event at `seq` is that run's final
+    is decisions and steering for a next run (not a run's events), and either the event at `seq` is that run's final
     `done`, or the session is idle (its run may hold its lease a moment after its `done`)."""
     record = await log.session(key)
     if record.last_seq - seq > AFTER_DONE or not (done or record.status == "idle"):
         return False
     after = await log.read(key, after=seq, limit=AFTER_DONE)
-    return all(type(stored.event) is ev.PendingDecided for stored in after)
+    return all(type(stored.event) in _BETWEEN_RUNS for stored in after)
+
+
+_BETWEEN_RUNS = (ev.PendingDecided, ev.SteeringQueued, ev.SteeringCleared)
 
 
 def _started(started: asyncio.Future[LiveRun]) -> LiveRun | None:
