@@ -19,7 +19,7 @@ from loopwright.project import load_project
 from loopwright.replay import continued, fold
 from loopwright.runtime import Runtime, open_session
 from loopwright.server import create_app
-from loopwright.store import open_log
+from loopwright.store import SessionKey, open_log
 from runtime_fixtures import ended
 from test_server import LiveServer, body
 
@@ -511,10 +511,13 @@ def configure(settings: dict[str, Any]) -> str:
     return "set"
 
 
-async def test_a_change_made_in_place_to_what_a_human_is_shown_is_not_what_runs():
-    """An approver (or a reader) that changes the request's arguments in place and approves
-    without an edit changes nothing that runs: the call runs on the values the gate and the
-    human judged. An edit goes through `Approval.approve(args)`, and is vetted."""
+async def test_a_change_made_in_place_to_what_a_human_is_shown_is_not_what_runs(
+    tmp_path: Path,
+):
+    """An approver that changes the request's arguments in place and approves without an
+    edit changes nothing: the call runs on the values the gate and the human judged, and
+    its logged intent, the history and the next request say so (a crash re-runs what the
+    intent says). An edit goes through `Approval.approve(args)`, and is vetted."""
     rules = LIMITS
     settings = {"settings": {"limits": {"refund": 50}}}
 
@@ -526,8 +529,24 @@ async def test_a_change_made_in_place_to_what_a_human_is_shown_is_not_what_runs(
     model = scripted({"tool_calls": [call("configure", "c1", **settings)]}, "done")
     agent = Agent(name="cfg", model=model, tools=[configure], rules=rules)
     limits.clear()
-    result = await Session(agent).run("set", approver=approver).result()
+    log = await open_log(tmp_path / "db")
+    try:
+        session = await open_session(agent, log)
+        result = await drive(session.run("set", approver=approver))
+        key = SessionKey("default", "cfg", session.id)
+        stored = [s.event for s in await log.read(key)]
+    finally:
+        await log.close()
     assert limits == [50] and result.stop_reason == "completed"
+    [started] = [e for e in stored if e.type == "tool:started"]
+    assert started.args == settings
+    limits.clear()
+    model = scripted({"tool_calls": [call("configure", "c1", **settings)]}, "done")
+    agent = Agent(name="cfg", model=model, tools=[configure], rules=rules)
+    result = await Session(agent).run("set", approver=approver).result()
+    [started] = [e for e in result.events if e.type == "tool:started"]
+    assert limits == [50] and started.args == settings
+    assert model.requests[1].messages[-2].tool_calls[0].args == settings
     edit = Approval.approve({"settings": {"limits": {"refund": 5000}}})
     model = scripted({"tool_calls": [call("configure", "c1", **settings)]}, "done")
     agent = Agent(name="cfg", model=model, tools=[configure], rules=rules)

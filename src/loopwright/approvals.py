@@ -10,6 +10,7 @@ anything but an `Answer`) defers them.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -139,12 +140,23 @@ async def ask_human(
             answer = await answer
         if not (isinstance(answer, Approval) and answer.approved and answer.args is not None):
             return answer
+        edit = copied(answer.args)  # (the approver's own dict may change later)
+        answer = replace(answer, args=edit)
         try:
-            vet(answer.args, isinstance(answer, Logged))
+            vet(edit, isinstance(answer, Logged))
             return answer
         except ValueError as exc:
             request = replace(request, error=str(exc))
     return Approval.deny(f"{MAX_INVALID_EDITS} refused edits in a row", by="loopwright")
+
+
+def copied(args: dict[str, Any]) -> dict[str, Any]:
+    """A copy of edited arguments, so that the approver's own dict, changed later, changes
+    nothing that runs or is logged (what cannot be copied is no JSON: the edit is invalid)."""
+    try:
+        return copy.deepcopy(args)
+    except Exception:
+        return args
 
 
 def now_iso() -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import secrets
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from . import events as ev
@@ -25,6 +25,7 @@ from .approvals import (
     Approver,
     QuestionRequest,
     ask_human,
+    copied,
     now_iso,
 )
 from .arguments import gate_decision, not_json, vet_edit, vet_values
@@ -147,11 +148,13 @@ class Checkpoint:
             return Resolution("invalid", self.outstanding, f"{pending_id} is {kind}")
         if isinstance(approval, Approval) and approval.approved and approval.args is not None:
             assert isinstance(request, ApprovalRequest)
+            edit = copied(approval.args)  # (the caller's own dict may change later)
+            approval = replace(approval, args=edit)
             try:
-                kwargs = vet_edit(item.tool, gate, request.scope, approval.args)
+                kwargs = vet_edit(item.tool, gate, request.scope, edit)
             except ValueError as exc:
                 return Resolution("invalid", self.outstanding, str(exc))
-            item.checked = (approval.args, kwargs)
+            item.checked = (edit, kwargs)
         item.decision, item.resolved_at = approval, now_iso()
         if isinstance(approval, Approval) and not approval.approved:
             self.closed = True
@@ -200,11 +203,12 @@ class Decider:
         if decision.kind == "deny":
             first = ev.ActauthDecision(tool=call.name, decision="deny", reason=reason)
             return [first, *self.deny(call, reason, batch, args)], None
-        kwargs = tool.validate(copy.deepcopy(args))  # sharing nothing a human is shown
+        kwargs = tool.validate(copy.deepcopy(args))  # sharing nothing a human is shown,
+        shown = copy.deepcopy(args)  # and what a human is shown shares nothing with the call
         request = ApprovalRequest(
             id="apr_" + secrets.token_urlsafe(18),
-            call=call,
-            args=args,
+            call=replace(call, args=shown if args is call.args else copy.deepcopy(call.args)),
+            args=shown,
             parameters=tool.parameters,
             scope=self.scope,
             reason=reason,
@@ -213,7 +217,7 @@ class Decider:
         announce = ev.ApprovalPending(
             id=request.id,
             tool=call.name,
-            args=args,
+            args=shown,
             scope=self.scope,
             reason=reason,
             requested_at=request.requested_at,
@@ -293,18 +297,14 @@ class Decider:
             if not is_question(tool):  # a running call's own question: the call runs again
                 return [resolved]
             why = "ask_user: the person answered"
+            kwargs, tool = {"answer": answer.text}, answered(tool)
             batch.scheduled.append(
-                Scheduled(
-                    call=call,
-                    tool=answered(tool),
-                    args=call.args,
-                    kwargs={"answer": answer.text},
-                    reason=why,
-                )
+                Scheduled(call=call, tool=tool, args=call.args, kwargs=kwargs, reason=why)
             )
             return [resolved, ev.ActauthDecision(tool=call.name, decision="allow", reason=why)]
         assert isinstance(answer, Approval)
-        args = answer.args if answer.args is not None else request.args
+        own = request.args if pending.checked is None else pending.checked[0]  # (not a copy)
+        args = answer.args if answer.args is not None else own
         events: list[ev.Event] = [
             ev.ApprovalResolved(
                 id=request.id,
@@ -466,14 +466,10 @@ class Decider:
                 reason = "re-run after an interruption: the tool is idempotent"
                 tool = self.tools[call.name]
                 events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=reason))
+                started = args[call.id]  # (the arguments it started on)
+                kwargs = tool.validate(started)
                 batch.scheduled.append(
-                    Scheduled(
-                        call=call,
-                        tool=tool,
-                        args=args[call.id],
-                        kwargs=tool.validate(args[call.id]),
-                        reason=reason,
-                    )
+                    Scheduled(call=call, tool=tool, args=started, kwargs=kwargs, reason=reason)
                 )
             else:
                 events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
