@@ -149,6 +149,42 @@ async def test_a_session_paused_elsewhere_asks_at_the_next_prompt(peer, project)
     assert result == {"stopReason": "end_turn"}
 
 
+async def test_a_session_decided_elsewhere_without_resuming_resumes_at_the_next_prompt(
+    peer, project
+):
+    """Paused by `loopwright run`, its item edited with `approvals edit --no-resume` (which
+    only records the answer): the next prompt resumes the run on the edit, then sends."""
+    command = [LOOPWRIGHT, "run", "refunds", "--project", str(project), "refund please"]
+    paused = subprocess.run(
+        command, env=ENV, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+    )
+    assert paused.returncode == 3, paused.stderr
+    [stored] = await stored_items(project)
+    command = [LOOPWRIGHT, "approvals", "--project", str(project), "edit", stored["id"]]
+    edited = subprocess.run(
+        [*command, '{"amount": 3}', "--no-resume"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert edited.returncode == 0, edited.stderr
+    await peer.handshake()
+    params = {"sessionId": stored["session_id"], "cwd": "/", "mcpServers": []}
+    await peer.call("session/load", params)
+    seen, result = await prompt(peer, stored["session_id"], "thanks")
+    assert [brief(m) for m in seen] == [
+        ("tool_call_update", "r1", "in_progress"),
+        ("tool_call_update", "r1", "completed"),
+        ("agent_message_chunk", "Done: refunded 3"),
+        ("agent_message_chunk", ".0 on A-1"),
+        ("agent_message_chunk", "heard: refund pl"),
+        ("agent_message_chunk", "ease | thanks"),
+    ]
+    assert result == {"stopReason": "end_turn"}
+
+
 async def test_closing_stdin_mid_run_cancels_and_records_it(peer, project):
     await peer.handshake()
     session = await new_session(peer)

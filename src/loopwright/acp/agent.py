@@ -255,6 +255,8 @@ class AcpAgent:
                 if resolved is None:  # the client cancelled the turn
                     return "cancelled"
                 live = resolved.run or live
+            if live is None and (await session.runtime.session(session.key)).status == "paused":
+                live = await self._resume(session)  # decided elsewhere, not resumed (`--no-resume`)
         if live is not None:
             reason = await self._follow(session, live)
             if not text or reason != "end_turn":
@@ -269,6 +271,13 @@ class AcpAgent:
             raise RequestError.invalid_request({"details": str(exc)}) from None
         session.stored = True
         return await self._follow(session, live)
+
+    async def _resume(self, session: _Session) -> LiveRun:
+        key = session.key
+        try:
+            return await session.runtime.resume(self.tenant, key.agent, key.id, hold=True)
+        except SessionBusy as exc:
+            raise RequestError.invalid_request({"details": str(exc)}) from None
 
     async def _follow(self, session: _Session, live: LiveRun) -> Any:
         """Stream the run (and its resumptions) to its end; its ACP stop reason."""
