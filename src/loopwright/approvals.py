@@ -151,8 +151,7 @@ async def ask_human(
 
 
 def copied(args: dict[str, Any]) -> dict[str, Any]:
-    """A copy of edited arguments, so that the approver's own dict, changed later, changes
-    nothing that runs or is logged (what cannot be copied is no JSON: the edit is invalid)."""
+    """Edited arguments detached from the approver's dict (what cannot be copied is invalid)."""
     try:
         return copy.deepcopy(args)
     except Exception:

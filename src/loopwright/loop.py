@@ -49,9 +49,8 @@ class Control:
     signals: set[Signal] = field(default_factory=set)
 
     def cancel(self) -> bool:
-        """Drop what is queued and tell the calls in flight, at once: a thread cannot be
-        cancelled, and a job still waiting for a thread must never start. True when something
-        queued was dropped."""
+        """Drop what is queued (True if anything was) and tell the calls in flight, at once: a
+        thread cannot be cancelled, and a job still waiting for a thread must never start."""
         dropped = bool(self.steering or self.follow_ups)
         self.steering.clear()
         self.follow_ups.clear()
