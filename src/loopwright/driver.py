@@ -88,6 +88,7 @@ class Run:
         "_entered",
         "_events",
         "_exhausted",
+        "_head",
         "_input",
         "_journal",
         "_on_end",
@@ -126,6 +127,7 @@ class Run:
         self._watched = False
         self._output = output  # the agent's structured output: `RunResult.output` is its value
         self._buffer: list[ev.Event] = []  # (a deque takes 760 bytes; HIGH_WATER bounds this)
+        self._head = 0  # the buffer's next event to read (it is cleared once all are read)
         self._seqs: list[int | None] | None = [] if journal is not None else None
         self.seq: int | None = None
         """The log's sequence number of the event last read (None: not logged, no journal)."""
@@ -320,25 +322,25 @@ class Run:
         per batch), until the run's task ends."""
         buffer, seqs = self._buffer, self._seqs
         while await self._filled():
-            if seqs is None:
-                while buffer:
-                    yield buffer.pop(0)
-            else:
-                while buffer:
-                    self.seq = seqs.pop(0)
-                    yield buffer.pop(0)
+            while (head := self._head) < len(buffer):
+                self._head = head + 1
+                if seqs is not None:
+                    self.seq = seqs[head]
+                yield buffer[head]
 
     async def __anext__(self) -> ev.Event:
         if not await self._filled():
             raise StopAsyncIteration
+        head, self._head = self._head, self._head + 1
         if self._seqs is not None:
-            self.seq = self._seqs.pop(0)
-        return self._buffer.pop(0)
+            self.seq = self._seqs[head]
+        return self._buffer[head]
 
     async def _filled(self) -> bool:
         """Wait until an event is buffered (True), or the run's task has ended (False)."""
         buffer = self._buffer
-        while not buffer:
+        while self._head == len(buffer):
+            self._clear()  # all read
             task = self._task or self._start()
             if task.done():
                 self._end(task)
@@ -352,6 +354,12 @@ class Run:
                 self.cancel()  # the reader was cancelled while it waited: so is the run
                 raise
         return True
+
+    def _clear(self) -> None:
+        self._buffer.clear()
+        if self._seqs is not None:
+            self._seqs.clear()
+        self._head = 0
 
     def _end(self, task: asyncio.Task[None]) -> None:
         """The run's task is over: raise what ended it without its `done` (a failing
@@ -377,9 +385,7 @@ class Run:
         self._make_room()
         self.cancel()
         await asyncio.wait((self._task,))
-        self._buffer.clear()
-        if self._seqs is not None:
-            self._seqs.clear()
+        self._clear()
         self._end(self._task)
 
     async def __aenter__(self) -> Run:
@@ -402,10 +408,8 @@ class Run:
                 self.cancel()
                 await asyncio.wait((task,))
                 raise
-        events = list(self._buffer)
-        self._buffer.clear()
-        if self._seqs is not None:
-            self._seqs.clear()
+        events = self._buffer[self._head :]
+        self._clear()
         self._end(task)
         done = events[-1] if events else self._done  # (all read already: the one it had)
         if not isinstance(done, ev.Done):  # its task was cancelled from outside
