@@ -15,6 +15,7 @@ not even that can be logged.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -88,7 +89,6 @@ class Run:
         "_entered",
         "_events",
         "_exhausted",
-        "_head",
         "_input",
         "_journal",
         "_on_end",
@@ -126,9 +126,8 @@ class Run:
         self._on_end: Callable[[Run], None] | None = None  # `watch()`'s: a session's `idle()`
         self._watched = False
         self._output = output  # the agent's structured output: `RunResult.output` is its value
-        self._buffer: list[ev.Event] = []  # (a deque takes 760 bytes; HIGH_WATER bounds this)
-        self._head = 0  # the buffer's next event to read (it is cleared once all are read)
-        self._seqs: list[int | None] | None = [] if journal is not None else None
+        self._buffer: deque[ev.Event] = deque()
+        self._seqs: deque[int | None] | None = deque() if journal is not None else None
         self.seq: int | None = None
         """The log's sequence number of the event last read (None: not logged, no journal)."""
         self._task: asyncio.Task[None] | None = None
@@ -322,25 +321,25 @@ class Run:
         per batch), until the run's task ends."""
         buffer, seqs = self._buffer, self._seqs
         while await self._filled():
-            while (head := self._head) < len(buffer):
-                self._head = head + 1
-                if seqs is not None:
-                    self.seq = seqs[head]
-                yield buffer[head]
+            if seqs is None:
+                while buffer:
+                    yield buffer.popleft()
+            else:
+                while buffer:
+                    self.seq = seqs.popleft()
+                    yield buffer.popleft()
 
     async def __anext__(self) -> ev.Event:
         if not await self._filled():
             raise StopAsyncIteration
-        head, self._head = self._head, self._head + 1
         if self._seqs is not None:
-            self.seq = self._seqs[head]
-        return self._buffer[head]
+            self.seq = self._seqs.popleft()
+        return self._buffer.popleft()
 
     async def _filled(self) -> bool:
         """Wait until an event is buffered (True), or the run's task has ended (False)."""
         buffer = self._buffer
-        while self._head == len(buffer):
-            self._clear()  # all read
+        while not buffer:
             task = self._task or self._start()
             if task.done():
                 self._end(task)
@@ -354,12 +353,6 @@ class Run:
                 self.cancel()  # the reader was cancelled while it waited: so is the run
                 raise
         return True
-
-    def _clear(self) -> None:
-        self._buffer.clear()
-        if self._seqs is not None:
-            self._seqs.clear()
-        self._head = 0
 
     def _end(self, task: asyncio.Task[None]) -> None:
         """The run's task is over: raise what ended it without its `done` (a failing
@@ -385,7 +378,9 @@ class Run:
         self._make_room()
         self.cancel()
         await asyncio.wait((self._task,))
-        self._clear()
+        self._buffer.clear()
+        if self._seqs is not None:
+            self._seqs.clear()
         self._end(self._task)
 
     async def __aenter__(self) -> Run:
@@ -408,8 +403,10 @@ class Run:
                 self.cancel()
                 await asyncio.wait((task,))
                 raise
-        events = self._buffer[self._head :]
-        self._clear()
+        events = list(self._buffer)
+        self._buffer.clear()
+        if self._seqs is not None:
+            self._seqs.clear()
         self._end(task)
         done = events[-1] if events else self._done  # (all read already: the one it had)
         if not isinstance(done, ev.Done):  # its task was cancelled from outside
