@@ -554,25 +554,29 @@ async def test_a_change_made_in_place_to_what_a_human_is_shown_is_not_what_runs(
     assert limits == [50] and result.stop_reason == "denied"
 
 
-async def test_an_edit_changed_in_place_after_it_was_vetted_is_not_what_runs():
-    """The values an edit runs on share nothing with the approver's dict: changing it after
-    the edit was vetted (here from the next call's `before_tool` hook) changes nothing."""
-    from loopwright import Hooks
-
+@pytest.mark.parametrize("durable", [False, True])
+async def test_an_edit_changed_in_place_after_it_came_is_not_what_runs(durable, tmp_path: Path):
+    """The values an edit runs on share nothing with the approver's dict: changing it once
+    the approver returned it (here from a task the approver starts) changes nothing, in
+    memory or in a durable session (whose log records the edit a little later)."""
     edit: dict[str, Any] = {"settings": {"limits": {"refund": 40}}}
 
-    def tamper(info: Any, call: Any) -> None:
-        if call.id == "c2":
-            edit["settings"]["limits"]["refund"] = 5000  # the first call's edit, vetted already
+    async def tamper() -> None:
+        edit["settings"]["limits"]["refund"] = 5000
 
-    first, second = ({"settings": {"limits": {"refund": n}}} for n in (50, 60))
-    calls = [call("configure", "c1", **first), call("configure", "c2", **second)]
-    model = scripted({"tool_calls": calls}, "done")
-    agent = Agent(
-        name="cfg", model=model, tools=[configure], rules=LIMITS, hooks=Hooks(before_tool=tamper)
-    )
+    def approver(request: ApprovalRequest) -> Approval:
+        asyncio.get_running_loop().create_task(tamper())  # runs at the next turn of the loop
+        return Approval.approve(edit)
+
+    settings = {"settings": {"limits": {"refund": 50}}}
+    model = scripted({"tool_calls": [call("configure", "c1", **settings)]}, "done")
+    agent = Agent(name="cfg", model=model, tools=[configure], rules=LIMITS)
     limits.clear()
-    result = await run_agent(
-        agent, approver=lambda r: Approval.approve(edit if r.call.id == "c1" else None)
-    )
-    assert sorted(limits) == [40, 60] and result.stop_reason == "completed"
+    log = await open_log(tmp_path / "db")
+    try:
+        session = await open_session(agent, log) if durable else Session(agent)
+        result = await drive(session.run("set", approver=approver))
+    finally:
+        await log.close()
+    assert limits == [40] and result.stop_reason == "completed"
+    assert edit["settings"]["limits"]["refund"] == 5000  # (the task ran)

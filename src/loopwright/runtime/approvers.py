@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..agent import Agent
-from ..approvals import DEFER, Answer, Approval, Approver, ApproverResult, Request
+from ..approvals import DEFER, Answer, Approval, Approver, ApproverResult, Request, copied
 from ..store import PendingRecord
 from ..store.log import EventLog, SessionKey
 from .decisions import answer_of, owner_of, record
@@ -107,6 +108,8 @@ async def _ask(approver: Approver, request: Request) -> ApproverResult:
     reply = approver(request)
     if inspect.isawaitable(reply):
         reply = await reply
+    if isinstance(reply, Approval) and reply.args is not None:  # an edit, as it arrived
+        reply = replace(reply, args=copied(reply.args))
     return reply
 
 
