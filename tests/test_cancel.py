@@ -242,21 +242,28 @@ async def test_a_cancel_after_the_run_paused_drops_the_steer_in_the_log_too(tmp_
         """Refund."""
         return "refunded"
 
-    def agent(*replies: Any) -> Agent:
+    held: list[Any] = []
+
+    def steer_then_cancel(info: Any, stop_reason: str) -> None:  # (the run decided to pause)
+        session, run = held
+        session.steer("refund 5000 instead")
+        run.cancel()
+
+    def agent(*replies: Any, hooks: Hooks | None = None) -> Agent:
         rules = Rules.from_yaml("rules: [{name: asked, tool: refund, decision: ask}]")
-        return Agent(name="till", model=scripted(*replies), tools=[refund], rules=rules)
+        model = scripted(*replies)
+        return Agent(name="till", model=model, tools=[refund], rules=rules, hooks=hooks or Hooks())
 
     log = await open_log(tmp_path / "db.sqlite")
     try:
-        session = await open_session(agent({"tool_calls": [call("refund", "r", amount=5)]}), log)
+        paying = agent(
+            {"tool_calls": [call("refund", "r", amount=5)]},
+            hooks=Hooks(on_run_end=steer_then_cancel),
+        )
+        session = await open_session(paying, log)
         run = session.run("refund")
-        events = []
-        async for event in run:
-            events.append(event)
-            if event.type == "approval:pending":
-                session.steer("refund 5000 instead")
-            if event.type == "step:finished":
-                run.cancel()
+        held[:] = [session, run]
+        events = [event async for event in run]
         verify(events)
         assert types(events)[-2:] == ["loop:paused", "done"] and not session.queued
         again = await open_session(agent("ok"), log, session.id)  # as another process would
@@ -266,6 +273,47 @@ async def test_a_cancel_after_the_run_paused_drops_the_steer_in_the_log_too(tmp_
     finally:
         await log.close()
     assert result.stop_reason == "completed" and "steering:injected" not in types(result.events)
+
+
+async def test_a_cancel_while_a_durable_run_releases_its_lease_changes_nothing(tmp_path: Path):
+    """Past its `done` a run is over: a cancel while it releases its lease keeps what was
+    queued (for the next run), in memory as in the log (it dropped it in memory only)."""
+    from loopwright.runtime import open_session
+    from loopwright.store import SessionKey, open_log
+
+    log = await open_log(tmp_path / "db.sqlite")
+    agent = Agent(name="a", model=scripted("first", "second"))
+    releasing, go_on, release = asyncio.Event(), asyncio.Event(), log.release
+
+    async def held(lease: Any, status: Any) -> None:
+        releasing.set()
+        await go_on.wait()
+        await release(lease, status)
+
+    log.release = held  # type: ignore[method-assign]
+    try:
+        session = await open_session(agent, log)
+        run = session.run("hi")
+
+        async def read() -> None:
+            async for event in run:
+                if event.type == "done":
+                    session.steer("later")
+
+        reader = asyncio.create_task(read())
+        await releasing.wait()
+        run.cancel()
+        assert session.queued.steering == ("later",) and not run.cancelled
+        go_on.set()
+        await reader
+        log.release = release  # type: ignore[method-assign]
+        stored = [s.event.type for s in await log.read(SessionKey("default", "a", session.id))]
+        assert stored[-2:] == ["done", "steering:queued"]
+        again = await open_session(agent, log, session.id)
+        assert again.queued.steering == ("later",)
+    finally:
+        go_on.set()
+        await log.close()
 
 
 async def test_a_run_read_to_its_end_gives_its_result_and_a_later_cancel_changes_nothing():

@@ -153,15 +153,13 @@ class Run:
         thread has not started will not start; the run's task is cancelled, so the in-flight
         model request, a human's prompt and running tools are cancelled where they wait (a
         thread that runs on is given up: its result says so and its real outcome follows as
-        `tool:late_result`). Tools that finished keep their results; a run past its `done` is
-        left to end (its queue is still dropped). Idempotent."""
-        if self._cancelled or self.finished:
+        `tool:late_result`). Tools that finished keep their results. A run past its `done` is
+        over: nothing changes (what was queued waits for the next run). Idempotent."""
+        if self._cancelled or self.finished or self._done is not None:
             return
         self._cancelled = True
         if self._control.cancel() and self._journal is not None:  # (logged as it was queued,
             self._journal.record(ev.SteeringCleared())  # even when the run paused already)
-        if self._done is not None:  # past its `done`: nothing is left to stop
-            return
         if self._entered:
             assert self._task is not None
             self._task.cancel()
