@@ -354,3 +354,17 @@ async def test_closing_the_runtime_records_the_end_of_a_run_whose_thread_runs_on
     assert (await ended(live)).stop_reason == "aborted"
     assert (await logged(log, KEY))[-3:] == ["step:finished", "loop:aborted", "done"]
     assert (await log.session(KEY)).status == "idle"
+
+
+async def test_a_follower_ends_after_a_done_however_much_steering_came_after_it(logs, runtimes):
+    """Steering sent while no run holds the session is logged for the next run; a follower
+    of the run that ended before it stops at that run's `done` (it waited for a next run
+    past 16 of them)."""
+    runtime = runtimes({"payer": payer("hello")}, await logs())
+    done = await ended(await runtime.send("acme", "payer", "s1", "go"))
+    assert done.stop_reason == "completed"
+    for n in range(40):
+        await runtime.steer(KEY, f"steer {n}")
+    async with asyncio.timeout(60):  # (a safety net: it used to wait for a next run)
+        followed = [e.type async for _, e in runtime.events(KEY, after=0, follow=True)]
+    assert followed[-1] == "done" and "steering:queued" not in followed

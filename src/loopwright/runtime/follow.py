@@ -84,19 +84,26 @@ async def follow(
 
 
 AFTER_DONE = 16
-"""How many events after a run's `done` are looked at for one of a run: only decisions come
-there (the items a run left open are closed just after its `done`), a handful at most."""
+"""How many events after a run's `done` are read at a time to tell whether a run came after
+it: decisions and steering for a next run come there, a handful as a rule."""
 
 
 async def _over(log: EventLog, key: SessionKey, seq: int, *, done: bool = False) -> bool:
     """The session's latest run ended for good at or before `seq`: all that came after `seq`
-    is decisions and steering for a next run (not a run's events), and either the event at `seq` is that run's final
-    `done`, or the session is idle (its run may hold its lease a moment after its `done`)."""
+    is decisions and steering for a next run (not a run's events), and either the event at
+    `seq` is that run's final `done`, or the session is idle (its run may hold its lease a
+    moment after its `done`)."""
     record = await log.session(key)
-    if record.last_seq - seq > AFTER_DONE or not (done or record.status == "idle"):
+    if not (done or record.status == "idle"):
         return False
-    after = await log.read(key, after=seq, limit=AFTER_DONE)
-    return all(type(stored.event) in _BETWEEN_RUNS for stored in after)
+    while seq < record.last_seq:
+        after = await log.read(key, after=seq, limit=AFTER_DONE)
+        if not after:
+            break
+        if any(type(stored.event) not in _BETWEEN_RUNS for stored in after):
+            return False
+        seq = after[-1].seq
+    return True
 
 
 _BETWEEN_RUNS = (ev.PendingDecided, ev.SteeringQueued, ev.SteeringCleared)
