@@ -368,3 +368,24 @@ async def test_a_follower_ends_after_a_done_however_much_steering_came_after_it(
     async with asyncio.timeout(60):  # (a safety net: it used to wait for a next run)
         followed = [e.type async for _, e in runtime.events(KEY, after=0, follow=True)]
     assert followed[-1] == "done" and "steering:queued" not in followed
+
+
+async def test_a_follower_waiting_on_the_log_is_cancelled_cleanly(logs, runtimes):
+    """A follower of a paused session waits for its next run; cancelled, it ends cancelled
+    (its read of the log stops before the reader closes: it raised RuntimeError)."""
+    runtime = runtimes({"payer": payer(*pays(1))}, await logs())
+    assert (await ended(await runtime.send("acme", "payer", "s1", "go"))).stop_reason == "paused"
+    seen: list[str] = []
+    waiting = asyncio.Event()
+
+    async def follow() -> None:
+        async for _, event in runtime.events(KEY, after=0, follow=True):
+            seen.append(event.type)
+            if event.type == "done":
+                waiting.set()  # (what follows is a wait for the next run)
+
+    task = asyncio.create_task(follow())
+    await waiting.wait()
+    task.cancel()
+    await asyncio.wait((task,))
+    assert task.cancelled() and seen[-2:] == ["loop:paused", "done"]

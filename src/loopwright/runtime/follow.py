@@ -133,9 +133,10 @@ async def _from_log(
             stored = step.result()
             yield stored.seq, stored.event
     finally:
-        if step is not None and not step.done():  # the caller left: nobody waits for it
-            step.cancel()
-            step.add_done_callback(_retrieved)
+        if step is not None and not step.done():  # the caller left: the read stops first
+            step.cancel()  # (closing the reader while it reads raises RuntimeError)
+            await asyncio.wait((step,))
+            _retrieved(step)
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
