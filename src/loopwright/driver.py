@@ -290,8 +290,6 @@ class Run:
                     await journal.end(self._session, stop)
             finally:
                 self._session = None  # the run holds its session no longer: no cycle is left
-                # nor its state and loop (a run kept to be read holds only its events)
-                self._state = self._events = None  # type: ignore[assignment]
                 self._wake_all()  # the task ends in this step: whoever wakes sees it done
 
     def _wake_reader(self) -> None:
