@@ -389,3 +389,35 @@ async def test_a_follower_waiting_on_the_log_is_cancelled_cleanly(logs, runtimes
     task.cancel()
     await asyncio.wait((task,))
     assert task.cancelled() and seen[-2:] == ["loop:paused", "done"]
+
+
+async def test_a_steer_sent_as_a_run_releases_its_session_is_logged_for_the_next_run(
+    logs, runtimes
+):
+    """A steer that comes once the run has its `done` (here while it releases its lease) is
+    logged for the next run, which delivers it (it was kept in memory only, and lost)."""
+    log = await logs()
+    runtime = runtimes({"payer": payer("hello", "again")}, log)
+    releasing, go_on, release = asyncio.Event(), asyncio.Event(), log.release
+
+    async def held(lease: Any, status: Any) -> None:
+        releasing.set()
+        await go_on.wait()
+        await release(lease, status)
+
+    log.release = held  # type: ignore[method-assign]
+    try:
+        live = await runtime.send("acme", "payer", "s1", "go")
+        await releasing.wait()
+        steering = asyncio.create_task(runtime.steer(KEY, "and this"))  # (it runs first)
+        go_on.set()
+        await steering
+        assert (await ended(live)).stop_reason == "completed"
+    finally:
+        go_on.set()
+        log.release = release  # type: ignore[method-assign]
+    assert (await logged(log, KEY))[-2:] == ["done", "steering:queued"]
+    next_run = await runtime.send("acme", "payer", "s1", "more")
+    await ended(next_run)
+    injected = [e for e in next_run.items if isinstance(e, ev.SteeringInjected)]
+    assert [e.message.content for e in injected] == ["and this"]

@@ -144,6 +144,12 @@ class Run:
         return self._exhausted if self._task is None else self._task.done()
 
     @property
+    def past_done(self) -> bool:
+        """The loop has ended with its `done` (the run may still be ending): what is sent to
+        it now is for the next run."""
+        return self._done is not None or self.finished
+
+    @property
     def cancelled(self) -> bool:
         """`cancel()` was called (the run may still be ending: see `finished`)."""
         return self._cancelled

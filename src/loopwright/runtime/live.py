@@ -126,6 +126,11 @@ class LiveRun:
         await self.finished.wait()
         return self.done
 
+    @property
+    def taking(self) -> bool:
+        """Its run still takes steering: it has not reached its `done`."""
+        return not self._run.past_done
+
     def hurry(self) -> None:
         """A cancelled run records its end now, without waiting for late results (shutdown)."""
         self._run.hurry()

@@ -317,10 +317,12 @@ class Runtime:
         self, key: SessionKey, text: str, mode: Literal["steer", "follow_up"], wait: float
     ) -> None:
         live = self.live.get(key)
-        if live is not None:
+        if live is not None and live.taking:
             (live.session.steer if mode == "steer" else live.session.follow_up)(text)
             await live.journal.flushed()
             return
+        if live is not None:  # past its `done`: the message is logged for the next run
+            await live.finished.wait()
         await queue_elsewhere(  # an unknown or foreign key fails there
             self.log, key, text, mode, wait, lambda: self._log_queued(key, text, mode)
         )
