@@ -316,6 +316,38 @@ async def test_a_cancel_while_a_durable_run_releases_its_lease_changes_nothing(t
         await log.close()
 
 
+async def test_a_steer_to_a_durable_run_closing_its_log_is_refused(tmp_path: Path):
+    """Past its `done`, a durable run lets its lease go and can log nothing more: a steer
+    then is refused (`SessionBusy`), never taken in memory only (lost to a crash or to
+    another process); once the run has ended, it waits for the next run."""
+    from loopwright.errors import SessionBusy
+    from loopwright.runtime import open_session
+    from loopwright.store import open_log
+
+    log = await open_log(tmp_path / "db.sqlite")
+    releasing, go_on, release = asyncio.Event(), asyncio.Event(), log.release
+
+    async def held(lease: Any, status: Any) -> None:
+        releasing.set()
+        await go_on.wait()
+        await release(lease, status)
+
+    log.release = held  # type: ignore[method-assign]
+    try:
+        session = await open_session(Agent(name="a", model=scripted("first", "second")), log)
+        ending = asyncio.create_task(session.run("hi").result())
+        await releasing.wait()
+        with pytest.raises(SessionBusy, match="closing its log"):  # (its lease is let go)
+            session.steer("later")
+        assert not session.queued
+        go_on.set()
+        assert (await ending).stop_reason == "completed"
+    finally:
+        go_on.set()
+        log.release = release  # type: ignore[method-assign]
+        await log.close()
+
+
 async def test_a_run_read_to_its_end_gives_its_result_and_a_later_cancel_changes_nothing():
     """`result()` after the events were all read gives how the run ended (with no events: the
     reader had them); a cancel once the run is past its `done` has nothing left to stop."""

@@ -63,9 +63,9 @@ class Journal(Protocol):
         """A child session (a subagent's) kept in the same place, with its state if it exists."""
         ...
 
-    def record(self, event: ev.Event) -> None:
+    def record(self, event: ev.Event) -> bool:
         """Commit an event from outside the run (a steering message sent to it) while the run
-        holds the session; nothing when no run does."""
+        holds the session: False (nothing done) when no run does any more."""
         ...
 
     def live(self, approver: Approver) -> Approver:
@@ -307,16 +307,17 @@ class Session:
     def steer(self, message: str) -> None:
         """Deliver `message` at the next step boundary of the running run (or the next run).
         A durable session logs it at once, so a crash before its delivery does not lose it.
-        `SessionBusy` while a cancelled run is ending: the cancel drops what is queued."""
+        `SessionBusy` while a cancelled run is ending (the cancel drops what is queued), and
+        while a durable run past its `done` lets its lease go (it can log nothing more)."""
         self._check_not_ending()
-        self._control.steering.append(message)
         self._log_queued(message, "steer")
+        self._control.steering.append(message)
 
     def follow_up(self, message: str) -> None:
         """Deliver `message` when the run would otherwise stop (logged like `steer`)."""
         self._check_not_ending()
-        self._control.follow_ups.append(message)
         self._log_queued(message, "follow_up")
+        self._control.follow_ups.append(message)
 
     def _check_not_ending(self) -> None:
         run = self._run
@@ -327,8 +328,13 @@ class Session:
             )
 
     def _log_queued(self, message: str, mode: Literal["steer", "follow_up"]) -> None:
-        if self.journal is not None and self.busy:
-            self.journal.record(ev.SteeringQueued(text=message, mode=mode))
+        if self.journal is None or not self.busy:
+            return
+        if self.journal.record(ev.SteeringQueued(text=message, mode=mode)) is False:
+            raise SessionBusy(  # (its lease is let go: the log takes nothing more from it)
+                f"session {self.id}'s run has ended and is closing its log: send the message "
+                "again once it has (`await session.idle()`)"
+            )
 
     @property
     def queued(self) -> Queued:

@@ -173,15 +173,16 @@ class LogJournal:
         self.partial, self.streamed = [], offset + len(text)
         return ev.MessagePartial(text=text, offset=offset)
 
-    def record(self, event: ev.Event) -> None:
+    def record(self, event: ev.Event) -> bool:
         if self.lease is None or self.stale is not None:
-            return
+            return False
         self.buffer.append(event)
         if self._session is not None:
             apply(self._session.state, event)
         task = asyncio.get_running_loop().create_task(self._flush())
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
+        return True
 
     async def flushed(self) -> None:
         """Wait until what `record` buffered (steering sent to the run) is committed, or failed
