@@ -334,12 +334,18 @@ async def test_a_steer_to_a_durable_run_closing_its_log_is_refused(tmp_path: Pat
 
     log.release = held  # type: ignore[method-assign]
     try:
-        session = await open_session(Agent(name="a", model=scripted("first", "second")), log)
+        held_session: list[Any] = []
+        hooks = Hooks(on_run_end=lambda info, reason: held_session[0].steer("kept"))
+        agent = Agent(name="a", model=scripted("first", "second"), hooks=hooks)
+        session = await open_session(agent, log)
+        held_session.append(session)
         ending = asyncio.create_task(session.run("hi").result())
         await releasing.wait()
         with pytest.raises(SessionBusy, match="closing its log"):  # (its lease is let go)
             session.steer("later")
-        assert not session.queued
+        with pytest.raises(SessionBusy, match="closing its log"):
+            session.clear_queue()
+        assert session.queued.steering == ("kept",)  # (taken before its `done`, and logged)
         go_on.set()
         assert (await ending).stop_reason == "completed"
     finally:

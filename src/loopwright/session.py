@@ -331,10 +331,14 @@ class Session:
         if self.journal is None or not self.busy:
             return
         if self.journal.record(ev.SteeringQueued(text=message, mode=mode)) is False:
-            raise SessionBusy(  # (its lease is let go: the log takes nothing more from it)
-                f"session {self.id}'s run has ended and is closing its log: send the message "
-                "again once it has (`await session.idle()`)"
-            )
+            raise self._closing()
+
+    def _closing(self) -> SessionBusy:
+        """(The run let its lease go: the log takes nothing more from it.)"""
+        return SessionBusy(
+            f"session {self.id}'s run has ended and is closing its log: try again once it has "
+            "(`await session.idle()`)"
+        )
 
     @property
     def queued(self) -> Queued:
@@ -350,12 +354,13 @@ class Session:
             tuple(control.steering) if mode != "follow_up" else (),
             tuple(control.follow_ups) if mode != "steer" else (),
         )
+        journal = self.journal if cleared and self.busy else None  # (a running run logs it)
+        if journal is not None and journal.record(ev.SteeringCleared(mode=mode)) is False:
+            raise self._closing()
         if mode != "follow_up":
             control.steering.clear()
         if mode != "steer":
             control.follow_ups.clear()
-        if cleared and self.journal is not None and self.busy:
-            self.journal.record(ev.SteeringCleared(mode=mode))
         return cleared
 
     def cancel(self) -> None:
