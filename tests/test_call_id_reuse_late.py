@@ -19,8 +19,8 @@ from loopwright import events as ev
 
 BOUND = 30.0  # a safety bound for threads that a failing test would hang on
 TIMED_OUT = (
-    "Tool 'slow' timed out after 0.05s. It is still running in its thread; "
-    "its outcome will be recorded when it finishes."
+    "Tool 'slow' timed out after 0.05s. It is still running in its thread and may yet "
+    "do its work; its outcome is recorded if it finishes before this run ends."
 )
 
 

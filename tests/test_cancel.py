@@ -545,8 +545,8 @@ async def test_a_sync_tool_times_out_and_reports_what_it_did_later():
             release.set()
     verify(events)
     assert outputs(events) == {
-        "s": "Tool 'stuck' timed out after 0.05s. It is still running in its thread; "
-        "its outcome will be recorded when it finishes."
+        "s": "Tool 'stuck' timed out after 0.05s. It is still running in its thread and may yet "
+        "do its work; its outcome is recorded if it finishes before this run ends."
     }
     assert late(events) == [("s", "finally done")]
     assert types(events)[-4:] == ["step:finished", "tool:late_result", "loop:done", "done"]

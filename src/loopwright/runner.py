@@ -43,8 +43,9 @@ log = logging.getLogger("loopwright.tools")
 
 NOT_RUN = "[cancelled: the call did not start]"
 STOPPED = "[cancelled: the call was stopped while it ran; it may have done part of its work]"
-STILL_RUNNING = (
-    "[cancelled: the tool was still running; its outcome will be recorded when it finishes]"
+STILL_RUNNING = (  # (a thread that outlives the run's grace is logged for operators only)
+    "[cancelled: the tool was still running and may yet do its work; its outcome is recorded "
+    "if it finishes before this run ends]"
 )
 # (the values every call makes, by their makers: see `_values.maker`)
 tool_started, toollane_result = maker(ev.ToolStarted), maker(ev.ToollaneResult)
@@ -335,7 +336,8 @@ class ToolRunner:
         else:
             self._adopt(item, job)
             text += (
-                " It is still running in its thread; its outcome will be recorded when it finishes."
+                " It is still running in its thread and may yet do its work; its outcome is"
+                " recorded if it finishes before this run ends."
             )
         return Outcome(content=text, is_error=True)
 
