@@ -372,6 +372,27 @@ async def test_a_live_edit_is_put_through_the_gate_once():
     assert refunded == [40] and result.stop_reason == "completed"
 
 
+@pytest.mark.parametrize("durable", [False, True])
+async def test_an_edit_resolved_then_resumed_is_vetted_as_often_durable_or_not(durable, tmp_path):
+    """`session.resolve` with an edit, then `resume`: the gate is asked about the edit as it
+    is resolved and again as the run resumes (the rules may have changed), in a durable
+    session as in memory (the log's recording and the session's own copy asked it twice)."""
+    shown: list[dict[str, Any]] = []
+    log = await open_log(tmp_path / "db")
+    try:
+        agent = till(asked_refund(), Counting(Rules.from_yaml(RULES), shown))
+        session = await open_session(agent, log) if durable else Session(agent)
+        assert (await drive(session.run("refund"))).stop_reason == "paused"
+        [item] = session.pending
+        edit = Approval.approve({"order": "A-1", "amount": 40})
+        assert (await session.resolve(item.id, edit)).status == "resolved"
+        result = await drive(session.resume())
+    finally:
+        await log.close()
+    assert shown == [{"order": "A-1", "amount": n} for n in (50, 40, 40)]
+    assert refunded == [40] and result.stop_reason == "completed"
+
+
 async def test_an_edit_the_log_records_goes_through_the_gate_once(tmp_path: Path):
     """A durable session's live approver answers through the log (the decision it records is
     the run's authority): the edit is vetted as it is recorded, and not again by the run."""

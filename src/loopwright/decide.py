@@ -136,9 +136,11 @@ class Checkpoint:
             return 0
         return sum(1 for item in self.pending.values() if item.decision is None)
 
-    def resolve(self, pending_id: str, approval: Approval | Answer, gate: Gate) -> Resolution:
+    def resolve(
+        self, pending_id: str, approval: Approval | Answer, gate: Gate, recorded: bool = False
+    ) -> Resolution:
         """Record a human's answer (edited arguments are validated, then put through `gate`:
-        see `vet_edit`)."""
+        see `vet_edit`; one the log `recorded` was, as it recorded it: the resumption vets it)."""
         item = self.pending[pending_id]
         if self.closed or item.decision is not None:
             return Resolution("already_resolved", self.outstanding)
@@ -146,9 +148,10 @@ class Checkpoint:
         if isinstance(request, QuestionRequest) != isinstance(approval, Answer):
             kind = "a question" if isinstance(request, QuestionRequest) else "an approval"
             return Resolution("invalid", self.outstanding, f"{pending_id} is {kind}")
-        if isinstance(approval, Approval) and approval.approved and approval.args is not None:
+        edit = approval.args if isinstance(approval, Approval) and approval.approved else None
+        if isinstance(approval, Approval) and edit is not None and not recorded:
             assert isinstance(request, ApprovalRequest)
-            edit = copied(approval.args)  # (the caller's own dict may change later)
+            edit = copied(edit)  # (the caller's own dict may change later)
             approval = replace(approval, args=edit)
             try:
                 kwargs = vet_edit(item.tool, gate, request.scope, edit)

@@ -289,7 +289,7 @@ class LogJournal:
         checkpoint = session.history.checkpoint
         decided = answer_of(outcome.item)
         if checkpoint is not None and pending_id in checkpoint.pending and decided is not None:
-            checkpoint.resolve(pending_id, decided, self.agent.gate())  # as the log has it
+            checkpoint.resolve(pending_id, decided, self.agent.gate(), recorded=True)  # (as logged)
         left = len(await open_under(self.log, keys[-1]))
         return Resolution(outcome.status, left, outcome.error)
 
