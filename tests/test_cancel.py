@@ -354,6 +354,38 @@ async def test_a_steer_to_a_durable_run_closing_its_log_is_refused(tmp_path: Pat
         await log.close()
 
 
+async def test_a_second_task_reading_a_run_is_told_so_and_the_first_reads_on():
+    """A run has one reader: a second task waiting for its events raised nothing and waited
+    forever (one wake-up slot); it now fails at once, and the first reader gets every event."""
+    never = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Waits until the test lets it go."""
+        await never.wait()
+        return "let go"
+
+    model = scripted({"tool_calls": [call("wait", "w")]}, "done")
+    run = Session(Agent(model=model, tools=[wait])).run("go")
+    started = asyncio.Event()
+    seen: list[str] = []
+
+    async def first() -> None:
+        async for event in run:
+            seen.append(event.type)
+            if event.type == "tool:started":
+                started.set()
+
+    reading = asyncio.create_task(first())
+    await started.wait()  # (the first reader waits for the tool's result now)
+    async with asyncio.timeout(BOUND):  # (a safety net: it used to wait forever)
+        with pytest.raises(RuntimeError, match="one reader"):
+            await run.__anext__()
+    never.set()
+    await reading
+    assert seen[-2:] == ["loop:done", "done"] and "tool:result" in seen
+
+
 async def test_a_run_read_to_its_end_gives_its_result_and_a_later_cancel_changes_nothing():
     """`result()` after the events were all read gives how the run ended (with no events: the
     reader had them); a cancel once the run is past its `done` has nothing left to stop."""

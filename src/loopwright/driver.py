@@ -348,10 +348,14 @@ class Run:
                 return False
             if self._room is not None:  # all read: the loop may go on
                 self._make_room()
-            self._waiter = asyncio.get_running_loop().create_future()
+            if self._waiter is not None:  # (it would wait forever: one wake-up slot)
+                raise RuntimeError("a run has one reader: another task is reading it already")
+            self._waiter = waiter = asyncio.get_running_loop().create_future()
             try:
-                await self._waiter
+                await waiter
             except asyncio.CancelledError:
+                if self._waiter is waiter:
+                    self._waiter = None
                 self.cancel()  # the reader was cancelled while it waited: so is the run
                 raise
         return True
