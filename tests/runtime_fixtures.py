@@ -5,7 +5,8 @@ reply the test holds, and agents whose `pay` tool asks a human."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,22 @@ async def logged(log: EventLog, key: SessionKey, after: int = 0) -> list[str]:
 
 
 KEY = SessionKey("acme", "payer", "s1")
+
+
+@contextlib.contextmanager
+def releases_held(log: EventLog) -> Iterator[tuple[asyncio.Event, asyncio.Event]]:
+    """`(releasing, go_on)`: the log's lease releases wait until `go_on` is set (`releasing`
+    is set as one begins), so a test acts while a run lets its session go; restored on exit."""
+    releasing, go_on, release = asyncio.Event(), asyncio.Event(), log.release
+
+    async def held(lease: Any, status: Any) -> None:
+        releasing.set()
+        await go_on.wait()
+        await release(lease, status)
+
+    log.release = held  # type: ignore[method-assign]
+    try:
+        yield releasing, go_on
+    finally:
+        go_on.set()
+        log.release = release  # type: ignore[method-assign]

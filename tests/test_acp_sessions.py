@@ -29,6 +29,18 @@ from loopwright.cli.main import USAGE_ERROR, main
 from test_cli import LOOPWRIGHT
 
 
+def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`loopwright ARGV…` in a subprocess, no terminal, its output captured."""
+    return subprocess.run(
+        [LOOPWRIGHT, *argv],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "shop")
@@ -117,14 +129,7 @@ async def test_the_clients_mcp_server_is_a_toolset_of_its_session(peer):
 
 
 async def test_a_session_paused_elsewhere_asks_at_the_next_prompt(peer, project):
-    paused = subprocess.run(
-        [LOOPWRIGHT, "run", "refunds", "--project", str(project), "refund please"],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
+    paused = cli("run", "refunds", "--project", str(project), "refund please")
     assert paused.returncode == 3, paused.stderr  # paused: nobody could approve there
     [stored] = await stored_items(project)
     session = stored["session_id"]
@@ -154,21 +159,11 @@ async def test_a_session_decided_elsewhere_without_resuming_resumes_at_the_next_
 ):
     """Paused by `loopwright run`, its item edited with `approvals edit --no-resume` (which
     only records the answer): the next prompt resumes the run on the edit, then sends."""
-    command = [LOOPWRIGHT, "run", "refunds", "--project", str(project), "refund please"]
-    paused = subprocess.run(
-        command, env=ENV, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
-    )
+    paused = cli("run", "refunds", "--project", str(project), "refund please")
     assert paused.returncode == 3, paused.stderr
     [stored] = await stored_items(project)
-    command = [LOOPWRIGHT, "approvals", "--project", str(project), "edit", stored["id"]]
-    edited = subprocess.run(
-        [*command, '{"amount": 3}', "--no-resume"],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
+    changes = ["edit", stored["id"], '{"amount": 3}', "--no-resume"]
+    edited = cli("approvals", "--project", str(project), *changes)
     assert edited.returncode == 0, edited.stderr
     await peer.handshake()
     params = {"sessionId": stored["session_id"], "cwd": "/", "mcpServers": []}

@@ -22,6 +22,7 @@ from loopwright.messages import UserMessage
 from loopwright.runner import NOT_RUN, STILL_RUNNING, STOPPED
 from loopwright.testing import types
 from loopwright.tools import ToolContext
+from runtime_fixtures import releases_held
 
 BOUND = 30.0  # a safety bound for threads and handshakes that a failing test would hang on
 
@@ -283,36 +284,27 @@ async def test_a_cancel_while_a_durable_run_releases_its_lease_changes_nothing(t
 
     log = await open_log(tmp_path / "db.sqlite")
     agent = Agent(name="a", model=scripted("first", "second"))
-    releasing, go_on, release = asyncio.Event(), asyncio.Event(), log.release
-
-    async def held(lease: Any, status: Any) -> None:
-        releasing.set()
-        await go_on.wait()
-        await release(lease, status)
-
-    log.release = held  # type: ignore[method-assign]
     try:
-        session = await open_session(agent, log)
-        run = session.run("hi")
+        with releases_held(log) as (releasing, go_on):
+            session = await open_session(agent, log)
+            run = session.run("hi")
 
-        async def read() -> None:
-            async for event in run:
-                if event.type == "done":
-                    session.steer("later")
+            async def read() -> None:
+                async for event in run:
+                    if event.type == "done":
+                        session.steer("later")
 
-        reader = asyncio.create_task(read())
-        await releasing.wait()
-        run.cancel()
-        assert session.queued.steering == ("later",) and not run.cancelled
-        go_on.set()
-        await reader
-        log.release = release  # type: ignore[method-assign]
+            reader = asyncio.create_task(read())
+            await releasing.wait()
+            run.cancel()
+            assert session.queued.steering == ("later",) and not run.cancelled
+            go_on.set()
+            await reader
         stored = [s.event.type for s in await log.read(SessionKey("default", "a", session.id))]
         assert stored[-2:] == ["done", "steering:queued"]
         again = await open_session(agent, log, session.id)
         assert again.queued.steering == ("later",)
     finally:
-        go_on.set()
         await log.close()
 
 
@@ -325,32 +317,23 @@ async def test_a_steer_to_a_durable_run_closing_its_log_is_refused(tmp_path: Pat
     from loopwright.store import open_log
 
     log = await open_log(tmp_path / "db.sqlite")
-    releasing, go_on, release = asyncio.Event(), asyncio.Event(), log.release
-
-    async def held(lease: Any, status: Any) -> None:
-        releasing.set()
-        await go_on.wait()
-        await release(lease, status)
-
-    log.release = held  # type: ignore[method-assign]
     try:
-        held_session: list[Any] = []
-        hooks = Hooks(on_run_end=lambda info, reason: held_session[0].steer("kept"))
-        agent = Agent(name="a", model=scripted("first", "second"), hooks=hooks)
-        session = await open_session(agent, log)
-        held_session.append(session)
-        ending = asyncio.create_task(session.run("hi").result())
-        await releasing.wait()
-        with pytest.raises(SessionBusy, match="closing its log"):  # (its lease is let go)
-            session.steer("later")
-        with pytest.raises(SessionBusy, match="closing its log"):
-            session.clear_queue()
-        assert session.queued.steering == ("kept",)  # (taken before its `done`, and logged)
-        go_on.set()
-        assert (await ending).stop_reason == "completed"
+        with releases_held(log) as (releasing, go_on):
+            held_session: list[Any] = []
+            hooks = Hooks(on_run_end=lambda info, reason: held_session[0].steer("kept"))
+            agent = Agent(name="a", model=scripted("first", "second"), hooks=hooks)
+            session = await open_session(agent, log)
+            held_session.append(session)
+            ending = asyncio.create_task(session.run("hi").result())
+            await releasing.wait()
+            with pytest.raises(SessionBusy, match="closing its log"):  # (its lease is let go)
+                session.steer("later")
+            with pytest.raises(SessionBusy, match="closing its log"):
+                session.clear_queue()
+            assert session.queued.steering == ("kept",)  # (taken before its `done`, logged)
+            go_on.set()
+            assert (await ending).stop_reason == "completed"
     finally:
-        go_on.set()
-        log.release = release  # type: ignore[method-assign]
         await log.close()
 
 

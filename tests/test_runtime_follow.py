@@ -14,7 +14,19 @@ from loopwright.runtime.follow import keepalive
 from loopwright.store.log import SessionKey
 from loopwright.testing import FunctionModel, Reply
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
-from runtime_fixtures import KEY, Held, ended, kinds, logged, look, paid, payer, pays, until
+from runtime_fixtures import (
+    KEY,
+    Held,
+    ended,
+    kinds,
+    logged,
+    look,
+    paid,
+    payer,
+    pays,
+    releases_held,
+    until,
+)
 
 ASKED = [
     "session",
@@ -398,24 +410,13 @@ async def test_a_steer_sent_as_a_run_releases_its_session_is_logged_for_the_next
     logged for the next run, which delivers it (it was kept in memory only, and lost)."""
     log = await logs()
     runtime = runtimes({"payer": payer("hello", "again")}, log)
-    releasing, go_on, release = asyncio.Event(), asyncio.Event(), log.release
-
-    async def held(lease: Any, status: Any) -> None:
-        releasing.set()
-        await go_on.wait()
-        await release(lease, status)
-
-    log.release = held  # type: ignore[method-assign]
-    try:
+    with releases_held(log) as (releasing, go_on):
         live = await runtime.send("acme", "payer", "s1", "go")
         await releasing.wait()
         steering = asyncio.create_task(runtime.steer(KEY, "and this"))  # (it runs first)
         go_on.set()
         await steering
         assert (await ended(live)).stop_reason == "completed"
-    finally:
-        go_on.set()
-        log.release = release  # type: ignore[method-assign]
     assert (await logged(log, KEY))[-2:] == ["done", "steering:queued"]
     next_run = await runtime.send("acme", "payer", "s1", "more")
     await ended(next_run)

@@ -206,8 +206,7 @@ class Decider:
         if decision.kind == "deny":
             first = ev.ActauthDecision(tool=call.name, decision="deny", reason=reason)
             return [first, *self.deny(call, reason, batch, args)], None
-        kwargs = tool.validate(copy.deepcopy(args))  # sharing nothing a human is shown,
-        shown = copy.deepcopy(args)  # and what a human is shown shares nothing with the call
+        shown = copy.deepcopy(args)  # what a human is shown shares nothing with what runs
         request = ApprovalRequest(
             id="apr_" + secrets.token_urlsafe(18),
             call=replace(call, args=shown if args is call.args else copy.deepcopy(call.args)),

@@ -161,7 +161,7 @@ class Run:
         thread that runs on is given up: its result says so and its real outcome follows as
         `tool:late_result`). Tools that finished keep their results. A run past its `done` is
         over: nothing changes (what was queued waits for the next run). Idempotent."""
-        if self._cancelled or self.finished or self._done is not None:
+        if self._cancelled or self.past_done:
             return
         self._cancelled = True
         if self._control.cancel() and self._journal is not None:  # (logged as it was queued,
@@ -175,7 +175,7 @@ class Run:
     def hurry(self) -> None:
         """A cancelled run still ending stops waiting for its threads' late results (within
         `tool_grace`) and records its end now: for a process that shuts down."""
-        if self._cancelled and self._done is None and self._task and not self._task.done():
+        if self._cancelled and not self.past_done and self._task is not None:
             self._task.cancel()
 
     def _start(self) -> asyncio.Task[None]:
