@@ -12,6 +12,8 @@ imports and start-up cancelled out. Reported per unit: per step (A), per session
 (D), as in bench/run.py. `--keep DIR` keeps both profiles (`ADAPTER.SCENARIO.R.out`);
 `--top N` prints the N C functions whose own instructions per unit grow most between them
 (where a unit's instructions go: the interpreter, dicts, allocation, the collector...).
+Where the floor and `loopwright_inline` both run A or C, their ratio is judged against its target
+(≤ 3 ×); `--write` puts the table and the verdicts in bench/RESULTS.md ("## Instructions").
 PYTHONHASHSEED is fixed: a run without threads repeats to the instruction; with the tool in
 worker threads, where the GIL changes hands varies, figures move by up to 4 %.
 """
@@ -26,7 +28,11 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+from _results import write_section
+from run import git_rev
 
 BENCH = Path(__file__).resolve().parent
 MODULES = {
@@ -35,6 +41,9 @@ MODULES = {
     "loopwright_inline": "loopwright_inline",
 }
 PER = {"long_loop": "step", "many_sessions": "session", "streaming": "delta", "wide_batch": "run"}
+TARGETS = {"long_loop": 3.0, "many_sessions": 3.0}
+"""loopwright's targets in instructions: with `ping` inline, ≤ 3 × the floor a step (A) and a
+session (C). bench/README.md, "Targets"."""
 
 
 def child(module: str, scenario: str, repeats: int) -> None:
@@ -137,18 +146,47 @@ def main() -> None:
         help="measured runs beyond the first (more: the collector's full collections, which come"
         " every few runs, averaged in)",
     )
+    ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = ap.parse_args()
     adapters = args.adapters.split(",")
-    print(f"| instructions per unit | {' | '.join(adapters)} |")
-    print(f"|---|{'--:|' * len(adapters)}")
+    lines = [
+        f"| instructions per unit | {' | '.join(adapters)} |",
+        f"|---|{'--:|' * len(adapters)}",
+    ]
+    print("\n".join(lines), flush=True)
+    verdicts = []
     for scenario in args.scenarios.split(","):
-        counts = [per_unit(a, scenario, args.keep, args.top, args.runs) for a in adapters]
-        floor = counts[0] if adapters[0] == "floor" else None
+        counts = dict.fromkeys(adapters, 0.0)
+        for a in adapters:
+            counts[a] = per_unit(a, scenario, args.keep, args.top, args.runs)
+        floor = counts.get("floor")
         cells = [
             f"{c / 1000:,.1f} k" + (f" ({c / floor:.2f} ×)" if floor and a != "floor" else "")
-            for a, c in zip(adapters, counts, strict=True)
+            for a, c in counts.items()
         ]
-        print(f"| {scenario} per {PER[scenario]} | {' | '.join(cells)} |", flush=True)
+        lines.append(f"| {scenario} per {PER[scenario]} | {' | '.join(cells)} |")
+        print(lines[-1], flush=True)
+        limit, inline = TARGETS.get(scenario), counts.get("loopwright_inline")
+        if limit and floor and inline:
+            verdicts.append(
+                f"| {scenario}, inline `ping` | {inline / floor:.2f} × floor | ≤ {limit:g} × floor "
+                f"| {'pass' if inline / floor <= limit else '**FAIL**'} |"
+            )
+    if verdicts:
+        verdicts[:0] = ["", "| target | measured | limit | result |", "|---|---|---|---|"]
+        print("\n".join(verdicts))
+    if args.write:
+        command = " ".join(["python bench/callgrind.py", *sys.argv[1:]])
+        head = [
+            "## Instructions (callgrind)",
+            "",
+            f"Date: {time.strftime('%Y-%m-%d %H:%M %Z')}  ",
+            f"loopwright git {git_rev()}; `{command}`: instructions per unit of work under "
+            f"valgrind's callgrind, {args.runs} measured runs beyond the first, every thread "
+            "together. The ratio targets of A and C are judged here. See bench/README.md.",
+            "",
+        ]
+        write_section(head[0], "\n".join(head + lines + verdicts))
 
 
 if __name__ == "__main__":

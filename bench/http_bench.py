@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import socket
 import statistics
@@ -30,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+from _results import write_section
 from run import git_rev, machine_line
 
 from loopwright.project import load_project
@@ -238,17 +238,6 @@ def render(res: dict[str, list[float]], rps: float, command: str, load: float) -
     )
 
 
-def write_section(section: str) -> None:
-    """Replace the "## HTTP server" section of RESULTS.md (up to the next `## `), or append it."""
-    path = BENCH / "RESULTS.md"
-    text = path.read_text() if path.exists() else ""
-    pattern = re.compile(r"^## HTTP server\n.*?(?=^## |\Z)", re.S | re.M)
-    text, found = pattern.subn(lambda _: section + "\n\n", text)
-    if not found:
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + section
-    path.write_text(text.rstrip("\n") + "\n")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=200, help="timed requests per latency (default 200)")
@@ -263,7 +252,7 @@ def main() -> None:
     section = render(res, rps, command, load)
     print(section)
     if args.write:
-        write_section(section)
+        write_section("## HTTP server", section)
 
 
 if __name__ == "__main__":
