@@ -188,6 +188,30 @@ async def test_a_subagents_item_resumes_the_top_level_session(logs, runtimes):
     assert (await runtime.session(child_key)).parent == SessionKey("acme", "desk", "s1")
 
 
+async def test_a_subagents_deltas_are_streamed_not_logged(logs, runtimes):
+    """The parent's log keeps a subagent's deltas no more than its own (one row a delta
+    otherwise); its live stream shows them."""
+    writer = Agent(
+        name="writer",
+        description="Writes.",
+        model=scripted({"text": "a reply of forty characters, in 3 parts", "chunk": 16}),
+    )
+    desk = Agent(
+        name="desk",
+        model=scripted({"tool_calls": [call("writer", "w1", request="write")]}, "sent"),
+        tools=[subagent_tool(writer)],
+    )
+    log = await logs()
+    runtime = runtimes({"desk": desk}, log)
+    live = await runtime.send("acme", "desk", "s1", "go")
+    assert (await ended(live)).text == "sent"
+    forwarded = [e.event.type for e in live.items if type(e) is ev.SubagentEvent]
+    assert forwarded.count("text:delta") == 3
+    stored = await log.read(SessionKey("acme", "desk", "s1"))
+    kept = [s.event.event.type for s in stored if type(s.event) is ev.SubagentEvent]
+    assert kept == [t for t in forwarded if t != "text:delta"] and "done" in kept
+
+
 async def test_a_question_is_answered(logs, runtimes):
     agent = Agent(
         name="payer",

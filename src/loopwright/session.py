@@ -306,9 +306,10 @@ class Session:
 
     def steer(self, message: str) -> None:
         """Deliver `message` at the next step boundary of the running run (or the next run).
-        A durable session logs it at once, so a crash before its delivery does not lose it.
-        `SessionBusy` while a cancelled run is ending (the cancel drops what is queued), and
-        while a durable run past its `done` lets its lease go (it can log nothing more)."""
+        A durable session's running run logs it at once, so a crash before its delivery does
+        not lose it; while no run goes, it waits in this object for the next (`Runtime.steer`
+        logs it at once either way). `SessionBusy` while a cancelled run is ending (the cancel
+        drops what is queued), and while a durable run past its `done` lets its lease go."""
         self._check_not_ending()
         self._log_queued(message, "steer")
         self._control.steering.append(message)

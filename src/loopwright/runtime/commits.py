@@ -39,11 +39,16 @@ follows a decision in that log never repeats it."""
 def commits(event: ev.Event) -> bool:
     """Whether a journal commits once it has appended `event` (a commit point)."""
     if isinstance(event, ev.SubagentEvent):
-        inner = event.event
-        while isinstance(inner, ev.SubagentEvent):  # (a grandchild's, forwarded twice)
-            inner = inner.event
-        return inner.type in FORWARDED_AT
+        return forwarded(event).type in FORWARDED_AT
     return event.type in COMMIT_AT
+
+
+def forwarded(event: ev.SubagentEvent) -> ev.Event:
+    """The subagent's own event `event` forwards (a grandchild's is forwarded twice)."""
+    inner = event.event
+    while isinstance(inner, ev.SubagentEvent):
+        inner = inner.event
+    return inner
 
 
 CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"

@@ -1,6 +1,6 @@
 """The journal of a session kept in an event log: a run's events go to the log as it goes.
 
-What is committed when (SPEC §7): token deltas never one by one; every other event is committed,
+What is committed when (SPEC §7): token deltas never (nor a subagent's, forwarded); every other event is committed,
 grouped so that a commit happens at each point that matters — the input before the first step,
 each complete reply, each pending item before anyone is asked, each tool call's intent before it
 runs and its result right after, and the end of the run. A reply still streaming is committed as
@@ -54,7 +54,7 @@ from .commits import CRASH_ENV as CRASH_ENV
 from .commits import LEASE_ENV as LEASE_ENV
 from .commits import NOT_STORED as NOT_STORED
 from .commits import Settings as Settings
-from .commits import commits, crash_points_of_process, maybe_crash
+from .commits import commits, crash_points_of_process, forwarded, maybe_crash
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
 from .state import read_state, refill, save_snapshot
 
@@ -150,7 +150,9 @@ class LogJournal:
         if self.stale is not None:
             raise self.stale
         kind = event.type
-        if kind in NOT_STORED:
+        if kind in NOT_STORED or (  # a subagent's deltas no more than the run's own
+            isinstance(event, ev.SubagentEvent) and forwarded(event).type in NOT_STORED
+        ):
             if kind == "text:delta":
                 self.partial.append(event.delta)  # type: ignore[union-attr]
                 due = time.monotonic() - self.last_commit >= self.settings.partial_every
