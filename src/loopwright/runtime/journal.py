@@ -1,14 +1,14 @@
 """The journal of a session kept in an event log: a run's events go to the log as it goes.
 
-What is committed when (SPEC §7): token deltas never (nor a subagent's, forwarded); every other event is committed,
-grouped so that a commit happens at each point that matters — the input before the first step,
-each complete reply, each pending item before anyone is asked, each tool call's intent before it
-runs and its result right after, and the end of the run. A reply still streaming is committed as
-`message:partial` every `partial_every` seconds, so a crash leaves carry-over: each holds what
-was streamed since the last one (its `offset` says where it starts), so a long reply costs the
-log its length once. An event gets its sequence number when it is committed: `append` returns
-it for the event that made the commit and None for one still buffered — a number is never handed
-out for an event the log does not hold.
+What is committed when (SPEC §7): token deltas never (a subagent's forwarded ones neither); every
+other event is committed, grouped so that a commit happens at each point that matters — the input
+before the first step, each complete reply, each pending item before anyone is asked, each tool
+call's intent before it runs and its result right after, and the end of the run. A reply still
+streaming is committed as `message:partial` every `partial_every` seconds, so a crash leaves
+carry-over: each holds what was streamed since the last one (its `offset` says where it starts), so
+a long reply costs the log its length once. An event gets its sequence number when it is committed:
+`append` returns it for the event that made the commit and None for one still buffered — a number
+is never handed out for an event the log does not hold.
 
 A run holds its session under a lease renewed by a heartbeat; a lease that expired is taken over
 by the next run (the dead run's unfinished batch is recovered, its items that can no longer be
