@@ -34,6 +34,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import events as ev
+from .. import redact
 from ..messages import AssistantMessage, Message, Text, ToolCall, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class RunSpans:
         self.tracing, self.capture = tracing, tracing.capture
         self.session = session
         self.session_id = run.session_id
+        self.tenant = session.tenant if session is not None else ""
         agent = session.agent if session is not None else None
         self.agent_name = agent.name if agent is not None else "agent"
         spec = agent.model if agent is not None and isinstance(agent.model, str) else None
@@ -117,9 +119,10 @@ class RunSpans:
             attributes["gen_ai.agent.description"] = agent.description
         if spec is not None:
             attributes.update(_model_attributes(spec, "request"))
-        parent = tracing.calls.get(run.session_id)  # a subagent's run: its call's span
-        if parent is None and "~" in run.session_id:  # (`…/<call id>~2`: the id used again)
-            parent = tracing.calls.get(run.session_id.rsplit("~", 1)[0])
+        here = f"{self.tenant}\n{run.session_id}"  # (another tenant's ids are no kin of ours)
+        parent = tracing.calls.get(here)  # a subagent's run: its call's span
+        if parent is None and "~" in here:  # (`…/<call id>~2`: the id used again)
+            parent = tracing.calls.get(here.rsplit("~", 1)[0])
         where = (
             trace.set_span_in_context(parent) if parent is not None else otel_context.get_current()
         )
@@ -165,7 +168,7 @@ class RunSpans:
         """Stop tracing this run after a failure here: what is open ends, marked so."""
         self.ended = True
         for call in self.calls.values():
-            self.tracing.calls.pop(f"{self.session_id}/{call.name}/{call.id}", None)
+            self.tracing.calls.pop(self._key(call), None)
         failed = Status(StatusCode.ERROR, "loopwright telemetry failed (see its log)")
         for span in [*(c.span for c in self.calls.values() if c.span is not None), self.span]:
             try:
@@ -293,7 +296,8 @@ class RunSpans:
         else:
             call = _Call(event.tool, None, now)
             self.unbound.append(call)
-        gate = {"loopwright.gate.decision": event.decision, "loopwright.gate.reason": event.reason}
+        reason = redact.text(event.reason)
+        gate = {"loopwright.gate.decision": event.decision, "loopwright.gate.reason": reason}
         _note(call, gate)
 
     def _open(self, call: _Call, args: dict[str, Any] | None) -> Span:
@@ -315,8 +319,13 @@ class RunSpans:
                 attributes=attributes,
                 start_time=call.start,
             )
-            self.tracing.calls[f"{self.session_id}/{call.name}/{call.id}"] = call.span
+            self.tracing.calls[self._key(call)] = call.span
         return call.span
+
+    def _key(self, call: _Call) -> str:
+        """Where a subagent's run of `call` finds its parent span: by the session id it gets,
+        within this tenant."""
+        return f"{self.tenant}\n{self.session_id}/{call.name}/{call.id}"
 
     def _started(self, event: ev.ToolStarted, now: int) -> None:
         self._open(self._call(event.id, event.tool, now), event.args)
@@ -327,7 +336,7 @@ class RunSpans:
         if event.is_error:
             call.error = event.content
         if self.capture:
-            span.set_attribute("gen_ai.tool.call.result", event.content)
+            span.set_attribute("gen_ai.tool.call.result", redact.text(event.content))
 
     def _interrupted(self, event: ev.ToolInterrupted, now: int) -> None:
         _note(self._call(event.id, event.tool, now), {"loopwright.tool.interrupted": True})
@@ -351,9 +360,9 @@ class RunSpans:
             found = _RAISED.match(call.error or "")
             kind = found.group(1) if found else "tool_error"
             span.set_attribute("error.type", kind)
-            span.set_status(Status(StatusCode.ERROR, (call.error or "")[:1000]))
+            span.set_status(Status(StatusCode.ERROR, redact.text(call.error or "")[:1000]))
         span.end(end_time=now)
-        self.tracing.calls.pop(f"{self.session_id}/{call.name}/{call.id}", None)
+        self.tracing.calls.pop(self._key(call), None)
         if call.id is not None:
             self.calls.pop(call.id, None)
 
@@ -379,7 +388,7 @@ class RunSpans:
             span.set_attribute("loopwright.stop_reason", done.stop_reason)
             if done.stop_reason == "error":
                 span.set_attribute("error.type", "loop_error")
-                span.set_status(Status(StatusCode.ERROR, done.text[:1000]))
+                span.set_status(Status(StatusCode.ERROR, redact.text(done.text)[:1000]))
             if self.capture:
                 output = {"role": "assistant", "parts": [_text(done.text)]}
                 span.set_attribute("gen_ai.output.messages", _dumps([output]))
@@ -449,4 +458,6 @@ def _message(message: Message) -> dict[str, Any]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """Captured content as JSON, its secrets redacted (P11: opting in to content is not
+    opting in to keys)."""
+    return redact.json_text(json.dumps(value, ensure_ascii=False, default=str))
