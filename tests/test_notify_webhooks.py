@@ -355,6 +355,48 @@ async def test_a_plugins_notifier_gets_the_same_durable_delivery(log: SQLiteLog)
     )
 
 
+class Leaky:
+    """A notifier whose failures quote its credentials: raised once, then returned."""
+
+    name = "leaky"
+    events = ALL
+
+    def __init__(self, token: str, password: str) -> None:
+        self.token, self.password, self.tries = token, password, 0
+
+    async def send(self, message: Mapping[str, Any]) -> Sent:
+        self.tries += 1
+        said = f"pager refused token {self.token} (password {self.password}) " + "x" * 480
+        if self.tries == 1:
+            raise RuntimeError(said)
+        return Sent(False, 401, said, retry=True)
+
+
+async def test_a_notifiers_failure_is_stored_and_listed_without_its_secrets(
+    log: SQLiteLog,
+) -> None:
+    token, password = "xoxb-1234567890-abcdefghijkl", "pager-password-REGISTERED-0001"
+    redact.register(password)
+    try:
+        await paused(log, approval("p-1", amount=5))
+        clock = Clock(NOW)
+        links = Links("https://agents.example.com", LINK_KEY, 3600, clock)
+        leaky = Leaky(token, password)
+        worker = Deliverer(log, [leaky], NotifySettings(), links, clock=clock, random=lambda: 0.5)
+        assert await worker.tick() == 1
+        clock.advance(1.5)
+        assert await worker.tick() == 1
+    finally:
+        redact.forget(password)
+    [listed] = (await outbox_of(log).deliveries()).items
+    said = "pager refused token [redacted] (password [redacted]) "
+    assert [a.error for a in listed.tried] == [
+        ("RuntimeError: " + said + "x" * 500)[:500],
+        (said + "x" * 480)[:500],
+    ]
+    assert (listed.state, listed.last_error) == ("due", listed.tried[-1].error)
+
+
 async def test_two_workers_on_one_database_post_each_delivery_once(
     tmp_path: Path, receiver: Receiver
 ) -> None:

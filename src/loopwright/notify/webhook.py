@@ -74,7 +74,9 @@ class WebhookNotifier:
         try:
             answer = await self._client.post(self.hook.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
-            return Sent(False, error=f"{type(exc).__name__}: {exc}"[:500], retry=True)
+            return Sent(
+                False, error=f"{type(exc).__name__}: {exc}", retry=True
+            )  # (cut once redacted)
         code = answer.status_code
         if 200 <= code < 300:
             return Sent(True, code)

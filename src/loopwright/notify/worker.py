@@ -24,6 +24,7 @@ import random as randoms
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from .. import redact
 from ..errors import UnknownPending
 from ..runtime.commits import new_owner
 from ..store.log import EventLog
@@ -110,7 +111,7 @@ class Deliverer:
             sent = await notifier.send(message(delivery, item, sent_at, self.links))
         except Exception as exc:  # a notifier's bug must not stop the others
             log.exception("notifier %s failed", notifier.name)
-            sent = Sent(False, error=f"{type(exc).__name__}: {exc}"[:500], retry=True)
+            sent = Sent(False, error=f"{type(exc).__name__}: {exc}", retry=True)
         await self.outbox.record(delivery, self._outcome(delivery, sent))
         return 1
 
@@ -119,9 +120,10 @@ class Deliverer:
         at = iso(now)
         if sent.ok:
             return Outcome("delivered", at, sent.status)
+        error = redact.text(sent.error)[:500] if sent.error else sent.error  # (stored, served)
         if not sent.retry or attempt >= self.settings.max_attempts:
-            return Outcome("failed", at, sent.status, sent.error)
-        return Outcome("due", at, sent.status, sent.error, due=now + self.backoff(attempt))
+            return Outcome("failed", at, sent.status, error)
+        return Outcome("due", at, sent.status, error, due=now + self.backoff(attempt))
 
     def backoff(self, attempt: int) -> float:
         """Seconds before the attempt after `attempt` (1 = the first one failed)."""
