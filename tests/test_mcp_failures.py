@@ -16,7 +16,7 @@ from conftest import call, drive, scripted
 from loopwright import Agent, Session
 from loopwright.mcp import MCPServer, StdioServer
 from loopwright.tools import ToolReturn
-from mcp_servers import EVERYTHING, SECRET, context, node, time_server, tools_of
+from mcp_servers import EVERYTHING, SECRET, context, everything_stdio, node, time_server, tools_of
 
 
 async def test_a_crashed_server_is_started_again_on_next_use(
@@ -160,3 +160,23 @@ async def test_a_call_past_its_timeout_is_cancelled_on_the_server(
     [request] = [m for m in sent if m.get("method") == "tools/call"][:1]
     cancels = [m for m in sent if m.get("method") == "notifications/cancelled"]
     assert [c["params"]["requestId"] for c in cancels] == [request["id"]]
+
+
+async def test_a_servers_own_secrets_are_removed_from_its_results(
+    started: list[MCPServer],
+) -> None:
+    """docs/mcp.md: `env`'s values are secrets, so no result of that server carries them (its
+    environment printed, or a value echoed back)."""
+    config = everything_stdio()
+    server = MCPServer(
+        StdioServer(
+            name="everything", command=config.command, args=config.args, env={"API_KEY": SECRET}
+        )
+    )
+    started.append(server)
+    tools = await tools_of(server)
+    printed = await tools["mcp__everything__get-env"].call({}, context())
+    assert json.loads(printed.content)["API_KEY"] == "***"
+    assert SECRET not in printed.content
+    echoed = await tools["mcp__everything__echo"].call({"message": f"key={SECRET}"}, context())
+    assert echoed == ToolReturn(content="Echo: key=***")

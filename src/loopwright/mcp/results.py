@@ -14,10 +14,13 @@ import json
 from typing import Any
 
 from ..tools import ToolReturn
+from .config import redact
 
 
-def to_return(result: Any) -> ToolReturn:
-    """A `CallToolResult` (of the `mcp` SDK) as the call's `ToolReturn`."""
+def to_return(result: Any, secrets: tuple[str, ...] = ()) -> ToolReturn:
+    """A `CallToolResult` (of the `mcp` SDK) as the call's `ToolReturn`, without the server's
+    own secrets (`ServerConfig.secrets`: what its `env`, `headers` or URL gave it) wherever the
+    server quoted them."""
     blocks = [
         block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
     ]
@@ -25,11 +28,22 @@ def to_return(result: Any) -> ToolReturn:
     texts = [block.get("text") for block in blocks if block.get("type") == "text"]
     if len(texts) == len(blocks) and (structured is None or _said(structured, texts)):
         text = "\n\n".join(str(block.get("text", "")) for block in blocks)
-        return ToolReturn(content=text, is_error=bool(result.is_error))
+        return ToolReturn(content=redact(text, secrets), is_error=bool(result.is_error))
     whole: dict[str, Any] = {"content": blocks}
     if structured is not None:
         whole["structuredContent"] = structured
-    return ToolReturn(content=whole, is_error=bool(result.is_error))
+    return ToolReturn(content=_without(whole, secrets), is_error=bool(result.is_error))
+
+
+def _without(value: Any, secrets: tuple[str, ...]) -> Any:
+    """A JSON value with `redact` applied to every string in it."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {k: _without(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without(v, secrets) for v in value]
+    return value
 
 
 def _said(structured: Any, texts: list[Any]) -> bool:

@@ -155,7 +155,8 @@ class MCPServer(Toolset):
         async def progress(done: float, total: float | None, message: str | None) -> None:
             if ctx is not None:
                 shown = f"{done:g}/{total:g}" if total else f"{done:g}"
-                ctx.progress(message or shown, done / total if total else None)
+                said = redact(message, conn.secrets) if message else shown
+                ctx.progress(said, done / total if total else None)
 
         running = asyncio.ensure_future(
             conn.client.call_tool(tool, args, progress_callback=progress)
@@ -177,7 +178,7 @@ class MCPServer(Toolset):
                 this.stopped.set()
                 if running.done() and not running.cancelled():
                     running.exception()  # (retrieved: it is no longer awaited)
-        return to_return(result)
+        return to_return(result, conn.secrets)
 
     async def _failed(self, conn: _Connection, exc: Exception) -> str:
         """What the model reads when a call fails outside the tool (the server's error
