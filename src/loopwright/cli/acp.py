@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import sys
 
 from ..agent import Agent
 from .common import EPILOG, CliError, Place, add_place_options
+from .logs import everything_to_stderr
 from .run import find_agent
 from .runner import opened
 
@@ -50,10 +50,9 @@ def acp_command(args: argparse.Namespace) -> int:
             "the Agent Client Protocol SDK is not installed",
             hint="pip install 'loopwright[acp]'",
         ) from None
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="loopwright acp: %(levelname)s %(name)s: %(message)s",
+    everything_to_stderr(
+        logging.DEBUG if args.verbose else logging.INFO,
+        "loopwright acp: %(levelname)s %(name)s: %(message)s",
     )
     agent, place, _ = find_agent(args)
     asyncio.run(_serve(agent, place))

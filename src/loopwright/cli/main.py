@@ -24,6 +24,7 @@ from ..errors import (
 from ..store import StoreError
 from . import acp, agents, approvals, new, run, serve, sessions, usage
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
+from .logs import redact_logs
 
 __all__ = ["EXIT_CODES", "USAGE_ERROR", "CliError", "build_parser", "main"]
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return USAGE_ERROR
+    redact_logs()
     try:
         try:
             return int(args.handler(args))

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..notify.config import NotifySettings
 from ..store import StoreError
 from .common import CliError, add_place_options, config_error, place_of
+from .logs import redact_handlers
 
 if TYPE_CHECKING:
     import uvicorn
@@ -87,6 +88,7 @@ def serve_command(args: argparse.Namespace) -> int:
         log_level="warning",
         lifespan="on",
     )
+    redact_handlers("uvicorn", "uvicorn.error", "uvicorn.access")  # (configured just now)
     server = _server(config)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
