@@ -234,6 +234,24 @@ async def test_oversized_output_is_an_error_result():
     )
 
 
+async def test_an_output_cut_never_keeps_part_of_a_secret():
+    """A cut through a key would keep most of it where redaction no longer finds it: the cut
+    comes before the key instead (P11)."""
+    key = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+    @tool(max_output=30)
+    def big() -> str:
+        """Too much."""
+        return "token: " + key + " and more"
+
+    model = scripted({"tool_calls": [call("big")]}, "ok")
+    await run_agent(Agent(model=model, tools=[big]))
+    [seen] = results_seen(model, 1)
+    assert seen.content == (
+        "Tool 'big' returned 56 characters, over its limit of 30. The first 30 characters:\ntoken: "
+    )
+
+
 async def test_reply_cut_by_output_limit_never_runs_its_tools():
     ran = []
 

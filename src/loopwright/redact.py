@@ -155,6 +155,18 @@ def text(value: str) -> str:
     return _exact.sub(_replace, value) if may_hold(value) else value
 
 
+def head(value: str, n: int) -> str:
+    """`value[:n]`, cut before a secret the cut would split (what is kept of it would no longer
+    be found, so redaction downstream would let it through)."""
+    if len(value) > n and may_hold(value):
+        for found in _exact.finditer(value):
+            if found.start() >= n:
+                break
+            if found.end() > n:
+                return value[: found.start()]
+    return value[:n]
+
+
 def _replace(match: re.Match[str]) -> str:
     found = match.group()
     return found[:7] + MARKER if found[:7].lower() == "bearer " else MARKER

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
-from . import threads
+from . import redact, threads
 from ._values import maker
 from .attachments import split_images
 from .errors import ToolError
@@ -135,7 +135,7 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     if len(content) > cap:
         return Outcome(
             content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
-            f"The first {cap} characters:\n{content[:cap]}",
+            f"The first {cap} characters:\n{redact.head(content, cap)}",
             is_error=True,
         )
     return new_outcome(content=content, is_error=is_error, terminate=terminate, attachments=images)
