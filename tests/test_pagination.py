@@ -134,6 +134,7 @@ def test_events_come_a_page_at_a_time_and_say_where_to_go_on(http: httpx.Client)
         "limit=1001",
         "limit=ten",
         "limit=-1",
+        "limit=%C2%B3",  # "³": a digit to `str.isdigit`, not to `int`
         "cursor=not*base64",
         "cursor=" + base64.urlsafe_b64encode(b"x:y").decode().rstrip("="),
         "cursor=" + base64.urlsafe_b64encode(b"99999999999999999999999:y").decode().rstrip("="),

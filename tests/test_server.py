@@ -286,7 +286,7 @@ def test_events_are_replayed_from_a_sequence_number(http: httpx.Client):
         (8, "done"),
     ]
     check_v1([e["event"] for e in v1])
-    for bad in ("-1", "x", "1.5"):
+    for bad in ("-1", "x", "1.5", "³", "١"):  # (a digit to `str.isdigit` is not one to `int`)
         assert body(http.get(f"/agents/shop/sessions/{sid}/events?after={bad}"), 400) == {
             "error": "after must be a non-negative integer (a sequence number)"
         }

@@ -38,7 +38,7 @@ def add_page_options(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
     return int(text)
 

@@ -114,7 +114,7 @@ class TerminalApprover:
             if text is None:
                 return Answer(text="(no answer: end of input)", by=self.by)
             text = text.strip()
-            if text.isdigit() and 1 <= int(text) <= len(options):
+            if text.isascii() and text.isdigit() and 1 <= int(text) <= len(options):
                 return Answer(text=options[int(text) - 1], by=self.by)
             if text:
                 return Answer(text=text, by=self.by)

@@ -131,7 +131,9 @@ class Guard:
                 return
             scope[TENANT] = tenant
         length = _header(scope, b"content-length")
-        if length and (not length.isdigit() or int(length) > settings.max_body_bytes):
+        if length and (
+            not (length.isascii() and length.isdigit()) or int(length) > settings.max_body_bytes
+        ):
             await send_error(send, 413, f"the request body is over {settings.max_body_bytes} bytes")
             return
         await self.app(scope, receive, send)

@@ -37,7 +37,7 @@ def limit_of(request: Request, default: int = PAGE, maximum: int = MAX_PAGE) -> 
     if text is None:
         return default
     text = text.strip()
-    if not text.isdigit() or len(text) > 9 or not 1 <= int(text) <= maximum:
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or not 1 <= int(text) <= maximum:
         raise ApiError(400, f"limit must be an integer from 1 to {maximum}")
     return int(text)
 

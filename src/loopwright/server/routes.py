@@ -240,7 +240,7 @@ async def session_events(request: Request) -> Response:
 
 def _sequence(text: str, what: str) -> int:
     text = text.strip()
-    if not text.isdigit() or len(text) > 18:
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
         raise ApiError(400, f"{what} must be a non-negative integer (a sequence number)")
     return int(text)
 
