@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -180,3 +181,42 @@ def test_the_docs_example_parses() -> None:
         headers={"Authorization": f"Bearer {SECRET}"},
         timeout=60.0,
     )
+
+
+def _validate(schema: dict[str, Any]) -> Any:
+    from mcp.types import Tool as Listed
+
+    from loopwright.mcp import MCPServer
+    from loopwright.mcp.naming import build_tools
+
+    server = MCPServer(StdioServer(name="hostile", command="unused"))
+    [built] = build_tools(server, [Listed(name="t", inputSchema=schema)])
+    return built.validate
+
+
+def test_a_schemas_remote_ref_is_never_fetched_and_an_unresolvable_one_is_a_bad_call() -> None:
+    """A server's schema does not make loopwright fetch a URL (which could hang the loop or
+    reach what the server cannot), and a `$ref` to nowhere is a bad call, not a run's error."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    came: list[object] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                came.append(conn)
+                conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    remote = f"http://127.0.0.1:{listener.getsockname()[1]}/s.json"
+    try:
+        for ref in (remote, "#/$defs/nope"):
+            validate = _validate({"type": "object", "properties": {"x": {"$ref": ref}}})
+            with pytest.raises(ValueError, match=r"^\(schema\): the tool's input schema cannot be"):
+                validate({"x": 1})
+    finally:
+        listener.close()
+    assert came == []

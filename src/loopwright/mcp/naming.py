@@ -75,11 +75,16 @@ def _validator(server: str, tool: str, schema: dict[str, Any]) -> Any:
     `ValueError` listing what does not (path: message)."""
     import jsonschema  # type: ignore[import-untyped]
     from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+    from referencing import Registry
+    from referencing.exceptions import NoSuchResource, Unresolvable
+
+    def refuse(uri: str) -> Any:  # (never fetched: a server does not make us fetch a URL)
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
-        checker: Any = cls(schema)
+        checker: Any = cls(schema, registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
     except jsonschema.SchemaError as exc:
         log.warning(
             "MCP server %r: tool %r has an invalid input schema: %s", server, tool, exc.message
@@ -90,7 +95,12 @@ def _validator(server: str, tool: str, schema: dict[str, Any]) -> Any:
         if not isinstance(args, dict):
             raise ValueError("(arguments): expected an object")
         if checker is not None:
-            errors = sorted(checker.iter_errors(args), key=lambda e: list(e.absolute_path))
+            try:
+                errors = sorted(checker.iter_errors(args), key=lambda e: list(e.absolute_path))
+            except Unresolvable as exc:  # a `$ref` to nowhere, or to elsewhere
+                raise ValueError(
+                    f"(schema): the tool's input schema cannot be used: {exc}"
+                ) from None
             if errors:
                 raise ValueError(
                     "; ".join(

@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any, TextIO
 
 from ..errors import describe
 from ..tools import NeedsAnswer, Tool, ToolContext, ToolReturn
@@ -244,7 +245,7 @@ class _Connection:
         self.client: Any = None
         self.closed = False
         self.failure: BaseException | None = None
-        self.stderr: IO[str] | None = None
+        self.stderr: TextIO | None = None
         self._last_line = ""
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -347,8 +348,10 @@ class _Connection:
             return self._last_line
         with contextlib.suppress(OSError, ValueError):
             self.stderr.flush()
-            self.stderr.seek(0)
-            lines = [line.strip() for line in self.stderr.read()[-4000:].splitlines()]
+            raw = self.stderr.buffer  # (its last 4,000 bytes: a server may write gigabytes)
+            raw.seek(max(0, raw.seek(0, os.SEEK_END) - 4000))
+            text = raw.read().decode("utf-8", errors="replace")
+            lines = [line.strip() for line in text.splitlines()]
             return next((line for line in reversed(lines) if line), "")[:300]
         return ""
 
