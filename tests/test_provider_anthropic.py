@@ -350,6 +350,18 @@ async def test_broken_streams_end_in_one_retryable_failure(events: list[Any], er
     assert not any(isinstance(i, (ModelFailure, MessageCompleted)) for i in items[:-1])
 
 
+async def test_an_error_event_no_retry_can_help_is_not_retried():
+    denied = {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
+    client, _ = fake(sse(*reply(text("Hel"))[:3], denied))
+    request = ModelRequest(system="", messages=[UserMessage(content="hi")])
+    failure = (await collect(model_at("http://fake", http_client=client), request))[-1]
+    assert isinstance(failure, ModelFailure)
+    assert (failure.retryable, failure.error) == (
+        False,
+        "authentication_error in the stream: bad key",
+    )
+
+
 async def test_malformed_tool_json_is_retried_and_the_tool_runs_once(clock: Any, ran: list):
     bad = sse(*reply(tool_use("clock", '{"tz": "UTC"'), stop="tool_use"))
     good = sse(*reply(tool_use("clock", '{"tz": "UTC"}'), stop="tool_use"))

@@ -104,6 +104,28 @@ def test_failures_are_classified_for_retries():
     assert failure_from(ConnectionResetError("reset")).retryable
 
 
+class _InStream(Exception):
+    """An error the provider sent inside a 200 stream: no status of its own, a typed body."""
+
+    def __init__(self, message: str, **error: str) -> None:
+        super().__init__(message)
+        self.body = {"error": {"message": message, **error}}
+
+
+def test_an_error_inside_a_stream_is_retried_only_when_a_retry_can_help():
+    bad_key = failure_from(_InStream("Incorrect API key provided", code="invalid_api_key"))
+    assert (bad_key.retryable, bad_key.error) == (False, "_InStream: Incorrect API key provided")
+    refused = failure_from(_InStream("no", type="invalid_request_error"))
+    too_long = failure_from(
+        _InStream(
+            "This model's maximum context length is 8192 tokens", type="invalid_request_error"
+        )
+    )
+    busy = failure_from(_InStream("The server had an error", type="server_error"))
+    assert [f.retryable for f in (refused, too_long, busy)] == [False, False, True]
+    assert (too_long.prompt_too_long, busy.prompt_too_long) == (True, False)
+
+
 @pytest.mark.parametrize("dialect", ["openai-chat", "openai-responses", "anthropic"])
 async def test_a_model_never_closes_an_http_client_it_was_given(dialect, monkeypatch):
     """Who made the HTTP client closes it; the model closes only the pool it built itself."""

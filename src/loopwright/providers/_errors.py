@@ -15,14 +15,35 @@ TOO_LONG = re.compile(
 )
 
 
+NOT_RETRIED = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "request_too_large",
+        "billing_error",
+        "invalid_api_key",
+        "insufficient_quota",
+    }
+)
+"""Error types and codes a provider sends in a stream (with no HTTP status of their own) that
+no retry can help: the request or the account is wrong, not the moment."""
+
+
 def failure_from(exc: BaseException) -> ModelFailure:
     """Classify an exception raised by the `openai` or `anthropic` SDK (or the stream)."""
     status: int | None = getattr(exc, "status_code", None)
     text = _message(exc)
     name = type(exc).__name__
     if status is None:
-        # connection refused/reset, read timeout, a stream cut mid-way, unparsable chunks
-        retryable = name not in ("AuthenticationError", "PermissionDeniedError")
+        # connection refused/reset, read timeout, a stream cut mid-way, unparsable chunks, or
+        # an error the provider sent inside the stream (its type and code say what it is)
+        if TOO_LONG.search(text) and kinds(exc):
+            return ModelFailure(error=f"prompt too long: {text}", prompt_too_long=True)
+        retryable = name not in ("AuthenticationError", "PermissionDeniedError") and not (
+            kinds(exc) & NOT_RETRIED
+        )
         return ModelFailure(error=f"{name}: {text}", retryable=retryable)
     if status in (400, 413) and TOO_LONG.search(text):
         return ModelFailure(error=f"prompt too long: {text}", prompt_too_long=True)
@@ -32,6 +53,15 @@ def failure_from(exc: BaseException) -> ModelFailure:
         retryable=retryable,
         retry_after=_retry_after(exc) if retryable else None,
     )
+
+
+def kinds(exc: BaseException) -> set[str]:
+    """The `type` and `code` of the error an exception carries in its body, if any."""
+    body: Any = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return set()
+    return {str(error[k]) for k in ("type", "code") if error.get(k)}
 
 
 def _message(exc: BaseException) -> str:

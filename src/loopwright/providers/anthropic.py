@@ -58,7 +58,7 @@ from ..replies import wire_text
 from ..text import valid_data
 from . import _attachments, _settings
 from ._client import ClientModel
-from ._errors import TOO_LONG, failure_from
+from ._errors import NOT_RETRIED, TOO_LONG, failure_from
 from ._signatures import REDACTED, is_anthropic
 
 DEFAULT_MAX_TOKENS = 8192
@@ -203,7 +203,8 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
 
 def _stream_failure(exc: Exception) -> ModelFailure:
     """A failure while iterating. The SDK raises an `error` event inside a 200 response as a
-    status error carrying the 200; those (overloaded, api_error) are worth another try."""
+    status error carrying the 200; those (overloaded, api_error) are worth another try, not one
+    that says the request or the account is wrong (`NOT_RETRIED`)."""
     status = getattr(exc, "status_code", None)
     if status is None or status >= 400:
         return failure_from(exc)
@@ -214,7 +215,8 @@ def _stream_failure(exc: Exception) -> ModelFailure:
         kind, text = str(error.get("type", kind)), str(error.get("message", text))
     if TOO_LONG.search(text):
         return ModelFailure(error=f"prompt too long: {text}", prompt_too_long=True)
-    return ModelFailure(error=f"{kind} in the stream: {text}", retryable=True)
+    retryable = kind not in NOT_RETRIED  # (overloaded, api_error, rate limits: another try)
+    return ModelFailure(error=f"{kind} in the stream: {text}", retryable=retryable)
 
 
 def _partial_args(buffer: str) -> dict[str, Any] | None:
