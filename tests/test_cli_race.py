@@ -255,10 +255,11 @@ def test_ctrl_c_at_the_prompt_closes_the_item(project):
     assert ledger(project) == []
 
 
-def test_a_run_killed_after_asking_leaves_its_item_closed(project):
+def test_a_run_killed_after_asking_leaves_its_item_open_and_resumable(project):
     """Killed right after its item was recorded (before it paused), with its lease already
-    expired: the next command that lists or decides closes the dead run's item instead of
-    offering one whose call would never run."""
+    expired: the next command that lists or decides logs the pause the dead run did not reach
+    (P4: the item is durable state, not the dead process's memory); approving it from another
+    terminal resumes the session, and the refund runs once."""
     crash = ENV | {"LOOPWRIGHT_CRASH_AFTER": "pending:requested", "LOOPWRIGHT_LEASE_SECONDS": "0"}
     killed = subprocess.run(
         [LOOPWRIGHT, "run", "refunds", "refund A-1"],
@@ -271,10 +272,17 @@ def test_a_run_killed_after_asking_leaves_its_item_closed(project):
     ]
     assert session["status"] == "interrupted"  # its lease expired before its `done`
     [pending] = [e for e in logged(project, session["id"]) if e["type"] == "approval:pending"]
-    assert loopwright(project, "approvals", "--json") == ""
+    [item] = [json.loads(line) for line in loopwright(project, "approvals", "--json").splitlines()]
+    assert (item["id"], item["status"]) == (pending["id"], "open")
+    kinds = [e["type"] for e in logged(project, session["id"])]
+    assert kinds[kinds.index("pending:requested") :] == [
+        "pending:requested", "actauth:decision", "step:finished", "loop:paused", "done"
+    ]  # fmt: skip
     b = Terminal(project, "approvals", "approve", pending["id"], user="bob")
-    assert b.finish() == (
-        0,
-        f"{pending['id']}: already resolved (skipped by recovery); nothing changed\n",
-    )
-    assert ledger(project) == []
+    code_b, shown_b = b.finish()
+    assert code_b == 0, shown_b
+    assert shown_b.startswith(f"{pending['id']}: approved (approval: refund) by bob\n"), shown_b
+    assert shown_b.endswith("Done: refunded 5.0 on A-1\n"), shown_b
+    assert ledger(project) == ["A-1 5.0"]
+    events = logged(project, session["id"])
+    assert events[-1] == {"type": "done", "text": "Done: refunded 5.0 on A-1", "stopReason": "completed"}  # fmt: skip

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, call, drive, scripted
-from loopwright import Agent, Approval, Hooks, replay
+from conftest import ROOT, call, drive, scripted, verify
+from loopwright import Agent, Answer, Approval, Hooks, replay
 from loopwright import events as ev
 from loopwright.errors import SessionBusy
 from loopwright.messages import AssistantMessage
@@ -22,8 +22,23 @@ from loopwright.runtime import Settings
 from loopwright.runtime.journal import session_in_log
 from loopwright.store import StaleWriter
 from loopwright.testing import check_events
+from loopwright.tools import ask_user
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
-from runtime_fixtures import KEY, Beats, Clock, Held, ended, logged, never, paid, payer, pays
+from runtime_fixtures import (
+    KEY,
+    RULES,
+    Beats,
+    Clock,
+    Held,
+    ended,
+    logged,
+    look,
+    never,
+    paid,
+    pay,
+    payer,
+    pays,
+)
 
 
 async def test_append_numbers_only_the_events_it_committed(logs):
@@ -140,7 +155,11 @@ async def test_a_takeover_found_by_the_heartbeat_ends_the_old_run(logs, runtimes
     assert not held.asked.is_set()  # the model's request was cancelled, never answered
 
 
-async def test_a_takeover_closes_the_items_the_dead_run_left_open(logs, runtimes):
+async def test_a_takeover_keeps_open_the_items_a_dead_run_waited_on(logs, runtimes):
+    """P4: the dead run waited on its approval live (a client held its stream); the process
+    that takes the session over logs the pause the run would have reached had its approver
+    deferred, so the item stays open, and deciding it there resumes the session: the call runs
+    once, there. The dead run ends at its next append (it never runs the call)."""
     clock = Clock()
     log = await logs(clock)
     dead = runtimes({"payer": payer(*pays(1))}, log, sleep=never)
@@ -151,60 +170,134 @@ async def test_a_takeover_closes_the_items_the_dead_run_left_open(logs, runtimes
         if event.type == "pending:requested":
             break  # its approver waits for a decision, live
     [item] = await heir.pending("acme")
+    before = (await log.session(KEY)).last_seq
     clock.advance(31)
-    assert await heir.pending("acme") == []  # the dead run's item is closed, not left open
-    closed = await log.pending_item("acme", item.id)
-    assert (closed.status, closed.decided_by) == ("skipped", "recovery")
-    late = await heir.resolve("acme", item.id, Approval.approve(by="ann"))
-    assert (late.status, late.item.decided_by) == ("already_resolved", "recovery")
-    taken = await heir.send("acme", "payer", "s1", "next")
-    assert (await ended(taken)).text == "carrying on"
-    [interrupted] = [e for e in taken.items if e.type == "run:interrupted"]
-    assert interrupted.interrupted_calls == ["p1"] and paid == []
+    assert [p.id for p in await heir.pending("acme")] == [item.id]  # still open
+    assert (await log.session(KEY)).status == "paused"
+    ending = [s.event for s in await log.read(KEY, after=before)]
+    assert [e.type for e in ending] == ["actauth:decision", "step:finished", "loop:paused", "done"]
+    assert ending[0] == ev.ActauthDecision(tool="pay", decision="ask", reason=ending[0].reason)
+    assert ending[2] == ev.LoopPaused(pending_ids=[item.id])
+    assert ending[3] == ev.Done(text="Paused: waiting for approval of pay.", stop_reason="paused")
+    resolved = await heir.resolve("acme", item.id, Approval.approve(by="ann"))
+    assert resolved.status == "resumed" and resolved.run is not None
+    assert (await ended(resolved.run)).text == "carrying on"
+    assert paid == [1]
     await stream.aclose()
     assert await waiting.wait() is None and isinstance(waiting.failure, StaleWriter)
+    stored = [s.event for s in await log.read(KEY)]
+    assert [e.id for e in stored if isinstance(e, ev.ToolStarted)] == ["p1"]  # once
+    assert paid == [1]
 
 
 CRASHING = """
 import asyncio, sys
 sys.path.insert(0, {tests!r})
-from runtime_fixtures import payer, pays
+from test_runtime_journal import asker
 from loopwright.runtime import Runtime
 from loopwright.store.sqlite_log import SQLiteLog
 
 async def main():
     log = SQLiteLog({path!r})
-    runtime = Runtime({{"payer": payer(*pays(1))}}, log)
-    live = await runtime.send("acme", "payer", "s1", "go")
+    runtime = Runtime({{"payer": asker(*{replies!r})}}, log)
+    live = await runtime.send("acme", "payer", "s1", "go", hold={hold!r})
+    async for _ in live.stream():  # (held: a client watches; its approver waits, live)
+        pass
     await live.wait()
 
 asyncio.run(main())
 """
 
 
-@pytest.mark.parametrize("point", ["pending:requested", "done"])
-async def test_a_crash_at_a_commit_leaves_items_resumable_or_closed(
-    logs, runtimes, tmp_path, point
-):
-    log = await logs()
+def asker(*replies: Any) -> Agent:
+    """`payer`, with a question tool too (the replies are scripted)."""
+    paid.clear()
+    return Agent(name="payer", model=scripted(*replies), tools=[pay, look, ask_user], rules=RULES)
+
+
+async def crash(tmp_path: Any, point: str, replies: Any, hold: bool = False) -> None:
+    """A run of `payer` in a process of its own, killed right after its commit of `point`;
+    its short lease has expired by the time anyone looks."""
     path = tmp_path / "loopwright.db"
-    script = CRASHING.format(tests=str(ROOT / "tests"), path=str(path))
+    script = CRASHING.format(tests=str(ROOT / "tests"), path=str(path), replies=replies, hold=hold)
     env = {**os.environ, "LOOPWRIGHT_CRASH_AFTER": point, "LOOPWRIGHT_LEASE_SECONDS": "0.001"}
     crashed = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-c", textwrap.dedent(script)], env=env, timeout=60
     )
     assert crashed.returncode == 86  # killed right after that commit
-    runtime = runtimes({"payer": payer("recovered")}, log)
+
+
+@pytest.mark.parametrize("point", ["pending:requested", "done"])
+async def test_a_crash_at_a_commit_leaves_items_resumable(logs, runtimes, tmp_path, point):
+    """Killed right after its item was logged (before the run deferred and paused) or once
+    paused: either way the item is resolvable, then resumable (P4)."""
+    log = await logs()
+    await crash(tmp_path, point, pays(1))
+    runtime = runtimes({"payer": asker("recovered")}, log)
+    with pytest.raises(SessionBusy, match="pending items"):  # paused: it takes no new input
+        await runtime.send("acme", "payer", "s1", "something else")
     listed = await runtime.pending("acme")
     [item] = await runtime.pending("acme", status=None)
-    if point == "done":  # paused for good before it died: resolvable, then resumable
-        assert [p.id for p in listed] == [item.id]
-        resolved = await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
-        assert resolved.run is not None and (await ended(resolved.run)).text == "recovered"
-    else:  # died before pausing: closed, and shown closed
-        assert listed == [] and (item.status, item.decided_by) == ("skipped", "recovery")
-        done = await ended(await runtime.send("acme", "payer", "s1", "again"))
-        assert done.text == "recovered"
+    assert [p.id for p in listed] == [item.id]
+    resolved = await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
+    assert resolved.run is not None and (await ended(resolved.run)).text == "recovered"
+    assert paid == [1]
+
+
+WAITED = {  # the dead run's reply, and the decision made after it died
+    "approve": (call("pay", "p1", n=1), Approval.approve(by="ann")),
+    "deny": (call("pay", "p1", n=1), Approval.deny("no", by="ann")),
+    "answer": (call("ask_user", "q1", question="Which one?"), Answer(text="this", by="ann")),
+}
+
+
+@pytest.mark.parametrize("decision", list(WAITED))
+async def test_a_process_killed_while_a_watched_run_waits_on_a_human_leaves_it_paused(
+    logs, runtimes, tmp_path, decision
+):
+    """P4, as an auditor saw it break: a client holds the run's stream, so the run waits on
+    its item live; its process is killed right after the item is logged. The next process
+    logs the pause the run would have reached had its approver deferred (the dead run's
+    stream ends paused and passes every check), the item stays open, and a decision there
+    resumes the session: the other call of the batch, which the dead run never decided, is
+    decided then; each call runs at most once. Before: the item was closed `skipped` by
+    `recovery` and the approved call never ran."""
+    asked, decided = WAITED[decision]
+    log = await logs()
+    await crash(
+        tmp_path,
+        "pending:requested",
+        ({"tool_calls": [asked, call("look", "l1", n=2)]},),
+        hold=True,
+    )
+    runtime = runtimes({"payer": asker("recovered")}, log)
+    [item] = await runtime.pending("acme")  # open: not closed by the recovery
+    assert (item.status, item.call_id) == ("open", asked["id"])
+    stored = [s.event for s in await log.read(KEY)]
+    assert (await log.session(KEY)).status == "paused"
+    dead = stored[: [e.type for e in stored].index("done") + 1]
+    verify(dead)  # the dead run's stream, with its pause, is a whole run's
+    tail = [e.type for e in dead[[e.type for e in dead].index("pending:requested") + 1 :]]
+    what = "an answer to a question" if decision == "answer" else "approval of pay"
+    asks = [] if decision == "answer" else ["actauth:decision"]
+    assert tail == [*asks, "step:finished", "loop:paused", "done"]
+    assert dead[-2:] == [
+        ev.LoopPaused(pending_ids=[item.id]),
+        ev.Done(text=f"Paused: waiting for {what}.", stop_reason="paused"),
+    ]
+    resolved = await runtime.resolve("acme", item.id, decided)
+    assert resolved.status == "resumed" and resolved.run is not None
+    done = await ended(resolved.run)
+    ran = [e.id for e in resolved.run.items if isinstance(e, ev.ToolStarted)]
+    if decision == "deny":  # the batch stops with the denial: `look` is skipped, unrun
+        assert done.stop_reason == "denied" and paid == [] and ran == []
+    else:
+        assert (done.text, sorted(ran)) == ("recovered", sorted([asked["id"], "l1"]))
+        assert paid == ([1] if decision == "approve" else [])
+    stored = [s.event for s in await log.read(KEY)]
+    assert sorted(e.id for e in stored if isinstance(e, ev.ToolStarted)) == sorted(ran)
+    assert await runtime.pending("acme") == []
+    assert (await log.session(KEY)).status == "idle"
 
 
 def test_lease_seconds_may_be_overridden_for_tests(monkeypatch):

@@ -156,13 +156,8 @@ async def run_loop(
                 if reply.text:
                     yield ev.AssistantText(text=reply.text)
                 batch = Batch()
-                for call in calls:  # in model order: the hook, the gate, for `ask` a human
-                    events, pending = await run.decide(reply, call, batch)
-                    for event in events:
-                        yield event
-                    if pending is not None:
-                        async for event in run.ask(pending, batch):
-                            yield event
+                async for event in run.decide(reply, calls, batch):  # the hook, the gate, a human
+                    yield event
                 async for event in run.execute(batch, calls):
                     yield event
             yield run.finished()

@@ -16,7 +16,7 @@ into the restored state gives what folding the whole log gives.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +106,61 @@ def continued(state: State, *, died: bool) -> History:
             args=dict(batch.args) if batch else {},
         )
     return history
+
+
+def died_waiting(state: State, run: Sequence[ev.Event]) -> list[ev.Event] | None:
+    """The events that end a run that died waiting on a human as paused, or None.
+
+    `state` is the session's state from its log and `run` the events since its last run began
+    (its `session`); that run stopped before its `done`. It died waiting on a human when its
+    batch announced items nobody decided, every call of it that started has its result (none
+    had half an effect) and none is suspended, and no call of a decided item is left without
+    its result. Its pause is then what its live approver's deferral would have logged: the
+    `actauth:decision` of the approval being asked (unless logged), the step's end, `loop:paused`
+    and `done`; the items stay open, and the calls it had not decided yet are decided when the
+    batch resumes (`undecided`). Otherwise (None) its batch is recovered (`continued`)."""
+    batch, results = state.batch, state.batch.results if state.batch else {}
+    if batch is None or state.paused or state.finished or batch.suspended or not run:
+        return None
+    if run[0].type != "session" or any(c not in results for c in batch.started):
+        return None
+    if any(i not in batch.asked_call for i in batch.asked):
+        return None
+    if any(batch.asked_call[i] not in results for i in batch.decided):  # (it may have acted)
+        return None
+    waiting = [i for i in batch.asked if i not in batch.decided]
+    waiting = [i for i in waiting if batch.asked_call[i] not in results]
+    if not waiting:
+        return None
+    ending: list[ev.Event] = []
+    asking = [i for i, e in enumerate(run) if isinstance(e, ev.ApprovalPending)][-1:]
+    if asking and not any(isinstance(e, ev.ActauthDecision) for e in run[asking[0] :]):
+        announced = run[asking[0]]
+        assert isinstance(announced, ev.ApprovalPending)
+        ending.append(
+            ev.ActauthDecision(tool=announced.tool, decision="ask", reason=announced.reason)
+        )
+    steps = [i for i, e in enumerate(run) if isinstance(e, ev.StepStarted | ev.StepFinished)]
+    step = run[steps[-1]] if steps else None
+    if isinstance(step, ev.StepStarted):  # (a resumed batch is decided outside a step)
+        replies = [e for e in run[steps[-1] :] if isinstance(e, ev.MessageCompleted)]
+        usage = replies[-1].message.usage if replies else None
+        ending.append(ev.StepFinished(step=step.step, usage=usage))
+    what = [
+        "an answer to a question"
+        if isinstance(batch.asked[i], ev.QuestionPending)
+        else f"approval of {batch.asked[i].tool}"  # type: ignore[union-attr]
+        for i in waiting
+    ]
+    text = f"Paused: waiting for {', '.join(what)}."
+    return [*ending, ev.LoopPaused(pending_ids=waiting), ev.Done(text=text, stop_reason="paused")]
+
+
+def undecided(paused: Checkpoint) -> list[ToolCall]:
+    """The calls of a paused batch that were never decided: none, unless its run died waiting
+    on a human before it decided them (`died_waiting`)."""
+    asked = {p.request.call.id for p in paused.pending.values()} | set(paused.suspended)
+    return [c for c in paused.calls if c.id not in paused.results and c.id not in asked]
 
 
 # ---- the handlers, by event type ----------------------------------------------------------------

@@ -38,7 +38,7 @@ from .messages import AssistantMessage, History, Recovery, ToolCall, Usage, User
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .output import answering
 from .permissions import Gate
-from .replay import State, apply, checkpoint
+from .replay import State, apply, checkpoint, undecided
 from .replies import check_reply
 from .retry import ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_due, result_events
@@ -318,25 +318,28 @@ class Steps:
             self.ending = None
 
     async def decide(
-        self, reply: AssistantMessage, call: ToolCall, batch: Batch
-    ) -> tuple[list[ev.Event], Pending | None]:
-        """One call of the reply, in model order, through the hook and the gate: its events,
-        and the item a human is to answer for an `ask` (`ask`). A reply cut off by the output
-        limit never runs its calls, nor does a malformed call: each gets an error."""
-        if reply.stop_reason == "max_tokens":
-            cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
-            return record(call, cut, "Error."), None
-        if call.id in self.problems:  # a malformed call: an error result, never run
-            return record(call, self.problems[call.id], "Error."), None
-        before_tool = self.agent.hooks.before_tool
-        # (a copy: a hook changes the arguments by returning new ones, never the reply's in place)
-        shown = replace(call, args=copy.deepcopy(call.args)) if before_tool else call
-        verdict = await call_hook(before_tool, self.info, shown) if before_tool else None
-        return self.decider.check(call, verdict, batch)
-
-    def ask(self, pending: Pending, batch: Batch) -> AsyncIterator[ev.Event]:
-        """Ask a human about a call the gate said `ask` of (`Decider.ask`)."""
-        return self.decider.ask(pending, batch)
+        self, reply: AssistantMessage | None, calls: list[ToolCall], batch: Batch
+    ) -> AsyncIterator[ev.Event]:
+        """The calls, in model order, each through the hook and the gate, and a human for an
+        `ask` (`Decider.ask`). A reply cut off by the output limit never runs its calls, nor
+        does a malformed call: each gets an error."""
+        for call in calls:
+            pending: Pending | None = None
+            if reply is not None and reply.stop_reason == "max_tokens":
+                cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
+                events = record(call, cut, "Error.")
+            elif call.id in self.problems:  # a malformed call: an error result, never run
+                events = record(call, self.problems[call.id], "Error.")
+            else:  # (the hook gets a copy: it changes the arguments by returning new ones)
+                hook = self.agent.hooks.before_tool
+                shown = replace(call, args=copy.deepcopy(call.args)) if hook else call
+                verdict = await call_hook(hook, self.info, shown) if hook else None
+                events, pending = self.decider.check(call, verdict, batch)
+            for event in events:
+                yield event
+            if pending is not None:
+                async for event in self.decider.ask(pending, batch):
+                    yield event
 
     async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
         """Finish a paused batch with the humans' answers, then let the run go on."""
@@ -352,6 +355,8 @@ class Steps:
             ):
                 yield event
         for event in self.decider.rerun(checkpoint, closed if checkpoint.closed else batch):
+            yield event
+        async for event in self.decide(None, undecided(checkpoint), batch):  # (none, mostly)
             yield event
         if closed.deferred or closed.scheduled:
             closed.denied = batch.denied

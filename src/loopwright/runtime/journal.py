@@ -11,8 +11,8 @@ a long reply costs the log its length once. An event gets its sequence number wh
 is never handed out for an event the log does not hold.
 
 A run holds its session under a lease renewed by a heartbeat; a lease that expired is taken over
-by the next run (the dead run's unfinished batch is recovered, its items that can no longer be
-resumed are closed), and the old run ends at its next append or renewal (`StaleWriter`). At the
+by the next run (a dead run that waited on a human is logged paused on its items; else its batch
+is recovered, its items closed), and the old run ends at its next append or renewal. At the
 end of a run, items left open that no resumption can reach (the run was cancelled at a prompt, or
 stopped before pausing) are closed too: an item is either resumable or shown closed.
 
@@ -41,9 +41,9 @@ from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
 from ..decide import Resolution
-from ..errors import CommitFailed, UnknownPending, UnknownSession, describe
+from ..errors import CommitFailed, SessionBusy, UnknownPending, UnknownSession, describe
 from ..messages import History
-from ..replay import State, apply
+from ..replay import State, apply, died_waiting
 from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Decision, EventLog, Lease, SessionKey
@@ -131,10 +131,16 @@ class LogJournal:
                 had_checkpoint = session.history.checkpoint is not None
                 refill(session.state, await self.load(died=claimed.died))
                 if claimed.died:
+                    paused = await self.pause_dead_run(lease, session)
                     await self.close_unreachable(
                         session, "recovery", "its run died", everywhere=True
                     )
                     self.last_seq = (await self.log.session(self.key)).last_seq
+                    if paused:  # (this run was started on the session as it was before)
+                        raise SessionBusy(
+                            f"session {self.key.id}: its run died waiting on pending items "
+                            f"({', '.join(paused)}), paused on them now: resolve them, then resume"
+                        )
                 if input is None and had_checkpoint and session.history.checkpoint is None:
                     raise StaleWriter(
                         f"session {self.key.id}: the paused run was finished elsewhere"
@@ -238,9 +244,27 @@ class LogJournal:
         try:
             if claimed.died:
                 refill(session.state, await self.load(died=True))
+                await self.pause_dead_run(claimed.lease, session)
                 await self.close_unreachable(session, "recovery", "its run died", everywhere=True)
         finally:
             await self.log.release(claimed.lease, _status_of(session.history))
+
+    async def pause_dead_run(self, lease: Lease, session: Session) -> list[str]:
+        """The items the run that died was waiting on, if it was (`replay.died_waiting`): then
+        the pause its live approver's deferral would have logged is logged now, under `lease`,
+        and the session is read again, paused: its items stay open (P4), and a decision made
+        in any process resumes it as it resumes any paused run."""
+        if session.state.batch is None:
+            return []
+        stored = await self.log.read(self.key, after=self.snapshot_seq)
+        began = max((n for n, s in enumerate(stored) if s.event.type == "session"), default=0)
+        ending = died_waiting(session.state, [s.event for s in stored[began:]])
+        if ending is None:
+            return []
+        await self.log.append(lease, ending)
+        refill(session.state, await self.load(died=False))
+        paused = ending[-2]
+        return paused.pending_ids if isinstance(paused, ev.LoopPaused) else []
 
     async def catch_up(self) -> None:
         """Hand over what others appended to the session since the last commit (a decision a
