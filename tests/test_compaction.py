@@ -3,6 +3,7 @@ result, prompt-too-long recovery, persistence in the log, trace rotation."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from hypothesis import given
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import assert_history_valid, drive, run_agent, scripted
 from loopwright import Agent, Session, tool
+from loopwright.agent import RetryPolicy
 from loopwright.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM, Compaction, split_point
 from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
 from loopwright.models import ModelFailure, ModelRequest
@@ -102,6 +104,35 @@ async def test_a_failed_summary_falls_back_to_discarding():
         )
     )
     result = await drive(session.run("read all pages"))
+    assert {e.mode for e in result.events if e.type == "compaction:finished"} == {"discard"}
+
+
+async def test_a_summary_past_the_request_deadline_falls_back_to_discarding():
+    """The summary is a model request like any: under the run's deadline (a provider that
+    trickles keep-alives forever would otherwise hold the run)."""
+    stalled = asyncio.Event()
+
+    async def never() -> Reply:
+        stalled.set()
+        await asyncio.Event().wait()  # (only the deadline ends it)
+        raise AssertionError("unreachable")
+
+    def model(request):
+        return never() if request.system == SUMMARY_SYSTEM else realistic(request)
+
+    session = Session(
+        Agent(
+            model=FunctionModel(model),
+            tools=[read_page],
+            context_budget=900,
+            compaction=Compaction(keep_last=4, at_ratio=0.8),
+            max_turns=20,
+            retry=RetryPolicy(deadline=0.5),
+        )
+    )
+    async with asyncio.timeout(60):  # (a safety net: without the deadline, it waits forever)
+        result = await drive(session.run("read all pages"))
+    assert stalled.is_set() and result.text == "all read"
     assert {e.mode for e in result.events if e.type == "compaction:finished"} == {"discard"}
 
 

@@ -11,6 +11,7 @@ change, when the run's events are applied to its state and when the log is repla
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -84,11 +85,13 @@ async def compact(
     reason: CompactionReason,
     settings: ModelSettings | None = None,
     session_id: str | None = None,
+    deadline: float | None = None,
 ) -> AsyncIterator[Event]:
     """The events of replacing the older history by a summary (or dropping it); nothing when
-    there is nothing to compact. A summary the model cannot write falls back to discarding.
-    The history changes when `compaction:finished` is applied to it (`apply`). The summary is
-    asked with the run's model `settings` (`summary_settings`) for `session_id`."""
+    there is nothing to compact. A summary the model cannot write (or not within `deadline`
+    seconds, the run's per-request deadline) falls back to discarding. The history changes
+    when `compaction:finished` is applied to it (`apply`). The summary is asked with the run's
+    model `settings` (`summary_settings`) for `session_id`."""
     policy = policy or Compaction()
     if compactability(history, policy.keep_last) != "ok":
         return
@@ -98,8 +101,9 @@ async def compact(
     if mode == "summarize":
         try:
             asked = summary_settings(settings or ModelSettings(), policy.summary_max_tokens)
-            summary = await summarize(model, history.messages[:cut], asked, session_id)
-        except SummaryFailed:
+            async with asyncio.timeout(deadline):
+                summary = await summarize(model, history.messages[:cut], asked, session_id)
+        except (SummaryFailed, TimeoutError):
             mode = "discard"
     before = len(history.messages)
     finished = CompactionFinished(

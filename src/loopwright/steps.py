@@ -117,8 +117,8 @@ class Steps:
 
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
         settings = self.info.settings.over(self.agent.settings)  # the run's, for the summary
-        policy, session = self.agent.compaction, self.info.session_id
-        async for event in compact(self.history, self.model, policy, reason, settings, session):
+        policy, where = self.agent.compaction, (self.info.session_id, self.agent.retry.deadline)
+        async for event in compact(self.history, self.model, policy, reason, settings, *where):
             yield event
 
     def expired(self) -> ModelFailure:
