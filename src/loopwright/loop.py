@@ -81,8 +81,7 @@ async def run_loop(
        live approver pauses the run once its siblings have run. Every step finishes.
     4. Steering is injected; with no tool calls (or all said `terminate`) the run finishes
        unless a follow-up is queued or the stop hook goes on.
-    5. Late results of threads given up on (within a grace), exactly one terminal loop event,
-       then `done`.
+    5. Late results of threads given up on (in a grace), exactly one terminal event, then `done`.
     """
     run = Steps(agent, model, gate, state, info, control, approver, children)
     hooks, history = agent.hooks, state.history
@@ -156,8 +155,13 @@ async def run_loop(
                 if reply.text:
                     yield ev.AssistantText(text=reply.text)
                 batch = Batch()
-                async for event in run.decide(reply, calls, batch):  # the hook, the gate, a human
-                    yield event
+                for call in calls:  # in model order: the hook, the gate, for `ask` a human
+                    events, pending = await run.decide(reply, call, batch)
+                    for event in events:
+                        yield event
+                    if pending is not None:
+                        async for event in run.decider.ask(pending, batch):
+                            yield event
                 async for event in run.execute(batch, calls):
                     yield event
             yield run.finished()

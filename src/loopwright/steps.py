@@ -318,28 +318,20 @@ class Steps:
             self.ending = None
 
     async def decide(
-        self, reply: AssistantMessage | None, calls: list[ToolCall], batch: Batch
-    ) -> AsyncIterator[ev.Event]:
-        """The calls, in model order, each through the hook and the gate, and a human for an
-        `ask` (`Decider.ask`). A reply cut off by the output limit never runs its calls, nor
-        does a malformed call: each gets an error."""
-        for call in calls:
-            pending: Pending | None = None
-            if reply is not None and reply.stop_reason == "max_tokens":
-                cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
-                events = record(call, cut, "Error.")
-            elif call.id in self.problems:  # a malformed call: an error result, never run
-                events = record(call, self.problems[call.id], "Error.")
-            else:  # (the hook gets a copy: it changes the arguments by returning new ones)
-                hook = self.agent.hooks.before_tool
-                shown = replace(call, args=copy.deepcopy(call.args)) if hook else call
-                verdict = await call_hook(hook, self.info, shown) if hook else None
-                events, pending = self.decider.check(call, verdict, batch)
-            for event in events:
-                yield event
-            if pending is not None:
-                async for event in self.decider.ask(pending, batch):
-                    yield event
+        self, reply: AssistantMessage | None, call: ToolCall, batch: Batch
+    ) -> tuple[list[ev.Event], Pending | None]:
+        """One call, in model order, through the hook and the gate: its events, and the item a
+        human is to answer for an `ask` (`decider.ask`). A reply cut off by the output limit
+        never runs its calls, nor does a malformed call: each gets an error."""
+        if reply is not None and reply.stop_reason == "max_tokens":
+            cut = "Not run: the reply was cut off by the output limit, so it may be incomplete."
+            return record(call, cut, "Error."), None
+        if call.id in self.problems:  # a malformed call: an error result, never run
+            return record(call, self.problems[call.id], "Error."), None
+        hook = self.agent.hooks.before_tool  # (gets a copy: it changes arguments by returning)
+        shown = replace(call, args=copy.deepcopy(call.args)) if hook else call
+        verdict = await call_hook(hook, self.info, shown) if hook else None
+        return self.decider.check(call, verdict, batch)
 
     async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
         """Finish a paused batch with the humans' answers, then let the run go on."""
@@ -356,8 +348,13 @@ class Steps:
                 yield event
         for event in self.decider.rerun(checkpoint, closed if checkpoint.closed else batch):
             yield event
-        async for event in self.decide(None, undecided(checkpoint), batch):  # (none, mostly)
-            yield event
+        for call in undecided(checkpoint):  # (none, mostly: a run that died while it asked)
+            events, asked = await self.decide(None, call, batch)
+            for event in events:
+                yield event
+            if asked is not None:
+                async for event in self.decider.ask(asked, batch):
+                    yield event
         if closed.deferred or closed.scheduled:
             closed.denied = batch.denied
             for event in self.decider.skip(closed):

@@ -196,8 +196,7 @@ def tool(
     parameter descriptions from its docstring (`Args:` section), schema from its type hints.
 
     Sync functions run in a worker thread; pass `inline=True` for a cheap pure function that
-    may run on the event loop. (`blocking=` is deprecated: threads are the default.)
-    """
+    may run on the event loop. (`blocking=` is deprecated: threads are the default.)"""
     if blocking is not None:
         warnings.warn(
             "@tool(blocking=...) is deprecated: sync tools run in a worker thread by default; "
