@@ -220,3 +220,28 @@ def test_a_schemas_remote_ref_is_never_fetched_and_an_unresolvable_one_is_a_bad_
     finally:
         listener.close()
     assert came == []
+
+
+def test_a_listing_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    """Every tool goes into every request: a server listing thousands, a schema of megabytes or
+    a description of a book is cut down, and the operators are told (P10)."""
+    from mcp.types import Tool as Listed
+
+    from loopwright.mcp import MCPServer
+    from loopwright.mcp.naming import MAX_DESCRIPTION, MAX_TOOLS, build_tools
+
+    server = MCPServer(StdioServer(name="hostile", command="unused"))
+    huge = {"type": "object", "description": "x" * 70_000}
+    listed = [
+        Listed(name="wordy", description="w" * 10_000, inputSchema={"type": "object"}),
+        Listed(name="huge", inputSchema=huge),
+        *(Listed(name=f"t{i}", inputSchema={"type": "object"}) for i in range(MAX_TOOLS + 10)),
+    ]
+    tools = build_tools(server, listed)
+    assert [t.name for t in tools[:2]] == ["mcp__hostile__wordy", "mcp__hostile__t0"]
+    assert len(tools) == MAX_TOOLS and tools[-1].name == f"mcp__hostile__t{MAX_TOOLS - 2}"
+    assert tools[0].description == "w" * MAX_DESCRIPTION
+    assert [r.getMessage() for r in caplog.records] == [
+        "MCP server 'hostile': tool 'huge' left out (its input schema is over 64000 characters)",
+        f"MCP server 'hostile' lists over {MAX_TOOLS} tools: the rest are left out",
+    ]

@@ -10,6 +10,7 @@ the original. Arguments are validated against the server's own input schema (JSO
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Iterable
@@ -26,6 +27,13 @@ PREFIX = "mcp__"
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
 _CONTEXT = "_loopwright_mcp_context"
 """The parameter the call's `ToolContext` comes in (no MCP tool names an argument so)."""
+MAX_TOOLS = 256
+"""Tools taken from one server's listing (the rest are left out, and logged): every tool goes
+into every model request, and providers take a few hundred at most (OpenAI: 128)."""
+MAX_SCHEMA = 64_000
+"""Characters of a tool's input schema (as JSON); a tool with a bigger one is left out."""
+MAX_DESCRIPTION = 4_000
+"""Characters of a tool's description kept (a longer one is cut)."""
 
 
 def tool_name(server: str, tool: str, taken: set[str] | None = None) -> str:
@@ -43,13 +51,26 @@ def build_tools(server: MCPServer, listed: Iterable[Any]) -> tuple[Tool, ...]:
     tools: list[Tool] = []
     taken: set[str] = set()
     for spec in listed:
+        if len(tools) == MAX_TOOLS:
+            log.warning(
+                "MCP server %r lists over %d tools: the rest are left out", server.name, MAX_TOOLS
+            )
+            break
+        schema = dict(spec.input_schema or {"type": "object"})
+        if len(json.dumps(schema, default=str)) > MAX_SCHEMA:
+            log.warning(
+                "MCP server %r: tool %r left out (its input schema is over %d characters)",
+                server.name,
+                spec.name,
+                MAX_SCHEMA,
+            )
+            continue
         name = tool_name(server.name, spec.name, taken)
         taken.add(name)
-        schema = dict(spec.input_schema or {"type": "object"})
         tools.append(
             Tool(
                 name=name,
-                description=spec.description or spec.title or spec.name,
+                description=(spec.description or spec.title or spec.name)[:MAX_DESCRIPTION],
                 parameters=schema,
                 fn=_caller(server, spec.name),
                 validate=_validator(server.name, spec.name, schema),
