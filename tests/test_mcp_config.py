@@ -245,3 +245,16 @@ def test_a_listing_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
         "MCP server 'hostile': tool 'huge' left out (its input schema is over 64000 characters)",
         f"MCP server 'hostile' lists over {MAX_TOOLS} tools: the rest are left out",
     ]
+
+
+def test_a_schemas_pattern_is_matched_within_a_time_limit() -> None:
+    """A server's pattern that backtracks for ever does not hold the event loop: past the
+    limit the value is refused (the model reads why), and patterns still work."""
+    validate = _validate(
+        {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a|aa)+$"}}}
+    )
+    assert validate({"s": "aaaa"}) == {"s": "aaaa"}
+    with pytest.raises(ValueError, match=r"^s: 'b' does not match '\^\(a\|aa\)\+\$'$"):
+        validate({"s": "b"})
+    with pytest.raises(ValueError, match=r"^s: could not be checked against '\^\(a\|aa\)\+\$' in"):
+        validate({"s": "a" * 36 + "b"})  # (seconds of backtracking: the time limit ends it)

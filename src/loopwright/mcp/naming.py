@@ -34,6 +34,9 @@ MAX_SCHEMA = 64_000
 """Characters of a tool's input schema (as JSON); a tool with a bigger one is left out."""
 MAX_DESCRIPTION = 4_000
 """Characters of a tool's description kept (a longer one is cut)."""
+PATTERN_SECONDS = 0.25
+"""How long a schema's `pattern` may take on one value: a server's pattern may backtrack for
+ever (`^(a|aa)+$`), and the arguments are checked on the event loop."""
 
 
 def tool_name(server: str, tool: str, taken: set[str] | None = None) -> str:
@@ -102,7 +105,7 @@ def _validator(server: str, tool: str, schema: dict[str, Any]) -> Any:
     def refuse(uri: str) -> Any:  # (never fetched: a server does not make us fetch a URL)
         raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = _bounded(validator_for(schema, default=jsonschema.Draft202012Validator))
     try:
         cls.check_schema(schema)
         checker: Any = cls(schema, registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
@@ -132,3 +135,25 @@ def _validator(server: str, tool: str, schema: dict[str, Any]) -> Any:
         return dict(args)
 
     return validate
+
+
+def _bounded(cls: Any) -> Any:
+    """`cls` with `pattern` matched by `regex` under `PATTERN_SECONDS` (`re` cannot be stopped)."""
+    import regex  # type: ignore[import-untyped]
+    from jsonschema import ValidationError, validators
+
+    def pattern(validator: Any, expected: str, instance: Any, schema: Any) -> Any:
+        if not validator.is_type(instance, "string"):
+            return
+        try:
+            found = regex.search(expected, instance, timeout=PATTERN_SECONDS)
+        except TimeoutError:
+            yield ValidationError(f"could not be checked against {expected!r} in time")
+            return
+        except regex.error as exc:
+            yield ValidationError(f"the schema's pattern {expected!r} cannot be used: {exc}")
+            return
+        if found is None:
+            yield ValidationError(f"{instance!r} does not match {expected!r}")
+
+    return validators.extend(cls, {"pattern": pattern})
