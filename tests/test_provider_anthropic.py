@@ -350,6 +350,20 @@ async def test_broken_streams_end_in_one_retryable_failure(events: list[Any], er
     assert not any(isinstance(i, (ModelFailure, MessageCompleted)) for i in items[:-1])
 
 
+async def test_a_reply_streaming_past_the_bound_is_stopped(monkeypatch):
+    """P10: what a reply streams is bounded on our side, not only by the request's deadline."""
+    from loopwright.providers import _bounds
+
+    monkeypatch.setattr(_bounds, "MAX_REPLY_CHARS", 10)
+    client, _ = fake(sse(*reply(text("four", "five!", "and more"))))
+    request = ModelRequest(system="", messages=[UserMessage(content="hi")])
+    items = await collect(model_at("http://fake", http_client=client), request)
+    assert [getattr(i, "delta", None) for i in items[:-1]] == ["four", "five!"]
+    assert items[-1] == ModelFailure(
+        error="the reply streamed over 10 characters: stopped", retryable=False
+    )
+
+
 async def test_an_error_event_no_retry_can_help_is_not_retried():
     denied = {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
     client, _ = fake(sse(*reply(text("Hel"))[:3], denied))

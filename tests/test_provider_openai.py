@@ -434,6 +434,26 @@ async def test_how_a_stream_ends(ending):
         assert message.usage.cache_read_tokens == 4 and message.usage.cost is not None
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_a_reply_streaming_past_the_bound_is_stopped(dialect, monkeypatch):
+    """P10: what a reply streams is bounded on our side, not only by the request's deadline."""
+    from loopwright.providers import _bounds
+
+    monkeypatch.setattr(_bounds, "MAX_REPLY_CHARS", 10)
+    pieces = ("four", "five!", "and more")
+    body = (
+        chat_sse(*({"content": p} for p in pieces), finish="stop")
+        if dialect == "openai-chat"
+        else responses_sse(*(delta("output_text", p) for p in pieces), ended("completed"))
+    )
+    async with fake_model(dialect, [body], []) as model:
+        items = await collect(model)
+    assert [getattr(i, "delta", None) for i in items[:-1]] == ["four", "five!"]
+    assert items[-1] == ModelFailure(
+        error="the reply streamed over 10 characters: stopped", retryable=False
+    )
+
+
 @pytest.mark.parametrize(
     ("endpoint", "field"), [("openai", "max_completion_tokens"), ("vllm", "max_tokens")]
 )

@@ -18,6 +18,7 @@ from ..events import MessageCompleted, ToolDelta
 from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
 from ..models import ModelFailure, ModelRequest
 from ..text import valid_data
+from ._bounds import Tally
 from ._client import ClientModel
 from ._errors import failure_from
 
@@ -37,6 +38,7 @@ async def relay(
     """Feed the SDK stream's items to `read` and yield what it makes (its text made valid),
     until `done()` or the stream ends. An error while reading ends it with that failure
     (cancellation propagates); the stream is closed either way."""
+    tally = Tally()
     try:
         iterator = aiter(stream)
         while not done():
@@ -50,6 +52,9 @@ async def relay(
                 yield failure_from(exc)
                 return
             for made in read(item):
+                if (too_much := tally.over(made)) is not None:  # (P10: `_bounds`)
+                    yield too_much
+                    return
                 yield valid_data(made)  # no lone surrogate reaches the run (`loopwright.text`)
     finally:
         await stream.close()

@@ -57,6 +57,7 @@ from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
 from ..replies import wire_text
 from ..text import valid_data
 from . import _attachments, _settings
+from ._bounds import Tally
 from ._client import ClientModel
 from ._errors import NOT_RETRIED, TOO_LONG, failure_from
 from ._signatures import REDACTED, is_anthropic
@@ -84,7 +85,7 @@ class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
         except Exception as exc:  # asyncio.CancelledError is a BaseException: it propagates
             yield failure_from(exc)
             return
-        reply = _Reply()
+        reply, tally = _Reply(), Tally()
         async with events:
             while True:
                 try:
@@ -95,6 +96,9 @@ class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
                     yield _stream_failure(exc)
                     return
                 for item in reply.feed(event.model_dump(warnings=False)):
+                    if (too_much := tally.over(item)) is not None:  # (P10: `_bounds`)
+                        yield too_much
+                        return
                     yield valid_data(item)  # no lone surrogate reaches the run
                     if isinstance(item, ModelFailure):
                         return
