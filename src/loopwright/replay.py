@@ -111,14 +111,14 @@ def continued(state: State, *, died: bool) -> History:
 def died_waiting(state: State, run: Sequence[ev.Event]) -> list[ev.Event] | None:
     """The events that end a run that died waiting on a human as paused, or None.
 
-    `state` is the session's state from its log and `run` the events since its last run began
-    (its `session`); that run stopped before its `done`. It died waiting on a human when its
-    batch announced items nobody decided, every call of it that started has its result (none
-    had half an effect) and none is suspended, and no call of a decided item is left without
-    its result. Its pause is then what its live approver's deferral would have logged: the
-    `actauth:decision` of the approval being asked (unless logged), the step's end, `loop:paused`
-    and `done`; the items stay open, and the calls it had not decided yet are decided when the
-    batch resumes (`undecided`). Otherwise (None) its batch is recovered (`continued`)."""
+    `state` is the session's state from its log and `run` the events since its last run began (its
+    `session`); that run stopped before its `done`. It died waiting on a human when its batch
+    announced items whose calls have no result, every call of it that started has its result (none
+    had half an effect) and none is suspended (an item decided meanwhile, its call not started, is
+    taken on by the resumption). Its pause is then what its live approver's deferral would have
+    logged: the `actauth:decision` of the approval being asked (unless logged), the step's end,
+    `loop:paused` and `done`; the items stay open, and the calls it had not decided yet are decided
+    when the batch resumes (`undecided`). Otherwise (None) its batch is recovered (`continued`)."""
     batch, results = state.batch, state.batch.results if state.batch else {}
     if batch is None or state.paused or state.finished or batch.suspended or not run:
         return None
@@ -126,11 +126,8 @@ def died_waiting(state: State, run: Sequence[ev.Event]) -> list[ev.Event] | None
         return None
     if any(i not in batch.asked_call for i in batch.asked):
         return None
-    if any(batch.asked_call[i] not in results for i in batch.decided):  # (it may have acted)
-        return None
-    waiting = [i for i in batch.asked if i not in batch.decided]
-    waiting = [i for i in waiting if batch.asked_call[i] not in results]
-    if not waiting:
+    waiting = [i for i in batch.asked if batch.asked_call[i] not in results]  # (decided or not:
+    if not waiting:  # a call decided but not started had no effect, its decision takes it on)
         return None
     ending: list[ev.Event] = []
     asking = [i for i, e in enumerate(run) if isinstance(e, ev.ApprovalPending)][-1:]

@@ -264,6 +264,19 @@ class Runtime:
                 live = self.live.get(owner.root)  # resumed by someone else (here or elsewhere)
         return Resolved("resumed", outcome.item, owner.root, [], live)
 
+    async def take_over(self, key: SessionKey) -> LiveRun | None:
+        """The run that goes on for a session whose run died in another process, here: a run
+        that died waiting on a human is logged paused on its items (`LogJournal.recover`) and,
+        when every one of them is decided, resumed here; None when nothing can go on (what is
+        left is open, or the dead run's batch was recovered: its next message shows it)."""
+        await self._recover(key)
+        if await open_under(self.log, key):
+            return None
+        try:
+            return await self.resume(key.tenant, key.agent, key.id)
+        except (SessionBusy, StaleWriter):
+            return self.live.get(key)  # (resumed meanwhile, here or elsewhere; or not paused)
+
     async def _recover(self, key: SessionKey) -> bool:
         """Close what a dead run of the session left open (see `LogJournal.recover`); whether
         it had died."""

@@ -3,9 +3,11 @@
 A decision recorded here for a run that waits on it elsewhere (a client holds its stream on
 another server) is answered with that run's `done`, read from the log. That process may die
 first: nobody writes the `done`, and its lease expires. So while it waits, the answer looks at
-the session every third of a lease; once no run holds it and no `done` came, the answer is a
-409 that says the run died (the decision stays recorded; the session's next message takes it
-over, and shows the dead run's calls interrupted).
+the session every third of a lease; once no run holds it and no `done` came, this process takes
+the session over (`Runtime.take_over`): a run that died waiting on a human, its calls not yet
+started, is logged paused and resumed here with the decision, and the answer is that run's
+`done`. Otherwise the answer is a 409 that says the run died (the decision stays recorded; the
+session's next message shows the dead run's calls interrupted).
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ async def next_done(state: State, root: SessionKey, before: int, item: str) -> e
             finished, _ = await asyncio.wait((done,), timeout=every)
             if finished:
                 return done.result()
-            if await _died(state, root, before):
-                raise ApiError(409, DIED.format(session=root.id, item=item))
+            if await _died(state, root, before):  # taken over here, it goes on with the decision
+                live = await state.runtime.take_over(root)
+                if live is None:
+                    raise ApiError(409, DIED.format(session=root.id, item=item))
+                return await live.wait()
     finally:
         done.cancel()
         await asyncio.gather(done, return_exceptions=True)
