@@ -39,13 +39,14 @@ def realistic(request: ModelRequest) -> Reply:
     return Reply(tool_calls=(ToolCall(id=f"p{n}", name="read_page", args={"n": n}),), usage=usage)
 
 
-def agent(**kw):
+def agent(model=realistic, retry: RetryPolicy | None = None, **kw):
     return Agent(
-        model=FunctionModel(realistic),
+        model=FunctionModel(model),
         tools=[read_page],
         context_budget=900,
         compaction=Compaction(keep_last=4, at_ratio=0.8, **kw),
         max_turns=20,
+        retry=retry or RetryPolicy(),
     )
 
 
@@ -72,15 +73,7 @@ async def test_discard_mode_drops_without_asking_the_model():
         seen.append(request.system)
         return realistic(request)
 
-    session = Session(
-        Agent(
-            model=FunctionModel(model),
-            tools=[read_page],
-            context_budget=900,
-            compaction=Compaction(mode="discard", keep_last=4, at_ratio=0.8),
-            max_turns=20,
-        )
-    )
+    session = Session(agent(model, mode="discard"))
     result = await drive(session.run("read all pages"))
     assert SUMMARY_SYSTEM not in seen
     finished = [e for e in result.events if e.type == "compaction:finished"]
@@ -94,15 +87,7 @@ async def test_a_failed_summary_falls_back_to_discarding():
             return Reply(fail=ModelFailure(error="down"))
         return realistic(request)
 
-    session = Session(
-        Agent(
-            model=FunctionModel(model),
-            tools=[read_page],
-            context_budget=900,
-            compaction=Compaction(keep_last=4, at_ratio=0.8),
-            max_turns=20,
-        )
-    )
+    session = Session(agent(model))
     result = await drive(session.run("read all pages"))
     assert {e.mode for e in result.events if e.type == "compaction:finished"} == {"discard"}
 
@@ -120,16 +105,7 @@ async def test_a_summary_past_the_request_deadline_falls_back_to_discarding():
     def model(request):
         return never() if request.system == SUMMARY_SYSTEM else realistic(request)
 
-    session = Session(
-        Agent(
-            model=FunctionModel(model),
-            tools=[read_page],
-            context_budget=900,
-            compaction=Compaction(keep_last=4, at_ratio=0.8),
-            max_turns=20,
-            retry=RetryPolicy(deadline=0.5),
-        )
-    )
+    session = Session(agent(model, RetryPolicy(deadline=0.5)))
     async with asyncio.timeout(60):  # (a safety net: without the deadline, it waits forever)
         result = await drive(session.run("read all pages"))
     assert stalled.is_set() and result.text == "all read"

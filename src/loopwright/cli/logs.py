@@ -35,10 +35,9 @@ def redact_logs() -> None:
 
 
 def redact_handlers(*names: str) -> None:
-    """Redact what the handlers of these loggers write (uvicorn's, configured by uvicorn; the
-    root's, configured by `basicConfig`)."""
+    """Redact what the handlers of these loggers write (uvicorn's, which uvicorn configures)."""
     for name in names:
-        for handler in logging.getLogger(name or None).handlers:
+        for handler in logging.getLogger(name).handlers:
             if not any(isinstance(f, LogFilter) for f in handler.filters):
                 handler.addFilter(LogFilter())
 

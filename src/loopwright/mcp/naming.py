@@ -9,6 +9,7 @@ the original. Arguments are validated against the server's own input schema (JSO
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -137,6 +138,7 @@ def _validator(server: str, tool: str, schema: dict[str, Any]) -> Any:
     return validate
 
 
+@functools.cache  # (a class per schema draft, not per tool: a listing has hundreds)
 def _bounded(cls: Any) -> Any:
     """`cls` with `pattern` matched by `regex` under `PATTERN_SECONDS` (`re` cannot be stopped)."""
     import regex  # type: ignore[import-untyped]

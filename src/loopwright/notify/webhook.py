@@ -73,10 +73,8 @@ class WebhookNotifier:
         }
         try:
             answer = await self._client.post(self.hook.url, content=body, headers=headers)
-        except httpx.HTTPError as exc:
-            return Sent(
-                False, error=f"{type(exc).__name__}: {exc}", retry=True
-            )  # (cut once redacted)
+        except httpx.HTTPError as exc:  # (cut by the worker, once redacted)
+            return Sent(False, error=f"{type(exc).__name__}: {exc}", retry=True)
         code = answer.status_code
         if 200 <= code < 300:
             return Sent(True, code)

@@ -39,12 +39,11 @@ def failure_from(exc: BaseException) -> ModelFailure:
     if status is None:
         # connection refused/reset, read timeout, a stream cut mid-way, unparsable chunks, or
         # an error the provider sent inside the stream (its type and code say what it is)
-        if TOO_LONG.search(text) and kinds(exc):
+        said = kinds(exc)
+        if said and TOO_LONG.search(text):
             return ModelFailure(error=f"prompt too long: {text}", prompt_too_long=True)
-        retryable = name not in ("AuthenticationError", "PermissionDeniedError") and not (
-            kinds(exc) & NOT_RETRIED
-        )
-        return ModelFailure(error=f"{name}: {text}", retryable=retryable)
+        refused = name in ("AuthenticationError", "PermissionDeniedError") or said & NOT_RETRIED
+        return ModelFailure(error=f"{name}: {text}", retryable=not refused)
     if status in (400, 413) and TOO_LONG.search(text):
         return ModelFailure(error=f"prompt too long: {text}", prompt_too_long=True)
     retryable = status in (408, 409, 429) or status >= 500
