@@ -445,7 +445,8 @@ async def test_stream_cut_mid_tool_call_is_retried(tmp_path: Path, clock: Any, r
     names = types(events)
     assert names.index("tool:delta") < names.index("model:retry")  # cut after a tool delta
     [retry] = [e for e in events if e.type == "model:retry"]
-    assert retry.error.startswith("RemoteProtocolError: peer closed connection")
+    # (the cause, whichever layer names it: httpx, or the SDK wrapping it in APIConnectionError)
+    assert "peer closed connection" in retry.error, retry.error
     assert events[-1].stop_reason == "completed"
     assert (ran, len(api.requests)) == ([{"tz": "UTC"}], 3)
 
