@@ -276,9 +276,13 @@ async def test_a_cancel_after_the_run_paused_drops_the_steer_in_the_log_too(tmp_
     assert result.stop_reason == "completed" and "steering:injected" not in types(result.events)
 
 
-async def test_a_cancel_while_a_durable_run_releases_its_lease_changes_nothing(tmp_path: Path):
-    """Past its `done` a run is over: a cancel while it releases its lease keeps what was
-    queued (for the next run), in memory as in the log (it dropped it in memory only)."""
+async def test_a_cancel_while_a_durable_run_releases_its_lease_drops_the_queue_in_the_log(
+    tmp_path: Path,
+):
+    """Past its `done` a run is over: a cancel while it releases its lease stops nothing, but
+    what was queued for the next run is dropped, in memory as in the log (`steering:cleared`,
+    logged under a lease of its own once the run let its lease go): read again from the log,
+    the session has nothing queued (issue 30, window 6: the steer landed in the next run)."""
     from loopwright.runtime import open_session
     from loopwright.store import SessionKey, open_log
 
@@ -296,14 +300,20 @@ async def test_a_cancel_while_a_durable_run_releases_its_lease_changes_nothing(t
 
             reader = asyncio.create_task(read())
             await releasing.wait()
-            run.cancel()
-            assert session.queued.steering == ("later",) and not run.cancelled
+            session.cancel()
+            assert not session.queued and not run.cancelled
             go_on.set()
             await reader
-        stored = [s.event.type for s in await log.read(SessionKey("default", "a", session.id))]
-        assert stored[-2:] == ["done", "steering:queued"]
+            await session.idle()
+            await session.journal.flushed()  # type: ignore[union-attr]
+        stored = [s.event for s in await log.read(SessionKey("default", "a", session.id))]
+        assert [e.type for e in stored][-3:] == ["done", "steering:queued", "steering:cleared"]
+        assert stored[-1] == ev.SteeringCleared(mode=None)
         again = await open_session(agent, log, session.id)
-        assert again.queued.steering == ("later",)
+        assert not again.queued and again.history.queued == []
+        result = await drive(again.run("next"))
+        assert "steering:injected" not in types(result.events)
+        assert (await log.session(SessionKey("default", "a", session.id))).status == "idle"
     finally:
         await log.close()
 

@@ -182,6 +182,93 @@ async def test_a_queue_cleared_during_the_run_is_not_delivered():
     assert users(session) == ["go"] and session.queued == Queued()
 
 
+async def test_a_cancel_just_after_a_run_ended_drops_what_was_queued():
+    """`steer(); cancel()` once a run has ended: no run is stopped, but nothing queued reaches
+    the next run (issue 30, window 6: `queued` still held it and the next run delivered it)."""
+    session = Session(Agent(model=scripted("first", "second")))
+    run = session.run("hi")
+    await drive(run)
+    session.steer("stale")
+    session.follow_up("stale too")
+    session.cancel()
+    assert session.queued == Queued() and not run.cancelled
+    result = await drive(session.run("again"))
+    assert types(result.events) == ["session", "input:received", *ANSWER]
+    assert users(session) == ["hi", "again"]
+
+
+async def test_a_cancel_of_an_idle_durable_session_drops_its_logged_queue(tmp_path):
+    """A durable session read from its log with a steer and a follow-up queued there (logged
+    for its next run): a cancel with no run in progress drops them in the log too
+    (`steering:cleared`), so a session read again has nothing queued and its run gets none."""
+    from loopwright import events as ev
+    from loopwright.runtime import Runtime, open_session
+    from loopwright.store import SessionKey, open_log
+
+    agent = Agent(name="a", model=scripted("first", "second"))
+    key = SessionKey("default", "a", "s1")
+    log = await open_log(tmp_path / "db.sqlite")
+    try:
+        runtime = Runtime({"a": agent}, log)
+        await (await runtime.send("default", "a", "s1", "hi")).wait()
+        await runtime.steer(key, "stale")  # no run goes: logged for the next one
+        await runtime.follow_up(key, "stale too")
+        session = await open_session(agent, log, "s1")
+        assert session.queued == Queued(steering=("stale",), follow_ups=("stale too",))
+        session.cancel()
+        assert session.queued == Queued() and session.history.queued == []
+        await session.journal.flushed()  # type: ignore[union-attr]
+        stored = [s.event for s in await log.read(key)]
+        assert [e.type for e in stored][-4:] == [
+            "done",
+            "steering:queued",
+            "steering:queued",
+            "steering:cleared",
+        ]
+        assert stored[-1] == ev.SteeringCleared(mode=None)
+        assert (await log.session(key)).status == "idle"
+        again = await open_session(agent, log, "s1")
+        assert again.queued == Queued()
+        result = await drive(again.run("again"))
+        assert types(result.events) == ["session", "input:received", *ANSWER]
+        assert users(again) == ["hi", "again"]
+        await runtime.close()
+    finally:
+        await log.close()
+
+
+async def test_a_runtime_cancel_with_no_run_drops_the_queue_logged_for_the_next_run(tmp_path):
+    """`Runtime.cancel_run` (the HTTP cancel's) when no run holds the session: the answer is
+    False (no run was cancelled) and, before it, the steering logged for the next run is
+    dropped in the log (`steering:cleared`): the next run does not get it."""
+    from loopwright import events as ev
+    from loopwright.runtime import Runtime
+    from loopwright.store import SessionKey, open_log
+
+    agent = Agent(name="a", model=scripted("first", "second"))
+    key = SessionKey("default", "a", "s1")
+    log = await open_log(tmp_path / "db.sqlite")
+    try:
+        runtime = Runtime({"a": agent}, log)
+        await (await runtime.send("default", "a", "s1", "hi")).wait()
+        await runtime.steer(key, "stale")
+        assert await runtime.cancel_run(key, wait=5) is False
+        stored = [s.event for s in await log.read(key)]
+        assert [e.type for e in stored][-3:] == ["done", "steering:queued", "steering:cleared"]
+        assert stored[-1] == ev.SteeringCleared(mode=None)
+        assert (await log.session(key)).status == "idle"
+        assert await runtime.cancel_run(key, wait=5) is False  # nothing queued: nothing logged
+        assert len(await log.read(key)) == len(stored)
+        live = await runtime.send("default", "a", "s1", "again")
+        done = await live.wait()
+        assert done is not None and done.stop_reason == "completed"
+        kinds = [s.event.type for s in await log.read(key, after=len(stored))]
+        assert kinds == ["session", "input:received", *(k for k in ANSWER if k != "text:delta")]
+        await runtime.close()
+    finally:
+        await log.close()
+
+
 async def follow_up_at_the_tool(*, steer_and_clear: bool) -> tuple[Session, list]:
     """A run given a follow-up while its tool runs (and steering it then clears, or not)."""
     session, gate = held_session("noted", "done")

@@ -160,7 +160,7 @@ class Run:
         model request, a human's prompt and running tools are cancelled where they wait (a
         thread that runs on is given up: its result says so and its real outcome follows as
         `tool:late_result`). Tools that finished keep their results. A run past its `done` is
-        over: nothing changes (what was queued waits for the next run). Idempotent."""
+        over: nothing changes (its session's `cancel()` drops what was queued). Idempotent."""
         if self._cancelled or self.past_done:
             return
         self._cancelled = True

@@ -47,6 +47,8 @@ STILL_RUNNING = (  # (a thread that outlives the run's grace is logged for opera
     "[cancelled: the tool was still running and may yet do its work; its outcome is recorded "
     "if it finishes before this run ends]"
 )
+UNHOOKED = "[error: the call ran but its after_tool hook did not finish: its output is withheld]"
+WITHHELD = Outcome(content=UNHOOKED, is_error=True)  # (its raw output is never the call's result)
 # (the values every call makes, by their makers: see `_values.maker`)
 tool_started, toollane_result = maker(ev.ToolStarted), maker(ev.ToollaneResult)
 tool_output, tool_result, new_outcome = maker(ev.ToolOutput), maker(ev.ToolResult), maker(Outcome)
@@ -294,9 +296,10 @@ class ToolRunner:
             del self.unfinished[call_id]
         else:
             outcome = await self._threaded(item, emit)
-        self.outcomes[call_id] = outcome
         if self.after is not None and outcome.suspended is None:
-            outcome = self.outcomes[call_id] = await self.after(item, outcome)
+            self.outcomes[call_id] = WITHHELD  # (its result, should the hook raise or be stopped)
+            outcome = await self.after(item, outcome)
+        self.outcomes[call_id] = outcome
         return outcome
 
     async def _threaded(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
@@ -374,8 +377,9 @@ class ToolRunner:
         call_id = item.call.id
         if job.cancel() or job.value is NOT_STARTED:
             self.unfinished[call_id] = NOT_RUN
-        elif job.done():  # it finished as the cancel came: its real result stands
-            self.outcomes[call_id] = settled(item, job, self.max_output)
+        elif job.done():  # it finished as the cancel came: its real result stands (withheld
+            done = settled(item, job, self.max_output)  # when its after_tool hook cannot run)
+            self.outcomes[call_id] = done if self.after is None else WITHHELD
         else:
             self.unfinished[call_id] = STILL_RUNNING
             self._adopt(item, job)
@@ -438,13 +442,8 @@ class _Until:
         if not self.over:
             self.emit(event)
             return
-        call = self.item.call
-        log.warning(
-            "tool %s (call %s) reported %s after its result; dropped",
-            call.name,
-            call.id,
-            event.type,
-        )
+        what = (self.item.call.name, self.item.call.id, event.type)
+        log.warning("tool %s (call %s) reported %s after its result; dropped", *what)
 
 
 def _from_thread(emit: Callable[[Event], None], signal: threading.Event) -> Callable[[Event], None]:

@@ -34,7 +34,7 @@ from .loop import Control, run_loop
 from .messages import History, Message, ToolResultMessage, UserMessage
 from .model_settings import ModelSettings, resolve
 from .models import get_model
-from .replay import State
+from .replay import State, apply
 
 
 class Journal(Protocol):
@@ -63,9 +63,10 @@ class Journal(Protocol):
         """A child session (a subagent's) kept in the same place, with its state if it exists."""
         ...
 
-    def record(self, event: ev.Event) -> bool:
+    def record(self, event: ev.Event, *, between_runs: bool = False) -> bool:
         """Commit an event from outside the run (a steering message sent to it) while the run
-        holds the session: False (nothing done) when no run does any more."""
+        holds the session: False (nothing done) when no run does any more. `between_runs` (a
+        queue cleared for the next run): also when none does, under a claim of its own."""
         ...
 
     def live(self, approver: Approver) -> Approver:
@@ -348,16 +349,23 @@ class Session:
 
     def clear_queue(self, mode: Literal["steer", "follow_up"] | None = None) -> Queued:
         """Drop the queued steering (`"steer"`), follow-ups (`"follow_up"`) or both (None), so
-        that no run delivers them; returns what was dropped. A durable session's running run
-        logs it (`steering:cleared`), as it logs what was sent."""
+        that no run delivers them; returns what was dropped. A durable session logs it
+        (`steering:cleared`) as it logs what was sent: its running run does (`SessionBusy` once
+        it is closing its log); with none, under a claim of its own if the log holds any."""
+        return self._clear(mode, through_run=self.busy)
+
+    def _clear(self, mode: Literal["steer", "follow_up"] | None, *, through_run: bool) -> Queued:
         control = self._control
         cleared = Queued(
             tuple(control.steering) if mode != "follow_up" else (),
             tuple(control.follow_ups) if mode != "steer" else (),
         )
-        journal = self.journal if cleared and self.busy else None  # (a running run logs it)
-        if journal is not None and journal.record(ev.SteeringCleared(mode=mode)) is False:
-            raise self._closing()
+        logged = cleared if through_run else self.history.queued  # (what the log may hold)
+        if self.journal is not None and logged:
+            event = ev.SteeringCleared(mode=mode)
+            if not self.journal.record(event, between_runs=not through_run) and through_run:
+                raise self._closing()
+            apply(self.state, event)  # (as the run's journal did, if it took it)
         if mode != "follow_up":
             control.steering.clear()
         if mode != "steer":
@@ -365,9 +373,14 @@ class Session:
         return cleared
 
     def cancel(self) -> None:
-        """Cancel the running run (see `Run.cancel`)."""
-        if self._run is not None:
-            self._run.cancel()
+        """Cancel the running run (see `Run.cancel`). With none in progress, or one past its
+        `done` (which is left to end), no run is stopped but what was queued for the next run
+        is dropped, as `clear_queue()` drops it (a durable session logs it)."""
+        run = self._run
+        if run is not None and not run.past_done:
+            run.cancel()
+        else:  # (past its `done`, a run still holding its lease logs it; else once it let go)
+            self._clear(None, through_run=False)
 
 
 async def run(

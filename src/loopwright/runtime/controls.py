@@ -20,13 +20,18 @@ applies it as a control of its own process (`LiveRun.apply`). What the sender le
 from __future__ import annotations
 
 import asyncio
+import logging
+from asyncio import Lock
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Literal
 
 from .. import events as ev
 from ..errors import SessionBusy
-from ..store import StoredEvent
+from ..store import SessionStatus, StoredEvent, StoreError
 from ..store.log import Control, EventLog, SessionKey
+from .commits import Settings
+
+logger = logging.getLogger("loopwright.runtime")
 
 
 async def cancel_elsewhere(log: EventLog, key: SessionKey, wait: float) -> bool:
@@ -42,6 +47,31 @@ async def cancel_elsewhere(log: EventLog, key: SessionKey, wait: float) -> bool:
             return await _ended_cancelled(log, key, before)
     except TimeoutError:
         return not await log.withdraw(control)
+
+
+async def log_for_next_run(
+    log: EventLog, key: SessionKey, settings: Settings, event: ev.Event
+) -> None:
+    """Log `event` for the session's next run (what a cancel dropped from its queue) under a
+    lease of its own, the session left as it was. `SessionBusy` while a run holds it."""
+    status: SessionStatus = "paused" if (await log.session(key)).status == "paused" else "idle"
+    claimed = await log.claim(key, settings.owner, ttl=settings.lease_seconds)
+    try:
+        await log.append(claimed.lease, [event])
+    finally:
+        await log.release(claimed.lease, "interrupted" if claimed.died else status)
+
+
+async def log_later(
+    log: EventLog, key: SessionKey, settings: Settings, event: ev.Event, lock: Lock
+) -> None:
+    """`log_for_next_run` for a session's journal none of whose runs holds the session: under
+    `lock`, which the journal holds as a run of its lets its lease go; a failure is logged."""
+    try:
+        async with lock:
+            await log_for_next_run(log, key, settings, event)
+    except (SessionBusy, StoreError) as exc:
+        logger.warning("session %s: %s was not logged: %s", key.id, event.type, exc)
 
 
 async def queue_elsewhere(

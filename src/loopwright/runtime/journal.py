@@ -55,6 +55,7 @@ from .commits import LEASE_ENV as LEASE_ENV
 from .commits import NOT_STORED as NOT_STORED
 from .commits import Settings as Settings
 from .commits import commits, crash_points_of_process, forwarded, maybe_crash
+from .controls import log_later
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
 from .state import read_state, refill, save_snapshot
 
@@ -121,6 +122,7 @@ class LogJournal:
     # ---- the run's side ----------------------------------------------------------------------
 
     async def begin(self, session: Session, input: str | None) -> None:
+        await self.flushed()  # (what was logged between runs goes first)
         self._session, self.stale, self.seqs, self.held = session, None, {}, []
         self.partial, self.streamed = [], 0  # a reply cut off in the last run is not this run's
         ttl = self.settings.lease_seconds
@@ -181,20 +183,22 @@ class LogJournal:
         self.partial, self.streamed = [], offset + len(text)
         return ev.MessagePartial(text=text, offset=offset)
 
-    def record(self, event: ev.Event) -> bool:
-        if self.lease is None or self.stale is not None:
+    def record(self, event: ev.Event, *, between_runs: bool = False) -> bool:
+        if self.stale is not None or (self.lease is None and not between_runs):
             return False
-        self.buffer.append(event)
-        if self._session is not None:
-            apply(self._session.state, event)
-        task = asyncio.get_running_loop().create_task(self._flush())
-        self._flushes.add(task)
+        if self.lease is None:  # no run here holds the session: logged under a lease of its own
+            flush = log_later(self.log, self.key, self.settings, event, self._lock)
+        else:
+            self.buffer.append(event)
+            if self._session is not None:
+                apply(self._session.state, event)
+            flush = self._flush()
+        self._flushes.add(task := asyncio.get_running_loop().create_task(flush))
         task.add_done_callback(self._flushes.discard)
         return True
 
     async def flushed(self) -> None:
-        """Wait until what `record` buffered (steering sent to the run) is committed, or failed
-        to be (logged)."""
+        """Wait until what `record` took is committed, or failed to be (logged)."""
         await asyncio.gather(*self._flushes, return_exceptions=True)
 
     async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None:
@@ -231,7 +235,8 @@ class LogJournal:
                 status = "interrupted"  # the run stopped without its `done` (an exception)
             if self.stale is None:
                 try:
-                    await self.log.release(lease, status)
+                    async with self._lock:  # (what is logged between runs waits for it)
+                        await self.log.release(lease, status)
                 except Exception as exc:  # its lease expires: the next run takes it over
                     logger.warning("session %s: lease not released: %s", self.key.id, describe(exc))
 
@@ -285,9 +290,8 @@ class LogJournal:
         newest snapshot and the events after it, folded by the reducer."""
         if self.agent._live:  # a paused call of a live toolset needs its tool to resume
             await self.agent.refresh_tools()
-        state, self.loaded_seq, self.snapshot_seq = await read_state(
-            self.log, self.key, self.tools, died=died
-        )
+        read = await read_state(self.log, self.key, self.tools, died=died)
+        state, self.loaded_seq, self.snapshot_seq = read
         self.last_seq = self.loaded_seq
         return state
 
@@ -350,8 +354,7 @@ class LogJournal:
         looked for in the sessions this journal's runs used; `everywhere`, in every session
         under this one (a dead run's, which this process did not see)."""
         checkpoint = session.history.checkpoint
-        ids: set[str] = set()
-        nested: list[str] = []
+        ids, nested = set[str](), list[str]()
         if checkpoint is not None and not checkpoint.closed:
             ids = {i for i, p in checkpoint.pending.items() if p.decision is None}
             nested = [  # (a call suspended on its own question waits on an item in `ids`)
@@ -366,8 +369,7 @@ class LogJournal:
                 item.session_id == s or item.session_id.startswith(s + "/") for s in nested
             ):
                 continue
-            decision = Decision("skipped", by=by, note=why)
-            await self.log.decide(self.key.tenant, item.id, decision)
+            await self.log.decide(self.key.tenant, item.id, Decision("skipped", by=by, note=why))
 
     # ---- inside ------------------------------------------------------------------------------
 
@@ -428,9 +430,8 @@ class LogJournal:
 
     def _foreign(self, stored: list[StoredEvent]) -> None:
         self.loaded_seq = -1  # the history in memory no longer matches the log
-        for item in stored:
-            self.seqs[id(item.event)] = item.seq
-            self.held.append(item.event)
+        self.seqs.update((id(item.event), item.seq) for item in stored)
+        self.held += [item.event for item in stored]
         if self.on_foreign is not None:
             self.on_foreign(stored)
 
@@ -491,8 +492,7 @@ async def session_in_log(
 
 
 async def _open_in(log: EventLog, key: SessionKey) -> list[PendingRecord]:
-    page = await log.pending(key.tenant, session=key, status="open", limit=1000)
-    return list(page.items)
+    return list((await log.pending(key.tenant, session=key, status="open", limit=1000)).items)
 
 
 def _status_of(history: History) -> SessionStatus:

@@ -38,7 +38,7 @@ from ..store.usage_report import UsageQuery
 from ..toolsets import exit_all
 from . import follow as following
 from .approvers import held
-from .controls import cancel_elsewhere, queue_elsewhere
+from .controls import cancel_elsewhere, log_for_next_run, queue_elsewhere
 from .decisions import chain, key_of, open_under, owner_of, record
 from .follow import Item
 from .journal import LogJournal, Settings, session_in_log
@@ -304,15 +304,22 @@ class Runtime:
         """Cancel the session's run wherever it executes, and wait (at most `wait` seconds)
         until it recorded its end: True when it ended cancelled (or took the cancel and is
         still ending when the wait runs out), False when no run held the session or it ended
-        otherwise (see `controls`). `UnknownSession`."""
+        otherwise (see `controls`); then what was queued for its next run is dropped, logged
+        (`steering:cleared`) before this returns. `UnknownSession`."""
         live = self.live.get(key)
         if live is None:
-            return await cancel_elsewhere(self.log, key, wait)
-        live.session.cancel()
+            if await cancel_elsewhere(self.log, key, wait):
+                return True
+            with contextlib.suppress(SessionBusy):  # (a run began meanwhile: it goes on)
+                if (await self.open(key)).history.queued:
+                    await log_for_next_run(self.log, key, self.settings, ev.SteeringCleared())
+            return False
+        live.session.cancel()  # (past its `done`: it drops what is queued, logged once it let go)
         try:
             await asyncio.wait_for(live.finished.wait(), wait)
         except TimeoutError:
             return True
+        await live.journal.flushed()
         return live.done is not None and live.done.stop_reason == "aborted"
 
     async def steer(self, key: SessionKey, text: str, *, wait: float = CONTROL_WAIT) -> None:
