@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from crash_model import pytest_terminal_summary  # noqa: F401 (the crash model's count)
 from loopwright import Agent, Session
 from loopwright.events import Event
 from loopwright.messages import AssistantMessage, UserMessage
@@ -22,7 +23,6 @@ from loopwright.testing import ScriptedModel, check_events
 from loopwright.toolsets import exit_all
 from loopwright.wire import event_schema, loads, to_dict
 from pg_cluster import pg_url, postgres_url  # noqa: F401 (the PostgreSQL fixtures)
-from crash_model import pytest_terminal_summary  # noqa: F401 (the crash model's count)
 
 ROOT = Path(__file__).resolve().parents[1]
 V1_SCHEMA = json.loads((ROOT / "protocol" / "loopengine-v1.schema.json").read_text())

@@ -83,7 +83,9 @@ async def play(scenario: Scenario, ctx: Ctx, process: Process) -> None:
         await step.act(ctx)
 
 
-async def run_case(open_log: OpenLog, scenario: Scenario, tenant: str, fault: Fault | None) -> Result:
+async def run_case(
+    open_log: OpenLog, scenario: Scenario, tenant: str, fault: Fault | None
+) -> Result:
     ledger, gate, clock = Ledger(), asyncio.Event(), Clock(time.time())
     a = Process("A", ledger, fault)
     real_a = await open_log(clock)
@@ -192,6 +194,8 @@ async def thaw(
         CURRENT.reset(token)
     if a.claimed_late():  # (a run of its own, begun after B's: its items are decided as any)
         await decide_open(b_ctx, decisions)
+        for _ in range(6 if b_ctx.deliverer is not None else 0):
+            await b_ctx.deliverer.tick()
     violations = [
         f"P2: a writer that lost its lease had its {w.method} taken ({w.name('after')})"
         for w in a.refused_late()
@@ -240,9 +244,9 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
             out.append(f"P1: the acknowledged input {ack.value!r} is not in the log")
         if ack.kind in ("steer", "follow_up") and ack.value not in queued:
             out.append(f"P1: the acknowledged {ack.kind} {ack.value!r} is not in the log")
-        if ack.kind == "cancel" and ack.value:
-            if not any(isinstance(e, ev.Done) and e.stop_reason == "aborted" for e in events):
-                out.append("P1: an acknowledged cancel ended no run")
+        aborted = any(isinstance(e, ev.Done) and e.stop_reason == "aborted" for e in events)
+        if ack.kind == "cancel" and ack.value and not aborted:
+            out.append("P1: an acknowledged cancel ended no run")
         if ack.kind == "decision" and ack.item is not None:
             status = items[ack.item].status
             if status not in ("approved", "answered", "denied"):

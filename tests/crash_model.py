@@ -226,8 +226,10 @@ class Faulty:
             while True:
                 await process.alive()
                 try:
-                    item = await process.write(name, inner.__anext__) if name == "controls" else (
-                        await inner.__anext__()
+                    item = (
+                        await process.write(name, inner.__anext__)
+                        if name == "controls"
+                        else (await inner.__anext__())
                     )
                 except StopAsyncIteration:
                     return

@@ -4,8 +4,8 @@ at every boundary (crash_model.py) on SQLite and on PostgreSQL, recovered and ch
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ WINDOWS = [  # (name, pattern of one of a case's violations), the first that mat
     ("new: a subagent's approval lost in a crash", r"sub-1 was approved and never ran"),
     ("new: a late release accepted after a takeover", r"had its release taken"),
     ("new: a late append accepted after a takeover", r"had its append taken"),
+    ("as documented: a dead subagent's session stays as it stopped", r"sub-1 was started"),
 ]
 
 
@@ -99,7 +100,11 @@ CASES = [  # (window, scenario, boundary): each must keep P1-P4 once its window 
     ("window 2: approval after CLI kill", "cli-prompt", "crash@prompt:append#2:after"),
     ("window 4: takeover then late effect", "tool-call", "freeze@run:append#2:after"),
     ("new: an item decided before its pending:requested", "approval", "crash@run:append#1:after"),
-    ("new: a subagent outlives its parent's takeover", "subagent-approval", "freeze@run:append#3:after"),
+    (
+        "new: a subagent outlives its parent's takeover",
+        "subagent-approval",
+        "freeze@run:append#3:after",
+    ),
     ("new: a subagent's approval lost in a crash", "subagent-approval", "crash@run:append#5:after"),
     ("new: a late release accepted after a takeover", "approval", "freeze@run:append#3:after"),
 ]
@@ -108,9 +113,11 @@ CASES = [  # (window, scenario, boundary): each must keep P1-P4 once its window 
 @pytest.mark.parametrize(
     ("window", "name", "where"),
     [
-        pytest.param(*case, id=case[0].replace(" ", "-"), marks=pytest.mark.xfail(
-            strict=True, reason=f"issue 30 {case[0]}"
-        ))
+        pytest.param(
+            *case,
+            id=case[0].replace(" ", "-"),
+            marks=pytest.mark.xfail(strict=True, reason=f"issue 30 {case[0]}"),
+        )
         for case in CASES
     ],
 )
