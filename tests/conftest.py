@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from crash_model import pytest_terminal_summary  # noqa: F401 (the crash model's count)
 from loopwright import Agent, Session
 from loopwright.events import Event
 from loopwright.messages import AssistantMessage, UserMessage
