@@ -20,6 +20,7 @@ from .log import Control, ControlKind, Lease, SessionKey
 from .pg_listen import CONTROL, TAKEN
 from .pg_pool import Told
 from .pg_rows import Db
+from .sql import astuple, iso, unknown
 
 Now = Callable[[float], float]
 """The log's clock, given the database's."""
@@ -32,10 +33,10 @@ async def send(
         db,
         f"SELECT id, epoch, owner, lease_expires, {sql.NOW} FROM loopwright_sessions "
         f"WHERE {sql.BY_KEY} FOR UPDATE",
-        sql.astuple(key),
+        astuple(key),
     )
     if row is None:
-        raise sql.unknown(key)
+        raise unknown(key)
     sid, epoch, owner, expires, db_now = row
     at = now(db_now)
     if owner is None or expires is None or expires <= at:
@@ -45,7 +46,7 @@ async def send(
         db,
         "INSERT INTO loopwright_controls (session, epoch, kind, text, state, sent_at) "
         "VALUES (%s, %s, %s, %s, 'sent', %s) RETURNING id",
-        (sid, epoch, kind, text, sql.iso(at)),
+        (sid, epoch, kind, text, iso(at)),
     )
     assert made is not None
     told.append((sid, CONTROL))
@@ -60,10 +61,10 @@ async def waiting(db: Db, lease: Lease) -> tuple[int, bool]:
         "SELECT s.id, s.epoch, s.owner, EXISTS (SELECT 1 FROM loopwright_controls c "
         "WHERE c.session = s.id AND c.epoch = %s AND c.state = 'sent') "
         "FROM loopwright_sessions s WHERE s.tenant = %s AND s.agent = %s AND s.name = %s",
-        (lease.epoch, *sql.astuple(lease.key)),
+        (lease.epoch, *astuple(lease.key)),
     )
     if row is None:
-        raise sql.unknown(lease.key)
+        raise unknown(lease.key)
     sid, epoch, owner, sent = row
     if epoch != lease.epoch or owner is None:
         how = "was released" if epoch == lease.epoch else f"was taken over (epoch {epoch})"
@@ -77,7 +78,7 @@ async def take(db: Db, lease: Lease, now: Now, told: Told) -> list[Control]:
         await db.execute(
             "UPDATE loopwright_controls SET state = 'taken', handled_at = %s "
             "WHERE session = %s AND epoch = %s AND state = 'sent' RETURNING id, kind, text",
-            (sql.iso(now(db_now)), sid, lease.epoch),
+            (iso(now(db_now)), sid, lease.epoch),
         )
     ).fetchall()
     if rows:
@@ -107,7 +108,7 @@ async def withdraw(db: Db, control: Control, now: Now) -> bool:
     await db.execute(
         "UPDATE loopwright_controls SET state = 'withdrawn', handled_at = %s "
         "WHERE id = %s AND state = 'sent'",
-        (sql.iso(now(row[0])), control.id),
+        (iso(now(row[0])), control.id),
     )
     state = await sql.one(db, "SELECT state FROM loopwright_controls WHERE id = %s", (control.id,))
     return state is not None and state[0] == "withdrawn"

@@ -13,6 +13,7 @@ import sqlite3
 from .. import redact
 from . import sqlite_rows as sql
 from .log import Control, ControlKind, Lease, SessionKey
+from .sql import unknown
 
 
 def send(
@@ -24,7 +25,7 @@ def send(
         (key.tenant, key.agent, key.id),
     ).fetchone()
     if row is None:
-        raise sql.unknown(key)
+        raise unknown(key)
     sid, epoch, owner, expires = row
     if owner is None or expires is None or expires <= now:
         return None
