@@ -20,7 +20,7 @@ from .log import Control, ControlKind, Lease, SessionKey
 from .pg_listen import CONTROL, TAKEN
 from .pg_pool import Told
 from .pg_rows import Db
-from .sql import astuple, iso, unknown
+from .sql import POSTGRES, astuple, iso, unknown
 
 Now = Callable[[float], float]
 """The log's clock, given the database's."""
@@ -42,12 +42,7 @@ async def send(
     if owner is None or expires is None or expires <= at:
         return None
     text = None if text is None else redact.text(text)  # stored as the log stores events
-    made = await sql.one(
-        db,
-        "INSERT INTO loopwright_controls (session, epoch, kind, text, state, sent_at) "
-        "VALUES (%s, %s, %s, %s, 'sent', %s) RETURNING id",
-        (sid, epoch, kind, text, iso(at)),
-    )
+    made = await sql.one(db, POSTGRES.send_control, (sid, epoch, kind, text, iso(at)))
     assert made is not None
     told.append((sid, CONTROL))
     return Control(made[0], key, epoch, kind, text)
@@ -74,13 +69,8 @@ async def waiting(db: Db, lease: Lease) -> tuple[int, bool]:
 
 async def take(db: Db, lease: Lease, now: Now, told: Told) -> list[Control]:
     sid, _, db_now = await sql.fence(db, lease)
-    rows = await (
-        await db.execute(
-            "UPDATE loopwright_controls SET state = 'taken', handled_at = %s "
-            "WHERE session = %s AND epoch = %s AND state = 'sent' RETURNING id, kind, text",
-            (iso(now(db_now)), sid, lease.epoch),
-        )
-    ).fetchall()
+    taking = (iso(now(db_now)), sid, lease.epoch)
+    rows = await (await db.execute(POSTGRES.take_controls, taking)).fetchall()
     if rows:
         told.append((sid, TAKEN))
     return [Control(n, lease.key, lease.epoch, kind, text) for n, kind, text in sorted(rows)]
@@ -88,13 +78,7 @@ async def take(db: Db, lease: Lease, now: Now, told: Told) -> list[Control]:
 
 async def outcome(db: Db, control: Control, now: Now) -> tuple[str, bool]:
     """The control's state, and whether the run it was sent to still holds its session."""
-    row = await sql.one(
-        db,
-        f"SELECT c.state, s.epoch, s.owner, s.lease_expires, {sql.NOW} "
-        "FROM loopwright_controls c JOIN loopwright_sessions s ON s.id = c.session "
-        "WHERE c.id = %s",
-        (control.id,),
-    )
+    row = await sql.one(db, POSTGRES.control_outcome, (control.id,))
     if row is None:
         raise UnknownSession(f"no control {control.id} for session {control.key.id!r}")
     state, epoch, owner, expires, db_now = row
@@ -105,10 +89,6 @@ async def outcome(db: Db, control: Control, now: Now) -> tuple[str, bool]:
 async def withdraw(db: Db, control: Control, now: Now) -> bool:
     row = await sql.one(db, f"SELECT {sql.NOW}")
     assert row is not None
-    await db.execute(
-        "UPDATE loopwright_controls SET state = 'withdrawn', handled_at = %s "
-        "WHERE id = %s AND state = 'sent'",
-        (iso(now(row[0])), control.id),
-    )
-    state = await sql.one(db, "SELECT state FROM loopwright_controls WHERE id = %s", (control.id,))
+    await db.execute(POSTGRES.withdraw_control, (iso(now(row[0])), control.id))
+    state = await sql.one(db, POSTGRES.control_state, (control.id,))
     return state is not None and state[0] == "withdrawn"

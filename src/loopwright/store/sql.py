@@ -152,6 +152,25 @@ class Dialect:
             "WHERE excluded.seq >= {snapshots}.seq"
         )
 
+        # controls (`sqlite_controls`, `pg_controls`): sent, then taken or withdrawn
+        self.send_control = d(
+            "INSERT INTO {controls} (session, epoch, kind, text, state, sent_at) "
+            "VALUES (?, ?, ?, ?, 'sent', ?) RETURNING id"
+        )
+        self.take_controls = d(
+            "UPDATE {controls} SET state = 'taken', handled_at = ? "
+            "WHERE session = ? AND epoch = ? AND state = 'sent' RETURNING id, kind, text"
+        )
+        self.control_outcome = d(
+            "SELECT c.state, s.epoch, s.owner, s.lease_expires, {now} FROM {controls} c "
+            "JOIN {sessions} s ON s.id = c.session WHERE c.id = ?"
+        )
+        self.withdraw_control = d(
+            "UPDATE {controls} SET state = 'withdrawn', handled_at = ? "
+            "WHERE id = ? AND state = 'sent'"
+        )
+        self.control_state = d("SELECT state FROM {controls} WHERE id = ?")
+
     def __call__(self, text: str) -> str:
         """`text` (SQLite's words, tables and dialect words in braces) in this dialect."""
         text = text.format_map(self.words)
