@@ -141,10 +141,9 @@ async def test_what_is_done_with_is_pruned_and_what_is_due_is_kept(make_log: Mak
 async def test_a_long_outbox_is_fanned_out_in_one_expand(
     make_log: MakeLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loopwright.store import pg_outbox, sqlite_outbox
+    from loopwright.store import sql_outbox
 
-    for module in (sqlite_outbox, pg_outbox):
-        monkeypatch.setattr(module, "EXPAND_BATCH", 2)  # five notices: three batches
+    monkeypatch.setattr(sql_outbox, "EXPAND_BATCH", 2)  # five notices: three batches
     outbox = outbox_of(await _paused(make_log, Clock(NOW), *(f"p-{n}" for n in range(5))))
     assert await outbox.expand("hook", BOTH, NOW, max_age=3600) == 5
     claimed = await outbox.claim(["hook"], NOW, hold=30, owner="w1")

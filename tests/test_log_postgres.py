@@ -18,6 +18,7 @@ from log_conformance import KEY, SAFETY, MakeLog, approval, reply, safely, said
 from log_conformance_controls import *  # noqa: F403
 from log_conformance_decisions import *  # noqa: F403
 from log_conformance_outbox import *  # noqa: F403
+from log_conformance_read_models import *  # noqa: F403
 from log_conformance_usage import *  # noqa: F403
 from loopwright.cli.common import Place
 from loopwright.errors import ConfigError

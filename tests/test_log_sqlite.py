@@ -19,6 +19,7 @@ from log_conformance import KEY, Clock, MakeLog, approval, reply, safely, said
 from log_conformance_controls import *  # noqa: F403
 from log_conformance_decisions import *  # noqa: F403
 from log_conformance_outbox import *  # noqa: F403
+from log_conformance_read_models import *  # noqa: F403
 from log_conformance_usage import *  # noqa: F403
 from loopwright.store import PendingRecord, StoredEvent, StoreError
 from loopwright.store.log import Decision, SessionKey, open_log

@@ -27,18 +27,12 @@ CREATE TABLE attachments (
     sha256 TEXT PRIMARY KEY, media_type TEXT NOT NULL, size INTEGER NOT NULL,
     data BLOB NOT NULL, at TEXT NOT NULL) WITHOUT ROWID
 """
-SQLITE_INSERT = "INSERT OR IGNORE INTO attachments VALUES (?, ?, ?, ?, ?)"
-SQLITE_SELECT = "SELECT sha256, data FROM attachments WHERE sha256 IN ({})"
 
 PG_TABLE = """
 CREATE TABLE loopwright_attachments (
     sha256 text PRIMARY KEY, media_type text NOT NULL, size bigint NOT NULL,
     data bytea NOT NULL, at text NOT NULL)
 """
-PG_INSERT = (
-    "INSERT INTO loopwright_attachments VALUES (%s, %s, %s, %s, %s) ON CONFLICT (sha256) DO NOTHING"
-)
-PG_SELECT = "SELECT sha256, data FROM loopwright_attachments WHERE sha256 = ANY(%s)"
 
 Row = tuple[str, str, int, bytes, str]
 

@@ -1,7 +1,7 @@
 """The notifications' outbox: what webhooks are told, kept in the event log's database.
 
 When an item becomes pending, or is resolved, the transaction that commits it also writes a
-*notice* (`outbox`: tenant, item id, `pending` or `resolved`; see `sqlite_rows.NOTICE`). A
+*notice* (`outbox`: tenant, item id, `pending` or `resolved`; see `sql.Dialect.notice`). A
 process that crashes right after that commit loses nothing: whichever process delivers next
 finds the notice there.
 
@@ -149,17 +149,14 @@ def delivery_cursor(cursor: str) -> tuple[int, str]:
 
 
 def outbox_of(log: object) -> Outbox:
-    """The outbox of an event log (`SQLiteLog` or `PostgresLog`)."""
+    """The outbox of an event log (`SQLiteLog` or `PostgresLog`: `sql_outbox`)."""
+    from .sql_outbox import SQLOutbox
     from .sqlite_log import SQLiteLog
 
     if isinstance(log, SQLiteLog):
-        from .sqlite_outbox import SQLiteOutbox
-
-        return SQLiteOutbox(log)
+        return SQLOutbox(log)
     from .pg_log import PostgresLog
 
     if isinstance(log, PostgresLog):
-        from .pg_outbox import PostgresOutbox
-
-        return PostgresOutbox(log)
+        return SQLOutbox(log)
     raise TypeError(f"no outbox for {type(log).__name__}")

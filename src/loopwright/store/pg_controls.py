@@ -20,6 +20,7 @@ from .log import Control, ControlKind, Lease, SessionKey
 from .pg_listen import CONTROL, TAKEN
 from .pg_pool import Told
 from .pg_rows import Db
+from .sql import POSTGRES, astuple, iso, unknown
 
 Now = Callable[[float], float]
 """The log's clock, given the database's."""
@@ -32,21 +33,16 @@ async def send(
         db,
         f"SELECT id, epoch, owner, lease_expires, {sql.NOW} FROM loopwright_sessions "
         f"WHERE {sql.BY_KEY} FOR UPDATE",
-        sql.astuple(key),
+        astuple(key),
     )
     if row is None:
-        raise sql.unknown(key)
+        raise unknown(key)
     sid, epoch, owner, expires, db_now = row
     at = now(db_now)
     if owner is None or expires is None or expires <= at:
         return None
     text = None if text is None else redact.text(text)  # stored as the log stores events
-    made = await sql.one(
-        db,
-        "INSERT INTO loopwright_controls (session, epoch, kind, text, state, sent_at) "
-        "VALUES (%s, %s, %s, %s, 'sent', %s) RETURNING id",
-        (sid, epoch, kind, text, sql.iso(at)),
-    )
+    made = await sql.one(db, POSTGRES.send_control, (sid, epoch, kind, text, iso(at)))
     assert made is not None
     told.append((sid, CONTROL))
     return Control(made[0], key, epoch, kind, text)
@@ -60,10 +56,10 @@ async def waiting(db: Db, lease: Lease) -> tuple[int, bool]:
         "SELECT s.id, s.epoch, s.owner, EXISTS (SELECT 1 FROM loopwright_controls c "
         "WHERE c.session = s.id AND c.epoch = %s AND c.state = 'sent') "
         "FROM loopwright_sessions s WHERE s.tenant = %s AND s.agent = %s AND s.name = %s",
-        (lease.epoch, *sql.astuple(lease.key)),
+        (lease.epoch, *astuple(lease.key)),
     )
     if row is None:
-        raise sql.unknown(lease.key)
+        raise unknown(lease.key)
     sid, epoch, owner, sent = row
     if epoch != lease.epoch or owner is None:
         how = "was released" if epoch == lease.epoch else f"was taken over (epoch {epoch})"
@@ -73,13 +69,8 @@ async def waiting(db: Db, lease: Lease) -> tuple[int, bool]:
 
 async def take(db: Db, lease: Lease, now: Now, told: Told) -> list[Control]:
     sid, _, db_now = await sql.fence(db, lease)
-    rows = await (
-        await db.execute(
-            "UPDATE loopwright_controls SET state = 'taken', handled_at = %s "
-            "WHERE session = %s AND epoch = %s AND state = 'sent' RETURNING id, kind, text",
-            (sql.iso(now(db_now)), sid, lease.epoch),
-        )
-    ).fetchall()
+    taking = (iso(now(db_now)), sid, lease.epoch)
+    rows = await (await db.execute(POSTGRES.take_controls, taking)).fetchall()
     if rows:
         told.append((sid, TAKEN))
     return [Control(n, lease.key, lease.epoch, kind, text) for n, kind, text in sorted(rows)]
@@ -87,13 +78,7 @@ async def take(db: Db, lease: Lease, now: Now, told: Told) -> list[Control]:
 
 async def outcome(db: Db, control: Control, now: Now) -> tuple[str, bool]:
     """The control's state, and whether the run it was sent to still holds its session."""
-    row = await sql.one(
-        db,
-        f"SELECT c.state, s.epoch, s.owner, s.lease_expires, {sql.NOW} "
-        "FROM loopwright_controls c JOIN loopwright_sessions s ON s.id = c.session "
-        "WHERE c.id = %s",
-        (control.id,),
-    )
+    row = await sql.one(db, POSTGRES.control_outcome, (control.id,))
     if row is None:
         raise UnknownSession(f"no control {control.id} for session {control.key.id!r}")
     state, epoch, owner, expires, db_now = row
@@ -104,10 +89,6 @@ async def outcome(db: Db, control: Control, now: Now) -> tuple[str, bool]:
 async def withdraw(db: Db, control: Control, now: Now) -> bool:
     row = await sql.one(db, f"SELECT {sql.NOW}")
     assert row is not None
-    await db.execute(
-        "UPDATE loopwright_controls SET state = 'withdrawn', handled_at = %s "
-        "WHERE id = %s AND state = 'sent'",
-        (sql.iso(now(row[0])), control.id),
-    )
-    state = await sql.one(db, "SELECT state FROM loopwright_controls WHERE id = %s", (control.id,))
+    await db.execute(POSTGRES.withdraw_control, (iso(now(row[0])), control.id))
+    state = await sql.one(db, POSTGRES.control_state, (control.id,))
     return state is not None and state[0] == "withdrawn"

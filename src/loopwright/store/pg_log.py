@@ -17,18 +17,17 @@ The log connects on first use (in the event loop that uses it), creating or migr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from .. import events as ev
-from ..errors import UnknownPending, UnknownSession
-from ..wire import loads
-from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, usage_report
+from ..errors import UnknownPending
+from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
 from . import pg_controls as ctl
 from . import pg_rows as sql
-from .blobs import PG_SELECT
+from . import read_models as rm
 from .derive import decision_events
 from .log import (
     POOL_SIZE,
@@ -42,16 +41,14 @@ from .log import (
     SessionKey,
     SessionRecord,
     Snapshot,
-    pending_cursor,
     pool_size_of,
-    session_cursor,
 )
 from .pg_listen import CONTROL, TAKEN, Wakeups
 from .pg_pool import Database, Told
 from .pg_rows import Db
 from .pg_schema import shown
-from .records import pending_record, session_record
-from .usage_report import UsageQuery
+from .sql import POSTGRES, Dialect, Program, T, iso
+from .usage_report import UsageQuery, report
 
 LOOK_AGAIN = 0.2
 """Seconds between a sender's looks at a control its run has not taken (`delivered`)."""
@@ -92,6 +89,13 @@ class PostgresLog:
     def _now(self, db_now: float) -> float:
         return db_now if self.clock is None else self.clock()
 
+    def _program(
+        self, make: Callable[[Dialect], Program[T]], *, write: bool = False
+    ) -> Awaitable[T]:
+        """Run a program written for both backends (`sql`) on a pooled connection (made
+        afresh for each try of the job)."""
+        return self._run(lambda db: sql.run(db, make(POSTGRES)), write=write)
+
     async def _sid(self, key: SessionKey) -> int:
         sid = self._ids.get(key)
         if sid is None:
@@ -111,9 +115,7 @@ class PostgresLog:
         async def job(db: Db) -> Lease:
             sid, _, db_now = await sql.fence(db, lease)
             expires = self._now(db_now) + ttl
-            await db.execute(
-                "UPDATE loopwright_sessions SET lease_expires = %s WHERE id = %s", (expires, sid)
-            )
+            await db.execute(POSTGRES.renew, (expires, sid))
             return replace(lease, expires=expires)
 
         return await self._run(job, write=True)
@@ -121,11 +123,7 @@ class PostgresLog:
     async def release(self, lease: Lease, status: SessionStatus) -> None:
         async def job(db: Db) -> int:
             sid, _, db_now = await sql.fence(db, lease)
-            await db.execute(
-                "UPDATE loopwright_sessions SET status = %s, owner = NULL, lease_expires = NULL, "
-                "updated_at = %s WHERE id = %s",
-                (status, sql.iso(self._now(db_now)), sid),
-            )
+            await db.execute(POSTGRES.release, (status, iso(self._now(db_now)), sid))
             return sid
 
         sid = await self._run(job, write=True)
@@ -137,7 +135,7 @@ class PostgresLog:
 
         async def job(db: Db) -> int:
             sid, state, db_now = await sql.fence(db, lease)
-            at = sql.iso(self._now(db_now))
+            at = iso(self._now(db_now))
             last = await sql.commit(db, sid, lease.key.tenant, state, events, at)
             self._ids[lease.key] = sid
             if events:
@@ -159,8 +157,8 @@ class PostgresLog:
                 raise UnknownPending(f"no pending item {pending_id!r}")
             sid = row[0]
             state, db_now = await sql.locked(db, sid)  # the item is read under its session's lock
-            at = sql.iso(self._now(db_now))
-            item = await sql.pending_item(db, tenant, pending_id)
+            at = iso(self._now(db_now))
+            item = await sql.run(db, rm.pending_item(POSTGRES, tenant, pending_id))
             in_batch = (
                 "FROM loopwright_pending WHERE session = %s AND batch_seq = %s AND status = 'open'"
             )
@@ -180,7 +178,7 @@ class PostgresLog:
                     open_in_batch=[r[0] for r in siblings],
                 )
                 told.append((sid, str(await sql.commit(db, sid, tenant, state, decided, at))))
-                item = await sql.pending_item(db, tenant, pending_id)
+                item = await sql.run(db, rm.pending_item(POSTGRES, tenant, pending_id))
             left = await sql.one(db, f"SELECT count(*) {in_batch}", (sid, item.batch_seq))
             assert left is not None
             return Decided(changed, item, int(left[0]))
@@ -195,12 +193,8 @@ class PostgresLog:
                     f"session {lease.key.id}: a snapshot at seq {snapshot.seq} is past "
                     f"the log's end ({state.last_seq})"
                 )
-            await db.execute(
-                "INSERT INTO loopwright_snapshots AS s VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (session) DO UPDATE SET seq = excluded.seq, data = excluded.data, "
-                "at = excluded.at WHERE excluded.seq >= s.seq",
-                (sid, snapshot.seq, snapshot.data, sql.iso(self._now(db_now))),
-            )
+            at = iso(self._now(db_now))
+            await db.execute(POSTGRES.save_snapshot, (sid, snapshot.seq, snapshot.data, at))
 
         await self._run(job, write=True)
 
@@ -252,15 +246,7 @@ class PostgresLog:
         return await self._read(await self._sid(key), after, limit)
 
     async def _read(self, sid: int, after: int, limit: int | None) -> list[StoredEvent]:
-        async def job(db: Db) -> list[StoredEvent]:
-            query = "SELECT seq, data, at FROM loopwright_events WHERE session = %s AND seq > %s ORDER BY seq"
-            if limit is None:
-                rows = await (await db.execute(query, (sid, after))).fetchall()
-            else:
-                rows = await (await db.execute(query + " LIMIT %s", (sid, after, limit))).fetchall()
-            return [StoredEvent(seq, loads(data), at) for seq, data, at in rows]
-
-        return await self._run(job)
+        return await self._program(lambda d: rm.events(d, sid, after, limit))
 
     async def follow(self, key: SessionKey, *, after: int) -> AsyncIterator[StoredEvent]:
         sid = await self._sid(key)
@@ -284,7 +270,7 @@ class PostgresLog:
             )
             if row is None:
                 raise UnknownPending(f"no pending item {pending_id!r}")
-            return row[0], await sql.pending_item(db, tenant, pending_id)
+            return row[0], await sql.run(db, rm.pending_item(POSTGRES, tenant, pending_id))
 
         sid, item = await self._run(job)
         if item.status != "open":
@@ -301,61 +287,21 @@ class PostgresLog:
         return await self.db.listening()
 
     async def attachments(self, hashes: Sequence[str]) -> dict[str, bytes]:
-        async def job(db: Db) -> dict[str, bytes]:
-            found = await (await db.execute(PG_SELECT, (list(hashes),))).fetchall()
-            return {sha: bytes(data) for sha, data in found}
-
-        return await self._run(job) if hashes else {}
+        return await self._program(lambda d: rm.attachments(d, hashes)) if hashes else {}
 
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
         sid = await self._sid(key)
-
-        async def job(db: Db) -> Snapshot | None:
-            row = await sql.one(
-                db, "SELECT seq, data FROM loopwright_snapshots WHERE session = %s", (sid,)
-            )
-            return None if row is None else Snapshot(row[0], row[1])
-
-        return await self._run(job)
+        return await self._program(lambda d: rm.snapshot(d, sid))
 
     async def session(self, key: SessionKey) -> SessionRecord:
-        async def job(db: Db) -> SessionRecord:
-            row = await sql.one(
-                db,
-                f"SELECT {sql.SESSION} WHERE s.tenant = %s AND s.agent = %s AND s.name = %s",
-                sql.astuple(key),
-            )
-            if row is None:
-                raise sql.unknown(key)
-            return session_record(row, self._now(row[13]))
-
-        return await self._run(job)
+        return await self._program(lambda d: rm.session(d, key, self._now))
 
     async def sessions(
         self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
     ) -> Page:
-        where, params = ["s.tenant = %s"], list[Any]([tenant])
-        if agent is not None:
-            where.append("s.agent = %s")
-            params.append(agent)
-        if cursor:
-            after_id, after_at = session_cursor(cursor)
-            where.append("(s.updated_at, s.id) < (%s, %s)")
-            params += [after_at, after_id]
-
-        async def job(db: Db) -> Page:
-            rows = await (
-                await db.execute(
-                    f"SELECT {sql.SESSION} WHERE {' AND '.join(where)} "
-                    "ORDER BY s.updated_at DESC, s.id DESC LIMIT %s",
-                    (*params, limit + 1),
-                )
-            ).fetchall()
-            items = [session_record(row, self._now(row[13])) for row in rows[:limit]]
-            more = len(rows) > limit
-            return Page(items, f"{rows[limit - 1][12]}:{rows[limit - 1][6]}" if more else None)
-
-        return await self._run(job)
+        return await self._program(
+            lambda d: rm.sessions(d, tenant, agent, limit, cursor, self._now)
+        )
 
     async def pending(
         self,
@@ -367,68 +313,18 @@ class PostgresLog:
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page:
-        where, params = ["p.tenant = %s"], list[Any]([tenant])
-        if session is not None:
-            if session.tenant != tenant:
-                return Page([], None)
-            try:
-                params.append(await self._sid(session))
-            except UnknownSession:
-                return Page([], None)
-            where.append("p.session = %s")
-        for clause, value in (("s.agent = %s", agent), ("p.status = %s", status)):
-            if value is not None:
-                where.append(clause)
-                params.append(value)
-        if cursor:
-            where.append("p.n > %s")
-            params.append(pending_cursor(cursor))
-
-        async def job(db: Db) -> Page:
-            rows = await (
-                await db.execute(
-                    f"SELECT p.n, {sql.PENDING} WHERE {' AND '.join(where)} ORDER BY p.n LIMIT %s",
-                    (*params, limit + 1),
-                )
-            ).fetchall()
-            items = [pending_record(row[1:]) for row in rows[:limit]]
-            return Page(items, str(rows[limit - 1][0]) if len(rows) > limit else None)
-
-        return await self._run(job)
+        return await self._program(
+            lambda d: rm.pending(d, tenant, agent, session, status, limit, cursor)
+        )
 
     async def pending_item(self, tenant: str, pending_id: str) -> PendingRecord:
-        return await self._run(lambda db: sql.pending_item(db, tenant, pending_id))
+        return await self._program(lambda d: rm.pending_item(d, tenant, pending_id))
 
     async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
-        where, params = "tenant = %s", list[Any]([tenant])
-        if key is not None:
-            if key.tenant != tenant:
-                raise sql.unknown(key)
-            where += " AND session = %s"
-            params.append(await self._sid(key))
-
-        async def job(db: Db) -> dict[str, Any]:
-            row = await sql.one(
-                db,
-                "SELECT count(*), coalesce(sum(input_tokens), 0)::bigint, "
-                "coalesce(sum(output_tokens), 0)::bigint, "
-                "coalesce(sum(cache_read_tokens), 0)::bigint, "
-                f"coalesce(sum(cache_write_tokens), 0)::bigint, sum(cost) "
-                f"FROM loopwright_usage WHERE {where}",
-                params,
-            )
-            assert row is not None
-            return dict(zip(sql.USAGE, row, strict=True))
-
-        return await self._run(job)
+        return await self._program(lambda d: rm.usage(d, tenant, key))
 
     async def usage_report(self, query: UsageQuery) -> Page:
-        text, params = usage_report.statement(query, postgres=True)
-
-        async def job(db: Db) -> list[Any]:
-            return await (await db.execute(text, params)).fetchall()
-
-        return usage_report.page(query, await self._run(job))
+        return await self._program(lambda d: report(d, query))
 
     async def close(self) -> None:
         await self.db.close()

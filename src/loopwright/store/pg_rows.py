@@ -7,45 +7,24 @@ judges leases by it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from .. import events as ev
-from .. import redact
-from ..errors import SessionBusy, UnknownPending, UnknownSession
+from ..errors import SessionBusy
 from ..wire import dumps
-from . import PendingRecord, StaleWriter, blobs
-from .derive import DecidePending, NewPending, NewUsage, SessionState, SetCallId, derive
+from . import StaleWriter, blobs
+from .derive import SessionState, derive
 from .log import Claimed, Lease, SessionKey
-from .records import pending_record
+from .sql import POSTGRES, Do, Program, T, astuple, derived_rows, iso, unknown
 
 Db = AsyncConnection[TupleRow]
 
-NOW = "extract(epoch FROM clock_timestamp())::float8"
+NOW = POSTGRES.words["now"]
 """The database's clock, Unix seconds."""
-PENDING = (
-    "p.id, s.name, s.tenant, s.agent, p.kind, p.call_id, p.tool, p.args, p.reason, "
-    "p.requested_at, p.batch_seq, p.status, p.decided_by, p.decided_at, p.edited_args, "
-    "p.answer, p.note FROM loopwright_pending p JOIN loopwright_sessions s ON s.id = p.session"
-)
-SESSION = (
-    "s.tenant, s.agent, s.name, s.status, s.last_seq, s.created_at, s.updated_at, s.owner, "
-    f"s.lease_expires, p.tenant, p.agent, p.name, s.id, {NOW} "
-    "FROM loopwright_sessions s LEFT JOIN loopwright_sessions p ON p.id = s.parent"
-)
-USAGE = (
-    "requests",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost",
-)
 BY_KEY = "tenant = %s AND agent = %s AND name = %s"
 
 
@@ -58,14 +37,6 @@ async def session_id(db: Db, key: SessionKey) -> int:
     if row is None:
         raise unknown(key)
     return int(row[0])
-
-
-def astuple(key: SessionKey) -> tuple[str, str, str]:
-    return key.tenant, key.agent, key.id
-
-
-def unknown(key: SessionKey) -> UnknownSession:
-    return UnknownSession(f"no session {key.id!r}")
 
 
 async def locked(db: Db, sid: int) -> tuple[SessionState, float]:
@@ -137,18 +108,9 @@ async def claim(
     now = clock(db_now)
     if holder is not None and expires is not None and expires > now:
         raise SessionBusy(f"session {key.id} is held by another run until {iso(expires)}")
-    await db.execute(
-        "UPDATE loopwright_sessions SET status = 'running', epoch = %s, owner = %s, "
-        "lease_expires = %s, updated_at = %s WHERE id = %s",
-        (epoch + 1, owner, now + ttl, iso(now), sid),
-    )
+    await db.execute(POSTGRES.take_over, (epoch + 1, owner, now + ttl, iso(now), sid))
     died = status in ("running", "interrupted")
     return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
-
-
-NOTICE = "INSERT INTO loopwright_outbox (tenant, item, event, at) VALUES (%s, %s, %s, %s)"
-"""An item became pending or was resolved: a row of the notifications' outbox, in the same
-transaction (see `sqlite_rows.NOTICE`)."""
 
 
 async def commit(
@@ -163,92 +125,33 @@ async def commit(
     derived = derive(state, events)
     if events:
         await db.cursor().executemany(
-            "INSERT INTO loopwright_events VALUES (%s, %s, %s, %s, %s)",
+            POSTGRES.insert_events,
             [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
         )
         found = blobs.rows(events, at)  # their bytes, once per hash
         if found:
-            await db.cursor().executemany(blobs.PG_INSERT, found)
-    for op in derived.ops:
-        match op:
-            case NewPending():
-                await db.execute(
-                    "INSERT INTO loopwright_pending (id, session, tenant, kind, call_id, tool, "
-                    "args, scope, reason, requested_at, batch_seq, status) "
-                    "VALUES (%s, %s, %s, %s, '', %s, %s, %s, %s, %s, %s, 'open')",
-                    (
-                        op.id,
-                        sid,
-                        tenant,
-                        op.kind,
-                        op.tool,
-                        json.dumps(redact.deep(op.args)),
-                        None if op.scope is None else json.dumps(op.scope),
-                        redact.deep(op.reason),
-                        op.requested_at,
-                        op.batch_seq,
-                    ),
-                )
-                await db.execute(NOTICE, (tenant, op.id, "pending", at))
-            case SetCallId():
-                await db.execute(
-                    "UPDATE loopwright_pending SET call_id = %s, tool = coalesce(%s, tool) "
-                    "WHERE id = %s AND session = %s",
-                    (op.call_id, op.tool, op.id, sid),
-                )
-            case DecidePending():
-                await db.execute(  # (one statement: no round trip in a pipeline)
-                    "WITH decided AS (UPDATE loopwright_pending SET status = %s, "
-                    "decided_by = %s, decided_at = %s, edited_args = %s, answer = %s, "
-                    "note = %s WHERE id = %s AND session = %s AND status = 'open' RETURNING id) "
-                    "INSERT INTO loopwright_outbox (tenant, item, event, at) "
-                    "SELECT %s, id, 'resolved', %s FROM decided",  # (decided already: no notice)
-                    (
-                        op.status,
-                        op.by,
-                        op.decided_at,
-                        None if op.edited_args is None else json.dumps(redact.deep(op.edited_args)),
-                        redact.deep(op.answer),
-                        redact.deep(op.note),
-                        op.id,
-                        sid,
-                        tenant,
-                        at,
-                    ),
-                )
-            case NewUsage():
-                await db.execute(
-                    "INSERT INTO loopwright_usage VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (
-                        sid,
-                        op.seq,
-                        tenant,
-                        op.model,
-                        op.input_tokens,
-                        op.output_tokens,
-                        op.cache_read_tokens,
-                        op.cache_write_tokens,
-                        op.cost,
-                        at,
-                    ),
-                )
+            await db.cursor().executemany(POSTGRES.insert_blob, found)
+    if derived.ops:
+        for step in derived_rows(POSTGRES, derived.ops, sid, tenant, at):
+            await db.execute(step.text, step.params)
     new = derived.state
-    await db.execute(
-        "UPDATE loopwright_sessions SET last_seq = %s, last_reply_seq = %s, status = %s, "
-        "updated_at = %s WHERE id = %s",
-        (new.last_seq, new.last_reply_seq, new.status, at, sid),
-    )
+    await db.execute(POSTGRES.advance, (new.last_seq, new.last_reply_seq, new.status, at, sid))
     return new.last_seq
 
 
-async def pending_item(db: Db, tenant: str, pending_id: str) -> PendingRecord:
-    found = await one(
-        db, f"SELECT {PENDING} WHERE p.id = %s AND p.tenant = %s", (pending_id, tenant)
-    )
-    if found is None:
-        raise UnknownPending(f"no pending item {pending_id!r}")
-    return pending_record(found)
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+async def run(db: Db, program: Program[T]) -> T:
+    """Run a program (`sql`) on the connection, awaiting each statement."""
+    rows: Any = None
+    while True:
+        try:
+            step = program.send(rows)
+        except StopIteration as end:
+            return end.value  # type: ignore[no-any-return]
+        if not isinstance(step, Do):
+            rows = await (await db.execute(step.text, step.params)).fetchall()
+        elif step.many:
+            await db.cursor().executemany(step.text, step.params)
+            rows = None
+        else:
+            await db.execute(step.text, step.params)
+            rows = None

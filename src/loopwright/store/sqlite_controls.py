@@ -13,6 +13,7 @@ import sqlite3
 from .. import redact
 from . import sqlite_rows as sql
 from .log import Control, ControlKind, Lease, SessionKey
+from .sql import SQLITE, unknown
 
 
 def send(
@@ -24,18 +25,13 @@ def send(
         (key.tenant, key.agent, key.id),
     ).fetchone()
     if row is None:
-        raise sql.unknown(key)
+        raise unknown(key)
     sid, epoch, owner, expires = row
     if owner is None or expires is None or expires <= now:
         return None
     text = None if text is None else redact.text(text)  # stored as the log stores events
-    cursor = db.execute(
-        "INSERT INTO controls (session, epoch, kind, text, state, sent_at) "
-        "VALUES (?, ?, ?, ?, 'sent', ?)",
-        (sid, epoch, kind, text, sql.iso(now)),
-    )
-    assert cursor.lastrowid is not None
-    return Control(cursor.lastrowid, key, epoch, kind, text)
+    [(made,)] = db.execute(SQLITE.send_control, (sid, epoch, kind, text, sql.iso(now))).fetchall()
+    return Control(made, key, epoch, kind, text)
 
 
 def waiting(db: sqlite3.Connection, lease: Lease) -> bool:
@@ -51,32 +47,20 @@ def waiting(db: sqlite3.Connection, lease: Lease) -> bool:
 def take(db: sqlite3.Connection, lease: Lease, now: float) -> list[Control]:
     """Take what was sent to the run of `lease` (in a write transaction); `StaleWriter`."""
     sid = sql.fence(db, lease)[0]
-    rows = db.execute(
-        "UPDATE controls SET state='taken', handled_at=? "
-        "WHERE session=? AND epoch=? AND state='sent' RETURNING id, kind, text",
-        (sql.iso(now), sid, lease.epoch),
-    ).fetchall()
+    rows = db.execute(SQLITE.take_controls, (sql.iso(now), sid, lease.epoch)).fetchall()
     return [Control(n, lease.key, lease.epoch, kind, text) for n, kind, text in sorted(rows)]
 
 
 def outcome(db: sqlite3.Connection, control: Control, now: float) -> tuple[str, bool]:
     """The control's state, and whether the run it was sent to still holds its session."""
-    row = db.execute(
-        "SELECT c.state, s.epoch, s.owner, s.lease_expires FROM controls c "
-        "JOIN sessions s ON s.id = c.session WHERE c.id=?",
-        (control.id,),
-    ).fetchone()
-    state, epoch, owner, expires = row
+    state, epoch, owner, expires, _ = db.execute(SQLITE.control_outcome, (control.id,)).fetchone()
     holds = epoch == control.epoch and owner is not None and expires is not None and expires > now
     return state, holds
 
 
 def withdraw(db: sqlite3.Connection, control: Control, now: float) -> bool:
-    db.execute(
-        "UPDATE controls SET state='withdrawn', handled_at=? WHERE id=? AND state='sent'",
-        (sql.iso(now), control.id),
-    )
-    row = db.execute("SELECT state FROM controls WHERE id=?", (control.id,)).fetchone()
+    db.execute(SQLITE.withdraw_control, (sql.iso(now), control.id))
+    row = db.execute(SQLITE.control_state, (control.id,)).fetchone()
     return bool(row[0] == "withdrawn")
 
 

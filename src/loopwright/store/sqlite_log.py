@@ -31,18 +31,17 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import events as ev
-from ..errors import SessionBusy, UnknownSession
-from ..wire import loads
-from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, usage_report
+from ..errors import SessionBusy
+from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
+from . import read_models as rm
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
-from .blobs import SQLITE_SELECT
 from .derive import SessionState, decision_events
 from .log import (
     Claimed,
@@ -55,15 +54,13 @@ from .log import (
     SessionKey,
     SessionRecord,
     Snapshot,
-    pending_cursor,
-    session_cursor,
 )
-from .records import pending_record, session_record
+from .sql import SQLITE, Dialect, Program, unknown
 from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
 from .sqlite_watch import Watch
 from .sqlite_worker import Worker
-from .usage_report import UsageQuery
+from .usage_report import UsageQuery, report
 
 T = TypeVar("T")
 HEADS = 1024
@@ -142,6 +139,16 @@ class SQLiteLog:
             raise StoreError(f"{self.path}: the log is closed")
         return self._runner.submit(fn, write)
 
+    def _program(
+        self, make: Callable[[Dialect], Program[T]], *, write: bool = False
+    ) -> Awaitable[T]:
+        """Run a program written for both backends (`sql`) on the worker."""
+        return self._call(lambda db: sql.run(db, make(SQLITE)), write=write)
+
+    def _clock(self, _: float | None) -> float:
+        """The log's clock (`sql.Now`: the database's is not asked for)."""
+        return self.clock()
+
     @property
     def _poller(self) -> asyncio.Task[None] | None:
         return self._waits.poller
@@ -160,7 +167,7 @@ class SQLiteLog:
             ).fetchone()
             if row is None:
                 if parent is not None and parent.tenant != key.tenant:
-                    raise sql.unknown(parent)
+                    raise unknown(parent)
                 parent_id = None if parent is None else sql.session_id(db, parent)
                 db.execute(
                     "INSERT INTO sessions (tenant, agent, name, parent, status, epoch, owner, "
@@ -182,11 +189,7 @@ class SQLiteLog:
                 raise SessionBusy(
                     f"session {key.id} is held by another run until {sql.iso(expires)}"
                 )
-            db.execute(
-                "UPDATE sessions SET status='running', epoch=?, owner=?, lease_expires=?, "
-                "updated_at=? WHERE id=?",
-                (epoch + 1, owner, now + ttl, sql.iso(now), sid),
-            )
+            db.execute(SQLITE.take_over, (epoch + 1, owner, now + ttl, sql.iso(now), sid))
             died = status in ("running", "interrupted")
             return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
 
@@ -198,7 +201,7 @@ class SQLiteLog:
         def job(db: sqlite3.Connection) -> Lease:
             now = self.clock()
             sid = sql.fence(db, lease)[0]
-            db.execute("UPDATE sessions SET lease_expires=? WHERE id=?", (now + ttl, sid))
+            db.execute(SQLITE.renew, (now + ttl, sid))
             return replace(lease, expires=now + ttl)
 
         return await self._call(job, write=True)
@@ -207,11 +210,7 @@ class SQLiteLog:
         def job(db: sqlite3.Connection) -> None:
             self._heads.pop((lease.key, lease.epoch), None)
             sid = sql.fence(db, lease)[0]
-            db.execute(
-                "UPDATE sessions SET status=?, owner=NULL, lease_expires=NULL, updated_at=? "
-                "WHERE id=?",
-                (status, sql.iso(self.clock()), sid),
-            )
+            db.execute(SQLITE.release, (status, sql.iso(self.clock()), sid))
 
         await self._briefly(job, write=True)
         self._waits.wake_controls(lease.key)  # its listener ends
@@ -251,7 +250,7 @@ class SQLiteLog:
     async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
         def job(db: sqlite3.Connection) -> Decided:
             at = sql.iso(self.clock())
-            item = sql.pending_item(db, tenant, pending_id)
+            item = sql.run(db, rm.pending_item(SQLITE, tenant, pending_id))
             sid = db.execute("SELECT session FROM pending WHERE id=?", (pending_id,)).fetchone()[0]
             in_batch = "FROM pending WHERE session=? AND batch_seq=? AND status='open'"
             changed = item.status == "open"
@@ -270,7 +269,7 @@ class SQLiteLog:
                     open_in_batch=[r[0] for r in siblings],
                 )
                 sql.commit(db, sid, tenant, sql.state(db, sid), decided, at)
-                item = sql.pending_item(db, tenant, pending_id)
+                item = sql.run(db, rm.pending_item(SQLITE, tenant, pending_id))
             left = db.execute(f"SELECT count(*) {in_batch}", (sid, item.batch_seq)).fetchone()
             return Decided(changed, item, int(left[0]))
 
@@ -284,12 +283,8 @@ class SQLiteLog:
                     f"session {lease.key.id}: a snapshot at seq {snapshot.seq} is past "
                     f"the log's end ({state.last_seq})"
                 )
-            db.execute(
-                "INSERT INTO snapshots VALUES (?, ?, ?, ?) ON CONFLICT (session) DO UPDATE "
-                "SET seq=excluded.seq, data=excluded.data, at=excluded.at "
-                "WHERE excluded.seq >= snapshots.seq",
-                (sid, snapshot.seq, snapshot.data, sql.iso(self.clock())),
-            )
+            at = sql.iso(self.clock())
+            db.execute(SQLITE.save_snapshot, (sid, snapshot.seq, snapshot.data, at))
 
         await self._call(job, write=True)
 
@@ -342,11 +337,7 @@ class SQLiteLog:
         self, key: SessionKey, *, after: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
         def job(db: sqlite3.Connection) -> list[StoredEvent]:
-            rows = db.execute(
-                "SELECT seq, data, at FROM events WHERE session=? AND seq>? ORDER BY seq LIMIT ?",
-                (sql.session_id(db, key), after, -1 if limit is None else limit),
-            ).fetchall()
-            return [StoredEvent(seq, loads(data), at) for seq, data, at in rows]
+            return sql.run(db, rm.events(SQLITE, sql.session_id(db, key), after, limit))
 
         return await self._call(job)
 
@@ -378,50 +369,23 @@ class SQLiteLog:
             self._waits.stop()
 
     async def attachments(self, hashes: Sequence[str]) -> dict[str, bytes]:
-        def job(db: sqlite3.Connection) -> dict[str, bytes]:
-            query = SQLITE_SELECT.format(", ".join("?" * len(hashes)))
-            return {sha: bytes(data) for sha, data in db.execute(query, tuple(hashes))}
-
-        return await self._call(job) if hashes else {}
+        return await self._program(lambda d: rm.attachments(d, hashes)) if hashes else {}
 
     async def snapshot(self, key: SessionKey) -> Snapshot | None:
         def job(db: sqlite3.Connection) -> Snapshot | None:
-            row = db.execute(
-                "SELECT seq, data FROM snapshots WHERE session=?", (sql.session_id(db, key),)
-            ).fetchone()
-            return None if row is None else Snapshot(row[0], row[1])
+            return sql.run(db, rm.snapshot(SQLITE, sql.session_id(db, key)))
 
         return await self._call(job)
 
     async def session(self, key: SessionKey) -> SessionRecord:
-        def job(db: sqlite3.Connection) -> SessionRecord:
-            row = db.execute(
-                f"SELECT {sql.SESSION} WHERE s.tenant=? AND s.agent=? AND s.name=?",
-                (key.tenant, key.agent, key.id),
-            ).fetchone()
-            if row is None:
-                raise sql.unknown(key)
-            return session_record(row, self.clock())
-
-        return await self._briefly(job)
+        return await self._briefly(lambda db: sql.run(db, rm.session(SQLITE, key, self._clock)))
 
     async def sessions(
         self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
     ) -> Page:
-        def job(db: sqlite3.Connection) -> Page:
-            after_id, after_at = session_cursor(cursor) if cursor else (None, "")
-            rows = db.execute(
-                f"SELECT {sql.SESSION} WHERE s.tenant=?1 AND (?2 IS NULL OR s.agent=?2) AND "
-                "(?3 IS NULL OR s.updated_at < ?4 OR (s.updated_at = ?4 AND s.id < ?3)) "
-                "ORDER BY s.updated_at DESC, s.id DESC LIMIT ?5",
-                (tenant, agent, after_id, after_at, limit + 1),
-            ).fetchall()
-            now = self.clock()
-            items = [session_record(row, now) for row in rows[:limit]]
-            more = len(rows) > limit
-            return Page(items, f"{rows[limit - 1][12]}:{rows[limit - 1][6]}" if more else None)
-
-        return await self._call(job)
+        return await self._program(
+            lambda d: rm.sessions(d, tenant, agent, limit, cursor, self._clock)
+        )
 
     async def pending(
         self,
@@ -433,52 +397,19 @@ class SQLiteLog:
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page:
-        after = pending_cursor(cursor) if cursor else 0
-
-        def job(db: sqlite3.Connection) -> Page:
-            sid = None
-            if session is not None:
-                if session.tenant != tenant:
-                    return Page([], None)
-                try:
-                    sid = sql.session_id(db, session)
-                except UnknownSession:
-                    return Page([], None)
-            rows = db.execute(
-                f"SELECT p.rowid, {sql.PENDING} WHERE p.tenant=?1 "
-                "AND (?2 IS NULL OR s.agent=?2) AND (?3 IS NULL OR p.session=?3) "
-                "AND (?4 IS NULL OR p.status=?4) AND p.rowid > ?5 ORDER BY p.rowid LIMIT ?6",
-                (tenant, agent, sid, status, after, limit + 1),
-            ).fetchall()
-            items = [pending_record(row[1:]) for row in rows[:limit]]
-            return Page(items, str(rows[limit - 1][0]) if len(rows) > limit else None)
-
-        return await self._briefly(job)
+        listed = rm.pending(SQLITE, tenant, agent, session, status, limit, cursor)
+        return await self._briefly(lambda db: sql.run(db, listed))
 
     async def pending_item(self, tenant: str, pending_id: str) -> PendingRecord:
-        return await self._briefly(lambda db: sql.pending_item(db, tenant, pending_id))
+        return await self._briefly(
+            lambda db: sql.run(db, rm.pending_item(SQLITE, tenant, pending_id))
+        )
 
     async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
-        def job(db: sqlite3.Connection) -> dict[str, Any]:
-            sid = None
-            if key is not None:
-                if key.tenant != tenant:
-                    raise sql.unknown(key)
-                sid = sql.session_id(db, key)
-            row = db.execute(
-                "SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-                "coalesce(sum(cache_read_tokens), 0), coalesce(sum(cache_write_tokens), 0), "
-                "sum(cost) FROM usage WHERE tenant=?1 AND (?2 IS NULL OR session=?2)",
-                (tenant, sid),
-            ).fetchone()
-            return dict(zip(sql.USAGE, row, strict=True))
-
-        return await self._call(job)
+        return await self._program(lambda d: rm.usage(d, tenant, key))
 
     async def usage_report(self, query: UsageQuery) -> Page:
-        text, params = usage_report.statement(query, postgres=False)
-        rows = await self._call(lambda db: db.execute(text, params).fetchall())
-        return usage_report.page(query, rows)
+        return await self._program(lambda d: report(d, query))
 
     async def close(self) -> None:
         if self._closed:

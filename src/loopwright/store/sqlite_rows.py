@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from typing import Any
 
 from .. import events as ev
-from .. import redact
-from ..errors import UnknownPending, UnknownSession
 from ..wire import dumps
-from . import PendingRecord, StaleWriter, blobs
-from .derive import DecidePending, NewPending, NewUsage, Op, SessionState, SetCallId, derive
+from . import StaleWriter, blobs
+from .derive import SessionState, derive
 from .log import Lease, SessionKey
-from .records import pending_record
-
-PENDING = (
-    "p.id, s.name, s.tenant, s.agent, p.kind, p.call_id, p.tool, p.args, p.reason, "
-    "p.requested_at, p.batch_seq, p.status, p.decided_by, p.decided_at, p.edited_args, "
-    "p.answer, p.note FROM pending p JOIN sessions s ON s.id = p.session"
-)
-SESSION = (
-    "s.tenant, s.agent, s.name, s.status, s.last_seq, s.created_at, s.updated_at, s.owner, "
-    "s.lease_expires, p.tenant, p.agent, p.name, s.id "
-    "FROM sessions s LEFT JOIN sessions p ON p.id = s.parent"
-)
-USAGE = (
-    "requests",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost",
-)
+from .sql import SQLITE, Do, Program, T, derived_rows, unknown
+from .sql import iso as iso
 
 
 def session_id(db: sqlite3.Connection, key: SessionKey) -> int:
@@ -44,10 +23,6 @@ def session_id(db: sqlite3.Connection, key: SessionKey) -> int:
     if row is None:
         raise unknown(key)
     return int(row[0])
-
-
-def unknown(key: SessionKey) -> UnknownSession:
-    return UnknownSession(f"no session {key.id!r}")
 
 
 def state(db: sqlite3.Connection, sid: int) -> SessionState:
@@ -74,15 +49,9 @@ def fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionState]:
     return sid, SessionState(*state)
 
 
-NOTICE = "INSERT INTO outbox (tenant, item, event, at) VALUES (?, ?, ?, ?)"
-"""An item became pending or was resolved: the notifications' outbox (`store.outbox`) gets a
-row in the same transaction, so a crash after the commit cannot lose its notifications."""
-
-ADVANCE = (
-    "UPDATE sessions SET last_seq=?, last_reply_seq=?, status=?, updated_at=? "
-    "WHERE id=? AND last_seq=? AND last_reply_seq=? AND status=?"
-)
-FENCED = " AND epoch=? AND owner IS NOT NULL"
+ADVANCE = SQLITE.advance + " AND last_seq = ? AND last_reply_seq = ? AND status = ?"
+"""The session's row moved on, if it still stands as the caller remembers it."""
+FENCED = ADVANCE + " AND epoch = ? AND owner IS NOT NULL"
 
 
 def commit(
@@ -104,7 +73,7 @@ def commit(
     derived = derive(state, events)
     new = derived.state
     moved = db.execute(
-        ADVANCE if epoch is None else ADVANCE + FENCED,
+        ADVANCE if epoch is None else FENCED,
         (new.last_seq, new.last_reply_seq, new.status, at, sid)
         + (state.last_seq, state.last_reply_seq, state.status)
         + (() if epoch is None else (epoch,)),
@@ -112,89 +81,32 @@ def commit(
     if moved.rowcount != 1:
         return None
     db.executemany(
-        "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+        SQLITE.insert_events,
         [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
     )
     attached = blobs.rows(events, at)
     if attached:  # their bytes, once per hash
-        db.executemany(blobs.SQLITE_INSERT, attached)
-    for op in derived.ops:
-        _apply(db, sid, tenant, op, at)
+        db.executemany(SQLITE.insert_blob, attached)
+    if derived.ops:
+        for step in derived_rows(SQLITE, derived.ops, sid, tenant, at):
+            db.execute(step.text, step.params)
     return new
 
 
-def _apply(db: sqlite3.Connection, sid: int, tenant: str, op: Op, at: str) -> None:
-    match op:
-        case NewPending():
-            db.execute(
-                "INSERT INTO pending (id, session, tenant, kind, call_id, tool, args, scope, "
-                "reason, requested_at, batch_seq, status) "
-                "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, 'open')",
-                (
-                    op.id,
-                    sid,
-                    tenant,
-                    op.kind,
-                    op.tool,
-                    json.dumps(redact.deep(op.args)),
-                    None if op.scope is None else json.dumps(op.scope),
-                    redact.deep(op.reason),
-                    op.requested_at,
-                    op.batch_seq,
-                ),
-            )
-            db.execute(NOTICE, (tenant, op.id, "pending", at))
-        case SetCallId():
-            db.execute(
-                "UPDATE pending SET call_id=?, tool=coalesce(?, tool) WHERE id=? AND session=?",
-                (op.call_id, op.tool, op.id, sid),
-            )
-        case DecidePending():
-            decided = db.execute(
-                "UPDATE pending SET status=?, decided_by=?, decided_at=?, edited_args=?, "
-                "answer=?, note=? WHERE id=? AND session=? AND status='open'",
-                (
-                    op.status,
-                    op.by,
-                    op.decided_at,
-                    None if op.edited_args is None else json.dumps(redact.deep(op.edited_args)),
-                    redact.deep(op.answer),
-                    redact.deep(op.note),
-                    op.id,
-                    sid,
-                ),
-            )
-            if decided.rowcount == 1:  # (an item decided already stays as it is: no notice)
-                db.execute(NOTICE, (tenant, op.id, "resolved", at))
-        case NewUsage():
-            db.execute(
-                "INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    sid,
-                    op.seq,
-                    tenant,
-                    op.model,
-                    op.input_tokens,
-                    op.output_tokens,
-                    op.cache_read_tokens,
-                    op.cache_write_tokens,
-                    op.cost,
-                    at,
-                ),
-            )
-
-
-def pending_item(db: sqlite3.Connection, tenant: str, pending_id: str) -> PendingRecord:
-    row = db.execute(f"SELECT {PENDING} WHERE p.id=? AND p.tenant=?", (pending_id, tenant))
-    found = row.fetchone()
-    if found is None:
-        raise UnknownPending(f"no pending item {pending_id!r}")
-    return pending_record(found)
+def run(db: sqlite3.Connection, program: Program[T]) -> T:
+    """Run a program (`sql`) on the connection, statement by statement."""
+    rows: Any = None
+    while True:
+        try:
+            step = program.send(rows)
+        except StopIteration as end:
+            return end.value  # type: ignore[no-any-return]
+        if isinstance(step, Do):
+            (db.executemany if step.many else db.execute)(step.text, step.params)
+            rows = None
+        else:
+            rows = db.execute(step.text, step.params).fetchall()
 
 
 def data_version(db: sqlite3.Connection) -> int:
     return int(db.execute("PRAGMA data_version").fetchone()[0])
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

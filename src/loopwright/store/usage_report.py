@@ -1,9 +1,9 @@
 """Usage reports: the stored per-request usage rows, summed by agent, session, day or model.
 
-One query for both backends (SQLite and PostgreSQL differ only in placeholders and table
-names). A report is filtered by tenant (always), agent, session (the session and its subagents'
-sessions) and a day range, grouped by any of `GROUPS`, ordered by the group's key and paged by
-that key (keyset: a cursor is the last group's key, so rows added meanwhile never shift a page).
+One query for both backends, over `sql`'s dialect. A report is filtered by tenant (always),
+agent, session (the session and its subagents' sessions) and a day range, grouped by any of
+`GROUPS`, ordered by the group's key and paged by that key (keyset: a cursor is the last group's
+key, so rows added meanwhile never shift a page).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .log import Page
+from .sql import Dialect, Program, Rows
 
 GROUPS = ("agent", "session", "day", "model")
 """What a report may be grouped by, in the order the keys appear in each group."""
@@ -69,17 +70,14 @@ def groups(text: str) -> tuple[str, ...]:
     return tuple(g.strip() for g in text.split(",") if g.strip())
 
 
-def statement(q: UsageQuery, *, postgres: bool) -> tuple[str, list[Any]]:
+def statement(q: UsageQuery, d: Dialect) -> tuple[str, list[Any]]:
     """The SQL and its parameters for one page (one row more than the limit: is there more)."""
-    usage, sessions = (
-        ("loopwright_usage", "loopwright_sessions") if postgres else ("usage", "sessions")
-    )
     where, params = ["u.tenant = ?"], list[Any]([q.tenant])
     tree = ""
     if q.session is not None:  # the session and the subagent sessions under it
         tree = (
-            f"WITH RECURSIVE tree(id) AS (SELECT id FROM {sessions} WHERE tenant = ? AND "
-            f"agent = ? AND name = ? UNION ALL SELECT c.id FROM {sessions} c JOIN tree "
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM {sessions} WHERE tenant = ? AND "
+            "agent = ? AND name = ? UNION ALL SELECT c.id FROM {sessions} c JOIN tree "
             "ON c.parent = tree.id) "
         )
         params = [q.tenant, q.agent, q.session, *params]
@@ -98,20 +96,21 @@ def statement(q: UsageQuery, *, postgres: bool) -> tuple[str, list[Any]]:
         where.append(f"({', '.join(keys)}) > ({', '.join('?' * len(keys))})")
         params.extend(decode(q.cursor, len(keys)))
     group = f" GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)}" if keys else ""
-    cast = "::bigint" if postgres else ""
     sums = ", ".join(
-        f"coalesce(sum(u.{c}), 0){cast}"
+        f"coalesce(sum(u.{c}), 0){{bigint}}"
         for c in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
     )
     text = (
         f"{tree}SELECT {''.join(k + ', ' for k in keys)}count(*), {sums}, sum(u.cost), "
-        f"count(*) - count(u.cost) "
-        f"FROM {usage} u JOIN {sessions} s ON s.id = u.session "
+        "count(*) - count(u.cost) FROM {usage} u JOIN {sessions} s ON s.id = u.session "
         f"WHERE {' AND '.join(where)}{group} LIMIT {q.limit + 1}"
     )
-    if postgres:
-        text = text.replace("?", "%s")
-    return text, params
+    return d(text), params
+
+
+def report(d: Dialect, q: UsageQuery) -> Program[Page]:
+    """The page of `q` (`page`), run by a backend (`sql`)."""
+    return page(q, (yield Rows(*statement(q, d))))
 
 
 def page(q: UsageQuery, rows: Sequence[Sequence[Any]]) -> Page:
