@@ -35,7 +35,11 @@ from .permissions import Decision, Gate
 from .redact import MARKER, holds_marker
 from .tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 
-INTERRUPTED = "[interrupted: tool call did not complete]"
+INTERRUPTED = "[interrupted: tool call did not complete]"  # (known not to have started)
+MAY_HAVE_RUN = (  # (its intent was logged, its result was not: what it did is not known)
+    "[interrupted: the call started, but its run stopped before its result: it may have run, "
+    "in part or in full, and its outcome is unknown. Check before repeating it.]"
+)
 UNGATED = Decision("allow", "built-in: not gated")
 RESUMED_CHILD = "resumed: the subagent's pending items were resolved"
 # (what every allowed call makes, by the values' makers: see `_values.maker`)
@@ -254,7 +258,6 @@ class Decider:
         """Wait for the live approver (or defer), then decide the call."""
         request, tool, call = pending.request, pending.tool, pending.request.call
         self.asking = pending
-
         from_log = getattr(self.approver, "from_log", False)  # (the runtime's: it records)
 
         def vet(args: dict[str, Any], logged: bool) -> None:  # (`logged`: vetted as recorded)
@@ -446,7 +449,8 @@ class Decider:
 
     def recover(self, recovery: Recovery, batch: Batch, carry_over: str | None) -> list[ev.Event]:
         """The batch of a run that died: calls it had started of idempotent tools are scheduled
-        to run again; every other call without a result is marked interrupted."""
+        to run again; every other call without a result is interrupted (one it started may
+        have run: its result says so)."""
         missing = [c for c in recovery.calls if c.id not in recovery.results]
         args = {c.id: recovery.args.get(c.id, c.args) for c in missing}  # what each started on
         again = [  # never on arguments whose secrets the log redacted (P11)
@@ -456,26 +460,22 @@ class Decider:
             and self._idempotent(c.name, args[c.id])
             and not holds_marker(args[c.id])
         ]
-        events: list[ev.Event] = [
-            ev.RunInterrupted(
-                interrupted_calls=[c.id for c in missing if c not in again],
-                rerun_calls=[c.id for c in again],
-                carry_over=carry_over,
-            )
-        ]
+        lost, rerun = [c.id for c in missing if c not in again], [c.id for c in again]
+        ran = ev.RunInterrupted(interrupted_calls=lost, rerun_calls=rerun, carry_over=carry_over)
+        events: list[ev.Event] = [ran]
         for call in missing:
-            if call in again:
-                reason = "re-run after an interruption: the tool is idempotent"
-                tool = self.tools[call.name]
-                events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=reason))
-                started = args[call.id]  # (the arguments it started on)
-                kwargs = tool.validate(started)
-                batch.scheduled.append(
-                    Scheduled(call=call, tool=tool, args=started, kwargs=kwargs, reason=reason)
-                )
-            else:
+            if call not in again:
                 events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
-                events += record(call, INTERRUPTED, "Error.")
+                text = MAY_HAVE_RUN if call.id in recovery.started else INTERRUPTED
+                events += record(call, text, "Error.")
+                continue
+            reason = "re-run after an interruption: the tool is idempotent"
+            tool, started = self.tools[call.name], args[call.id]  # (the arguments it started on)
+            events.append(ev.ActauthDecision(tool=call.name, decision="allow", reason=reason))
+            kwargs = tool.validate(started)
+            batch.scheduled.append(
+                Scheduled(call=call, tool=tool, args=started, kwargs=kwargs, reason=reason)
+            )
         return events
 
     def _idempotent(self, name: str, args: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ import functools
 import os
 import secrets
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -55,7 +56,8 @@ CRASH_ENV = "LOOPWRIGHT_CRASH_AFTER"
 """Tests only: `type[#n][,…]` kills the process right after the n-th commit holding that type
 (counted over every journal of the process: a subagent's commits count with its parent's)."""
 LEASE_ENV = "LOOPWRIGHT_LEASE_SECONDS"
-"""Overrides every lease's length (tests)."""
+"""Tests only: overrides the length of every lease the store records (a process about to be
+killed leaves one that expires at once); a run's own deadline stays its `ttl`."""
 
 
 def new_owner() -> str:
@@ -70,13 +72,16 @@ class Settings:
 
     owner: str = field(default_factory=new_owner)
     ttl: float = 30.0
-    """Seconds a lease lasts unless renewed; the heartbeat renews it every third of that."""
+    """Seconds a lease lasts unless renewed; the heartbeat renews it every third of that. A run
+    past that since its last claim or renewal was sent takes its lease for lost (`lease`)."""
     partial_every: float = 0.5
     snapshot_every: int = 200
     """Events appended since the newest snapshot past which a run's end saves another."""
     environment: str | None = None
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     """How the heartbeat waits (tests inject a clock)."""
+    clock: Callable[[], float] = time.monotonic
+    """What a lease's deadline is read with (seconds; tests inject a clock)."""
 
     @property
     def lease_seconds(self) -> float:

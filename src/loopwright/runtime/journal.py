@@ -10,11 +10,12 @@ a long reply costs the log its length once. An event gets its sequence number wh
 `append` returns it for the event that made the commit and None for one still buffered — a number
 is never handed out for an event the log does not hold.
 
-A run holds its session under a lease renewed by a heartbeat; a lease that expired is taken over
-by the next run (a dead run that waited on a human is logged paused on its items; else its batch
-is recovered, its items closed), and the old run ends at its next append or renewal. At the
-end of a run, items left open that no resumption can reach (the run was cancelled at a prompt, or
-stopped before pausing) are closed too: an item is either resumable or shown closed.
+A run holds its session under a lease renewed by a heartbeat; an expired lease is taken over by
+the next run (a dead run that waited on a human is logged paused on its items; else its batch is
+recovered, its items closed). A run that lost its lease (`runtime.lease`) tells its calls in
+flight at once, starts no tool (not even one whose intent it committed) and ends at its next
+append. At a run's end, items left open that no resumption can reach (the run was cancelled at a
+prompt, or stopped before pausing) are closed too: an item is either resumable or shown closed.
 
 A commit the store refuses (`StoreError`: full, locked, unreachable) ends the run with that
 error. Any other failure of a commit (an event it cannot encode, such as one holding a lone
@@ -57,6 +58,7 @@ from .commits import Settings as Settings
 from .commits import commits, crash_points_of_process, forwarded, maybe_crash
 from .controls import log_later
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
+from .lease import deadline, keep
 from .state import read_state, refill, save_snapshot
 
 if TYPE_CHECKING:
@@ -85,7 +87,9 @@ class LogJournal:
         self.parent = parent
         self.lease: Lease | None = None
         self.stale: StaleWriter | None = None
-        """Set once the lease was taken over: the run ends at its next append."""
+        """Set once the lease was lost (`lose`): the run ends at its next append."""
+        self.deadline = 0.0
+        """When the lease may have expired, by `settings.clock` (`runtime.lease`)."""
         self.loaded_seq = 0
         """The log's last seq when the session's history was read from it (-1: reread)."""
         self.last_seq = 0
@@ -125,7 +129,7 @@ class LogJournal:
         await self.flushed()  # (what was logged between runs goes first)
         self._session, self.stale, self.seqs, self.held = session, None, {}, []
         self.partial, self.streamed = [], 0  # a reply cut off in the last run is not this run's
-        ttl = self.settings.lease_seconds
+        ttl, asked = self.settings.lease_seconds, self.settings.clock()
         claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
         lease, self.last_seq = claimed.lease, claimed.last_seq
         try:
@@ -152,7 +156,8 @@ class LogJournal:
                 await self.log.release(lease, _status_of(session.history))
             raise
         self.lease, self.start_seq = lease, self.last_seq
-        self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+        self.deadline = deadline(self.settings, asked)
+        self._heartbeat = asyncio.get_running_loop().create_task(keep(self))
 
     async def append(self, session_id: str, event: ev.Event) -> int | None:
         if self.stale is not None:
@@ -174,8 +179,20 @@ class LogJournal:
         self.buffer.append(event)
         if commits(event):
             await self._commit()
+            if kind == "tool:started" and self.settings.clock() >= self.deadline:
+                self.stale = StaleWriter(f"session {self.key.id}: its lease's deadline passed")
+                logger.warning("%s: the call is not started", self.stale)
+                raise self.stale  # (no call is in flight as a batch starts)
             return self.seqs.get(id(event))
         return None
+
+    def lose(self, why: StaleWriter) -> None:
+        """The lease is lost (`runtime.lease`): the run ends at its next append, and its calls
+        in flight are told at once (`Session.cancel`)."""
+        self.stale = why
+        logger.warning("%s: the run stops", why)
+        if self._session is not None:
+            self._session.cancel()
 
     def _partial(self) -> ev.MessagePartial:
         """The reply's text streamed since its last `message:partial`."""
@@ -434,24 +451,6 @@ class LogJournal:
         self.held += [item.event for item in stored]
         if self.on_foreign is not None:
             self.on_foreign(stored)
-
-    async def _beat(self) -> None:
-        """Renew the lease every third of its length; a takeover ends the run."""
-        ttl = self.settings.lease_seconds
-        while True:
-            await self.settings.sleep(ttl / 3)
-            lease = self.lease
-            if lease is None:
-                return
-            try:
-                self.lease = await self.log.renew(lease, ttl=ttl)
-            except StaleWriter as exc:
-                self.stale = exc
-                if self._session is not None:
-                    self._session.cancel()
-                return
-            except StoreError as exc:  # a busy database: the next beat tries again
-                logger.warning("session %s: lease not renewed: %s", self.key.id, exc)
 
     async def _stop_heartbeat(self) -> None:
         beat, self._heartbeat = self._heartbeat, None

@@ -1,0 +1,172 @@
+"""A lost lease reaches the tools (issue 30, window 4): a run that loses its lease — a renewal
+refused (another process took the session over) or not made in time (its process was paused, or
+its event loop blocked, past the lease) — tells its calls in flight at once (`ctx.cancelled`),
+starts no call, and ends fenced; the process that takes the session over never says a call
+whose intent was logged "did not complete": it may have run, and the model is told so. Clocks
+and heartbeats are injected; nothing sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from conftest import call, scripted
+from loopwright import Agent, ToolContext, tool
+from loopwright import events as ev
+from loopwright.decide import INTERRUPTED, MAY_HAVE_RUN
+from loopwright.runtime import Settings
+from loopwright.runtime.journal import session_in_log
+from loopwright.store import StaleWriter
+from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
+from runtime_fixtures import KEY, Beats, Clock, Held, ended, never
+from test_crash import read_log, work
+
+TOLD = 30.0
+"""How long a test waits for a tool to be told before it fails (it is told at once)."""
+
+
+class Transfers:
+    """A `transfer` tool running in a thread until its call is told to stop (`ctx.cancelled`):
+    `entered` once it runs, `contexts` the contexts it ran with, `sent` the transfers it made."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.contexts: list[ToolContext] = []
+        self.sent: list[int] = []
+
+        @tool
+        def transfer(n: int, ctx: ToolContext) -> str:
+            """Transfer money."""
+            self.contexts.append(ctx)
+            self.entered.set()
+            if ctx.cancelled.wait(TOLD):
+                return "stopped before sending"
+            self.sent.append(n)
+            return f"sent {n}"
+
+        self.tool = transfer
+
+    def agent(self, model: Any) -> Agent:
+        return Agent(name="payer", model=model, tools=[self.tool])
+
+    def release(self) -> None:
+        """(Test cleanup: no thread is left waiting.)"""
+        for ctx in self.contexts:
+            ctx.cancelled.set()
+
+
+TRANSFER = {"tool_calls": [call("transfer", "t1", n=5)]}
+
+
+async def taken_over(logs: Any, runtimes: Any, clock: Clock, transfers: Transfers) -> list[Any]:
+    """Another process takes the session over (the lease has expired): the events it logged."""
+    heir = runtimes({"payer": transfers.agent(scripted("carrying on"))}, await logs(clock))
+    live = await heir.send("acme", "payer", "s1", "two")
+    assert (await ended(live)).text == "carrying on"
+    return [e for e in live.items if not e.type.endswith(":delta")]
+
+
+def said(events: list[Any]) -> dict[str, str]:
+    return {e.id: e.content for e in events if isinstance(e, ev.ToolOutput)}
+
+
+async def test_a_process_paused_past_its_lease_tells_its_tool_as_it_wakes(logs, runtimes):
+    """The process stops (SIGSTOP, a stalled machine) while its tool runs, past its lease; as
+    it wakes, its heartbeat sees the lease's deadline passed and tells the call at once, before
+    any renewal could be refused (another process may take the session over any moment). The
+    process that takes it over says the call may have run. Before: the renewal, accepted as
+    nobody had taken over yet, left the tool running, and the heir said it did not complete."""
+    clock, beats, transfers = Clock(), Beats(), Transfers()
+    log = await logs(clock)
+    settings = Settings(sleep=beats.sleep, clock=clock)
+    owner = await session_in_log(log, transfers.agent(scripted(TRANSFER, "done")), KEY, settings)
+    running = asyncio.ensure_future(owner.run("go").result())
+    try:
+        assert await asyncio.to_thread(transfers.entered.wait, TOLD)
+        clock.advance(31)  # paused past its lease; nobody has taken the session over yet
+        await beats.beat()  # it wakes
+        [ctx] = transfers.contexts
+        assert await asyncio.to_thread(ctx.cancelled.wait, TOLD)  # told at once
+        with pytest.raises(StaleWriter, match="deadline"):
+            await running
+    finally:
+        transfers.release()
+    logged = [s.event.type for s in await log.read(KEY)]
+    assert logged[-2:] == ["actauth:decision", "tool:started"]  # nothing after the loss
+    heir = await taken_over(logs, runtimes, clock, transfers)
+    assert [e.type for e in heir[:4]] == [
+        "session",
+        "run:interrupted",
+        "tool:interrupted",
+        "tool:output",
+    ]
+    assert heir[1] == ev.RunInterrupted(interrupted_calls=["t1"], rerun_calls=[], carry_over=None)
+    assert said(heir) == {"t1": MAY_HAVE_RUN}
+    assert transfers.sent == []
+
+
+async def test_a_call_about_to_start_after_its_lease_expired_never_starts(logs, runtimes):
+    """The lease's deadline passed while the model answered (the heartbeat never woke: a
+    blocked loop); the call's intent commits — nobody had taken the session over — but the
+    run does not start its tool: it ends fenced. The process that takes the session over
+    cannot know the tool did not run: it says the call may have run. Before: the tool ran."""
+    clock, held, transfers = Clock(), Held(), Transfers()
+    log = await logs(clock)
+    settings = Settings(sleep=never, clock=clock)
+    owner = await session_in_log(log, transfers.agent(held.model), KEY, settings)
+    running = asyncio.ensure_future(owner.run("go").result())
+    try:
+        await held.asked.wait()
+        clock.advance(31)  # past the lease's deadline, unrenewed
+        held.give(TRANSFER)
+        held.give("done")
+        with pytest.raises(StaleWriter, match="deadline"):
+            await running
+    finally:
+        transfers.release()
+    assert not transfers.entered.is_set()  # never started
+    logged = [s.event.type for s in await log.read(KEY)]
+    assert logged[-2:] == ["actauth:decision", "tool:started"]
+    heir = await taken_over(logs, runtimes, clock, transfers)
+    assert said(heir) == {"t1": MAY_HAVE_RUN}
+
+
+async def test_a_refused_renewal_tells_the_tool_in_flight(logs, runtimes):
+    """Another process took the session over (the log's clock says the lease expired; this
+    process's own clock does not: only the refusal tells it): the heartbeat's renewal is
+    refused and the threaded call in flight sees `ctx.cancelled` at once."""
+    log_clock, own_clock, beats, transfers = Clock(), Clock(), Beats(), Transfers()
+    log = await logs(log_clock)
+    settings = Settings(sleep=beats.sleep, clock=own_clock)
+    owner = await session_in_log(log, transfers.agent(scripted(TRANSFER, "done")), KEY, settings)
+    running = asyncio.ensure_future(owner.run("go").result())
+    try:
+        assert await asyncio.to_thread(transfers.entered.wait, TOLD)
+        log_clock.advance(31)
+        heir = await taken_over(logs, runtimes, log_clock, transfers)
+        assert said(heir) == {"t1": MAY_HAVE_RUN}
+        await beats.beat()  # refused: taken over
+        [ctx] = transfers.contexts
+        assert await asyncio.to_thread(ctx.cancelled.wait, TOLD)
+        with pytest.raises(StaleWriter, match="taken over"):
+            await running
+    finally:
+        transfers.release()
+    assert transfers.sent == []
+
+
+def test_a_call_whose_intent_was_logged_before_a_crash_may_have_run(tmp_path):
+    """Killed right after the intent of `charge` committed (its sibling `fetch`, idempotent,
+    not started yet): the next process cannot know whether `charge` ran, and says so; `fetch`
+    never started, so it did not complete (the runtime knows it had no effect)."""
+    crashed = work(tmp_path, "run", "cycle 1", crash="tool:started")
+    assert crashed.returncode == 86, crashed.stderr[-2000:]
+    after = work(tmp_path, "run", "continue 1")
+    assert after.returncode == 0, after.stderr[-2000:]
+    stored = [s.event for s in read_log(tmp_path)[0]]
+    recovered = next(e for e in stored if isinstance(e, ev.RunInterrupted))
+    assert recovered.interrupted_calls == ["charge-1", "fetch-1"]
+    assert said(stored) == {"charge-1": MAY_HAVE_RUN, "fetch-1": INTERRUPTED}
