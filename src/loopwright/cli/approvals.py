@@ -144,7 +144,7 @@ async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.N
 async def decide(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
     output = Output(args)  # the prompt answers the resumed run's next ask, at a terminal
     async with opened(place, agents) as runtime:
-        item = await runtime.log.pending_item(place.tenant, args.id)
+        item = await runtime.item(place.tenant, args.id)
         decision = _decision(args, item)
         try:
             result = await runtime.resolve(

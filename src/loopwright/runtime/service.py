@@ -21,7 +21,7 @@ import contextlib
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -33,18 +33,16 @@ from ..errors import ConfigError, SessionBusy
 from ..messages import UserMessage
 from ..model_settings import ModelSettings
 from ..session import Run, Session
-from ..store import PendingRecord, PendingStatus, StaleWriter
-from ..store.log import EventLog, Page, SessionKey, SessionRecord
-from ..store.usage_report import UsageQuery
+from ..store import PendingRecord, StaleWriter
+from ..store.log import EventLog, SessionKey
 from ..toolsets import exit_all
-from . import follow as following
 from .approvers import held
 from .controls import cancel_elsewhere, log_queued, queue_elsewhere
-from .decisions import chain, key_of, open_under, owner_of, record
+from .decisions import open_under, owner_of, record
 from .ending import decided, went_on
-from .follow import Item
 from .journal import LogJournal, Settings, session_in_log
-from .live import Follower, Live, LiveRun
+from .live import Live, LiveRun
+from .reading import Reading
 
 logger = logging.getLogger("loopwright.runtime")
 
@@ -81,7 +79,7 @@ class Resolved:
     """The top-level session's last seq before the decision (`went_on` follows it from there)."""
 
 
-class Runtime:
+class Runtime(Reading):
     """Sessions of `agents` kept in `log`, driven in this process (see the module)."""
 
     def __init__(
@@ -375,121 +373,6 @@ class Runtime:
             wait,
             partial(log_queued, self.log, key, text, mode, self.settings),
         )
-
-    # ---- reading ---------------------------------------------------------------------------------
-
-    async def events(
-        self,
-        key: SessionKey,
-        *,
-        after: int = 0,
-        follow: bool = False,
-        follower: Follower | None = None,
-        page: int = 1000,
-    ) -> AsyncIterator[Item]:
-        """The session's events after seq `after`, as (seq, event); with `follow`, then its
-        runs' events as they come — live for a run here (token deltas included, with no seq),
-        from the log for a run elsewhere — across pauses, up to a `done` that is not a pause
-        (at once when the session's latest run has ended so). Without `follow`, the log is
-        read `page` events at a time. `UnknownSession`."""
-        if not follow:
-            while True:
-                stored = await self.log.read(key, after=after, limit=page)
-                for one in stored:
-                    yield one.seq, one.event
-                if len(stored) < page:
-                    return
-                after = stored[-1].seq
-        if self.live.get(key) is None:
-            await self.log.session(key)  # an unknown or foreign key fails now
-        async for item in following.follow(
-            self.log, self.live, key, after=after, follower=follower
-        ):
-            yield item
-
-    async def pending(
-        self,
-        tenant: str,
-        *,
-        agent: str | None = None,
-        session: SessionKey | None = None,
-        status: PendingStatus | None = "open",
-    ) -> list[PendingRecord]:
-        """Pending items in the order they were requested (open ones by default). Items of a
-        run that died are closed first (they could never resume): none is listed open that
-        could not be resolved and resumed."""
-        listed = await self._pending(tenant, agent, session, status)
-        if status not in ("open", None):
-            return listed
-        dead = False
-        for root in {(await chain(self.log, key_of(p)))[-1] for p in listed if p.status == "open"}:
-            dead = await self._recover(root) or dead
-        return await self._pending(tenant, agent, session, status) if dead else listed
-
-    async def pending_page(
-        self,
-        tenant: str,
-        *,
-        agent: str | None = None,
-        session: SessionKey | None = None,
-        status: PendingStatus | None = "open",
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Page:
-        """One page of `pending` (`Page.cursor` fetches the next): the items of runs that died
-        are closed first, as `pending` does."""
-        page = await self.log.pending(
-            tenant, agent=agent, session=session, status=status, limit=limit, cursor=cursor
-        )
-        if status not in ("open", None):
-            return page
-        dead = False
-        for root in {(await chain(self.log, key_of(p)))[-1] for p in page.items}:
-            dead = await self._recover(root) or dead
-        if not dead:
-            return page
-        return await self.log.pending(
-            tenant, agent=agent, session=session, status=status, limit=limit, cursor=cursor
-        )
-
-    async def outstanding(self, key: SessionKey) -> list[PendingRecord]:
-        """The open items a paused session waits on: its own and its subagents' (what must be
-        decided before it resumes)."""
-        await self._recover(key)
-        return await open_under(self.log, key)
-
-    async def _pending(
-        self,
-        tenant: str,
-        agent: str | None,
-        session: SessionKey | None,
-        status: PendingStatus | None,
-    ) -> list[PendingRecord]:
-        out: list[PendingRecord] = []
-        cursor = None
-        while True:
-            page = await self.log.pending(
-                tenant, agent=agent, session=session, status=status, cursor=cursor
-            )
-            out += page.items
-            if (cursor := page.cursor) is None:
-                return out
-
-    async def usage(self, tenant: str, key: SessionKey | None = None) -> dict[str, Any]:
-        return await self.log.usage(tenant, key=key)
-
-    async def usage_report(self, query: UsageQuery) -> Page:
-        """Usage summed by group (`store.usage_report`): a page of groups."""
-        return await self.log.usage_report(query)
-
-    async def session(self, key: SessionKey) -> SessionRecord:
-        """`UnknownSession` for an unknown or foreign key."""
-        return await self.log.session(key)
-
-    async def sessions(
-        self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
-    ) -> Page:
-        return await self.log.sessions(tenant, agent, limit=limit, cursor=cursor)
 
     async def close(self, timeout: float = 5.0) -> None:
         """Cancel the runs of this process and wait (bounded) until each has recorded its end;

@@ -37,7 +37,6 @@ from .state import Places, State, ended, plain_answer, state_of
 from .views import (
     ApiError,
     Pending,
-    events_since,
     open_items,
     paused_body,
     place,
@@ -45,7 +44,6 @@ from .views import (
     read_json,
     tenant_of,
     text_field,
-    turn_events,
     wants_stream,
 )
 
@@ -153,8 +151,8 @@ async def _events(state: State, root: SessionKey, before: int, profile: Profile)
     """The events an answer to a decision carries: the whole turn's (full), or v1's: those of
     the turn from the decision on (one `session ... done`, one `actauth:decision` per call)."""
     if profile == "v1":
-        return await events_since(state.log, root, before)
-    return await turn_events(state.log, root)
+        return await state.runtime.since(root, before)
+    return await state.runtime.turn(root)
 
 
 async def resolve_pending(request: Request) -> Response:
@@ -209,7 +207,7 @@ async def _item(request: Request, kind: Kind, wrong_kind: str) -> PendingRecord:
     """The item named in the path, of this tenant and of this kind (404, 400 otherwise)."""
     state, pending_id = state_of(request), request.path_params["id"]
     try:
-        item = await state.log.pending_item(tenant_of(request), pending_id)
+        item = await state.runtime.item(tenant_of(request), pending_id)
     except UnknownPending:
         raise ApiError(404, NOT_FOUND[kind].format(pending_id)) from None
     if item.kind != kind:
@@ -298,7 +296,7 @@ async def _page(
 
     async def fetch(n: int, cursor: str | None) -> tuple[list[Pending], str | None]:
         page = await state.runtime.pending_page(tenant, limit=n, cursor=cursor)
-        placed = [await place(state.log, item) for item in page.items]
+        placed = [await place(state.runtime, item) for item in page.items]
         return [
             p
             for p in placed

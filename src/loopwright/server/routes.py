@@ -213,7 +213,7 @@ async def session_events(request: Request) -> Response:
         after = _sequence(resume_from, "Last-Event-ID")
     if not (wants_stream(request) or request.url.path.endswith("/stream")):
         limit = pages.limit_of(request, pages.EVENTS, pages.MAX_EVENTS)
-        stored = await state.log.read(key, after=after, limit=limit + 1)
+        stored = await state.runtime.read(key, after=after, limit=limit + 1)
         more = len(stored) > limit
         stored = stored[:limit]
         return JSONResponse(
