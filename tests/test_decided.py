@@ -23,7 +23,9 @@ import queue
 import re
 import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,17 +34,21 @@ import httpx
 import pytest
 
 from live_server import make_project, serving
+from loopwright import Approval
 from loopwright import events as ev
+from loopwright.runtime import Runtime
 from loopwright.runtime.commits import CRASH_ENV
 from loopwright.store import StoredEvent
 from loopwright.store.log import SessionKey
 from loopwright.store.sqlite_log import SQLiteLog
 from test_cli import LOOPWRIGHT
 from test_server_stream import stream
+from workers.pending_agent import SESSION, TENANT, agents
 
 SAFETY = 60
 """Seconds after which a wait fails the test instead of hanging it (none waits that long)."""
 ENV = {k: v for k, v in os.environ.items() if k not in ("LOOPWRIGHT_HOME", CRASH_ENV)}
+WORKER = Path(__file__).parent / "workers" / "pending_agent.py"
 
 
 class Served:
@@ -189,3 +195,61 @@ def test_an_approval_as_a_dropped_stream_pauses_is_answered_by_the_resumed_run(
         ("Done: refunded 5 on A-1", "completed"),
     ]
     assert [e.tool for e in log if isinstance(e, ev.ToolStarted)] == ["refund"]
+
+
+@pytest.mark.parametrize("then", ["a new message", "resume"])
+def test_a_decision_for_a_run_killed_at_its_prompt_is_acted_on_after_its_lease(
+    tmp_path: Path, then: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Window 2's other half: a run held at its ask is killed (SIGKILL) and its item decided
+    within its lease, without resuming (nobody could: its lease holds the session). Once the
+    lease has expired (here: a log whose clock runs an hour ahead), the next message or
+    resumption takes the session over, logs the pause the dead run did not reach, and goes on
+    with the decision: the approved call runs once. (It said "its run died waiting on pending
+    items …: resolve them, then resume" although they were resolved, or "no paused run".)"""
+    ledger = tmp_path / "ledger.txt"
+    monkeypatch.setenv("LEDGER", str(ledger))  # (the tools run in the worker, then here)
+    worker = subprocess.Popen(
+        [sys.executable, str(WORKER), str(tmp_path / "db"), "held", "refund 1"],
+        env=ENV | {"LEDGER": str(ledger)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdout is not None
+    asked = worker.stdout.readline().split()
+    assert asked[0] == "asked", asked
+    worker.kill()
+    assert worker.wait(SAFETY) == -signal.SIGKILL
+    worker.stdout.close()
+
+    async def decide_then_go_on() -> tuple[str, str, list[ev.Event]]:
+        within = SQLiteLog(tmp_path / "db")
+        later = SQLiteLog(tmp_path / "db", clock=lambda: time.time() + 3600)
+        first, second = Runtime(agents(), within), Runtime(agents(), later)
+        try:
+            decided = await first.resolve(
+                TENANT, asked[1], Approval.approve(by="ana"), resume=False
+            )
+            if then == "a new message":
+                run = await second.send(TENANT, "payer", SESSION, "thanks")
+            else:
+                run = await second.resume(TENANT, "payer", SESSION)
+            done = await run.wait()
+            assert done is not None
+            log = [s.event for s in await later.read(SessionKey(TENANT, "payer", SESSION))]
+            return decided.status, done.stop_reason, log
+        finally:
+            for runtime, log in ((first, within), (second, later)):
+                await runtime.close()
+                await log.close()
+
+    status, stop, log = asyncio.run(decide_then_go_on())
+    assert (status, stop) == ("waiting", "completed")
+    assert sorted(ledger.read_text().splitlines()) == ["fetch fetch-1", "refund refund-1"]
+    assert not any(isinstance(e, ev.RunInterrupted) for e in log)
+    dones = [(e.text, e.stop_reason) for e in log if isinstance(e, ev.Done)]
+    assert dones[0][1] == "paused" and dones[1] == ("done", "completed")
+    if then == "a new message":
+        assert dones[2:] == [("ok", "completed")]
+        [said] = [e for e in log if isinstance(e, ev.InputReceived)][1:]
+        assert said.message.content == "thanks"
