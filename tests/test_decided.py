@@ -39,7 +39,7 @@ from loopwright import events as ev
 from loopwright.runtime import Runtime
 from loopwright.runtime.commits import CRASH_ENV
 from loopwright.store import StoredEvent
-from loopwright.store.log import SessionKey
+from loopwright.store.log import SessionKey, open_log
 from loopwright.store.sqlite_log import SQLiteLog
 from test_cli import LOOPWRIGHT
 from test_server_stream import stream
@@ -93,18 +93,23 @@ def served(project: Path, env: dict[str, str]) -> Iterator[Served]:
         server.stop()
 
 
-async def read_log(project: Path, sid: str) -> list[StoredEvent]:
-    log = SQLiteLog(project / ".loopwright" / "loopwright.db")
+async def read_log(project: Path, sid: str, url: str | None = None) -> list[StoredEvent]:
+    log = await open_log(url or project / ".loopwright" / "loopwright.db")
     try:
         return await log.read(SessionKey("default", "shop", sid))
     finally:
         await log.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @pytest.mark.parametrize("then", ["approved again", "a new message"])
-def test_a_decision_committed_just_before_a_crash_is_acted_on(tmp_path: Path, then: str):
+def test_a_decision_committed_just_before_a_crash_is_acted_on(
+    tmp_path: Path, then: str, backend: str, request: pytest.FixtureRequest
+):
     project = make_project(tmp_path / "shop")
-    with served(project, {CRASH_ENV: "pending:decided"}) as crashing:
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    store = {"LOOPWRIGHT_STORE_URL": url} if url else {}
+    with served(project, store | {CRASH_ENV: "pending:decided"}) as crashing:
         with httpx.Client(base_url=crashing.url, timeout=SAFETY) as http:
             paused = http.post("/agents/shop/messages", json={"message": "refund A-1"})
             assert paused.status_code == 202, paused.text
@@ -112,7 +117,10 @@ def test_a_decision_committed_just_before_a_crash_is_acted_on(tmp_path: Path, th
             with pytest.raises(httpx.TransportError):  # killed once the approval committed
                 http.post(f"/approvals/{pid}/approve", json={"by": "ana"})
         assert crashing.process.wait(SAFETY) == 86
-    with served(project, {}) as server, httpx.Client(base_url=server.url, timeout=SAFETY) as http:
+    with (
+        served(project, store) as server,
+        httpx.Client(base_url=server.url, timeout=SAFETY) as http,
+    ):
         if then == "approved again":
             again = http.post(f"/approvals/{pid}/approve", json={"by": "bo"})
             assert again.status_code == 200, again.text
@@ -131,7 +139,7 @@ def test_a_decision_committed_just_before_a_crash_is_acted_on(tmp_path: Path, th
             assert sent.status_code == 200, sent.text
             assert sent.json()["text"] == "heard: refund A-1 | thanks"
         assert http.get(f"/agents/shop/sessions/{sid}").json()["status"] == "idle"
-    log = [s.event for s in asyncio.run(read_log(project, sid))]
+    log = [s.event for s in asyncio.run(read_log(project, sid, url))]
     decided = [(e.id, e.status, e.by) for e in log if isinstance(e, ev.PendingDecided)]
     assert decided == [(pid, "approved", "ana")]
     started = [e for e in log if isinstance(e, ev.ToolStarted)]
