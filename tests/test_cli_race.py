@@ -7,6 +7,7 @@ waits for what a terminal printed, never for time to pass."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -18,12 +19,17 @@ from typing import Any
 
 import pytest
 
+from loopwright.store.sqlite_log import SQLiteLog
 from test_cli import LOOPWRIGHT
 
 ENV = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
 SAFETY = 60
 """Seconds after which a wait fails the test instead of hanging it (none waits that long)."""
 PROMPT = "[a]pprove / [d]eny / [e]dit arguments? "
+ENDED = {
+    "approve": "Done: refunded 5.0 on A-1",
+    "deny": "Stopped: denied refund. Send another message to continue.",
+}
 
 AGENT_PY = '''\
 from pathlib import Path
@@ -68,12 +74,12 @@ RULES = "default_decision: ask\nrules:\n  - {name: refunds-need-approval, tool: 
 class Terminal:
     """A `loopwright` command at a pseudo-terminal of its own, run as `user`."""
 
-    def __init__(self, cwd: Path, *args: str, user: str) -> None:
+    def __init__(self, cwd: Path, *args: str, user: str, env: dict[str, str] | None = None) -> None:
         self.master, tty = os.openpty()
         self.process = subprocess.Popen(
             [LOOPWRIGHT, *args],
             cwd=cwd,
-            env=ENV | {"USER": user, "LOGNAME": user},
+            env=ENV | {"USER": user, "LOGNAME": user} | (env or {}),
             stdin=tty,
             stdout=tty,
             stderr=tty,
@@ -181,11 +187,12 @@ def test_a_decision_from_another_terminal_wins_over_the_waiting_prompt(
 
     b = Terminal(project, "approvals", action, pid, user="bob")
     code_b, shown_b = b.finish()
-    assert code_b == 0, shown_b
+    assert code_b == exit_a, shown_b  # (the status of the run it decided, as A's)
     assert shown_b == (
         f"{pid}: {status} (approval: refund) by bob\n"
         f"the run of session {session} goes on in another process (the terminal or server "
         "that holds it) with this decision\n"
+        f"it ended {'denied' if action == 'deny' else 'completed'}: {ENDED[action]}\n"
     )
 
     # A's prompt closes, saying what was decided and by whom; the run goes on with it
@@ -286,3 +293,52 @@ def test_a_run_killed_after_asking_leaves_its_item_open_and_resumable(project):
     assert ledger(project) == ["A-1 5.0"]
     events = logged(project, session["id"])
     assert events[-1] == {"type": "done", "text": "Done: refunded 5.0 on A-1", "stopReason": "completed"}  # fmt: skip
+
+
+def test_an_approval_after_the_run_at_the_prompt_was_killed_resumes_it(project):
+    """Issue 30, window 2: `kill -9` the run waiting at its prompt, then approve from another
+    terminal within its lease. The decision is recorded; the command waits for the run that
+    was to go on, sees its process died once its lease expired, takes the session over and
+    resumes it: the refund runs once, and the command says how the run ended (not "goes on in
+    another process", with the session left interrupted and the approved call never run)."""
+    lease = {"LOOPWRIGHT_LEASE_SECONDS": "6"}  # (B decides well within it)
+    a = Terminal(project, "run", "refunds", "refund A-1", user="alice", env=lease)
+    a.read_until(PROMPT)
+    item = asyncio.run(open_item(project))
+    a.process.send_signal(signal.SIGKILL)
+    assert a.finish()[0] == -signal.SIGKILL
+    b = Terminal(project, "approvals", "approve", item["id"], user="bob", env=lease)
+    code_b, shown_b = b.finish()
+    assert (code_b, shown_b) == (
+        0,
+        f"{item['id']}: approved (approval: refund) by bob\n"
+        f"the run of session {item['session_id']} goes on in another process (the terminal or "
+        "server that holds it) with this decision\n"
+        "it ended completed: Done: refunded 5.0 on A-1\n",
+    )
+    assert ledger(project) == ["A-1 5.0"]
+    events = logged(project, item["session_id"])
+    assert decisions(events, item["id"]) == [
+        ("pending:decided", "approved", "bob"),
+        ("approval:resolved", "approve", "bob"),
+    ]
+    kinds = [e["type"] for e in events]
+    assert "run:interrupted" not in kinds
+    assert kinds[kinds.index("pending:requested") :][:4] == [
+        "pending:requested", "pending:decided", "actauth:decision", "step:finished"
+    ]  # fmt: skip
+    assert events[-1] == {"type": "done", "text": "Done: refunded 5.0 on A-1", "stopReason": "completed"}  # fmt: skip
+    [session] = [
+        json.loads(line) for line in loopwright(project, "sessions", "--json").splitlines()
+    ]
+    assert session["status"] == "idle"
+
+
+async def open_item(project: Path) -> dict[str, str]:
+    """The project's one open item, read from its log here (no process to start)."""
+    log = SQLiteLog(project / ".loopwright" / "loopwright.db")
+    try:
+        [item] = (await log.pending("default", status="open")).items
+    finally:
+        await log.close()
+    return {"id": item.id, "session_id": item.session_id}

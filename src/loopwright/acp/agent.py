@@ -255,6 +255,8 @@ class AcpAgent:
                 if resolved is None:  # the client cancelled the turn
                     return "cancelled"
                 live = resolved.run or live
+                if resolved.status == "resumed" and resolved.run is None:  # it goes on elsewhere
+                    await session.runtime.went_on(session.key, resolved.before)  # (or taken over)
             if live is None and (await session.runtime.session(session.key)).status == "paused":
                 live = await self._resume(session)  # decided elsewhere, not resumed (`--no-resume`)
         if live is not None:

@@ -3,7 +3,10 @@
 wins, wherever it is made. When the last open item of a paused batch is resolved, the run
 resumes right there and streams like `loopwright run` (unless `--no-resume`); the exit status
 is then the resumed run's. When a run elsewhere holds the session (a terminal waiting at its
-prompt, a server holding a stream), it goes on there with the decision."""
+prompt, a server holding a stream), it goes on there with the decision: the command waits
+for its end and says how it ended (a run whose process died is taken over here once its lease
+expires: `Runtime.went_on`). Deciding an item already decided, whose run never went on (the
+process that was to resume it died), resumes it here."""
 
 from __future__ import annotations
 
@@ -18,9 +21,9 @@ from typing import Any
 from ..agent import Agent
 from ..approvals import Answer, Approval
 from ..errors import ConfigError
-from ..runtime import Resolved, Runtime
+from ..runtime import LiveRun, Resolved, Runtime
 from ..store import PendingRecord
-from ..store.log import Page
+from ..store.log import Page, SessionKey
 from .common import (
     EXIT_CODES,
     CliError,
@@ -141,7 +144,7 @@ async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.N
 async def decide(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
     output = Output(args)  # the prompt answers the resumed run's next ask, at a terminal
     async with opened(place, agents) as runtime:
-        item = await runtime.log.pending_item(place.tenant, args.id)
+        item = await runtime.item(place.tenant, args.id)
         decision = _decision(args, item)
         try:
             result = await runtime.resolve(
@@ -172,8 +175,12 @@ async def _after(
             hint="the item stays open; `loopwright approvals` shows its arguments",
         )
     if result.status == "already_resolved":
-        say(f"{item.id}: already resolved ({item.status} by {item.decided_by}); nothing changed\n")
-        return 0
+        said = f"{item.id}: already resolved ({item.status} by {item.decided_by})"
+        if result.run is None:
+            say(f"{said}; nothing changed\n")
+            return 0
+        say(f"{said}; its run had not gone on: resuming session {result.root.id}\n")
+        return await _render(runtime, place, result.root, result.run, output)
     say(f"{item.id}: {_verb(args.action)} ({item.kind}: {item.tool}) by {decision.by}\n")
     root = result.root  # an item of a subagent resumes its top-level run
     if result.outstanding:
@@ -196,13 +203,31 @@ async def _after(
                 f"--resume{place.flags(run=True)}\n"
             )
         return 0
-    if result.run is None:
+    if result.run is None:  # its end is waited for (taken over here if its process died)
         say(elsewhere)
-        return 0
+        done = await runtime.went_on(root, result.before)
+        if done is None:
+            raise CliError(
+                f"the run of session {root.id} stopped before it went on (its process died)",
+                hint="the decision is recorded; the session's next message shows its calls "
+                "interrupted",
+            )
+        say(f"it ended {done.stop_reason}: {one_line(done.text, 200)}\n")
+        if done.stop_reason == "paused":
+            await explain_pause(runtime, place, root, ref)
+        return EXIT_CODES[done.stop_reason]
     if not args.json:
         say(f"resuming session {root.id}\n")
-    done = await show_run(runtime, result.run, output)
+    return await _render(runtime, place, root, result.run, output)
+
+
+async def _render(
+    runtime: Runtime, place: Place, root: SessionKey, run: LiveRun, output: Output
+) -> int:
+    """Stream the run resumed here; its exit status."""
+    done = await show_run(runtime, run, output)
     if done.stop_reason == "paused":
+        ref = folder_ref(place.root) if place.bare else root.agent
         await explain_pause(runtime, place, root, ref)
     return EXIT_CODES[done.stop_reason]
 

@@ -46,7 +46,7 @@ async def print_link(place: Place, agents: Mapping[str, Agent], args: argparse.N
     except ConfigError as exc:
         raise config_error(exc, hint="fix [notify] in loopwright.toml") from None
     async with opened(place, agents) as runtime:
-        item = await runtime.log.pending_item(place.tenant, args.id)
+        item = await runtime.item(place.tenant, args.id)
         if item.status != "open":
             raise CliError(f"{item.id} is {item.status} already (by {item.decided_by})")
         links = (await links_for(settings, runtime.log, base_of(project))).of(item)

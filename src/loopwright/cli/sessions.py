@@ -165,7 +165,7 @@ async def export_jsonl(runtime: Runtime, key: SessionKey, out: IO[str]) -> int:
     """Write a session's log as JSON lines `{"seq", "at", "event"}`, reading it a page at a
     time; returns the line count."""
     count = after = 0
-    while stored := await runtime.log.read(key, after=after, limit=EXPORT_PAGE):
+    while stored := await runtime.read(key, after=after, limit=EXPORT_PAGE):
         for item in stored:
             line = {"seq": item.seq, "at": item.at, "event": to_dict(item.event)}
             out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")

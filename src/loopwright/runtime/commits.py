@@ -105,7 +105,14 @@ def _crash_points(spec: str) -> dict[str, int]:
 
 def maybe_crash(points: dict[str, int], events: Sequence[ev.Event]) -> None:
     for event in events:
-        if event.type in points:
-            points[event.type] -= 1
-            if points[event.type] == 0:
-                os._exit(86)
+        crash_after(event.type, points)
+
+
+def crash_after(kind: str, points: dict[str, int] | None = None) -> None:
+    """A commit of `kind` (`pending:decided`: a decision, which the log commits itself) was
+    made: a crash point of the process's (`CRASH_ENV`) kills it now when its count is up."""
+    points = crash_points_of_process() if points is None else points
+    if kind in points:
+        points[kind] -= 1
+        if points[kind] == 0:
+            os._exit(86)

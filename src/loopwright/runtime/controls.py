@@ -167,3 +167,21 @@ async def _close(events: AsyncIterator[StoredEvent]) -> None:
     close = getattr(events, "aclose", None)
     if close is not None:
         await close()
+
+
+async def log_queued(
+    log: EventLog,
+    key: SessionKey,
+    text: str,
+    mode: Literal["steer", "follow_up"],
+    settings: Settings,
+) -> None:
+    """Log a steer or follow-up for the session's next run (`SessionBusy` while a run holds
+    it)."""
+    record = await log.session(key)
+    claimed = await log.claim(key, settings.owner, ttl=settings.lease_seconds)
+    status: SessionStatus = "paused" if record.status == "paused" else "idle"
+    try:
+        await log.append(claimed.lease, [ev.SteeringQueued(text=text, mode=mode)])
+    finally:
+        await log.release(claimed.lease, "interrupted" if claimed.died else status)

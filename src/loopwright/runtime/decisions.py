@@ -20,6 +20,7 @@ from ..arguments import vet_edit
 from ..errors import ConfigError
 from ..store import PendingRecord
 from ..store.log import Decision, EventLog, SessionKey
+from .commits import crash_after
 
 Decided = Approval | Answer
 
@@ -132,6 +133,7 @@ async def record(log: EventLog, owner: Owner, decided: Decided) -> Recorded:
     done = await log.decide(item.tenant, item.id, decision_of(decided))
     if not done.changed:
         return Recorded("already_resolved", done.item)
+    crash_after("pending:decided")  # (tests: a crash between a decision and its resumption)
     if done.item.status == "denied":
         for nested in await open_under(log, owner.key):
             if key_of(nested) != owner.key:

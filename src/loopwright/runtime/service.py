@@ -21,8 +21,9 @@ import contextlib
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from .. import events as ev
@@ -32,17 +33,16 @@ from ..errors import ConfigError, SessionBusy
 from ..messages import UserMessage
 from ..model_settings import ModelSettings
 from ..session import Run, Session
-from ..store import PendingRecord, PendingStatus, SessionStatus, StaleWriter
-from ..store.log import EventLog, Page, SessionKey, SessionRecord
-from ..store.usage_report import UsageQuery
+from ..store import PendingRecord, StaleWriter
+from ..store.log import EventLog, SessionKey
 from ..toolsets import exit_all
-from . import follow as following
 from .approvers import held
-from .controls import cancel_elsewhere, log_for_next_run, queue_elsewhere
-from .decisions import chain, key_of, open_under, owner_of, record
-from .follow import Item
+from .controls import cancel_elsewhere, log_for_next_run, log_queued, queue_elsewhere
+from .decisions import open_under, owner_of, record
+from .ending import decided, went_on
 from .journal import LogJournal, Settings, session_in_log
-from .live import Follower, Live, LiveRun
+from .live import Live, LiveRun
+from .reading import Reading
 
 logger = logging.getLogger("loopwright.runtime")
 
@@ -62,6 +62,7 @@ class Resolved:
     - `resumed`: recorded, and the run goes on: `run` is its live run in this process, or None
       when it goes on in another process (one that was live there, or that resumed it first).
     - `already_resolved`: another decision came first; `item` holds it (and who made it).
+      `run`: the run resumed here because that decision was never acted on (its resumer died).
     - `invalid`: refused (an edit the schema or the rules reject, or the wrong kind of answer);
       `error` names the rule; the item stays open.
     """
@@ -74,9 +75,11 @@ class Resolved:
     outstanding: list[PendingRecord]
     run: LiveRun | None = None
     error: str | None = None
+    before: int = 0
+    """The top-level session's last seq before the decision (`went_on` follows it from there)."""
 
 
-class Runtime:
+class Runtime(Reading):
     """Sessions of `agents` kept in `log`, driven in this process (see the module)."""
 
     def __init__(
@@ -162,6 +165,13 @@ class Runtime:
         def begin(session: Session, asker: Approver) -> Run:
             return session.run(text, approver=asker, settings=settings)
 
+        try:
+            return await self._start(key, begin, approver, hold, True)
+        except SessionBusy:  # paused: a decided batch goes on first (`ending`), then the text
+            run = await self.act_on(key, approver, False)
+            if run is None:
+                raise
+            await run.wait()
         return await self._start(key, begin, approver, hold, True)
 
     async def resume(
@@ -173,8 +183,9 @@ class Runtime:
         approver: Approver | None = None,
         hold: bool = False,
     ) -> LiveRun:
-        """Continue a paused run whose items are all decided (`SessionBusy` otherwise)."""
+        """Continue a paused run whose items are all decided (taken over from a dead run)."""
         key = SessionKey(tenant, agent, session_id)
+        await self._recover(key)
         return await self._start(key, lambda s, a: s.resume(approver=a), approver, hold, False)
 
     async def compact(self, tenant: str, agent: str, session_id: str) -> LiveRun:
@@ -244,15 +255,17 @@ class Runtime:
         owner = await owner_of(self.log, self.agents, tenant, pending_id)
         if await self._recover(owner.root):  # a dead run's item: closed, not resumable
             owner = await owner_of(self.log, self.agents, tenant, pending_id)
+        before = (await self.log.session(owner.root)).last_seq
         outcome = await record(self.log, owner, decision)
         outstanding = await open_under(self.log, owner.root)
         if outcome.status != "resolved":
-            status: Literal["invalid", "already_resolved"] = (
-                "invalid" if outcome.status == "invalid" else "already_resolved"
-            )
-            return Resolved(status, outcome.item, owner.root, outstanding, error=outcome.error)
+            late = None  # (a decision that came first, never acted on, is now: `ending`)
+            if outcome.status == "already_resolved" and resume:
+                late = await self.act_on(owner.root, approver, hold)
+            status, error = outcome.status, outcome.error
+            return Resolved(status, outcome.item, owner.root, outstanding, late, error, before)
         if outstanding or not resume:
-            return Resolved("waiting", outcome.item, owner.root, outstanding)
+            return Resolved("waiting", outcome.item, owner.root, outstanding, before=before)
         live = self.live.get(owner.root)
         if live is None:
             try:
@@ -262,7 +275,23 @@ class Runtime:
                 )
             except (SessionBusy, StaleWriter):
                 live = self.live.get(owner.root)  # resumed by someone else (here or elsewhere)
-        return Resolved("resumed", outcome.item, owner.root, [], live)
+        return Resolved("resumed", outcome.item, owner.root, [], live, before=before)
+
+    async def act_on(self, key: SessionKey, asker: Approver | None, hold: bool) -> LiveRun | None:
+        """Resume a session that is decided, not acted on (`ending`): its run here, or None."""
+        if not await decided(self.log, self.live, key):
+            return None
+        try:
+            return await self.resume(key.tenant, key.agent, key.id, approver=asker, hold=hold)
+        except (SessionBusy, StaleWriter):
+            return None  # (resumed meanwhile, here or elsewhere)
+
+    async def went_on(self, key: SessionKey, after: int) -> ev.Done | None:
+        """The `done` of the run that goes on for the top-level session `key` after a decision
+        logged past seq `after` (`Resolved.before`): a run here or elsewhere, taken over here
+        once its process died and its lease expired (`ending`); None when nothing can go on."""
+        every = self.settings.lease_seconds / 3
+        return await went_on(self.log, self.live, key, after, every, self.take_over)
 
     async def take_over(self, key: SessionKey) -> LiveRun | None:
         """The run that goes on for a session whose run died in another process, here: a run
@@ -344,136 +373,13 @@ class Runtime:
         if live is not None:  # past its `done`: the message is logged for the next run
             await live.finished.wait()
         await queue_elsewhere(  # an unknown or foreign key fails there
-            self.log, key, text, mode, wait, lambda: self._log_queued(key, text, mode)
+            self.log,
+            key,
+            text,
+            mode,
+            wait,
+            partial(log_queued, self.log, key, text, mode, self.settings),
         )
-
-    async def _log_queued(
-        self, key: SessionKey, text: str, mode: Literal["steer", "follow_up"]
-    ) -> None:
-        """Log a steer or follow-up for the session's next run (`SessionBusy` while a run
-        holds it)."""
-        record = await self.log.session(key)
-        claimed = await self.log.claim(key, self.settings.owner, ttl=self.settings.lease_seconds)
-        status: SessionStatus = "paused" if record.status == "paused" else "idle"
-        try:
-            await self.log.append(claimed.lease, [ev.SteeringQueued(text=text, mode=mode)])
-        finally:
-            await self.log.release(claimed.lease, "interrupted" if claimed.died else status)
-
-    # ---- reading ---------------------------------------------------------------------------------
-
-    async def events(
-        self,
-        key: SessionKey,
-        *,
-        after: int = 0,
-        follow: bool = False,
-        follower: Follower | None = None,
-        page: int = 1000,
-    ) -> AsyncIterator[Item]:
-        """The session's events after seq `after`, as (seq, event); with `follow`, then its
-        runs' events as they come — live for a run here (token deltas included, with no seq),
-        from the log for a run elsewhere — across pauses, up to a `done` that is not a pause
-        (at once when the session's latest run has ended so). Without `follow`, the log is
-        read `page` events at a time. `UnknownSession`."""
-        if not follow:
-            while True:
-                stored = await self.log.read(key, after=after, limit=page)
-                for one in stored:
-                    yield one.seq, one.event
-                if len(stored) < page:
-                    return
-                after = stored[-1].seq
-        if self.live.get(key) is None:
-            await self.log.session(key)  # an unknown or foreign key fails now
-        async for item in following.follow(
-            self.log, self.live, key, after=after, follower=follower
-        ):
-            yield item
-
-    async def pending(
-        self,
-        tenant: str,
-        *,
-        agent: str | None = None,
-        session: SessionKey | None = None,
-        status: PendingStatus | None = "open",
-    ) -> list[PendingRecord]:
-        """Pending items in the order they were requested (open ones by default). Items of a
-        run that died are closed first (they could never resume): none is listed open that
-        could not be resolved and resumed."""
-        listed = await self._pending(tenant, agent, session, status)
-        if status not in ("open", None):
-            return listed
-        dead = False
-        for root in {(await chain(self.log, key_of(p)))[-1] for p in listed if p.status == "open"}:
-            dead = await self._recover(root) or dead
-        return await self._pending(tenant, agent, session, status) if dead else listed
-
-    async def pending_page(
-        self,
-        tenant: str,
-        *,
-        agent: str | None = None,
-        session: SessionKey | None = None,
-        status: PendingStatus | None = "open",
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Page:
-        """One page of `pending` (`Page.cursor` fetches the next): the items of runs that died
-        are closed first, as `pending` does."""
-        page = await self.log.pending(
-            tenant, agent=agent, session=session, status=status, limit=limit, cursor=cursor
-        )
-        if status not in ("open", None):
-            return page
-        dead = False
-        for root in {(await chain(self.log, key_of(p)))[-1] for p in page.items}:
-            dead = await self._recover(root) or dead
-        if not dead:
-            return page
-        return await self.log.pending(
-            tenant, agent=agent, session=session, status=status, limit=limit, cursor=cursor
-        )
-
-    async def outstanding(self, key: SessionKey) -> list[PendingRecord]:
-        """The open items a paused session waits on: its own and its subagents' (what must be
-        decided before it resumes)."""
-        await self._recover(key)
-        return await open_under(self.log, key)
-
-    async def _pending(
-        self,
-        tenant: str,
-        agent: str | None,
-        session: SessionKey | None,
-        status: PendingStatus | None,
-    ) -> list[PendingRecord]:
-        out: list[PendingRecord] = []
-        cursor = None
-        while True:
-            page = await self.log.pending(
-                tenant, agent=agent, session=session, status=status, cursor=cursor
-            )
-            out += page.items
-            if (cursor := page.cursor) is None:
-                return out
-
-    async def usage(self, tenant: str, key: SessionKey | None = None) -> dict[str, Any]:
-        return await self.log.usage(tenant, key=key)
-
-    async def usage_report(self, query: UsageQuery) -> Page:
-        """Usage summed by group (`store.usage_report`): a page of groups."""
-        return await self.log.usage_report(query)
-
-    async def session(self, key: SessionKey) -> SessionRecord:
-        """`UnknownSession` for an unknown or foreign key."""
-        return await self.log.session(key)
-
-    async def sessions(
-        self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
-    ) -> Page:
-        return await self.log.sessions(tenant, agent, limit=limit, cursor=cursor)
 
     async def close(self, timeout: float = 5.0) -> None:
         """Cancel the runs of this process and wait (bounded) until each has recorded its end;

@@ -151,7 +151,7 @@ async def _open_item(request: Request) -> tuple[LinkClaim, PendingRecord] | Resp
     if isinstance(claim, Response):
         return claim
     try:
-        item = await state_of(request).log.pending_item(claim.tenant, claim.item)
+        item = await state_of(request).runtime.item(claim.tenant, claim.item)
     except UnknownPending:
         return _page("Unknown item", "<p>This item does not exist (any more).</p>", 404)
     if item.status != "open":

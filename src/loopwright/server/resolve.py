@@ -6,12 +6,17 @@ The decision is recorded first (durable before the answer), then: items still op
 top-level session → 202 with the next one; none → the run goes on, and the answer is the run's,
 200 or 202, with every event from the start of the turn (or, with `Accept: text/event-stream`,
 the run streamed). A run that was waiting on the item live (a client holds its stream, here or
-in another process) goes on where it waited; a paused one resumes here. Resolving twice is a
-harmless 200 that says so; an invalid edit is a 400 that leaves the item open.
+in another process) goes on where it waited; a paused one resumes here; either way the answer
+is the `done` of the run that really goes on (`Runtime.went_on`: a run pausing as the decision
+came is resumed and waited for; one whose process died is taken over once its lease expires).
+Resolving twice is a harmless 200 that says so — and, when the first decision was never acted
+on (its process died before resuming the run), resumes the run and answers with it too; an
+invalid edit is a 400 that leaves the item open.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,13 +32,11 @@ from ..store import PendingRecord
 from ..store.log import SessionKey
 from ..wire import V1_STOP_REASONS, Profile
 from . import pages, sse
-from .elsewhere import next_done
 from .routes import held_stream, session_record
 from .state import Places, State, ended, plain_answer, state_of
 from .views import (
     ApiError,
     Pending,
-    events_since,
     open_items,
     paused_body,
     place,
@@ -41,10 +44,13 @@ from .views import (
     read_json,
     tenant_of,
     text_field,
-    turn_events,
     wants_stream,
 )
 
+DIED = (
+    "the run of session {session} waiting on {item} stopped before it went on (its process "
+    "died): the decision is recorded; the session's next message shows its calls interrupted"
+)
 Action = Literal["approve", "deny", "answer"]
 Kind = Literal["approval", "question"]
 
@@ -99,18 +105,25 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
     if result.status == "invalid":
         raise ApiError(400, result.error or "invalid decision")
     if result.status == "already_resolved":
-        now = result.item
+        now, late = result.item, result.run
         if profile == "v1":  # v1 knows no decided item: 404, as for an unknown one
+            if late is not None:  # (resumed all the same: see below)
+                late.detach()
             raise ApiError(404, NOT_FOUND[now.kind].format(now.id))
-        return JSONResponse(
-            {
-                "alreadyResolved": True,
-                "id": now.id,
-                "status": now.status,
-                "decidedBy": now.decided_by,
-                "sessionId": result.root.id,
-            }
-        )
+        if late is not None and hold:
+            return held_stream(state, late, profile, places)
+        said = {
+            "alreadyResolved": True,
+            "id": now.id,
+            "status": now.status,
+            "decidedBy": now.decided_by,
+            "sessionId": result.root.id,
+        }
+        if late is None:
+            return JSONResponse(said)
+        # that decision was never acted on (its resumer died): the run it resumed here, now
+        answer = await plain_answer(state, late, profile, whole_turn=True)
+        return JSONResponse(said | json.loads(bytes(answer.body)), status_code=answer.status_code)
     if result.status == "waiting":
         events = await _events(state, result.root, before, profile)
         body = paused_body(result.outstanding, result.root, events, profile)
@@ -130,8 +143,6 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
             on_close=places.on_close(),
         )
     done = await _ending(state, result, before)
-    if done is None:
-        raise ApiError(500, "the resumed run failed")
     events = await _events(state, result.root, before, profile)
     return await ended(state, result.root, done, events, profile)
 
@@ -140,8 +151,8 @@ async def _events(state: State, root: SessionKey, before: int, profile: Profile)
     """The events an answer to a decision carries: the whole turn's (full), or v1's: those of
     the turn from the decision on (one `session ... done`, one `actauth:decision` per call)."""
     if profile == "v1":
-        return await events_since(state.log, root, before)
-    return await turn_events(state.log, root)
+        return await state.runtime.since(root, before)
+    return await state.runtime.turn(root)
 
 
 async def resolve_pending(request: Request) -> Response:
@@ -179,14 +190,14 @@ async def _durable(request: Request, kind: Kind, decision: Approval | Answer) ->
     result = decided.result
     if result.status == "invalid":
         raise ApiError(400, f"editedArgs invalid — {result.error or 'invalid decision'}")
-    if result.status == "already_resolved":
+    if result.status == "already_resolved" and result.run is None:
         return JSONResponse({"alreadyResolved": True})
     if result.status == "waiting":
         return JSONResponse({"resolved": True, "outstanding": len(result.outstanding)})
     done = await _ending(state_of(request), result, decided.before)
-    if done is None:
-        raise ApiError(500, "the resumed run failed")
-    body = {"text": redact.text(done.text), "sessionId": result.root.id}
+    body: dict[str, Any] = {"text": redact.text(done.text), "sessionId": result.root.id}
+    if result.status == "already_resolved":  # (never acted on: resumed now)
+        body["alreadyResolved"] = True
     if profile_of(request) == "full" or done.stop_reason in V1_STOP_REASONS:
         body["stopReason"] = done.stop_reason
     return JSONResponse(body)
@@ -196,7 +207,7 @@ async def _item(request: Request, kind: Kind, wrong_kind: str) -> PendingRecord:
     """The item named in the path, of this tenant and of this kind (404, 400 otherwise)."""
     state, pending_id = state_of(request), request.path_params["id"]
     try:
-        item = await state.log.pending_item(tenant_of(request), pending_id)
+        item = await state.runtime.item(tenant_of(request), pending_id)
     except UnknownPending:
         raise ApiError(404, NOT_FOUND[kind].format(pending_id)) from None
     if item.kind != kind:
@@ -217,26 +228,23 @@ async def _record(
     """Record the decision (durable before any answer); a run it resumes here counts in the
     tenant's runs (`Places.counted`), and is held by the caller when `places` has a stream's."""
     state, tenant = state_of(request), tenant_of(request)
-    placed = await place(state.log, item)
-    root = SessionKey(tenant, placed.root_agent, placed.root_session)
-    before = (await state.runtime.session(root)).last_seq
     hold = places.stream is not None
     try:
         result = await state.runtime.resolve(tenant, item.id, decision, hold=hold)
     except ConfigError as exc:
         raise ApiError(409, f"cannot resolve '{item.id}' here: {exc}") from None
-    run = result.run
+    run, before = result.run, result.before
     places.counted(run if run is not None and run.start_seq >= before else None)
     return _Recorded(result, before)
 
 
-async def _ending(state: State, result: Resolved, before: int) -> ev.Done | None:
-    """The `done` of the run that goes on after the decision: a run of this process (resumed
-    here, or waiting here on the item), else the next `done` the log gets (a run elsewhere,
-    taken over here if its process dies: `elsewhere`)."""
-    if result.run is not None:
-        return await result.run.wait()
-    return await next_done(state, result.root, before, result.item.id)
+async def _ending(state: State, result: Resolved, before: int) -> ev.Done:
+    """The `done` of the run that goes on after the decision, wherever it runs (taken over
+    here if its process died: `Runtime.went_on`); 409 when nothing could go on."""
+    done = await state.runtime.went_on(result.root, before)
+    if done is None:
+        raise ApiError(409, DIED.format(session=result.root.id, item=result.item.id))
+    return done
 
 
 def _decision(action: Action, data: dict[str, Any]) -> Approval | Answer:
@@ -288,7 +296,7 @@ async def _page(
 
     async def fetch(n: int, cursor: str | None) -> tuple[list[Pending], str | None]:
         page = await state.runtime.pending_page(tenant, limit=n, cursor=cursor)
-        placed = [await place(state.log, item) for item in page.items]
+        placed = [await place(state.runtime, item) for item in page.items]
         return [
             p
             for p in placed

@@ -98,8 +98,8 @@ async def post_message(request: Request) -> Response:
 
 
 async def check_open(state: State, key: SessionKey) -> None:
-    """409 unless the session may take a message: it runs, or it is paused (on open items, or
-    with its items decided but not resumed)."""
+    """409 unless the session may take a message: it runs, or it is paused on open items. (A
+    paused session whose items are all decided takes it: its batch goes on first, `send`.)"""
     state.runtime.live.check_idle(key)
     try:
         record = await state.runtime.session(key)
@@ -115,11 +115,6 @@ async def check_open(state: State, key: SessionKey) -> None:
             f"session {key.id} is paused on pending items ({ids}): approve, deny or answer "
             "them first",
         )
-    raise ApiError(
-        409,
-        f"session {key.id} is paused and its items are resolved: resume it first "
-        f"(POST /agents/{key.agent}/sessions/{key.id}/resume)",
-    )
 
 
 def held_stream(state: State, live: LiveRun, profile: Profile, places: Places) -> Response:
@@ -218,7 +213,7 @@ async def session_events(request: Request) -> Response:
         after = _sequence(resume_from, "Last-Event-ID")
     if not (wants_stream(request) or request.url.path.endswith("/stream")):
         limit = pages.limit_of(request, pages.EVENTS, pages.MAX_EVENTS)
-        stored = await state.log.read(key, after=after, limit=limit + 1)
+        stored = await state.runtime.read(key, after=after, limit=limit + 1)
         more = len(stored) > limit
         stored = stored[:limit]
         return JSONResponse(

@@ -23,7 +23,7 @@ from ..store.log import EventLog, SessionKey
 from ..wire import Profile
 from .limits import TenantLimits
 from .settings import ServerSettings
-from .views import ApiError, final_body, paused_body, turn_events
+from .views import ApiError, final_body, paused_body
 
 
 @dataclass(slots=True)
@@ -91,7 +91,7 @@ async def plain_answer(
         return JSONResponse(
             {"error": redact.text(f"the run failed: {describe(failure)}")}, status_code=500
         )
-    events = await turn_events(state.log, live.key) if whole_turn else run_events(live)
+    events = await state.runtime.turn(live.key) if whole_turn else run_events(live)
     return await ended(state, live.key, done, events, profile)
 
 

@@ -21,9 +21,8 @@ from .. import redact
 from ..finish import stop_detail
 from ..output import Output
 from ..runtime import Runtime
-from ..runtime.decisions import chain, key_of
 from ..store import PendingRecord, StoredEvent
-from ..store.log import SESSION_ID_RULE, EventLog, SessionKey, valid_session_id
+from ..store.log import SESSION_ID_RULE, SessionKey, valid_session_id
 from ..text import valid_data
 from ..wire import V1_STOP_REASONS, Profile, to_dict
 from .guard import TENANT
@@ -121,31 +120,6 @@ def stored_json(stored: Iterable[StoredEvent], profile: Profile) -> list[dict[st
         if data is not None:
             out.append({"seq": item.seq, "at": item.at, "event": data})
     return out
-
-
-async def turn_events(log: EventLog, key: SessionKey) -> list[ev.Event]:
-    """The logged events of the session's latest turn: from the `session` event of the run
-    that took the last input, through every run that resumed it and the decisions between them
-    (`message:partial`, stored only, left out). Read backwards in growing windows from the
-    log's end: the cost is the turn's, not the session's."""
-    last = (await log.session(key)).last_seq
-    window = 64
-    while True:
-        after = max(0, last - window)
-        events = [s.event for s in await log.read(key, after=after)]
-        inputs = [i for i, e in enumerate(events) if e.type == "input:received"]
-        anchor = inputs[-1] if inputs else len(events) - 1
-        starts = [i for i in range(anchor + 1) if events[i].type == "session"]
-        if (inputs and starts) or after == 0:
-            start = starts[-1] if starts else 0
-            return [e for e in events[start:] if e.type != "message:partial"]
-        window *= 4
-
-
-async def events_since(log: EventLog, key: SessionKey, after: int) -> list[ev.Event]:
-    """The logged events of the session after seq `after` (what followed a decision), without
-    `message:partial` (stored only)."""
-    return [s.event for s in await log.read(key, after=after) if s.event.type != "message:partial"]
 
 
 def final_body(
@@ -276,10 +250,7 @@ async def open_items(runtime: Runtime, session: SessionKey) -> list[Pending]:
     return [Pending(item, session.agent, session.id) for item in await runtime.outstanding(session)]
 
 
-async def place(log: EventLog, item: PendingRecord) -> Pending:
-    """Where an item belongs: a subagent's item (its session's id nests its parent's) under
-    the top-level session it was raised in."""
-    root = key_of(item)
-    if "/" in item.session_id:
-        root = (await chain(log, root))[-1]
+async def place(runtime: Runtime, item: PendingRecord) -> Pending:
+    """Where an item belongs: a subagent's item under the top-level session it was raised in."""
+    root = await runtime.root_of(item)
     return Pending(item, root.agent, root.id)

@@ -1,0 +1,187 @@
+"""What the doors read, through the runtime (the HTTP routes, the CLI, the editor adapter and
+notifications import only value types from the store): a session's events (followed live
+across pauses), its latest turn, its pending items (those of a dead run closed first, so that
+none is listed open that could not be resumed), a pending item, usage, sessions.
+
+`Reading` is the part of `Runtime` that reads; the runtime closes what a dead run left open
+(`_recover`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .. import events as ev
+from ..store import PendingRecord, PendingStatus, StoredEvent
+from ..store.log import EventLog, Page, SessionKey, SessionRecord
+from ..store.usage_report import UsageQuery
+from . import follow as following
+from .decisions import chain, key_of, open_under
+from .follow import Item
+from .live import Follower, Live
+
+
+class Reading:
+    """The reading side of a runtime over `log`, with its live runs `live`."""
+
+    log: EventLog
+    live: Live
+
+    async def _recover(self, key: SessionKey) -> bool:
+        """Close what a dead run of the session left open; whether it had died (`Runtime`)."""
+        raise NotImplementedError
+
+    async def item(self, tenant: str, pending_id: str) -> PendingRecord:
+        """A pending item of `tenant`, as it stands. `UnknownPending` for an unknown or
+        foreign id."""
+        return await self.log.pending_item(tenant, pending_id)
+
+    async def root_of(self, item: PendingRecord) -> SessionKey:
+        """The top-level session an item belongs to (a subagent's session id nests its
+        parent's; its run is the one that resumes)."""
+        key = key_of(item)
+        return (await chain(self.log, key))[-1] if "/" in item.session_id else key
+
+    async def read(
+        self, key: SessionKey, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """The session's stored events after seq `after` (at most `limit`). `UnknownSession`."""
+        return await self.log.read(key, after=after, limit=limit)
+
+    async def turn(self, key: SessionKey) -> list[ev.Event]:
+        """The logged events of the session's latest turn: from the `session` event of the run
+        that took the last input, through every run that resumed it and the decisions between
+        them (`message:partial`, stored only, left out). Read backwards in growing windows from
+        the log's end: the cost is the turn's, not the session's."""
+        last = (await self.log.session(key)).last_seq
+        window = 64
+        while True:
+            after = max(0, last - window)
+            events = [s.event for s in await self.log.read(key, after=after)]
+            inputs = [i for i, e in enumerate(events) if e.type == "input:received"]
+            anchor = inputs[-1] if inputs else len(events) - 1
+            starts = [i for i in range(anchor + 1) if events[i].type == "session"]
+            if (inputs and starts) or after == 0:
+                start = starts[-1] if starts else 0
+                return [e for e in events[start:] if e.type != "message:partial"]
+            window *= 4
+
+    async def since(self, key: SessionKey, after: int) -> list[ev.Event]:
+        """The logged events of the session after seq `after` (what followed a decision),
+        without `message:partial` (stored only)."""
+        stored = await self.log.read(key, after=after)
+        return [s.event for s in stored if s.event.type != "message:partial"]
+
+    async def events(
+        self,
+        key: SessionKey,
+        *,
+        after: int = 0,
+        follow: bool = False,
+        follower: Follower | None = None,
+        page: int = 1000,
+    ) -> AsyncIterator[Item]:
+        """The session's events after seq `after`, as (seq, event); with `follow`, then its
+        runs' events as they come — live for a run here (token deltas included, with no seq),
+        from the log for a run elsewhere — across pauses, up to a `done` that is not a pause
+        (at once when the session's latest run has ended so). Without `follow`, the log is
+        read `page` events at a time. `UnknownSession`."""
+        if not follow:
+            while True:
+                stored = await self.log.read(key, after=after, limit=page)
+                for one in stored:
+                    yield one.seq, one.event
+                if len(stored) < page:
+                    return
+                after = stored[-1].seq
+        if self.live.get(key) is None:
+            await self.log.session(key)  # an unknown or foreign key fails now
+        async for item in following.follow(
+            self.log, self.live, key, after=after, follower=follower
+        ):
+            yield item
+
+    async def pending(
+        self,
+        tenant: str,
+        *,
+        agent: str | None = None,
+        session: SessionKey | None = None,
+        status: PendingStatus | None = "open",
+    ) -> list[PendingRecord]:
+        """Pending items in the order they were requested (open ones by default). Items of a
+        run that died are closed first (they could never resume): none is listed open that
+        could not be resolved and resumed."""
+        listed = await self._pending(tenant, agent, session, status)
+        if status not in ("open", None):
+            return listed
+        dead = False
+        for root in {(await chain(self.log, key_of(p)))[-1] for p in listed if p.status == "open"}:
+            dead = await self._recover(root) or dead
+        return await self._pending(tenant, agent, session, status) if dead else listed
+
+    async def pending_page(
+        self,
+        tenant: str,
+        *,
+        agent: str | None = None,
+        session: SessionKey | None = None,
+        status: PendingStatus | None = "open",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        """One page of `pending` (`Page.cursor` fetches the next): the items of runs that died
+        are closed first, as `pending` does."""
+        page = await self.log.pending(
+            tenant, agent=agent, session=session, status=status, limit=limit, cursor=cursor
+        )
+        if status not in ("open", None):
+            return page
+        dead = False
+        for root in {(await chain(self.log, key_of(p)))[-1] for p in page.items}:
+            dead = await self._recover(root) or dead
+        if not dead:
+            return page
+        return await self.log.pending(
+            tenant, agent=agent, session=session, status=status, limit=limit, cursor=cursor
+        )
+
+    async def outstanding(self, key: SessionKey) -> list[PendingRecord]:
+        """The open items a paused session waits on: its own and its subagents' (what must be
+        decided before it resumes)."""
+        await self._recover(key)
+        return await open_under(self.log, key)
+
+    async def _pending(
+        self,
+        tenant: str,
+        agent: str | None,
+        session: SessionKey | None,
+        status: PendingStatus | None,
+    ) -> list[PendingRecord]:
+        out: list[PendingRecord] = []
+        cursor = None
+        while True:
+            page = await self.log.pending(
+                tenant, agent=agent, session=session, status=status, cursor=cursor
+            )
+            out += page.items
+            if (cursor := page.cursor) is None:
+                return out
+
+    async def usage(self, tenant: str, key: SessionKey | None = None) -> dict[str, Any]:
+        return await self.log.usage(tenant, key=key)
+
+    async def usage_report(self, query: UsageQuery) -> Page:
+        """Usage summed by group (`store.usage_report`): a page of groups."""
+        return await self.log.usage_report(query)
+
+    async def session(self, key: SessionKey) -> SessionRecord:
+        """`UnknownSession` for an unknown or foreign key."""
+        return await self.log.session(key)
+
+    async def sessions(
+        self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        return await self.log.sessions(tenant, agent, limit=limit, cursor=cursor)
