@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from conftest import call, drive, scripted
+from conftest import call, drive, scripted, verify
 from loopwright import Agent, Hooks, Session, telemetry, tool
 from loopwright.events import Event
 from loopwright.messages import ToolResultMessage
@@ -177,3 +179,35 @@ async def test_spans_never_see_the_output_a_failing_hook_withheld():
     assert result.stop_reason == "error"
     text = json.dumps([json.loads(s.to_json()) for s in spans.get_finished_spans()])
     assert "execute_tool lookup" in text and UNHOOKED in text and RAW not in text
+
+
+async def test_a_late_result_is_withheld_when_its_after_tool_hook_cannot_run():
+    """A threaded call given up by a cancel finishes later: its hook never sees that result, so
+    the `tool:late_result` (and the operators' log) carries the withheld text, not the raw output."""
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Fetch slowly."""
+        entered.set()
+        release.wait(30.0)
+        return RAW
+
+    def redaction(info: Any, call: Any, outcome: Any) -> Any:
+        return replace(outcome, content="[redacted]")
+
+    model = scripted({"tool_calls": [call("slow", "a")]})
+    session = Session(Agent(model=model, tools=[slow], hooks=Hooks(after_tool=redaction)))
+    events: list[Event] = []
+    async for event in session.run("go"):
+        events.append(event)
+        if event.type == "tool:started":
+            await asyncio.to_thread(entered.wait, 30.0)
+            session.cancel()
+        if event.type == "tool:output":
+            release.set()
+    verify(events)
+    assert [(e.id, e.content, e.is_error) for e in events if e.type == "tool:late_result"] == [  # type: ignore[attr-defined]
+        ("a", UNHOOKED, True)
+    ]
+    assert RAW not in wire(events)

@@ -391,6 +391,7 @@ class ToolRunner:
     def _landed(self, item: Scheduled, job: Job) -> None:
         self.strays.discard(job)
         outcome, call = settled(item, job, self.max_output), item.call
+        outcome = outcome if self.after is None else WITHHELD  # (its hook can no longer run)
         late = ev.ToolLateResult(
             id=call.id, tool=call.name, content=outcome.content, is_error=outcome.is_error
         )
