@@ -1,4 +1,4 @@
-"""The event-log seam: where sessions live, as an async interface a backend implements.
+"""The store's seams: where sessions live, as async interfaces a backend implements.
 
 A session is one append-only log of events, named by (tenant, agent, id): the same id under
 another agent or tenant is another session, and a foreign id is indistinguishable from an unused
@@ -30,22 +30,18 @@ cancelled end) as it would for a control of its own process.
     seq = await log.append(claimed.lease, [event, ...])
     async for stored in log.follow(key, after=seq): ...
 
-**The seams.** A backend is one `Store` on one database; each caller is typed against the
-narrowest seam it uses (a caller of two takes the `Store`), and the doors reach none of them
-but through the runtime (`runtime.reading`):
+**The seams.** A backend is one `Store` (the four seams and `close`) on one database; each
+caller takes the narrowest seam it uses (the `Store` when it uses two; the journal uses all
+four). The doors read through the runtime; the notifications' worker, the outbox and an item.
 
-    server, CLI, editor adapter, notifications ──► Runtime (runtime.service, runtime.reading)
-    runtime.state, lease, follow, ending ──► EventLog    claim renew release append
-                                                         read follow snapshot save_snapshot
-    runtime.decisions, approvers ─────────► Decisions   decide wait_decided
-    runtime.controls, live ───────────────► Controls    send_control controls delivered withdraw
-    runtime.reading, decisions, ending ───► ReadModels  session sessions pending pending_item
-                                                         usage usage_report attachments
-    notify (delivery worker) ─────────────► Outbox      (store.outbox: `outbox_of(store)`)
-    open_log ──► Store = all four + close: SQLiteLog (sqlite_log), PostgresLog (pg_log)
-
-The journal (`runtime.journal`) runs a session over all four, so it takes the `Store`; its
-appends call the backend's `append` itself, with nothing in between.
+    server, CLI, editor adapter ─────────► Runtime     (runtime.service, runtime.reading)
+    runtime.state, lease, follow ────────► EventLog    claim renew release append
+                                                       read follow snapshot save_snapshot
+    runtime.decisions, approvers ────────► Decisions   decide wait_decided
+    runtime.controls, live ──────────────► Controls    send_control controls delivered withdraw
+    runtime.reading, decisions; notify ──► ReadModels  session(s) pending(_item) usage(_report)
+                                                       attachments
+    notify, GET /notifications ──────────► Outbox      (store.outbox, `outbox_of(store)`)
 """
 
 from __future__ import annotations
@@ -186,9 +182,8 @@ def pending_cursor(cursor: str) -> int:
 
 
 class EventLog(Protocol):
-    """A session's log itself: the writer's lease, its appends and snapshots, and reading and
-    following what was committed. Every method is safe to call from many tasks and many
-    processes at once."""
+    """A session's log itself: the writer's lease, appends, snapshots, reading and following.
+    Every method of every seam is safe to call from many tasks and many processes at once."""
 
     async def claim(
         self, key: SessionKey, owner: str, *, ttl: float, parent: SessionKey | None = None
@@ -234,8 +229,7 @@ class EventLog(Protocol):
 
 
 class Decisions(Protocol):
-    """The one authority on pending items: a decision, from whoever makes it (the run need not
-    hold its lease), and waiting for one made anywhere."""
+    """The one authority on pending items: a decision by anyone (no lease), waiting for one."""
 
     async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
         """Record a decision as a `pending:decided` event in the item's session, atomically and
@@ -249,8 +243,7 @@ class Decisions(Protocol):
 
 
 class Controls(Protocol):
-    """A cancel, a steer or a follow-up for the run that holds a session, wherever it runs (see
-    the module docstring)."""
+    """A cancel, steer or follow-up for the run holding a session, wherever it runs (above)."""
 
     async def send_control(
         self, key: SessionKey, kind: ControlKind, text: str | None = None
@@ -280,8 +273,7 @@ class Controls(Protocol):
 
 
 class ReadModels(Protocol):
-    """What the events derive, as the doors list it (`store.read_models`, one SQL text for
-    both backends): sessions, pending items, usage, attachments' bytes."""
+    """What the events derive (`store.read_models`: one SQL text for both backends)."""
 
     async def session(self, key: SessionKey) -> SessionRecord:
         """`UnknownSession` for an unknown or foreign key."""
@@ -327,8 +319,7 @@ class ReadModels(Protocol):
 
 
 class Store(EventLog, Decisions, Controls, ReadModels, Protocol):
-    """A backend (`SQLiteLog`, `PostgresLog`): every seam on one database, as `open_log` opens
-    it; its opener closes it."""
+    """A backend (`SQLiteLog`, `PostgresLog`): every seam on one database; its opener closes it."""
 
     async def close(self) -> None: ...
 
