@@ -1,8 +1,9 @@
-"""The event-log seam's conformance suite, part one: the writer's side (seqs, atomic batches,
-leases, session names, snapshots) and the listings. Part two (decisions, derived rows, following)
-is `log_conformance_decisions.py`.
+"""The store's conformance suite, part one: the writer's side (seqs, atomic batches, leases,
+session names, snapshots, closing) and the listings. The other parts: decisions, derived rows
+and following (`log_conformance_decisions.py`), controls, read models, usage, the outbox
+(`log_conformance_*.py`).
 
-A backend's test module imports both (`from log_conformance import *`) and provides the fixture
+`test_log_conformance.py` runs every part once per backend (SQLite, PostgreSQL) with the fixture
 `make_log`: an async factory `await make_log(clock=None)` that opens one more instance of the
 backend on the same storage (a fresh storage per test), with `clock` (Unix seconds) when given,
 and closes every instance it opened at teardown. Two instances stand for two processes.
@@ -20,9 +21,9 @@ from loopwright import events as ev
 from loopwright.errors import SessionBusy, UnknownPending, UnknownSession
 from loopwright.messages import AssistantMessage, Text, Usage, UserMessage
 from loopwright.store import StaleWriter, StoreError
-from loopwright.store.log import Decided, Decision, EventLog, SessionKey, Snapshot
+from loopwright.store.log import Decided, Decision, SessionKey, Snapshot, Store
 
-MakeLog = Callable[..., Awaitable[EventLog]]
+MakeLog = Callable[..., Awaitable[Store]]
 KEY = SessionKey("acme", "support", "order-1001")
 SAFETY = 60  # seconds: a safety net that never decides a result
 
@@ -41,7 +42,7 @@ class Clock:
 
 
 async def decide(
-    log: EventLog, pending_id: str, status: Any, by: str = "ann", **given: Any
+    log: Store, pending_id: str, status: Any, by: str = "ann", **given: Any
 ) -> Decided:
     return await log.decide("acme", pending_id, Decision(status, by, **given))
 
@@ -154,6 +155,25 @@ async def test_an_expired_lease_is_taken_over_and_the_old_one_is_refused(
     assert (record.status, record.lease_owner, record.lease_expires) == ("idle", None, None)
     third = await log.claim(KEY, "run-3", ttl=30)
     assert (third.lease.epoch, third.died) == (3, False)
+
+
+async def test_a_closed_instance_refuses_calls_and_its_commits_stay(make_log: MakeLog) -> None:
+    log, other = await make_log(), await make_log()
+    lease = (await log.claim(KEY, "run-1", ttl=30)).lease
+    assert await log.append(lease, [said("hi"), reply()]) == 2
+    await log.close()
+    await log.close()  # twice: nothing more happens
+    calls: list[Callable[[], Awaitable[object]]] = [
+        lambda: log.read(KEY),
+        lambda: log.append(lease, [said("late")]),
+        lambda: log.session(KEY),
+        lambda: log.claim(SessionKey("acme", "support", "other"), "run-2", ttl=30),
+    ]
+    for call in calls:
+        with pytest.raises(StoreError, match="the log is closed"):
+            await call()
+    assert [s.event for s in await other.read(KEY)] == [said("hi"), reply()]
+    assert (await other.session(KEY)).lease_owner == "run-1"  # closing released nothing
 
 
 async def test_a_run_that_committed_its_done_did_not_die(make_log: MakeLog) -> None:

@@ -17,10 +17,10 @@ from log_conformance import KEY, Clock, MakeLog, safely, said
 from loopwright import redact
 from loopwright.errors import UnknownSession
 from loopwright.store import StaleWriter
-from loopwright.store.log import Control, EventLog, Lease, SessionKey
+from loopwright.store.log import Control, Controls, Lease, SessionKey
 
 
-async def next_control(log: EventLog, lease: Lease) -> Any:
+async def next_control(log: Controls, lease: Lease) -> Any:
     """The first control the run of `lease` takes (its iteration closed after)."""
     taking = log.controls(lease)
     try:

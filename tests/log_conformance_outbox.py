@@ -1,8 +1,8 @@
 """The event-log conformance suite, part four: the notifications' outbox (`store.outbox`).
 
 A notice is written with the pending item, and with its decision, in the same transaction; a
-delivery is made once per (notice, target); claims hold; every attempt is recorded. A backend's
-test module imports it beside the other parts and provides `make_log`.
+delivery is made once per (notice, target); claims hold; every attempt is recorded. Run on
+both backends by `test_log_conformance.py`, beside the other parts (the `make_log` fixture).
 """
 
 from __future__ import annotations

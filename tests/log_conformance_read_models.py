@@ -1,7 +1,7 @@
 """The event-log conformance suite, the read models (`store.read_models`, written once for both
 backends): each record and page exactly as stored, filters combined, ties in the keyset order,
-and the reads of a session's attachments. A backend's test module imports it as it imports
-`log_conformance` (the `make_log` fixture)."""
+and the reads of a session's attachments. Run on both backends by `test_log_conformance.py`
+(the `make_log` fixture)."""
 
 from __future__ import annotations
 

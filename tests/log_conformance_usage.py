@@ -1,6 +1,6 @@
-"""The event-log seam's conformance suite: usage reports (`EventLog.usage_report`), the stored
+"""The event-log seam's conformance suite: usage reports (`ReadModels.usage_report`), the stored
 per-request usage rows summed by agent, session, day and model, paged by the group's key.
-Imported by each backend's test module, like the other parts."""
+Run on both backends by `test_log_conformance.py`, like the other parts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from log_conformance import KEY, Clock, MakeLog
 from loopwright import events as ev
 from loopwright.messages import AssistantMessage, Text, Usage
-from loopwright.store.log import EventLog, SessionKey
+from loopwright.store.log import SessionKey, Store
 from loopwright.store.usage_report import UsageQuery
 
 DAY = 86_400.0
@@ -29,14 +29,14 @@ def used(i: int, o: int, cost: float | None = None, model: str = "m") -> ev.Mess
 
 
 async def write(
-    log: EventLog, key: SessionKey, *events: Any, parent: SessionKey | None = None
+    log: Store, key: SessionKey, *events: Any, parent: SessionKey | None = None
 ) -> None:
     lease = (await log.claim(key, f"run-{key.id}", ttl=30, parent=parent)).lease
     await log.append(lease, list(events))
     await log.release(lease, "idle")
 
 
-async def usage_log(make_log: MakeLog) -> EventLog:
+async def usage_log(make_log: MakeLog) -> Store:
     """Day 1: the support session (two requests, model a and b) and its subagent's (one);
     day 2: another billing session (one request without a cost); another tenant's session."""
     clock = Clock(1_700_000_000.0)  # 2023-11-14 22:13:20 UTC

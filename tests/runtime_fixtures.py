@@ -16,11 +16,11 @@ from conftest import call, scripted, verify
 from loopwright import Agent, Rules, tool
 from loopwright import events as ev
 from loopwright.runtime import LiveRun, Runtime
-from loopwright.store.log import EventLog, SessionKey
+from loopwright.store.log import EventLog, SessionKey, Store
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.testing import FunctionModel, Reply
 
-__all__ = ["logs", "runtimes"]  # the fixtures; import the rest by name
+__all__ = ["logs", "pg_logs", "runtimes"]  # the fixtures; import the rest by name
 
 RULES = Rules.from_yaml(
     "rules: [{name: ask-pay, tool: pay, decision: ask}]\ndefault_decision: allow"
@@ -112,12 +112,30 @@ class Held:
 
 
 @pytest.fixture
-async def logs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[EventLog]]]:
+async def logs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Store]]]:
     """`await logs(clock=None)`: one more `SQLiteLog` on the test's file."""
     opened: list[SQLiteLog] = []
 
-    async def make(clock: Callable[[], float] | None = None) -> EventLog:
+    async def make(clock: Callable[[], float] | None = None) -> Store:
         log = SQLiteLog(tmp_path / "loopwright.db", **({"clock": clock} if clock else {}))
+        opened.append(log)
+        return log
+
+    yield make
+    for log in opened:
+        await log.close()
+
+
+@pytest.fixture
+async def pg_logs(pg_url: str) -> AsyncIterator[Callable[..., Awaitable[Store]]]:
+    """`await pg_logs(clock=None, **options)`: one more `PostgresLog` on the test's schema (the
+    database's clock unless given one)."""
+    from loopwright.store.pg_log import PostgresLog
+
+    opened: list[PostgresLog] = []
+
+    async def make(clock: Callable[[], float] | None = None, **options: Any) -> Store:
+        log = await PostgresLog(pg_url, clock=clock, **options).open()
         opened.append(log)
         return log
 
@@ -131,7 +149,7 @@ async def runtimes() -> AsyncIterator[Callable[..., Runtime]]:
     """`runtimes(agents, log, **options)`: a `Runtime`, closed after the test."""
     made: list[Runtime] = []
 
-    def make(agents: dict[str, Agent], log: EventLog, **options: Any) -> Runtime:
+    def make(agents: dict[str, Agent], log: Store, **options: Any) -> Runtime:
         runtime = Runtime(agents, log, **options)
         made.append(runtime)
         return runtime

@@ -1,32 +1,27 @@
-"""The event-log conformance suite on `PostgresLog` (a private server, a fresh schema per test:
-tests/pg_cluster.py), and what only PostgreSQL has: the schema's versions, the database's clock,
-the listening connection that wakes followers, and how a URL selects the backend."""
+"""What only the PostgreSQL backend has (the store's conformance suite runs on it and on SQLite:
+`test_log_conformance.py`; a private server, a fresh schema per test: tests/pg_cluster.py): the
+schema's versions, the database's clock, the listening connection that wakes followers, and how
+a URL selects the backend."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from log_conformance import *  # noqa: F403
 from log_conformance import KEY, SAFETY, MakeLog, approval, reply, safely, said
-from log_conformance_controls import *  # noqa: F403
-from log_conformance_decisions import *  # noqa: F403
-from log_conformance_outbox import *  # noqa: F403
-from log_conformance_read_models import *  # noqa: F403
-from log_conformance_usage import *  # noqa: F403
 from loopwright.cli.common import Place
 from loopwright.errors import ConfigError
 from loopwright.project import Project
 from loopwright.store import StoredEvent, StoreError
-from loopwright.store.log import Decision, EventLog, log_at, open_log
+from loopwright.store.log import Decision, log_at, open_log
 from loopwright.store.pg_log import PostgresLog
 from loopwright.store.sqlite_log import SQLiteLog
+from runtime_fixtures import pg_logs  # noqa: F401 (the fixture)
 
 TABLES = {"controls", "events", "pending", "schema", "sessions", "snapshots", "usage"} | {
     "outbox",
@@ -39,18 +34,9 @@ TABLES = {"controls", "events", "pending", "schema", "sessions", "snapshots", "u
 
 
 @pytest.fixture
-async def make_log(pg_url: str) -> AsyncIterator[MakeLog]:
-    """One more `PostgresLog` on the test's schema (the database's clock unless given one)."""
-    opened: list[PostgresLog] = []
-
-    async def make(clock: Callable[[], float] | None = None, **options: Any) -> EventLog:
-        log = await PostgresLog(pg_url, clock=clock, **options).open()
-        opened.append(log)
-        return log
-
-    yield make
-    for log in opened:
-        await log.close()
+def make_log(pg_logs: MakeLog) -> MakeLog:  # noqa: F811
+    """One more `PostgresLog` on the test's schema (`pg_logs`, with its options)."""
+    return pg_logs
 
 
 async def test_the_schema_is_made_once_and_a_newer_one_is_refused(pg_url: str) -> None:

@@ -1,5 +1,6 @@
-"""The event-log conformance suite on `SQLiteLog` (a real file per test), and what only SQLite
-has: the schema's migrations from the database the synchronous `SQLiteStore` wrote (a fixture), refusals, the data-version watch."""
+"""What only the SQLite backend has (the store's conformance suite runs on it and on PostgreSQL:
+`test_log_conformance.py`): the schema's migrations from the database the synchronous
+`SQLiteStore` wrote (a fixture), refusals, the worker thread, the data-version watch."""
 
 from __future__ import annotations
 
@@ -14,25 +15,11 @@ from typing import Any
 
 import pytest
 
-from log_conformance import *  # noqa: F403
-from log_conformance import KEY, Clock, MakeLog, approval, reply, safely, said
-from log_conformance_controls import *  # noqa: F403
-from log_conformance_decisions import *  # noqa: F403
-from log_conformance_outbox import *  # noqa: F403
-from log_conformance_read_models import *  # noqa: F403
-from log_conformance_usage import *  # noqa: F403
+from log_conformance import KEY, Clock, approval, reply, safely, said
 from loopwright.store import PendingRecord, StoredEvent, StoreError
 from loopwright.store.log import Decision, SessionKey, open_log
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.wire import loads
-from runtime_fixtures import logs  # noqa: F401 (the fixture)
-
-
-@pytest.fixture
-def make_log(logs: MakeLog) -> MakeLog:  # noqa: F811
-    """The suite's factory is the runtime tests' own: one more `SQLiteLog` on the test's file."""
-    return logs
-
 
 V1_DATABASE = Path(__file__).parent / "data" / "store-v1.db"
 """A database written by the synchronous `SQLiteStore` (schema v1, loopwright before the event

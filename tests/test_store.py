@@ -1,6 +1,6 @@
 """The durable Python API: `open_log`, one session kept in the log (`runtime.open_session`), a
-`Runtime` resolving its items from another process, and the exports. (The event log's own
-contract is `log_conformance*.py`, run on SQLite by `test_log_sqlite.py`.)"""
+`Runtime` resolving its items from another process, and the exports. (The store's own
+contract is `log_conformance*.py`, run on both backends by `test_log_conformance.py`.)"""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from ..agent import Agent
 from ..errors import ConfigError
 from ..project import NAME_RULE, Project, load_project
 from ..store import StoreError
-from ..store.log import EventLog, is_postgres, open_log
+from ..store.log import Store, is_postgres, open_log
 
 EXIT_CODES: dict[ev.RunStopReason, int] = {
     "completed": 0,
@@ -181,7 +181,7 @@ class Place:
         except OSError as exc:
             raise CliError(f"cannot read {shown(toml)}: {exc.strerror}") from None
 
-    async def log(self) -> EventLog:
+    async def log(self) -> Store:
         """The place's event log (created on first use, inside a project or a bare folder)."""
         if not os.environ.get("LOOPWRIGHT_HOME"):
             self.require_project()  # never create a log in a folder that is not ours

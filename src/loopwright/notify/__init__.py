@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ..store.log import EventLog
+from ..store.log import Store
 from ..store.outbox import outbox_of
 from .config import EVENTS, NotifySettings, Webhook
 from .links import Links, link_key
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-async def links_for(settings: NotifySettings, log: EventLog, default_base: str) -> Links:
+async def links_for(settings: NotifySettings, log: Store, default_base: str) -> Links:
     """The links of this project's server (`[notify] base_url`, else `default_base`)."""
     key = await link_key(settings, outbox_of(log))
     return Links(settings.base_url or default_base, key, settings.link_ttl)
@@ -50,7 +50,7 @@ async def links_for(settings: NotifySettings, log: EventLog, default_base: str) 
 
 async def start(
     project_settings: Mapping[str, Any],
-    log: EventLog,
+    log: Store,
     default_base: str,
     *,
     extra: Sequence[Notifier] | None = None,

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from .. import redact
 from ..errors import UnknownPending
 from ..runtime.commits import new_owner
-from ..store.log import EventLog
+from ..store.log import Store
 from ..store.outbox import Delivery, Outcome, outbox_of
 from ..store.sqlite_rows import iso
 from .config import NotifySettings
@@ -45,7 +45,7 @@ class Deliverer:
 
     def __init__(
         self,
-        event_log: EventLog,
+        event_log: Store,
         notifiers: Sequence[Notifier],
         settings: NotifySettings,
         links: Links | None = None,

@@ -1,7 +1,7 @@
 """The runtime: one service between the core and every interface, over an event log.
 
 `Runtime` sends, resolves (and resumes), cancels, steers, compacts and follows sessions named by
-(tenant, agent, id); `LogJournal` is the core's `Journal` over an `EventLog`; `LiveRun` is a run
+(tenant, agent, id); `LogJournal` is the core's `Journal` over a `Store`; `LiveRun` is a run
 in progress in this process; `open_session` is one session kept in a log, for a script.
 """
 

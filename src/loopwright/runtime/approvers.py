@@ -1,7 +1,7 @@
 """The live approvers of runs the runtime drives; both answer with the decision the log records.
 
 - `held`: for a client that holds its stream. It waits for the item's decision, made anywhere
-  (`EventLog.wait_decided`), while at least one follower follows the session; with none left
+  (`Decisions.wait_decided`), while at least one follower follows the session; with none left
   (or none to begin with) it defers, and the run pauses durably as it always did.
 - `authoritative`: wraps a caller's approver (a terminal prompt, an in-process callback). The
   prompt races a decision made elsewhere: an answer given here is recorded first (an edit vetted
@@ -20,12 +20,12 @@ from typing import Any
 from ..agent import Agent
 from ..approvals import DEFER, Answer, Approval, Approver, ApproverResult, Request, copied
 from ..store import PendingRecord
-from ..store.log import EventLog, SessionKey
+from ..store.log import Decisions, SessionKey, Store
 from .decisions import answer_of, owner_of, record
 from .live import Live, LiveRun
 
 
-def held(registry: Live, log: EventLog, key: SessionKey) -> Approver:
+def held(registry: Live, log: Decisions, key: SessionKey) -> Approver:
     """The approver of a run of the top-level session `key` (and of its subagents' runs)."""
 
     async def approve(request: Request) -> ApproverResult:
@@ -59,7 +59,7 @@ def _defer(live: LiveRun | None) -> ApproverResult:
 
 
 def authoritative(
-    approver: Approver, log: EventLog, agents: Mapping[str, Agent], registry: Live, key: SessionKey
+    approver: Approver, log: Store, agents: Mapping[str, Agent], registry: Live, key: SessionKey
 ) -> Approver:
     """`approver`, answering with the decision the log records first (see the module)."""
 

@@ -1,7 +1,7 @@
 """Cancel, steer and follow-up for a run that executes in another process.
 
 The runtime applies a control to a run of its own process directly. For a run elsewhere it sends
-the control through the log (`EventLog.send_control`), addressed to the lease that holds the
+the control through the log (`Controls.send_control`), addressed to the lease that holds the
 session, and waits — at most `wait` seconds — for that run to take it (`delivered`). The run
 applies it as a control of its own process (`LiveRun.apply`). What the sender learns:
 
@@ -28,13 +28,13 @@ from typing import Literal
 from .. import events as ev
 from ..errors import SessionBusy
 from ..store import SessionStatus, StoredEvent, StoreError
-from ..store.log import Control, EventLog, SessionKey
+from ..store.log import Control, Controls, EventLog, SessionKey, Store
 from .commits import Settings
 
 logger = logging.getLogger("loopwright.runtime")
 
 
-async def cancel_elsewhere(log: EventLog, key: SessionKey, wait: float) -> bool:
+async def cancel_elsewhere(log: Store, key: SessionKey, wait: float) -> bool:
     """Cancel the session's run in another process (see the module docstring)."""
     before = (await log.session(key)).last_seq  # `UnknownSession` for an unknown key
     control = await log.send_control(key, "cancel")
@@ -50,7 +50,7 @@ async def cancel_elsewhere(log: EventLog, key: SessionKey, wait: float) -> bool:
 
 
 async def log_for_next_run(
-    log: EventLog, key: SessionKey, settings: Settings, event: ev.Event
+    log: Store, key: SessionKey, settings: Settings, event: ev.Event
 ) -> None:
     """Log `event` for the session's next run (what a cancel dropped from its queue) under a
     lease of its own, the session left as it was. `SessionBusy` while a run holds it."""
@@ -63,7 +63,7 @@ async def log_for_next_run(
 
 
 async def log_later(
-    log: EventLog, key: SessionKey, settings: Settings, event: ev.Event, lock: Lock
+    log: Store, key: SessionKey, settings: Settings, event: ev.Event, lock: Lock
 ) -> None:
     """`log_for_next_run` for a session's journal none of whose runs holds the session: under
     `lock`, which the journal holds as a run of its lets its lease go; a failure is logged."""
@@ -75,7 +75,7 @@ async def log_later(
 
 
 async def queue_elsewhere(
-    log: EventLog,
+    log: Store,
     key: SessionKey,
     text: str,
     mode: Literal["steer", "follow_up"],
@@ -99,7 +99,7 @@ async def queue_elsewhere(
                 raise
 
 
-async def _taken(log: EventLog, control: Control, deadline: float) -> bool:
+async def _taken(log: Controls, control: Control, deadline: float) -> bool:
     """Whether the run took the control by `deadline` (withdrawn otherwise: `SessionBusy` when
     its run still holds the session)."""
     try:
@@ -170,7 +170,7 @@ async def _close(events: AsyncIterator[StoredEvent]) -> None:
 
 
 async def log_queued(
-    log: EventLog,
+    log: Store,
     key: SessionKey,
     text: str,
     mode: Literal["steer", "follow_up"],

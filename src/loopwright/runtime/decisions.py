@@ -19,7 +19,7 @@ from ..approvals import Answer, Approval, Logged
 from ..arguments import vet_edit
 from ..errors import ConfigError
 from ..store import PendingRecord
-from ..store.log import Decision, EventLog, SessionKey
+from ..store.log import Decision, EventLog, ReadModels, SessionKey, Store
 from .commits import crash_after
 
 Decided = Approval | Answer
@@ -42,7 +42,7 @@ def key_of(item: PendingRecord) -> SessionKey:
     return SessionKey(item.tenant, item.agent, item.session_id)
 
 
-async def chain(log: EventLog, key: SessionKey) -> list[SessionKey]:
+async def chain(log: ReadModels, key: SessionKey) -> list[SessionKey]:
     """A session and its parents, up to the top-level session."""
     keys = [key]
     record = await log.session(key)
@@ -53,7 +53,7 @@ async def chain(log: EventLog, key: SessionKey) -> list[SessionKey]:
 
 
 async def owner_of(
-    log: EventLog, agents: Mapping[str, Agent], tenant: str, pending_id: str
+    log: ReadModels, agents: Mapping[str, Agent], tenant: str, pending_id: str
 ) -> Owner:
     """Find a pending item of `tenant` and the agents it belongs to: the chain of sessions is
     walked up to the top-level one, whose agent must be in `agents`, and down again through the
@@ -120,7 +120,7 @@ class Recorded:
     """Why the decision was refused (`invalid`): the message names the rule."""
 
 
-async def record(log: EventLog, owner: Owner, decided: Decided) -> Recorded:
+async def record(log: Store, owner: Owner, decided: Decided) -> Recorded:
     """Record a decision on the owner's item, unless it is refused or another one came first.
     A denial closes the item's batch (the log skips its other items) and the items of the
     subagent sessions its calls wait on."""
@@ -168,7 +168,7 @@ def answer_of(item: PendingRecord) -> Decided | None:
             return None
 
 
-async def open_under(log: EventLog, root: SessionKey) -> list[PendingRecord]:
+async def open_under(log: ReadModels, root: SessionKey) -> list[PendingRecord]:
     """The open items of a session and of the subagent sessions under it, in request order."""
     out: list[PendingRecord] = []
     under: dict[SessionKey, bool] = {}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from .. import events as ev
 from ..errors import UnknownPending
-from ..store.log import EventLog, SessionKey
+from ..store.log import EventLog, ReadModels, SessionKey, Store
 from .decisions import open_under
 from .live import Live, LiveRun
 
@@ -45,7 +45,7 @@ class _End:
 
 
 async def went_on(
-    log: EventLog, live: Live, key: SessionKey, after: int, every: float, take_over: TakeOver
+    log: Store, live: Live, key: SessionKey, after: int, every: float, take_over: TakeOver
 ) -> ev.Done | None:
     """The `done` of the run that goes on for the top-level session `key` after seq `after`
     (see the module); None when its run died and nothing can go on."""
@@ -60,7 +60,7 @@ async def went_on(
         after = end.seq  # paused on items decided meanwhile: it goes on
 
 
-async def decided(log: EventLog, live: Live, key: SessionKey) -> bool:
+async def decided(log: ReadModels, live: Live, key: SessionKey) -> bool:
     """Whether the session is decided, not acted on (see the module)."""
     if live.get(key) is not None or (await log.session(key)).status != "paused":
         return False
@@ -68,7 +68,7 @@ async def decided(log: EventLog, live: Live, key: SessionKey) -> bool:
 
 
 async def _watched(
-    log: EventLog, live: Live, key: SessionKey, after: int, every: float
+    log: Store, live: Live, key: SessionKey, after: int, every: float
 ) -> _End | None:
     """The first `done` after `after`; None once no run holds the session and none came."""
     first = asyncio.ensure_future(_first_done(log, key, after))
@@ -100,7 +100,7 @@ async def _first_done(log: EventLog, key: SessionKey, after: int) -> _End | None
             await close()
 
 
-async def _stopped(log: EventLog, live: Live, key: SessionKey, after: int) -> bool:
+async def _stopped(log: Store, live: Live, key: SessionKey, after: int) -> bool:
     """Whether no run holds the session (here or under a live lease elsewhere) and the log has
     no `done` past `after`."""
     if live.get(key) is not None or (await log.session(key)).status == "running":
@@ -108,7 +108,7 @@ async def _stopped(log: EventLog, live: Live, key: SessionKey, after: int) -> bo
     return not any(isinstance(s.event, ev.Done) for s in await log.read(key, after=after))
 
 
-async def _open(log: EventLog, tenant: str, ids: tuple[str, ...]) -> bool:
+async def _open(log: ReadModels, tenant: str, ids: tuple[str, ...]) -> bool:
     """Whether any of the items is still open."""
     for pending_id in ids:
         try:

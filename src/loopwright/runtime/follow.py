@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .. import events as ev
 from ..store import StoredEvent
-from ..store.log import EventLog, SessionKey
+from ..store.log import EventLog, SessionKey, Store
 
 if TYPE_CHECKING:
     from .live import Follower, Live, LiveRun
@@ -34,7 +34,7 @@ def final(event: ev.Event | None) -> bool:
 
 
 async def follow(
-    log: EventLog,
+    log: Store,
     registry: Live,
     key: SessionKey,
     *,
@@ -88,7 +88,7 @@ AFTER_DONE = 16
 it: decisions and steering for a next run come there, a handful as a rule."""
 
 
-async def _over(log: EventLog, key: SessionKey, seq: int, *, done: bool = False) -> bool:
+async def _over(log: Store, key: SessionKey, seq: int, *, done: bool = False) -> bool:
     """The session's latest run ended for good at or before `seq`: all that came after `seq`
     is decisions and steering for a next run (not a run's events), and either the event at
     `seq` is that run's final `done`, or the session is idle (its run may hold its lease a

@@ -47,7 +47,7 @@ from ..messages import History
 from ..replay import State, apply, died_waiting
 from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
-from ..store.log import Decision, EventLog, Lease, SessionKey
+from ..store.log import Decision, Lease, ReadModels, SessionKey, Store
 from ..text import valid, valid_data
 from ..tools import Tool
 from .commits import COMMIT_AT as COMMIT_AT
@@ -72,7 +72,7 @@ class LogJournal:
 
     def __init__(
         self,
-        log: EventLog,
+        log: Store,
         agent: Agent,
         key: SessionKey,
         settings: Settings,
@@ -460,7 +460,7 @@ class LogJournal:
 
 
 async def session_in_log(
-    log: EventLog,
+    log: Store,
     agent: Agent,
     key: SessionKey,
     settings: Settings,
@@ -490,7 +490,7 @@ async def session_in_log(
     return session
 
 
-async def _open_in(log: EventLog, key: SessionKey) -> list[PendingRecord]:
+async def _open_in(log: ReadModels, key: SessionKey) -> list[PendingRecord]:
     return list((await log.pending(key.tenant, session=key, status="open", limit=1000)).items)
 
 

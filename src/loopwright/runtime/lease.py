@@ -26,7 +26,9 @@ logger = logging.getLogger("loopwright.runtime")
 class Holder(Protocol):
     """What holds a lease: a journal, while a run of its session goes on."""
 
-    log: EventLog
+    @property
+    def log(self) -> EventLog: ...
+
     settings: Settings
     key: SessionKey
     lease: Lease | None

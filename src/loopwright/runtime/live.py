@@ -28,7 +28,7 @@ from .. import events as ev
 from ..errors import SessionBusy
 from ..session import Run, Session
 from ..store import StaleWriter, StoredEvent, StoreError
-from ..store.log import Control, EventLog, Lease, SessionKey
+from ..store.log import Control, Lease, SessionKey, Store
 from .follow import Item, follow
 from .journal import NOT_STORED, LogJournal
 
@@ -276,7 +276,7 @@ class Follower:
 class Live:
     """The registry of this process's live runs and of the followers of sessions."""
 
-    def __init__(self, log: EventLog) -> None:
+    def __init__(self, log: Store) -> None:
         self.log = log
         self._runs: dict[SessionKey, LiveRun] = {}
         self._followers: dict[SessionKey, int] = {}

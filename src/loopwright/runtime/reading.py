@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import events as ev
 from ..store import PendingRecord, PendingStatus, StoredEvent
-from ..store.log import EventLog, Page, SessionKey, SessionRecord
+from ..store.log import Page, SessionKey, SessionRecord, Store
 from ..store.usage_report import UsageQuery
 from . import follow as following
 from .decisions import chain, key_of, open_under
@@ -25,7 +25,7 @@ from .live import Follower, Live
 class Reading:
     """The reading side of a runtime over `log`, with its live runs `live`."""
 
-    log: EventLog
+    log: Store
     live: Live
 
     async def _recover(self, key: SessionKey) -> bool:

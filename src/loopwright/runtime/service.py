@@ -34,7 +34,7 @@ from ..messages import UserMessage
 from ..model_settings import ModelSettings
 from ..session import Run, Session
 from ..store import PendingRecord, StaleWriter
-from ..store.log import EventLog, SessionKey
+from ..store.log import SessionKey, Store
 from ..toolsets import exit_all
 from .approvers import held
 from .controls import cancel_elsewhere, log_for_next_run, log_queued, queue_elsewhere
@@ -85,7 +85,7 @@ class Runtime(Reading):
     def __init__(
         self,
         agents: Mapping[str, Agent],
-        log: EventLog,
+        log: Store,
         *,
         owner: str | None = None,
         ttl: float = 30.0,

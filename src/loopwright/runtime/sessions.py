@@ -16,14 +16,14 @@ from dataclasses import replace
 
 from ..agent import Agent
 from ..session import Session
-from ..store.log import EventLog, SessionKey
+from ..store.log import SessionKey, Store
 from . import journal
 from .journal import Settings
 
 
 async def open_session(
     agent: Agent,
-    log: EventLog,
+    log: Store,
     session_id: str | None = None,
     *,
     tenant: str = "default",

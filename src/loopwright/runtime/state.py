@@ -15,7 +15,7 @@ from dataclasses import fields, replace
 from ..messages import History
 from ..replay import OpenBatch, State, continued, fold, from_snapshot, to_snapshot
 from ..store import StoredEvent, blobs
-from ..store.log import EventLog, Lease, SessionKey, Snapshot
+from ..store.log import EventLog, Lease, SessionKey, Snapshot, Store
 from ..tools import Tool
 
 logger = logging.getLogger("loopwright.runtime")
@@ -25,7 +25,7 @@ INLINE_FOLD = 500
 
 
 async def read_state(
-    log: EventLog, key: SessionKey, tools: dict[str, Tool], *, died: bool
+    log: Store, key: SessionKey, tools: dict[str, Tool], *, died: bool
 ) -> tuple[State, int, int]:
     """The state a run of the session continues from, its history `continued` (`died`: its
     last run stopped before its `done`), the seq it was read up to, and the seq of the

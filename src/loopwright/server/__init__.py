@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 
 from ..project import Project
 from ..runtime import Runtime
-from ..store.log import EventLog
+from ..store.log import Store
 from .settings import ServerSettings
 from .state import State
 
@@ -35,7 +35,7 @@ __all__ = ["ServerSettings", "State", "create_app", "version"]
 
 def create_app(
     project: Project,
-    log: EventLog | None = None,
+    log: Store | None = None,
     *,
     runtime: Runtime | None = None,
     settings: ServerSettings | None = None,

@@ -19,7 +19,7 @@ from ..errors import describe
 from ..project import Project
 from ..runtime import LiveRun, Runtime
 from ..runtime.journal import NOT_STORED
-from ..store.log import EventLog, SessionKey
+from ..store.log import SessionKey, Store
 from ..wire import Profile
 from .limits import TenantLimits
 from .settings import ServerSettings
@@ -45,7 +45,7 @@ class State:
         return Places(self.limits, tenant, run=run, stream=stream)
 
     @property
-    def log(self) -> EventLog:
+    def log(self) -> Store:
         return self.runtime.log
 
     def agent(self, name: str) -> Agent:

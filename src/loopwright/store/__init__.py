@@ -1,8 +1,9 @@
 """Durable sessions: where they live, and the records read from them.
 
-A session is one append-only log of events named by (tenant, agent, id), in an `EventLog`
-(`store.log`: the seam; `store.sqlite_log`: SQLite, the embedded default). Its status, pending
-items and usage rows are derived from its events as they are appended. A `Runtime`
+A session is one append-only log of events named by (tenant, agent, id), in a `Store`
+(`store.log`: its seams — the `EventLog` itself, `Decisions`, `Controls`, `ReadModels` — and
+who uses which; `store.sqlite_log`: SQLite, the embedded default; `store.pg_log`: PostgreSQL).
+Its status, pending items and usage rows are derived from its events as they are appended. A `Runtime`
 (`loopwright.runtime`) drives sessions over a log; `runtime.open_session` opens one for a
 script; `store.export` writes a session out as JSON lines or as its model contexts.
 
@@ -78,7 +79,7 @@ def data_dir(project: str | Path | None = None) -> Path:
     return Path(project or ".") / ".loopwright"
 
 
-from .log import EventLog, SessionKey, open_log  # noqa: E402 (log.py reads the records above)
+from .log import EventLog, SessionKey, Store, open_log  # noqa: E402 (log.py reads the records above)
 
 __all__ = [
     "EventLog",
@@ -87,6 +88,7 @@ __all__ = [
     "SessionKey",
     "SessionStatus",
     "StaleWriter",
+    "Store",
     "StoreError",
     "StoredEvent",
     "data_dir",

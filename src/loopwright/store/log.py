@@ -1,4 +1,4 @@
-"""The event-log seam: where sessions live, as an async interface a backend implements.
+"""The store's seams: where sessions live, as async interfaces a backend implements.
 
 A session is one append-only log of events, named by (tenant, agent, id): the same id under
 another agent or tenant is another session, and a foreign id is indistinguishable from an unused
@@ -29,6 +29,19 @@ cancelled end) as it would for a control of its own process.
     claimed = await log.claim(key, owner, ttl=30)
     seq = await log.append(claimed.lease, [event, ...])
     async for stored in log.follow(key, after=seq): ...
+
+**The seams.** A backend is one `Store` (the four seams and `close`) on one database; each
+caller takes the narrowest seam it uses (the `Store` when it uses two; the journal uses all
+four). The doors read through the runtime; the notifications' worker, the outbox and an item.
+
+    server, CLI, editor adapter ─────────► Runtime     (runtime.service, runtime.reading)
+    runtime.state, lease, follow ────────► EventLog    claim renew release append
+                                                       read follow snapshot save_snapshot
+    runtime.decisions, approvers ────────► Decisions   decide wait_decided
+    runtime.controls, live ──────────────► Controls    send_control controls delivered withdraw
+    runtime.reading, decisions; notify ──► ReadModels  session(s) pending(_item) usage(_report)
+                                                       attachments
+    notify, GET /notifications ──────────► Outbox      (store.outbox, `outbox_of(store)`)
 """
 
 from __future__ import annotations
@@ -169,9 +182,8 @@ def pending_cursor(cursor: str) -> int:
 
 
 class EventLog(Protocol):
-    """A backend. Every method is safe to call from many tasks and many processes at once."""
-
-    # ---- the writer's side -------------------------------------------------------------------
+    """A session's log itself: the writer's lease, appends, snapshots, reading and following.
+    Every method of every seam is safe to call from many tasks and many processes at once."""
 
     async def claim(
         self, key: SessionKey, owner: str, *, ttl: float, parent: SessionKey | None = None
@@ -195,10 +207,19 @@ class EventLog(Protocol):
         last sequence number (gapless per session). Raises `StaleWriter`."""
         ...
 
-    async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
-        """Record a decision as a `pending:decided` event in the item's session, atomically and
-        single-use. A denial also skips the batch's other open items (one event each).
-        `UnknownPending` for an unknown or foreign id."""
+    async def read(
+        self, key: SessionKey, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """Committed events with `seq > after`, in order (at most `limit`). `UnknownSession`."""
+        ...
+
+    def follow(self, key: SessionKey, *, after: int) -> AsyncIterator[StoredEvent]:
+        """Committed events after `after`, then each new one as it is committed — by this
+        process or any other — without gaps, until the caller stops iterating."""
+        ...
+
+    async def snapshot(self, key: SessionKey) -> Snapshot | None:
+        """The newest snapshot (highest seq), if any. `UnknownSession`."""
         ...
 
     async def save_snapshot(self, lease: Lease, snapshot: Snapshot) -> None:
@@ -206,7 +227,23 @@ class EventLog(Protocol):
         `StaleWriter`."""
         ...
 
-    # ---- controls (see the module docstring) -------------------------------------------------
+
+class Decisions(Protocol):
+    """The one authority on pending items: a decision by anyone (no lease), waiting for one."""
+
+    async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
+        """Record a decision as a `pending:decided` event in the item's session, atomically and
+        single-use. A denial also skips the batch's other open items (one event each).
+        `UnknownPending` for an unknown or foreign id."""
+        ...
+
+    async def wait_decided(self, tenant: str, pending_id: str) -> PendingRecord:
+        """Return once the item is no longer open (decided here or in another process)."""
+        ...
+
+
+class Controls(Protocol):
+    """A cancel, steer or follow-up for the run holding a session, wherever it runs (above)."""
 
     async def send_control(
         self, key: SessionKey, kind: ControlKind, text: str | None = None
@@ -234,30 +271,9 @@ class EventLog(Protocol):
         took it first."""
         ...
 
-    # ---- the readers' side -------------------------------------------------------------------
 
-    async def read(
-        self, key: SessionKey, *, after: int = 0, limit: int | None = None
-    ) -> list[StoredEvent]:
-        """Committed events with `seq > after`, in order (at most `limit`). `UnknownSession`."""
-        ...
-
-    def follow(self, key: SessionKey, *, after: int) -> AsyncIterator[StoredEvent]:
-        """Committed events after `after`, then each new one as it is committed — by this
-        process or any other — without gaps, until the caller stops iterating."""
-        ...
-
-    async def wait_decided(self, tenant: str, pending_id: str) -> PendingRecord:
-        """Return once the item is no longer open (decided here or in another process)."""
-        ...
-
-    async def attachments(self, hashes: Sequence[str]) -> dict[str, bytes]:
-        """The bytes of the attachments stored under `hashes` (those the log has; `blobs`)."""
-        ...
-
-    async def snapshot(self, key: SessionKey) -> Snapshot | None:
-        """The newest snapshot (highest seq), if any. `UnknownSession`."""
-        ...
+class ReadModels(Protocol):
+    """What the events derive (`store.read_models`: one SQL text for both backends)."""
 
     async def session(self, key: SessionKey) -> SessionRecord:
         """`UnknownSession` for an unknown or foreign key."""
@@ -297,12 +313,18 @@ class EventLog(Protocol):
         groups at a time; `ValueError` for a cursor this log did not give."""
         ...
 
+    async def attachments(self, hashes: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of the attachments stored under `hashes` (those the log has; `blobs`)."""
+        ...
+
+
+class Store(EventLog, Decisions, Controls, ReadModels, Protocol):
+    """A backend (`SQLiteLog`, `PostgresLog`): every seam on one database; its opener closes it."""
+
     async def close(self) -> None: ...
 
 
-async def open_log(
-    path_or_url: str | Path | None = None, *, pool_size: int | None = None
-) -> EventLog:
+async def open_log(path_or_url: str | Path | None = None, *, pool_size: int | None = None) -> Store:
     """The event log at `path_or_url`: a SQLite file (a path or `sqlite:///path`), by default
     `loopwright.db` in the data directory (as `open_store`), or a PostgreSQL database
     (`postgresql://…` or `postgres://…`, with `loopwright[postgres]`), whose pool opens at most
@@ -314,7 +336,7 @@ async def open_log(
     return await asyncio.to_thread(log_at, path_or_url, pool_size=pool_size)
 
 
-def log_at(path_or_url: str | Path | None = None, *, pool_size: int | None = None) -> EventLog:
+def log_at(path_or_url: str | Path | None = None, *, pool_size: int | None = None) -> Store:
     """The event log at `path_or_url` (as `open_log`), made without an event loop: a SQLite file
     is opened now (blocking), a PostgreSQL database is connected to on first use."""
     if isinstance(path_or_url, str) and is_postgres(path_or_url):
