@@ -17,8 +17,8 @@ The checks, over every session of the case's tenant, the items, and the ledger:
 - P3: no tool ran twice; every call logged started has exactly one result; no result says a
   call "did not complete" that the ledger shows ran after the takeover.
 - P4: nothing is left open; every approved or answered item's call ran (or was logged started
-  and then interrupted by the crash), every denied or skipped one never ran; the next message
-  is taken.
+  and then interrupted by the crash: its result says it may have run), every denied or skipped
+  one never ran; the next message is taken.
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from crash_model import CURRENT, OUTBOX_WRITES, Fault, Faulty, Ledger, Process, 
 from crash_scenarios import NOTIFY, SESSION, Ctx, Hook, Scenario, agents, decisions_of
 from loopwright import Approval
 from loopwright import events as ev
+from loopwright.decide import INTERRUPTED, MAY_HAVE_RUN
 from loopwright.errors import SessionBusy
 from loopwright.notify.worker import Deliverer
 from loopwright.runtime import Runtime
 from loopwright.store.log import EventLog
 from loopwright.store.outbox import outbox_of
 
-INTERRUPTED = "[interrupted: tool call did not complete]"
 LEASE = 30.0
 SAFETY = 30.0
 """Seconds a case waits for a run before it calls it stuck (a safety net, never a sync)."""
@@ -145,7 +145,9 @@ async def recover(
         if step.call is not None and step.decision is not None:
             every = await runtime.pending(ctx.tenant, status=None)
             for item in (i for i in every if i.call_id == step.call):
-                await runtime.resolve(ctx.tenant, item.id, step.decision)
+                resolved = await runtime.resolve(ctx.tenant, item.id, step.decision)
+                if resolved.run is not None:  # (its client waits for it, as the step does)
+                    await asyncio.wait_for(resolved.run.wait(), SAFETY)
         await decide_open(ctx, decisions)
     clock.now += 3600  # a lease later
     violations: list[str] = []
@@ -264,7 +266,8 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
         if item.status == "open":
             out.append(f"P4: {call}'s item is still open after every item listed was decided")
         elif item.status in ("approved", "answered"):
-            if ran[call] == 0 and not (started[call] and said.get(call) == INTERRUPTED):
+            stopped = said.get(call) in (INTERRUPTED, MAY_HAVE_RUN)  # (P3: surfaced, not re-run)
+            if ran[call] == 0 and not (started[call] and stopped):
                 if item.kind != "question":
                     out.append(f"P4: {call} was {item.status} and never ran")
                 elif call not in said:

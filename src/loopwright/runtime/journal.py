@@ -58,6 +58,7 @@ from .commits import Settings as Settings
 from .commits import commits, crash_points_of_process, forwarded, maybe_crash
 from .controls import log_later
 from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
+from .fence import fence_children, suspension
 from .lease import deadline, keep
 from .state import read_state, refill, save_snapshot
 
@@ -278,10 +279,11 @@ class LogJournal:
         in any process resumes it as it resumes any paused run."""
         if session.state.batch is None:
             return []
-        stored = await self.log.read(self.key, after=self.snapshot_seq)
-        began = max((n for n, s in enumerate(stored) if s.event.type == "session"), default=0)
-        ending = died_waiting(session.state, [s.event for s in stored[began:]])
-        if ending is None:
+        held = await fence_children(self, session)  # (its subagents' runs died with it)
+        stored = [s.event for s in await self.log.read(self.key, after=self.snapshot_seq)]
+        run = stored[max((n for n, e in enumerate(stored) if e.type == "session"), default=0) :]
+        ending = died_waiting(session.state, run) or suspension(session.state.batch, run, held)
+        if ending is None:  # (and `fence`: a dead run whose subagents wait on a human)
             return []
         await self.log.append(lease, ending)
         refill(session.state, await self.load(died=False))

@@ -278,7 +278,9 @@ class Runtime(Reading):
         return Resolved("resumed", outcome.item, owner.root, [], live, before=before)
 
     async def act_on(self, key: SessionKey, asker: Approver | None, hold: bool) -> LiveRun | None:
-        """Resume a session that is decided, not acted on (`ending`): its run here, or None."""
+        """Resume a session that is decided, not acted on (`ending`): its run here, or None.
+        A resumer that died after its claim left the session `interrupted`: recovered first."""
+        await self._recover(key)
         if not await decided(self.log, self.live, key):
             return None
         try:
