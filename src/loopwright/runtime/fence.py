@@ -23,14 +23,16 @@ from ..agent import Agent
 from ..errors import UnknownSession
 from ..replay import OpenBatch
 from ..session import Session
-from ..store.log import EventLog, SessionKey
+from ..store.log import SessionKey, Store
 from ..tools import Tool
 
 
 class Parent(Protocol):
     """A session's journal, as a takeover sees it (`LogJournal`)."""
 
-    log: EventLog
+    @property
+    def log(self) -> Store: ...
+
     key: SessionKey
     tools: dict[str, Tool]
 
