@@ -469,6 +469,9 @@ async def test_a_request_past_its_deadline_fails_retryably_in_the_run_not_in_the
         async def end(self, session: Any, stop_reason: Any) -> None:
             pass
 
+        def seq_of(self, event):
+            return None
+
         async def append(self, session_id: str, event: ev.Event) -> None:
             if event.type == "model:retry":
                 retried.set()

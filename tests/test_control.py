@@ -334,6 +334,9 @@ async def test_the_journal_sees_every_event_and_the_intent_before_the_tool_runs(
         async def end(self, session, stop_reason):
             self.events.append((session.id, f"end {stop_reason}"))
 
+        def seq_of(self, event):
+            return None
+
         async def append(self, session_id, event):
             await asyncio.sleep(0)
             self.events.append((session_id, event.type))
@@ -368,6 +371,9 @@ async def test_cancel_from_another_task_while_a_journal_is_writing():
 
         async def end(self, session, stop_reason):
             pass
+
+        def seq_of(self, event):
+            return None
 
         async def append(self, session_id, event):
             if event.type == "tool:started":  # held until the other task has cancelled

@@ -136,6 +136,9 @@ async def test_a_cancel_while_a_reply_is_committed_answers_its_calls_as_the_log_
         async def end(self, session, stop_reason):
             pass
 
+        def seq_of(self, event):
+            return None
+
         async def append(self, session_id, event):
             seen.append(event)
             if event.type == "message:completed":  # held until the other task has cancelled

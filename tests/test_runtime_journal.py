@@ -77,16 +77,29 @@ async def test_append_numbers_only_the_events_it_committed(logs):
 
 async def test_an_ask_reaches_readers_only_once_its_item_is_in_the_log(logs):
     """A client that decides on seeing `approval:pending` (before `pending:requested`), as a
-    loopengine v1 client does, finds the item: the announcement is a commit point."""
+    loopengine v1 client does, finds the item and the call it is about: the announcement is
+    committed with its `pending:requested`, in one append, and reaches readers once it is
+    (issue 30: an item decided between two commits, its call unnamed, was one nothing could act
+    on after a crash)."""
     log = await logs()
+    appends: list[list[str]] = []
+    append = log.append
+
+    def recorded(lease: Any, events: Any) -> Any:
+        appends.append([e.type for e in events])
+        return append(lease, events)
+
+    log.append = recorded  # type: ignore[method-assign]
     session = await session_in_log(log, payer(*pays()), KEY, Settings())
     found = []
     async with session.run("go") as run:
         async for event in run:
             if event.type == "approval:pending":
                 item = await log.pending_item(KEY.tenant, event.id)  # type: ignore[union-attr]
-                found.append((run.seq, item.status, item.tool))
-    assert found == [(6, "open", "pay")]
+                found.append((run.seq, item.status, item.tool, item.call_id))
+    assert found == [(6, "open", "pay", "p1")]
+    [asked] = [types for types in appends if "approval:pending" in types]
+    assert asked[-2:] == ["approval:pending", "pending:requested"]
 
 
 async def test_a_session_kept_open_is_resolved_and_resumed_in_place(logs):

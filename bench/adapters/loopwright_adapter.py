@@ -131,6 +131,9 @@ def step_profile(steps):
         async def end(self, session, stop_reason):
             pass
 
+        def seq_of(self, event):
+            return None
+
         async def append(self, session_id, event):
             t = type(event)
             if t is ev.StepStarted or t is ev.Done:

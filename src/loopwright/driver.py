@@ -220,6 +220,7 @@ class Run:
         step, push = events.__anext__, buffer.append
         plain = seqs is None and observe is None  # nothing but the state and the buffer
         pushed, failed = True, False
+        held: list[ev.Event] = []  # (see `_ASKS`)
         try:
             event = await step()
             while True:  # until the loop, past its `done`, ends (StopAsyncIteration)
@@ -243,8 +244,13 @@ class Run:
                         if type(event) is done:
                             stop = event.stop_reason
                         assert journal is not None
-                        seqs.append(await journal.append(self.session_id, event))
-                        buffer.append(event)
+                        seq = await journal.append(self.session_id, event)
+                        if type(event) in _ASKS:
+                            held.append(event)
+                        else:
+                            self._release(held)
+                            seqs.append(seq)
+                            buffer.append(event)
                         pushed = True
                     if self._waiter is not None:
                         self._wake_reader()
@@ -255,6 +261,7 @@ class Run:
                     # Cancelled here (a journal or the reader was awaited), not in the loop:
                     # the loop gets it where it is suspended, at this event's `yield`.
                     if not pushed:  # its append was cut short: it may not be in the log
+                        self._release(held)
                         buffer.append(event)
                         if seqs is not None:
                             seqs.append(None)
@@ -272,6 +279,7 @@ class Run:
                         raise
                     failed = True
                     if not pushed:
+                        self._release(held)
                         buffer.append(event)
                         seqs.append(None)  # type: ignore[union-attr]
                         self._wake_reader()
@@ -297,6 +305,15 @@ class Run:
             finally:
                 self._session = None  # the run holds its session no longer: no cycle is left
                 self._wake_all()  # the task ends in this step: whoever wakes sees it done
+
+    def _release(self, held: list[ev.Event]) -> None:
+        """Hand the reader the announcements held (`_ASKS`), each with its seq if it is in the
+        log (committed with the event after it)."""
+        if held:
+            assert self._journal is not None and self._seqs is not None
+            self._seqs.extend(map(self._journal.seq_of, held))
+            self._buffer.extend(held)
+            held.clear()
 
     def _wake_reader(self) -> None:
         waiter, self._waiter = self._waiter, None
@@ -430,6 +447,10 @@ class Run:
 
 
 run_result = maker(RunResult)  # (every run's: see `_values.maker`)
+_ASKS = (ev.ApprovalPending, ev.QuestionPending)
+"""A run's own announcements of pending items: each is committed with the `pending:requested`
+after it, which names its call, and reaches the reader with it, so that nobody sees (and
+decides) an item whose call the log does not name."""
 _ENDING = frozenset(
     {
         ev.LoopDone,

@@ -55,6 +55,10 @@ class Journal(Protocol):
 
     async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None: ...
 
+    def seq_of(self, event: ev.Event) -> int | None:
+        """The sequence number of an event of the run that the log holds (None: not yet)."""
+        ...
+
     async def resolve(
         self, session: Session, pending_id: str, approval: Approval | Answer
     ) -> Resolution: ...

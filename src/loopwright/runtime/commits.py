@@ -20,9 +20,7 @@ COMMIT_AT = frozenset(
         "input:received",
         "steering:injected",
         "message:completed",
-        "approval:pending",  # the item exists before anyone can see it (and decide it)
-        "question:pending",
-        "pending:requested",
+        "pending:requested",  # with its item's announcement: seen (and decided) once both are in
         "tool:started",
         "tool:result",
         "tool:late_result",

@@ -1,14 +1,11 @@
 """The journal of a session kept in an event log: a run's events go to the log as it goes.
 
-What is committed when (SPEC §7): token deltas never (a subagent's forwarded ones neither); every
-other event is committed, grouped so that a commit happens at each point that matters — the input
-before the first step, each complete reply, each pending item before anyone is asked, each tool
-call's intent before it runs and its result right after, and the end of the run. A reply still
-streaming is committed as `message:partial` every `partial_every` seconds, so a crash leaves
-carry-over: each holds what was streamed since the last one (its `offset` says where it starts), so
-a long reply costs the log its length once. An event gets its sequence number when it is committed:
-`append` returns it for the event that made the commit and None for one still buffered — a number
-is never handed out for an event the log does not hold.
+What is committed when (SPEC §7): every event but token deltas (a subagent's too), a commit at
+each point that matters: the input, each reply, each pending item with the call it names (before
+anyone sees it), each call's intent before it runs and its result after, the run's end. A reply
+streaming is committed as `message:partial` every `partial_every` seconds (each holds what came
+since the last, from its `offset`), so a crash leaves carry-over. An event's seq is known once it
+is committed (`seq_of`; `append` returns that of the event that made the commit).
 
 A run holds its session under a lease renewed by a heartbeat; an expired lease is taken over by
 the next run (a dead run that waited on a human is logged paused on its items; else its batch is
@@ -186,6 +183,9 @@ class LogJournal:
                 raise self.stale  # (no call is in flight as a batch starts)
             return self.seqs.get(id(event))
         return None
+
+    def seq_of(self, event: ev.Event) -> int | None:
+        return self.seqs.get(id(event))
 
     def lose(self, why: StaleWriter) -> None:
         """The lease is lost (`runtime.lease`): the run ends at its next append, and its calls
