@@ -352,7 +352,7 @@ def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
         )
     return Checkpoint(
         calls=batch.calls,
-        results=dict(batch.results),
+        results=batch.results,  # (the batch's own: a view, as its decisions are)
         pending=pending,
         decided=batch.decided,
         suspended=suspended,
