@@ -430,7 +430,7 @@ async def test_an_unanswered_question_pauses_and_is_answered_later():
     assert result.stop_reason == "paused" and ran == ["lookup 1"]
     [question] = session.pending
     wrong = await session.resolve(question.id, Approval.approve())
-    assert (wrong.status, wrong.error) == ("invalid", f"{question.id} is a question")
+    assert (wrong.status, wrong.error) == ("invalid", f"{question.id} is a question: answer it")
     assert (await session.resolve(question.id, Answer(text="large"))).outstanding == 0
     resumed = await drive(session.resume())
     assert types(resumed.events)[1:3] == ["question:resolved", "actauth:decision"]

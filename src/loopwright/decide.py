@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -25,7 +25,6 @@ from .approvals import (
     Approver,
     QuestionRequest,
     ask_human,
-    copied,
     now_iso,
 )
 from .arguments import gate_decision, not_json, vet_edit, vet_values
@@ -33,6 +32,7 @@ from .hooks import Block
 from .messages import Recovery, ToolCall, ToolResultMessage
 from .permissions import Decision, Gate
 from .redact import MARKER, holds_marker
+from .rulebook import read
 from .tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 
 INTERRUPTED = "[interrupted: tool call did not complete]"  # (known not to have started)
@@ -85,12 +85,21 @@ class Pending:
 
     request: ApprovalRequest | QuestionRequest
     tool: Tool
-    decision: Approval | Answer | None = None
-    """The human's answer, once resolved."""
-    resolved_at: str | None = None
     checked: tuple[dict[str, Any], dict[str, Any]] | None = field(default=None, compare=False)
     """(arguments, their validated values) last checked in this process: the call runs on
     those values when it runs with those arguments (a cache: the log does not hold it)."""
+    decided: Mapping[str, ev.PendingDecided] = field(default_factory=dict, compare=False)
+    """The decisions its batch's state recorded (`replay.OpenBatch.decided`: a view of it)."""
+
+    @property
+    def decision(self) -> Approval | Answer | None:
+        """The human's answer, once recorded (see `rulebook.read`)."""
+        return read(self.decided.get(self.request.id))
+
+    @property
+    def resolved_at(self) -> str | None:
+        decided = self.decided.get(self.request.id)
+        return (decided.decided_at or None) if decided is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,51 +130,25 @@ class Suspended:
 @dataclass(slots=True)
 class Checkpoint:
     """A paused batch: the reply's calls, the results so far, the pending items, and the calls
-    suspended on another session's items.
+    suspended on another session's items — a view of the state's open batch, whose recorded
+    decisions (`decided`) it reads (`rulebook` says how one is recorded).
 
-    A denial closes it at once: every item still open is skipped. The run resumes when no item
-    is open. Resolving an item twice, or after the checkpoint closed, changes nothing.
+    A denial closes it: every item still open is skipped. The run resumes when no item is open.
     """
 
     calls: list[ToolCall]
     results: dict[str, ToolResultMessage]
     pending: dict[str, Pending]
-    closed: bool = False
+    decided: Mapping[str, ev.PendingDecided] = field(default_factory=dict)
+    """Pending id → the decision the state recorded for it (the batch's own mapping)."""
     suspended: dict[str, Suspended] = field(default_factory=dict)
     """Call id → a call waiting on a subagent's session."""
 
     @property
-    def outstanding(self) -> int:
-        if self.closed:
-            return 0
-        return sum(1 for item in self.pending.values() if item.decision is None)
-
-    def resolve(
-        self, pending_id: str, approval: Approval | Answer, gate: Gate, recorded: bool = False
-    ) -> Resolution:
-        """Record a human's answer (edited arguments are validated, then put through `gate`:
-        see `vet_edit`; one the log `recorded` was, as it recorded it: the resumption vets it)."""
-        item = self.pending[pending_id]
-        if self.closed or item.decision is not None:
-            return Resolution("already_resolved", self.outstanding)
-        request = item.request
-        if isinstance(request, QuestionRequest) != isinstance(approval, Answer):
-            kind = "a question" if isinstance(request, QuestionRequest) else "an approval"
-            return Resolution("invalid", self.outstanding, f"{pending_id} is {kind}")
-        edit = approval.args if isinstance(approval, Approval) and approval.approved else None
-        if isinstance(approval, Approval) and edit is not None and not recorded:
-            assert isinstance(request, ApprovalRequest)
-            edit = copied(edit)  # (the caller's own dict may change later)
-            approval = replace(approval, args=edit)
-            try:
-                kwargs = vet_edit(item.tool, gate, request.scope, edit)
-            except ValueError as exc:
-                return Resolution("invalid", self.outstanding, str(exc))
-            item.checked = (edit, kwargs)
-        item.decision, item.resolved_at = approval, now_iso()
-        if isinstance(approval, Approval) and not approval.approved:
-            self.closed = True
-        return Resolution("resolved", self.outstanding)
+    def closed(self) -> bool:
+        """A denial closed the batch."""
+        decided = self.decided
+        return any((d := decided.get(i)) is not None and d.status == "denied" for i in self.pending)
 
 
 @dataclass(slots=True)

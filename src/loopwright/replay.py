@@ -23,7 +23,7 @@ from typing import Any
 from . import events as ev
 from . import redact
 from ._values import maker
-from .approvals import Answer, Approval, ApprovalRequest, QuestionRequest
+from .approvals import ApprovalRequest, QuestionRequest
 from .compaction import apply as apply_compaction
 from .decide import Checkpoint, Pending, Suspended
 from .messages import AssistantMessage, History, Message, Recovery, ToolCall, ToolResultMessage
@@ -318,11 +318,11 @@ HANDLERS: dict[type, Callable[[State, Any], None]] = {
 
 
 def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
-    """A paused batch as the run resumes it: its pending items (with their decisions) and its
-    suspended calls, each with its tool looked up by name (`LookupError` when it is gone)."""
+    """A paused batch as the run resumes it, a view of the batch (whose recorded decisions its
+    items read): its pending items and its suspended calls, each with its tool looked up by
+    name (`LookupError` when it is gone)."""
     calls = {c.id: c for c in batch.calls}
     pending: dict[str, Pending] = {}
-    closed = False
     for pending_id, announced in batch.asked.items():
         call = calls[batch.asked_call[pending_id]]
         waits = batch.suspended.get(call.id)
@@ -333,21 +333,8 @@ def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
         tool = tools.get(call.name)
         if tool is None:
             raise LookupError(f"tool {call.name!r} of a paused call no longer exists")
-        item = Pending(request=_request(pending_id, call, announced, tool), tool=tool)
-        decided = batch.decided.get(pending_id)
-        if decided is not None and decided.status in ("approved", "denied"):
-            item.decision = Approval(
-                approved=decided.status == "approved",
-                args=decided.args,
-                reason=decided.reason,
-                by=decided.by,
-            )
-            item.resolved_at = decided.decided_at or None
-            closed = closed or decided.status == "denied"
-        elif decided is not None and decided.status == "answered":
-            item.decision = Answer(text=decided.answer or "", by=decided.by)
-            item.resolved_at = decided.decided_at or None
-        pending[pending_id] = item
+        request = _request(pending_id, call, announced, tool)
+        pending[pending_id] = Pending(request=request, tool=tool, decided=batch.decided)
     suspended = {}
     for call_id, waits in batch.suspended.items():
         tool = tools.get(waits.tool)
@@ -365,9 +352,9 @@ def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
         )
     return Checkpoint(
         calls=batch.calls,
-        results=dict(batch.results),
+        results=batch.results,  # (the batch's own: a view, as its decisions are)
         pending=pending,
-        closed=closed,
+        decided=batch.decided,
         suspended=suspended,
     )
 

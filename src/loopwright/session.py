@@ -23,9 +23,9 @@ from . import events as ev
 from . import fallback
 from ._values import maker
 from .agent import Agent
-from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest
+from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest, now_iso
 from .attachments import Attachment, with_attachments
-from .decide import Resolution
+from .decide import Checkpoint, Pending, Resolution
 from .driver import Run as Run
 from .driver import RunResult as RunResult
 from .errors import SessionBusy, UnknownPending
@@ -34,7 +34,9 @@ from .loop import Control, run_loop
 from .messages import History, Message, ToolResultMessage, UserMessage
 from .model_settings import ModelSettings, resolve
 from .models import get_model
+from .permissions import Gate
 from .replay import State, apply
+from .rulebook import Edits, Item, Refusal, outcome, recorded, rule
 
 
 class Journal(Protocol):
@@ -300,8 +302,15 @@ class Session:
             return await self.journal.resolve(self, pending_id, approval)
         if checkpoint is None or pending_id not in checkpoint.pending:
             raise UnknownPending(f"no pending item {pending_id!r} in session {self.id}")
-        done = checkpoint.resolve(pending_id, approval, self._gate)
-        return Resolution(done.status, len(self.pending), done.error)
+        ruled = rule(
+            items_of(checkpoint),
+            recorded(pending_id, approval, now_iso()),
+            edits_of(checkpoint.pending[pending_id], self._gate),
+        )
+        for event in ruled if isinstance(ruled, list) else ():
+            apply(self.state, event)  # (the checkpoint, a view of the state, reads them)
+        error = ruled.message if isinstance(ruled, Refusal) and ruled.why != "decided" else None
+        return Resolution(outcome(ruled), len(self.pending), error)
 
     def resume(self, *, approver: Approver | None = None) -> Run:
         """Continue a paused run once all its pending items are resolved."""
@@ -385,6 +394,27 @@ class Session:
             run.cancel()
         else:  # (past its `done`, a run still holding its lease logs it; else once it let go)
             self._clear(None, through_run=False)
+
+
+def items_of(checkpoint: Checkpoint) -> list[Item]:
+    """The items of a paused batch as a decision finds them (`rulebook.rule`), in request order."""
+    decided = checkpoint.decided
+    return [
+        Item(
+            i,
+            "question" if isinstance(p.request, QuestionRequest) else "approval",
+            d.status if (d := decided.get(i)) is not None else "open",
+        )
+        for i, p in checkpoint.pending.items()
+    ]
+
+
+def edits_of(item: Pending, gate: Gate) -> Edits | None:
+    """How an edit of an approval's arguments is vetted: in the scope it was asked in."""
+    request = item.request
+    if not isinstance(request, ApprovalRequest):
+        return None
+    return Edits(item.tool, gate, request.scope, request.call.name)
 
 
 async def run(

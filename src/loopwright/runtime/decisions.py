@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .. import events as ev
+from .. import rulebook
 from ..agent import Agent
 from ..approvals import Answer, Approval, Logged
-from ..arguments import vet_edit
 from ..errors import ConfigError
+from ..rulebook import Edits, Item
 from ..store import PendingRecord
 from ..store.log import Decision, EventLog, ReadModels, SessionKey, Store
 from .commits import crash_after
@@ -79,25 +80,19 @@ def descend(root_agent: Agent, keys: list[SessionKey]) -> Agent:
     return agent
 
 
-async def refusal(log: EventLog, owner: Owner, decided: Decided) -> str | None:
-    """Why `decided` may not be recorded, or None: the wrong kind of answer, or edited
-    arguments that fail the tool's schema or that the rules deny (the reason names the rule;
-    the edit is judged in the scope the item was asked in)."""
+async def refusal(log: EventLog, owner: Owner, decided: Decided) -> rulebook.Refusal | None:
+    """Why `decided` may not be recorded on the owner's item as this door found it, or None
+    (`rulebook.refusal`: already decided, the wrong kind of answer, or edited arguments that
+    fail the tool's schema or that the rules deny, in the scope the item was asked in)."""
     item = owner.item
-    if (item.kind == "question") != isinstance(decided, Answer):
-        kind = "a question: answer it" if item.kind == "question" else "an approval"
-        return f"{item.id} is {kind}"
-    if not isinstance(decided, Approval) or not decided.approved or decided.args is None:
-        return None
-    await owner.agent.refresh_tools()
-    tool = owner.agent.find_tool(item.tool)
-    if tool is None:
-        return f"{item.id}: the tool {item.tool!r} no longer exists"
-    try:
-        vet_edit(tool, owner.agent.gate(), await scope_of(log, owner), decided.args)
-    except ValueError as exc:
-        return str(exc)
-    return None
+    recording, edits = rulebook.recorded(item.id, decided, ""), None
+    edited = recording.status == "approved" and recording.args is not None
+    if item.status == "open" and item.kind == "approval" and edited:
+        await owner.agent.refresh_tools()  # (what an edit is vetted with)
+        tool = owner.agent.find_tool(item.tool)
+        scope = await scope_of(log, owner) if tool is not None else None
+        edits = Edits(tool, owner.agent.gate(), scope, item.tool)
+    return rulebook.refusal(Item(item.id, item.kind, item.status), recording, edits)
 
 
 async def scope_of(log: EventLog, owner: Owner) -> ev.Scope:
@@ -125,20 +120,19 @@ async def record(log: Store, owner: Owner, decided: Decided) -> Recorded:
     A denial closes the item's batch (the log skips its other items) and the items of the
     subagent sessions its calls wait on."""
     item = owner.item
-    if item.status != "open":
-        return Recorded("already_resolved", item)
-    why = await refusal(log, owner, decided)
-    if why is not None:
-        return Recorded("invalid", item, why)
+    refused = await refusal(log, owner, decided)
+    if refused is not None:
+        error = None if refused.why == "decided" else refused.message
+        return Recorded(rulebook.outcome(refused), item, error)
     done = await log.decide(item.tenant, item.id, decision_of(decided))
     if not done.changed:
         return Recorded("already_resolved", done.item)
     crash_after("pending:decided")  # (tests: a crash between a decision and its resumption)
-    if done.item.status == "denied":
+    by = rulebook.closes_under(item.id, done.item.status)
+    if by is not None:
         for nested in await open_under(log, owner.key):
             if key_of(nested) != owner.key:
-                closed = Decision("skipped", by=f"closed by {item.id}")
-                await log.decide(item.tenant, nested.id, closed)
+                await log.decide(item.tenant, nested.id, Decision("skipped", by=by))
     return Recorded("resolved", done.item)
 
 

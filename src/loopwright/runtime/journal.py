@@ -54,7 +54,7 @@ from .commits import NOT_STORED as NOT_STORED
 from .commits import Settings as Settings
 from .commits import commits, crash_points_of_process, forwarded, maybe_crash
 from .controls import log_later
-from .decisions import Owner, answer_of, chain, descend, key_of, open_under, record
+from .decisions import Owner, chain, descend, key_of, open_under, record
 from .fence import fence_children, suspension
 from .lease import deadline, keep
 from .state import read_state, refill, save_snapshot
@@ -220,10 +220,9 @@ class LogJournal:
         await asyncio.gather(*self._flushes, return_exceptions=True)
 
     async def end(self, session: Session, stop_reason: ev.RunStopReason | None) -> None:
-        """Commit what is left, close what became unreachable, and release the lease, whatever
-        failed; after a failure here (a full or locked database) or a run that stopped without
-        its `done` logged, the session is left `interrupted`; after a takeover, nothing is
-        written."""
+        """Commit what is left, close what became unreachable, release the lease whatever
+        failed; a failure here (a full or locked database) or a run stopped without its `done`
+        logged leaves the session `interrupted`; after a takeover, nothing is written."""
         lease = self.lease
         if lease is None:
             self._session = None
@@ -336,9 +335,10 @@ class LogJournal:
         owner = Owner(item, keys[0], descend(self.agent, mine), keys[-1], self.agent)
         outcome = await record(self.log, owner, approval)
         checkpoint = session.history.checkpoint
-        decided = answer_of(outcome.item)
-        if checkpoint is not None and pending_id in checkpoint.pending and decided is not None:
-            checkpoint.resolve(pending_id, decided, self.agent.gate(), recorded=True)  # (as logged)
+        if checkpoint is not None and pending_id in checkpoint.pending:  # the state takes the
+            for stored in await self.log.read(self.key, after=self.last_seq):  # log's record
+                if isinstance(stored.event, ev.PendingDecided):
+                    apply(session.state, stored.event)
         left = len(await open_under(self.log, keys[-1]))
         return Resolution(outcome.status, left, outcome.error)
 

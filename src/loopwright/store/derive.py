@@ -13,7 +13,8 @@ order, and the backend applies them in the same transaction as the events:
   (`running`); a decision is not the run's and changes nothing. So a run whose lease expired
   after its `done` needs no recovery, and one that died before it does.
 
-`decision_events` is the other half of `decide`: the events that record one decision.
+`decision_events` is the other half of `decide`: the events that record one decision, as the
+rule book (`loopwright.rulebook`) rules it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import events as ev
+from .. import rulebook
 from . import SessionStatus
 
 DecidedStatus = Literal["approved", "denied", "answered", "skipped"]
@@ -196,27 +198,25 @@ def decision_events(
     edited_args: dict[str, Any] | None = None,
     answer: str | None = None,
     note: str | None = None,
-    open_in_batch: Sequence[str] = (),
-) -> list[ev.PendingDecided]:
-    """The events recording a decision on an open item: the decision itself, and for a denial
-    one `skipped` for each other open item of its batch (`open_in_batch`, in request order)."""
-    decided = [
-        ev.PendingDecided(
-            id=pending_id,
-            status=status,
-            by=by,
-            decided_at=decided_at,
-            args=edited_args,
-            answer=answer,
-            reason=note,
-        )
-    ]
-    if status == "denied":
-        decided += [
-            ev.PendingDecided(
-                id=other, status="skipped", by=f"closed by {pending_id}", decided_at=decided_at
-            )
-            for other in open_in_batch
-            if other != pending_id
-        ]
-    return decided
+    batch: Sequence[tuple[str, str, str]] = (),
+) -> list[ev.PendingDecided] | None:
+    """The events recording a decision, as the rule book rules it (`rulebook.rule`) on the
+    rows of its item's batch — (id, kind, status), in request order — as they stand in the
+    transaction that appends them; None when another decision came first. A decision the
+    rule book refuses otherwise (the wrong kind of answer) is the caller's error."""
+    decided = ev.PendingDecided(
+        id=pending_id,
+        status=status,
+        by=by,
+        decided_at=decided_at,
+        args=edited_args,
+        answer=answer,
+        reason=note,
+    )
+    items = [rulebook.Item(i, kind, state) for i, kind, state in batch]  # type: ignore[arg-type]
+    ruled = rulebook.rule(items, decided)
+    if not isinstance(ruled, rulebook.Refusal):
+        return ruled
+    if ruled.why == "decided":
+        return None
+    raise ValueError(ruled.message)

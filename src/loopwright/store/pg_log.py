@@ -162,21 +162,25 @@ class PostgresLog:
             in_batch = (
                 "FROM loopwright_pending WHERE session = %s AND batch_seq = %s AND status = 'open'"
             )
-            changed = item.status == "open"
-            if changed:
-                siblings = await (
-                    await db.execute(f"SELECT id {in_batch} ORDER BY n", (sid, item.batch_seq))
-                ).fetchall()
-                decided = decision_events(
-                    pending_id,
-                    decision.status,
-                    decision.by,
-                    at,
-                    edited_args=decision.edited_args,
-                    answer=decision.answer,
-                    note=decision.note,
-                    open_in_batch=[r[0] for r in siblings],
+            batch = await (  # (read under the session's lock: the first decision wins)
+                await db.execute(
+                    "SELECT id, kind, status FROM loopwright_pending "
+                    "WHERE session = %s AND batch_seq = %s ORDER BY n",
+                    (sid, item.batch_seq),
                 )
+            ).fetchall()
+            decided = decision_events(
+                pending_id,
+                decision.status,
+                decision.by,
+                at,
+                edited_args=decision.edited_args,
+                answer=decision.answer,
+                note=decision.note,
+                batch=batch,
+            )
+            changed = decided is not None
+            if decided is not None:
                 told.append((sid, str(await sql.commit(db, sid, tenant, state, decided, at))))
                 item = await sql.run(db, rm.pending_item(POSTGRES, tenant, pending_id))
             left = await sql.one(db, f"SELECT count(*) {in_batch}", (sid, item.batch_seq))

@@ -253,21 +253,23 @@ class SQLiteLog:
             item = sql.run(db, rm.pending_item(SQLITE, tenant, pending_id))
             sid = db.execute("SELECT session FROM pending WHERE id=?", (pending_id,)).fetchone()[0]
             in_batch = "FROM pending WHERE session=? AND batch_seq=? AND status='open'"
-            changed = item.status == "open"
-            if changed:
-                siblings = db.execute(
-                    f"SELECT id {in_batch} ORDER BY rowid", (sid, item.batch_seq)
-                ).fetchall()
-                decided = decision_events(
-                    pending_id,
-                    decision.status,
-                    decision.by,
-                    at,
-                    edited_args=decision.edited_args,
-                    answer=decision.answer,
-                    note=decision.note,
-                    open_in_batch=[r[0] for r in siblings],
-                )
+            batch = db.execute(  # (read in the transaction that appends: first wins)
+                "SELECT id, kind, status FROM pending WHERE session=? AND batch_seq=? "
+                "ORDER BY rowid",
+                (sid, item.batch_seq),
+            ).fetchall()
+            decided = decision_events(
+                pending_id,
+                decision.status,
+                decision.by,
+                at,
+                edited_args=decision.edited_args,
+                answer=decision.answer,
+                note=decision.note,
+                batch=batch,
+            )
+            changed = decided is not None
+            if decided is not None:
                 sql.commit(db, sid, tenant, sql.state(db, sid), decided, at)
                 item = sql.run(db, rm.pending_item(SQLITE, tenant, pending_id))
             left = db.execute(f"SELECT count(*) {in_batch}", (sid, item.batch_seq)).fetchone()
