@@ -20,7 +20,6 @@ from loopwright.events import Event
 from loopwright.messages import AssistantMessage, UserMessage
 from loopwright.session import Run, RunResult
 from loopwright.testing import ScriptedModel, check_events
-from loopwright.toolsets import exit_all
 from loopwright.wire import event_schema, loads, to_dict
 from pg_cluster import pg_url, postgres_url  # noqa: F401 (the PostgreSQL fixtures)
 
@@ -96,12 +95,12 @@ async def run_agent(agent: Agent, text: str = "go", **kwargs: Any) -> RunResult:
 
 @pytest.fixture
 async def started() -> AsyncIterator[list[Any]]:
-    """MCP servers (`loopwright.mcp.MCPServer`) a test makes, stopped when it ends."""
+    """MCP servers (`loopwright.mcp.MCPServer`) a test makes, stopped when it ends (whichever
+    sessions entered them)."""
     servers: list[Any] = []
     yield servers
     for server in servers:
         await server.exit()
-    await exit_all()
 
 
 @pytest.fixture

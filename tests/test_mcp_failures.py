@@ -16,6 +16,7 @@ from conftest import call, drive, scripted
 from loopwright import Agent, Session
 from loopwright.mcp import MCPServer, StdioServer
 from loopwright.tools import ToolReturn
+from loopwright.toolsets import Toolsets
 from mcp_servers import EVERYTHING, SECRET, context, everything_stdio, node, time_server, tools_of
 
 
@@ -103,10 +104,11 @@ async def test_a_server_that_failed_to_start_is_listed_again_later(
     server = MCPServer(config, retry_after=0)
     started.append(server)
     agent = Agent(model=scripted("unused"), tools=[server])
-    await agent.refresh_tools()
+    entered = Toolsets()  # (the server is exited by `started`)
+    await agent.refresh_tools(entered)
     assert [t.name for t in agent.current_tools] == []
     ready.touch()
-    await agent.refresh_tools()
+    await agent.refresh_tools(entered)
     assert [t.name for t in agent.current_tools] == [
         "mcp__late__get_current_time",
         "mcp__late__convert_time",

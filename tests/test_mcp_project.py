@@ -15,7 +15,6 @@ from conftest import drive
 from loopwright import ConfigError, Session
 from loopwright.mcp import MCPServer
 from loopwright.project import load_project
-from loopwright.toolsets import exit_all
 
 SCRIPT = """replies:
   - tool_calls: [{name: mcp__clock__get_current_time, args: {timezone: Asia/Tokyo}}]
@@ -91,10 +90,11 @@ async def test_a_project_agent_calls_an_mcp_tool_under_its_rules(tmp_path: Path)
         ),
         dotenv=False,
     )
+    session = Session(project.agent("support"))
     try:
-        result = await drive(Session(project.agent("support")).run("time in Tokyo?"))
+        result = await drive(session.run("time in Tokyo?"))
     finally:
-        await exit_all()
+        await session.toolsets.exit_all()  # the session's own: it has no runtime
     [decision] = [e for e in result.events if e.type == "actauth:decision"]
     assert (decision.tool, decision.decision) == ("mcp__clock__get_current_time", "allow")
     assert "clock" in decision.reason, decision.reason

@@ -16,7 +16,7 @@ from .hooks import Hooks
 from .model_settings import ModelSettings
 from .output import Output, OutputMode
 from .tools import Tool
-from .toolsets import Toolset, ensure_entered
+from .toolsets import Toolset, Toolsets
 
 if TYPE_CHECKING:
     from .models import Model, ToolSpec
@@ -164,16 +164,19 @@ class Agent:
     def find_tool(self, name: str) -> Tool | None:
         return self._by_name.get(name)
 
-    async def refresh_tools(self) -> None:
-        """List the live toolsets again where they changed (entering them on first use). The
-        agent's tool table is updated in place, so every run of the agent sees the change; a
-        live tool whose name an earlier tool already has is left out (and logged). A toolset that
-        fails to enter or list keeps its last listing (none before the first), and is logged."""
+    async def refresh_tools(self, entered: Toolsets | None = None) -> None:
+        """List the live toolsets again where they changed, entering them through `entered`
+        (their owner: a runtime's, a session's) first when it has not; without it, they are
+        entered already (a run's, by its session's owner as the run starts). The agent's tool table is
+        updated in place, so every run of the agent sees the change; a live tool whose name an
+        earlier tool already has is left out (and logged). A toolset that fails to enter or
+        list keeps its last listing (none before the first), and is logged."""
         changed = False
         for toolset in self._live:
             listed = self._listed.get(id(toolset))
             try:
-                await ensure_entered(toolset)
+                if entered is not None:
+                    await entered.enter(toolset)
                 version = toolset.version
                 if listed is None or listed[0] != version:
                     self._listed[id(toolset)] = (version, tuple(await toolset.list_tools()))

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import events as ev
 from ._values import frozen, maker
 from .errors import CommitFailed
 from .finish import stop_detail
+from .observers import Observer, observing
 from .replay import HANDLERS, State
 
 if TYPE_CHECKING:
@@ -58,11 +59,6 @@ class RunResult(Generic[OutputT]):
         return [p for e in self.events if isinstance(e, ev.LoopPaused) for p in e.pending_ids]
 
 
-OBSERVE: Callable[[Run, Session | None], Callable[[ev.Event | None], object]] | None = None
-"""An observer of every run (the seam `loopwright.telemetry` sets; None: nothing is called). It
-is called as a run's task starts; what it returns is called with each event of the run in that
-task, as the event is applied, and with None once the task ends (with or without its `done`)."""
-
 HIGH_WATER = 1024
 """Events a run holds for a consumer that does not read: the loop then waits until the reader
 has read them all."""
@@ -91,8 +87,10 @@ class Run:
         "_exhausted",
         "_input",
         "_journal",
+        "_observers",
         "_on_end",
         "_output",
+        "_prepare",
         "_reader",
         "_room",
         "_seqs",
@@ -115,6 +113,8 @@ class Run:
         session: Session | None = None,
         input: str | None = None,
         output: Output | None = None,
+        observers: tuple[Observer, ...] = (),
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._events = events
         self._control = control
@@ -126,6 +126,8 @@ class Run:
         self._on_end: Callable[[Run], None] | None = None  # `watch()`'s: a session's `idle()`
         self._watched = False
         self._output = output  # the agent's structured output: `RunResult.output` is its value
+        self._observers = observers
+        self._prepare = prepare  # awaited as the task starts (a session's live toolsets)
         self._buffer: deque[ev.Event] = deque()
         self._seqs: deque[int | None] | None = deque() if journal is not None else None
         self.seq: int | None = None
@@ -211,11 +213,14 @@ class Run:
             if journal is not None:
                 assert self._session is not None
                 await journal.begin(self._session, self._input)
+            if self._prepare is not None:
+                await self._prepare()
         except BaseException:
             self._wake_all()
             raise
         self._entered = True
-        observe = OBSERVE(self, self._session) if OBSERVE is not None else None
+        observers = self._observers
+        observe = observing(observers, self, self._session) if observers else None
         events, done, limit = self._events, ev.Done, HIGH_WATER
         step, push = events.__anext__, buffer.append
         plain = seqs is None and observe is None  # nothing but the state and the buffer

@@ -16,6 +16,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -34,9 +35,12 @@ from .loop import Control, run_loop
 from .messages import History, Message, ToolResultMessage, UserMessage
 from .model_settings import ModelSettings, resolve
 from .models import get_model
+from .observers import Observer
 from .permissions import Gate
 from .replay import State, apply
 from .rulebook import Edits, Item, Refusal, outcome, recorded, rule
+from .telemetry import observers as default_observers
+from .toolsets import Toolsets
 
 
 class Journal(Protocol):
@@ -108,7 +112,12 @@ class Session:
         environment: str | None = None,
         history: History | None = None,
         journal: Journal | None = None,
+        observers: Sequence[Observer] | None = None,
+        toolsets: Toolsets | None = None,
     ) -> None:
+        """`observers` see every event of its runs (None: the process's default as the session
+        is made, `telemetry.observers()`); `toolsets` enters its agent's live toolsets (None:
+        one of its own, made on first use: exit it with `await session.toolsets.exit_all()`)."""
         self.agent = agent
         self.id = session_id or os.urandom(16).hex()  # (what secrets.token_hex(16) makes)
         self.tenant = tenant
@@ -121,6 +130,15 @@ class Session:
         self._idle: list[asyncio.Future[None]] = []  # tasks waiting in `idle()`
         self._gate = agent.gate()
         self._children: dict[str, Session] = {}
+        self.observers = default_observers() if observers is None else tuple(observers)
+        self._toolsets = toolsets
+
+    @property
+    def toolsets(self) -> Toolsets:
+        """The owner of the live toolsets its runs enter (its subagents' sessions share it)."""
+        if self._toolsets is None:
+            self._toolsets = Toolsets()
+        return self._toolsets
 
     @property
     def history(self) -> History:
@@ -218,6 +236,8 @@ class Session:
             self,
             text,
             self.agent.output,
+            self.observers,
+            partial(self.toolsets.enter_all, self.agent._live) if self.agent._live else None,
         )
         return self._run
 
@@ -266,7 +286,12 @@ class Session:
             child = await self.journal.child(self, agent, session_id)
         else:
             child = self._children.get(session_id) or Session(
-                agent, session_id=session_id, tenant=self.tenant, environment=self.environment
+                agent,
+                session_id=session_id,
+                tenant=self.tenant,
+                environment=self.environment,
+                observers=self.observers,
+                toolsets=self.toolsets,
             )
         self._children[session_id] = child
         return child

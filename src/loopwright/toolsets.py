@@ -5,8 +5,9 @@ tools it offers now) and exited (it stops). `Agent(tools=[...])` takes tools and
 alike. A toolset whose tools never change (`ToolList`: Python tools, the built-ins, subagents)
 is flattened when the agent is built and costs a run nothing; a live one (an MCP server) is
 entered on the first run that needs it, listed before each model request (a cheap check of
-its `version` when nothing changed) and exited by `exit_all()` when the process's runtime
-closes. A toolset is shared by every session of the process that uses the same agent.
+its `version` when nothing changed) and exited when its owner closes. The owner is a
+`Toolsets`: a runtime's (`Runtime.close` exits them), or a session's without a runtime (its
+own, or one a program shares among its sessions); a session's subagents share their parent's.
 """
 
 from __future__ import annotations
@@ -74,29 +75,54 @@ class ToolList(Toolset):
         return len(self.tools)
 
 
-_entered: dict[int, Toolset] = {}
-_locks: dict[int, asyncio.Lock] = {}
+class Toolsets:
+    """The live toolsets one owner (a runtime, or sessions without one) entered: each is
+    entered once (concurrent runs wait for the first) and exited by `exit_all()`, after which
+    it is entered again on its next use. `async with Toolsets() as entered:` exits them at the
+    end of the block."""
 
+    __slots__ = ("_entered", "_locks")
 
-async def ensure_entered(toolset: Toolset) -> None:
-    """Enter `toolset` once per process (concurrent runs wait for the first to finish)."""
-    key = id(toolset)
-    if key in _entered:
-        return
-    lock = _locks.setdefault(key, asyncio.Lock())
-    async with lock:
-        if key not in _entered:
-            await toolset.enter()
-            _entered[key] = toolset
+    def __init__(self) -> None:
+        self._entered: dict[int, Toolset] = {}  # by id: the value holds it, so no id is reused
+        self._locks: dict[int, asyncio.Lock] = {}
 
+    def __contains__(self, toolset: Toolset) -> bool:
+        return id(toolset) in self._entered
 
-async def exit_all() -> None:
-    """Exit every toolset this process entered (the runtime calls it when it closes). A
-    toolset that fails to exit is logged; the others still exit."""
-    while _entered:
-        key, toolset = _entered.popitem()
-        _locks.pop(key, None)
-        try:
-            await toolset.exit()
-        except Exception:
-            log.exception("toolset %r failed to exit", toolset.name)
+    async def enter(self, toolset: Toolset) -> None:
+        """Enter `toolset` unless this owner did already (raises what its `enter` raises)."""
+        key = id(toolset)
+        if key in self._entered:
+            return
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key not in self._entered:
+                await toolset.enter()
+                self._entered[key] = toolset
+
+    async def enter_all(self, toolsets: Iterable[Toolset]) -> None:
+        """Enter each of `toolsets` unless this owner did already (a run's, as it starts). One
+        that fails to enter is logged; the others are still entered (its listing fails too)."""
+        for toolset in toolsets:
+            try:
+                await self.enter(toolset)
+            except Exception:
+                log.exception("toolset %r failed to enter", toolset.name)
+
+    async def exit_all(self) -> None:
+        """Exit every toolset this owner entered. One that fails to exit is logged; the others
+        still exit."""
+        while self._entered:
+            key, toolset = self._entered.popitem()
+            self._locks.pop(key, None)
+            try:
+                await toolset.exit()
+            except Exception:
+                log.exception("toolset %r failed to exit", toolset.name)
+
+    async def __aenter__(self) -> Toolsets:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.exit_all()

@@ -200,7 +200,10 @@ class AcpAgent:
         if not tools:
             return self.runtime
         agent = dataclasses.replace(self.agent, tools=[*self.agent.tools, *tools])
-        runtime = self._own[given] = Runtime({agent.name: agent}, self.runtime.log)
+        observers = self.runtime.settings.observers  # (the shared runtime's)
+        runtime = self._own[given] = Runtime(
+            {agent.name: agent}, self.runtime.log, observers=observers
+        )
         logger.info("MCP servers from the client: %s", ", ".join(t.name for t in tools))
         return runtime
 

@@ -11,8 +11,11 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import events as ev
+from ..observers import Observer
+from ..toolsets import Toolsets
 
 NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})
 COMMIT_AT = frozenset(
@@ -80,6 +83,20 @@ class Settings:
     """How the heartbeat waits (tests inject a clock)."""
     clock: Callable[[], float] = time.monotonic
     """What a lease's deadline is read with (seconds; tests inject a clock)."""
+    observers: tuple[Observer, ...] | None = None
+    """What sees every event of the sessions' runs (None: the process's default as each session
+    is made; a `Runtime` reads it as it is made)."""
+    toolsets: Toolsets = field(default_factory=Toolsets)
+    """The owner of the live toolsets the sessions' runs enter (the runtime's: exited as it
+    closes)."""
+
+    def of_sessions(self) -> dict[str, Any]:
+        """What the runtime's sessions are made with, besides their key and journal."""
+        return {
+            "environment": self.environment,
+            "observers": self.observers,
+            "toolsets": self.toolsets,
+        }
 
     @property
     def lease_seconds(self) -> float:

@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..rulebook import Edits, Item
 from ..store import PendingRecord
 from ..store.log import Decision, EventLog, ReadModels, SessionKey, Store
+from ..toolsets import Toolsets
 from .commits import crash_after
 
 Decided = Approval | Answer
@@ -80,15 +81,19 @@ def descend(root_agent: Agent, keys: list[SessionKey]) -> Agent:
     return agent
 
 
-async def refusal(log: EventLog, owner: Owner, decided: Decided) -> rulebook.Refusal | None:
+async def refusal(
+    log: EventLog, owner: Owner, decided: Decided, toolsets: Toolsets | None = None
+) -> rulebook.Refusal | None:
     """Why `decided` may not be recorded on the owner's item as this door found it, or None
     (`rulebook.refusal`: already decided, the wrong kind of answer, or edited arguments that
-    fail the tool's schema or that the rules deny, in the scope the item was asked in)."""
+    fail the tool's schema or that the rules deny, in the scope the item was asked in). An edit
+    is vetted with the agent's tools as listed now: its live toolsets entered through
+    `toolsets` (None: a run that asks has them entered)."""
     item = owner.item
     recording, edits = rulebook.recorded(item.id, decided, ""), None
     edited = recording.status == "approved" and recording.args is not None
     if item.status == "open" and item.kind == "approval" and edited:
-        await owner.agent.refresh_tools()  # (what an edit is vetted with)
+        await owner.agent.refresh_tools(toolsets)
         tool = owner.agent.find_tool(item.tool)
         scope = await scope_of(log, owner) if tool is not None else None
         edits = Edits(tool, owner.agent.gate(), scope, item.tool)
@@ -115,12 +120,14 @@ class Recorded:
     """Why the decision was refused (`invalid`): the message names the rule."""
 
 
-async def record(log: Store, owner: Owner, decided: Decided) -> Recorded:
-    """Record a decision on the owner's item, unless it is refused or another one came first.
-    A denial closes the item's batch (the log skips its other items) and the items of the
-    subagent sessions its calls wait on."""
+async def record(
+    log: Store, owner: Owner, decided: Decided, toolsets: Toolsets | None = None
+) -> Recorded:
+    """Record a decision on the owner's item, unless it is refused or another one came first
+    (`refusal`, with `toolsets`). A denial closes the item's batch (the log skips its other
+    items) and the items of the subagent sessions its calls wait on."""
     item = owner.item
-    refused = await refusal(log, owner, decided)
+    refused = await refusal(log, owner, decided, toolsets)
     if refused is not None:
         error = None if refused.why == "decided" else refused.message
         return Recorded(rulebook.outcome(refused), item, error)

@@ -307,7 +307,7 @@ class LogJournal:
         """The session's state from its log (`died`: its last run stopped before `done`): its
         newest snapshot and the events after it, folded by the reducer."""
         if self.agent._live:  # a paused call of a live toolset needs its tool to resume
-            await self.agent.refresh_tools()
+            await self.agent.refresh_tools(self.settings.toolsets)
         read = await read_state(self.log, self.key, self.tools, died=died)
         state, self.loaded_seq, self.snapshot_seq = read
         self.last_seq = self.loaded_seq
@@ -333,7 +333,7 @@ class LogJournal:
             raise UnknownPending(f"no pending item {pending_id!r} in session {self.key.id}")
         mine = keys[: keys.index(self.key) + 1]
         owner = Owner(item, keys[0], descend(self.agent, mine), keys[-1], self.agent)
-        outcome = await record(self.log, owner, approval)
+        outcome = await record(self.log, owner, approval, session.toolsets)
         checkpoint = session.history.checkpoint
         if checkpoint is not None and pending_id in checkpoint.pending:  # the state takes the
             for stored in await self.log.read(self.key, after=self.last_seq):  # log's record
@@ -475,8 +475,8 @@ async def session_in_log(
         agent,
         session_id=key.id,
         tenant=key.tenant,
-        environment=settings.environment,
         journal=journal,
+        **settings.of_sessions(),
     )
     try:
         record = await log.session(key)

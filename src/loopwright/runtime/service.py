@@ -21,7 +21,7 @@ import contextlib
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -32,10 +32,11 @@ from ..approvals import Answer, Approval, Approver
 from ..errors import ConfigError, SessionBusy
 from ..messages import UserMessage
 from ..model_settings import ModelSettings
+from ..observers import Observer
 from ..session import Run, Session
 from ..store import PendingRecord, StaleWriter
 from ..store.log import SessionKey, Store
-from ..toolsets import exit_all
+from ..telemetry import observers as default_observers
 from .approvers import held
 from .controls import cancel_elsewhere, log_for_next_run, log_queued, queue_elsewhere
 from .decisions import open_under, owner_of, record
@@ -93,7 +94,11 @@ class Runtime(Reading):
         partial_every: float = 0.5,
         snapshot_every: int = 200,
         sleep: Callable[[float], Awaitable[None]] | None = None,
+        observers: Sequence[Observer] | None = None,
     ) -> None:
+        """`observers` see every event of its sessions' runs (None: the process's default as
+        the runtime is made, `telemetry.observers()`). The live toolsets its runs enter are its
+        own (`settings.toolsets`), exited as it closes."""
         self.agents = agents
         self.log = log
         self.live = Live(log)
@@ -106,7 +111,8 @@ class Runtime(Reading):
             options["owner"] = owner
         if sleep is not None:
             options["sleep"] = sleep
-        self.settings = Settings(environment=environment, **options)
+        observed = default_observers() if observers is None else tuple(observers)
+        self.settings = Settings(environment=environment, observers=observed, **options)
         self._idle: OrderedDict[SessionKey, Session] = OrderedDict()
         """Sessions whose runs ended here, most recently used last."""
         self._closing = False
@@ -256,7 +262,7 @@ class Runtime(Reading):
         if await self._recover(owner.root):  # a dead run's item: closed, not resumable
             owner = await owner_of(self.log, self.agents, tenant, pending_id)
         before = (await self.log.session(owner.root)).last_seq
-        outcome = await record(self.log, owner, decision)
+        outcome = await record(self.log, owner, decision, self.settings.toolsets)
         outstanding = await open_under(self.log, owner.root)
         if outcome.status != "resolved":
             late = None  # (a decision that came first, never acted on, is now: `ending`)
@@ -388,4 +394,4 @@ class Runtime(Reading):
         the log stays open (its owner closes it)."""
         self._closing = True
         await self.live.stop_all(timeout)
-        await exit_all()  # the toolsets its agents entered (MCP servers): entered again on use
+        await self.settings.toolsets.exit_all()  # (MCP servers): entered again on use

@@ -56,7 +56,7 @@ async def agent_config(request: Request) -> JSONResponse:
     state = state_of(request)
     name = request.path_params["name"]
     agent = state.agent(name)
-    await agent.refresh_tools()  # its live toolsets' tools (MCP servers) are listed too
+    await agent.refresh_tools(state.runtime.settings.toolsets)  # (MCP servers) listed too
     return JSONResponse(configuration(agent, state.folder(name), state.project.root))
 
 

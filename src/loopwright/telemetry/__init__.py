@@ -7,8 +7,10 @@ per event. Turned on by any of:
     [telemetry] otel = true                 # in loopwright.toml, read by `load_project`
     loopwright.telemetry.enable()           # in Python (optionally with a tracer provider)
 
-Spans are built from each run's typed events, as they pass the run's one observer seam
-(`driver.OBSERVE`), so the loop itself knows nothing of them: `invoke_agent <agent>` per run,
+Spans are built from each run's typed events by an observer (`loopwright.observers`), so the
+loop itself knows nothing of them. Tracing is a process-wide switch, read where runs are owned:
+a `Session` or `Runtime` made without `observers=` takes `observers()` as it is made (so turn it
+on before making them); a run never reads it. Each run gets: `invoke_agent <agent>` per run,
 `chat <model>` per model request and `execute_tool <tool>` per call (see `spans.py`). Without a
 tracer provider of the caller's, the global one is used when the application set one, else one is
 made from the standard `OTEL_*` variables (`exporters.py`). Message content goes into spans only
@@ -21,10 +23,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import driver
 from ..errors import ConfigError
+from ..observers import Observer
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
+_tracing: Observer | None = None
+"""The process's tracer while tracing is on: the switch `enable` and `disable` turn (see the
+module), read only by `observers()`."""
 
 
 def _flag(name: str) -> bool:
@@ -32,12 +37,19 @@ def _flag(name: str) -> bool:
 
 
 def enabled() -> bool:
-    """Runs are traced now."""
-    return driver.OBSERVE is not None
+    """Tracing is on: sessions and runtimes made now trace their runs."""
+    return _tracing is not None
+
+
+def observers() -> tuple[Observer, ...]:
+    """The process's default observers, which a `Session` or `Runtime` made without
+    `observers=` takes as it is made: the tracer while tracing is on, else none."""
+    return () if _tracing is None else (_tracing,)
 
 
 def enable(tracer_provider: Any = None, *, capture_content: bool | None = None) -> None:
-    """Trace every run from now on (the runs already going are left as they are).
+    """Trace the runs of every session and runtime made from now on (those made already keep
+    the observers they were made with).
 
     `tracer_provider`: an OpenTelemetry `TracerProvider` to make the spans with; without one,
     the global provider when the application set one, else one configured from the `OTEL_*`
@@ -58,12 +70,15 @@ def enable(tracer_provider: Any = None, *, capture_content: bool | None = None) 
         from .exporters import global_or_configured
 
         tracer_provider = global_or_configured()
-    driver.OBSERVE = spans.Tracing(tracer_provider, capture_content=capture_content).observe
+    global _tracing
+    _tracing = spans.Tracing(tracer_provider, capture_content=capture_content).observe
 
 
 def disable() -> None:
-    """Stop tracing new runs (the provider is left to its owner: flush or shut it down there)."""
-    driver.OBSERVE = None
+    """Stop tracing the runs of sessions and runtimes made from now on (the provider is left to
+    its owner: flush or shut it down there)."""
+    global _tracing
+    _tracing = None
 
 
 def from_environment() -> None:

@@ -1,6 +1,7 @@
 """Spans of a run, made from its events (OpenTelemetry GenAI semantic conventions).
 
-One `RunSpans` per run sees every event of it in the run's task (`driver.OBSERVE`) and makes:
+One `RunSpans` per run (an observer: `loopwright.observers`) sees every event of it in the
+run's task and makes:
 
     invoke_agent <agent>        the run (INTERNAL); under the caller's current span, or under the
                                 execute_tool span of the parent's call when it is a subagent's run
@@ -69,7 +70,7 @@ class Tracing:
         child's session so)."""
 
     def observe(self, run: Run, session: Session | None) -> Callable[[ev.Event | None], None]:
-        """The observer of one run (`driver.OBSERVE`); one that ignores it if that fails."""
+        """The observer of one run (`loopwright.observers`); one that ignores it if that fails."""
         try:
             return RunSpans(self, run, session)
         except Exception:
