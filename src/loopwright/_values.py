@@ -49,7 +49,7 @@ def maker(cls: type[T]) -> type[T]:
     return _MAKERS[cls]  # type: ignore[return-value]
 
 
-_MAKERS: dict[type[Any], Callable[..., Any]] = {}
+_MAKERS: dict[type[Any], Callable[..., Any]] = {}  # (filled as classes are made, at import)
 
 
 def _slot_init(cls: type[Any]) -> tuple[Any, Callable[..., Any]]:

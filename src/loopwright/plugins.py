@@ -203,7 +203,7 @@ def _load_one(entry: EntryPoint) -> Plugin:
     return loaded
 
 
-_loaded: tuple[Plugin, ...] | None = None
+_loaded: tuple[Plugin, ...] | None = None  # (the installation's: it does not change)
 
 
 def plugins() -> tuple[Plugin, ...]:

@@ -89,7 +89,7 @@ screen is a looser pattern found wherever the shape may be in a JSON document (`
 key after a newline there); it starts with its anchor, a character rarer in text than most."""
 
 _lock = threading.Lock()
-_secrets: set[str] = set()
+_secrets: set[str] = set()  # process-wide: logs and every door must never show them
 
 
 def _compile(secrets: Iterable[str]) -> tuple[re.Pattern[str], tuple[_Screen, ...]]:

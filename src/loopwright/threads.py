@@ -328,7 +328,7 @@ class _Pool:
             del job  # an idle worker holds no job (its result, its context, its loop)
 
 
-_pool = _Pool(MAX_THREADS)
+_pool = _Pool(MAX_THREADS)  # the process's threads (as concurrent.futures' default executor)
 
 
 def _forked() -> None:

@@ -94,7 +94,7 @@ class Model(Protocol):
 
 
 ModelFactory: TypeAlias = Callable[[str], Model]
-_PROVIDERS: dict[str, ModelFactory] = {}
+_PROVIDERS: dict[str, ModelFactory] = {}  # the process's configuration, not a run's state
 
 
 def register_provider(name: str, factory: ModelFactory) -> None:
@@ -106,7 +106,7 @@ def register_provider(name: str, factory: ModelFactory) -> None:
         del _RESOLVED[spec]
 
 
-_RESOLVED: dict[str, Model] = {}
+_RESOLVED: dict[str, Model] = {}  # one model (HTTP client) a spec per process: `get_model`
 
 
 def get_model(spec: str | Model) -> Model:
