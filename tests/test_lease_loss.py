@@ -20,6 +20,8 @@ from loopwright.decide import INTERRUPTED, MAY_HAVE_RUN
 from loopwright.runtime import Settings
 from loopwright.runtime.journal import session_in_log
 from loopwright.store import StaleWriter
+from loopwright.store.log import SessionKey
+from loopwright.subagents import subagent_tool
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Beats, Clock, Held, ended, never
 from test_crash import read_log, work
@@ -115,7 +117,7 @@ async def test_a_call_about_to_start_after_its_lease_expired_never_starts(logs, 
     cannot know the tool did not run: it says the call may have run. Before: the tool ran."""
     clock, held, transfers = Clock(), Held(), Transfers()
     log = await logs(clock)
-    settings = Settings(sleep=never, clock=clock)
+    settings = Settings(sleep=never, clock=own_clock)
     owner = await session_in_log(log, transfers.agent(held.model), KEY, settings)
     running = asyncio.ensure_future(owner.run("go").result())
     try:
@@ -170,3 +172,56 @@ def test_a_call_whose_intent_was_logged_before_a_crash_may_have_run(tmp_path):
     recovered = next(e for e in stored if isinstance(e, ev.RunInterrupted))
     assert recovered.interrupted_calls == ["charge-1", "fetch-1"]
     assert said(stored) == {"charge-1": MAY_HAVE_RUN, "fetch-1": INTERRUPTED}
+
+
+async def test_a_subagent_begun_after_its_parent_was_taken_over_never_runs(logs, runtimes):
+    """The parent's run stalls between its subagent call's intent and the child's claim, past
+    its lease (the log's clock says so; its own does not); another process takes the parent over
+    — no child session exists yet, so none is fenced — and says the call may have run. The
+    stalled run goes on: the child's session is claimed, but its parent's lease is checked next
+    (a fenced renewal), refused: the child never runs, and the parent's run ends fenced.
+    Before: the child ran, its tool's effect after the takeover."""
+    log_clock, own_clock, sent = Clock(), Clock(), []
+
+    @tool
+    async def refund(n: int) -> str:
+        """Refund."""
+        sent.append(n)
+        return f"refunded {n}"
+
+    def payer(*replies: Any) -> Agent:
+        child = Agent(
+            name="billing",
+            description="Refunds orders.",
+            model=scripted({"tool_calls": [call("refund", "r1", n=5)]}, "refunded"),
+            tools=[refund],
+        )
+        return Agent(name="payer", model=scripted(*replies), tools=[subagent_tool(child)])
+
+    log = await logs(log_clock)
+    claiming, go_on, claim = asyncio.Event(), asyncio.Event(), log.claim
+
+    async def stalled(key: Any, owner: str, **kw: Any) -> Any:
+        if key.agent == "billing":  # (the process stalls as the child is about to be claimed)
+            claiming.set()
+            await go_on.wait()
+        return await claim(key, owner, **kw)
+
+    log.claim = stalled  # type: ignore[method-assign]
+    settings = Settings(sleep=never, clock=own_clock)
+    delegate = {"tool_calls": [call("billing", "b1", request="refund 5")]}
+    owner = await session_in_log(log, payer(delegate, "done"), KEY, settings)
+    running = asyncio.ensure_future(owner.run("go").result())
+    await claiming.wait()
+    log_clock.advance(31)  # past the parent's lease
+    heir = runtimes({"payer": payer("carrying on")}, await logs(log_clock))
+    live = await heir.send("acme", "payer", "s1", "two")
+    assert (await ended(live)).text == "carrying on"
+    assert said(live.items) == {"b1": MAY_HAVE_RUN}
+    go_on.set()  # the stalled run goes on
+    with pytest.raises(StaleWriter, match="taken over"):
+        await running
+    assert sent == []  # the child never ran
+    child = SessionKey("acme", "billing", "s1/billing/b1")
+    assert await log.read(child) == []
+    assert (await log.session(child)).status == "idle"
