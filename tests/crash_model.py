@@ -17,8 +17,11 @@ stop is one of two kinds:
   store, which must refuse them (fencing), and its tools run their late effects.
 
 Every run is deterministic (scripted models, tools that are coroutines, heartbeats that never
-beat, no timers), so a scenario run once without a stop lists its writes, and a stop at write n
-replays the same n-1 writes first. A *boundary* is a distinct state a stop can leave: (writes
+beat, no timers, one write of a process at a time), so a scenario run once without a stop lists
+its writes, and a stop at write n replays the same n-1 writes first. (A process makes its writes
+one at a time — a listener's wait for a control aside — so that a stop leaves none of them in
+flight: a subagent's commit racing its parent's on the store's worker threads would otherwise
+land before or after the stop as the threads went, and the case would not be the same twice.) A *boundary* is a distinct state a stop can leave: (writes
 committed, tool effects, acknowledged client calls); stopping before write n+1 differs from
 stopping after write n only when a tool ran or a call returned between the two, and is checked
 then. Each boundary is named by the scenario step that was in progress, the write's method and
@@ -117,6 +120,7 @@ class Process:
         self.writes: list[Write] = []
         self.ordinals: dict[tuple[str, str], int] = {}
         self.thawed_at: int | None = None
+        self.writing = asyncio.Lock()
         """The number of writes made when a frozen process was let go on."""
 
     async def alive(self) -> None:
@@ -143,6 +147,12 @@ class Process:
         self.running.set()  # (wakes the waiters: each raises `Buried`)
 
     async def write(self, method: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        if method == "controls":  # (a listener's wait for the next control: it may be long)
+            return await self._write(method, call)
+        async with self.writing:  # one write at a time: a stop leaves none of its in flight
+            return await self._write(method, call)
+
+    async def _write(self, method: str, call: Callable[[], Awaitable[Any]]) -> Any:
         await self.alive()
         ordinal = self.ordinals.get((self.step, method), 0) + 1
         self.ordinals[(self.step, method)] = ordinal

@@ -37,12 +37,8 @@ async def sweep(
     return len(every), found
 
 
-WINDOWS: list[tuple[str, str]] = [  # (name, pattern of one of a case's violations): the first
-    # that matches names it (each has a case in `OPEN`)
-    ("new: a subagent's approval lost in a crash", r"sub-1 was approved and never ran"),
-    ("new: a late append accepted after a takeover", r"had its (append|release) taken"),
-    ("as documented: a dead subagent's session stays as it stopped", r"sub-1 was started"),
-]
+WINDOWS: list[tuple[str, str]] = []  # (name, pattern of one of a case's violations): the first
+# that matches names it (each has a case in `OPEN`); none is open now
 
 
 def window_of(violations: list[str]) -> str:
@@ -81,16 +77,31 @@ CASES = [  # (window, scenario, boundary): each was a window of issue 30, and ke
     ("a subagent outlives its parent's takeover", "subagent-approval", "freeze@run:append#3:after"),
     ("a subagent's approval lost in a crash", "subagent-approval", "crash@run:append#5:after"),
     ("a paused subagent's late release", "subagent-approval", "freeze@run:append#6:after"),
-]
-
-
-OPEN = [  # (window, scenario, boundary): windows still open (xfail)
     (
-        "new: a subagent's approval lost in a crash",
+        "a subagent released paused, its parent dead",
         "subagent-approval",
         "crash@run:release#1:after",
     ),
+    (
+        "a subagent paused, its parent's resumption dead",
+        "subagent-approval",
+        "crash@resolve:append#1:after",
+    ),
+    (
+        "a subagent claimed after its parent's takeover",
+        "subagent-approval",
+        "freeze@run:append#1:after",
+    ),
+    (
+        "a dead subagent's started call has a result",
+        "subagent-approval",
+        "crash@resolve:append#2:after",
+    ),
+    ("a write in flight as its process froze", "subagent-approval", "freeze@run:append#5:after"),
 ]
+
+
+OPEN: list[tuple[str, str, str]] = []  # (window, scenario, boundary): windows still open (xfail)
 
 
 def case_params(cases: list[tuple[str, str, str]]) -> list[Any]:

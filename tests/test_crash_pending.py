@@ -190,9 +190,10 @@ async def finish(runtime: Runtime, log: SQLiteLog) -> None:
 
 async def check_logs(log: SQLiteLog) -> None:
     """Every session's log is gapless and gives each call at most one result; the top-level
-    session's gives each exactly one. A subagent's session whose parent's run died stays as its
-    run left it, paused or interrupted, with its items closed (nothing runs that session again):
-    its parent's call, started, says it may have run."""
+    session's gives each exactly one. A subagent's session whose parent's run died and whose
+    parent's call was recovered (its result says it may have run) is never run again: its own
+    batch is closed as a recovery closes one (each call it started says it may have run,
+    `runtime.fence.abandoned`), or it stays paused with its items closed."""
     said: dict[str, str] = {}
     unfinished = []
     for record in (await log.sessions(TENANT)).items:
@@ -208,7 +209,7 @@ async def check_logs(log: SQLiteLog) -> None:
         said |= {s.event.id: s.event.content for s in stored if isinstance(s.event, ev.ToolOutput)}
         if results != calls:
             assert record.parent is not None and results < calls, (record.key, results, calls)
-            assert record.status in ("interrupted", "paused")  # abandoned where it stopped
+            assert record.status == "paused"  # abandoned where it stopped, its items closed
             unfinished.append(record.key.id.rsplit("/", 1)[1])  # the parent's call
     for call_id in unfinished:
         assert said[call_id] == MAY_HAVE_RUN

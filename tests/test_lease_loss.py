@@ -2,24 +2,30 @@
 refused (another process took the session over) or not made in time (its process was paused, or
 its event loop blocked, past the lease) — tells its calls in flight at once (`ctx.cancelled`),
 starts no call, and ends fenced; the process that takes the session over never says a call
-whose intent was logged "did not complete": it may have run, and the model is told so. Clocks
-and heartbeats are injected; nothing sleeps."""
+whose intent was logged "did not complete": it may have run, and the model is told so. A
+subagent's run goes with its parent's (`runtime.fence`): claimed after its parent was taken over,
+it never runs; paused before its parent died, it holds its parent's call; dead with a call
+started, its own log says that call may have run. Clocks and heartbeats are injected; nothing
+sleeps."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from conftest import call, scripted
-from loopwright import Agent, ToolContext, tool
+from loopwright import Agent, Approval, Rules, ToolContext, tool
 from loopwright import events as ev
 from loopwright.decide import INTERRUPTED, MAY_HAVE_RUN
 from loopwright.runtime import Settings
 from loopwright.runtime.journal import session_in_log
 from loopwright.store import StaleWriter
+from loopwright.store.log import SessionKey
+from loopwright.subagents import subagent_tool
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY, Beats, Clock, Held, ended, never
 from test_crash import read_log, work
@@ -170,3 +176,157 @@ def test_a_call_whose_intent_was_logged_before_a_crash_may_have_run(tmp_path):
     recovered = next(e for e in stored if isinstance(e, ev.RunInterrupted))
     assert recovered.interrupted_calls == ["charge-1", "fetch-1"]
     assert said(stored) == {"charge-1": MAY_HAVE_RUN, "fetch-1": INTERRUPTED}
+
+
+DELEGATE = {"tool_calls": [call("billing", "b1", request="refund 5")]}
+
+
+def delegating(sent: list[int], *child: Any, rules: Rules | None = None) -> Callable[..., Agent]:
+    """`payer(*replies)`: a parent agent whose `billing` subagent answers `child` and refunds
+    (each refund made is in `sent`)."""
+
+    @tool
+    async def refund(n: int) -> str:
+        """Refund."""
+        sent.append(n)
+        return f"refunded {n}"
+
+    def payer(*replies: Any) -> Agent:
+        billing = Agent(
+            name="billing",
+            description="Refunds orders.",
+            model=scripted(*child),
+            tools=[refund],
+            rules=rules,
+        )
+        return Agent(name="payer", model=scripted(*replies), tools=[subagent_tool(billing)])
+
+    return payer
+
+
+async def test_a_subagent_begun_after_its_parent_was_taken_over_never_runs(logs, runtimes):
+    """The parent's run stalls between its subagent call's intent and the child's claim, past
+    its lease (the log's clock says so; its own does not); another process takes the parent over
+    — no child session exists yet, so none is fenced — and says the call may have run. The
+    stalled run goes on: the child's session is claimed, but its parent's lease is checked next
+    (a fenced renewal), refused: the child never runs, and the parent's run ends fenced.
+    Before: the child ran, its tool's effect after the takeover."""
+    log_clock, own_clock, sent = Clock(), Clock(), list[int]()
+    payer = delegating(sent, {"tool_calls": [call("refund", "r1", n=5)]}, "refunded")
+    log = await logs(log_clock)
+    claiming, go_on, claim = asyncio.Event(), asyncio.Event(), log.claim
+
+    async def stalled(key: Any, owner: str, **kw: Any) -> Any:
+        if key.agent == "billing":  # (the process stalls as the child is about to be claimed)
+            claiming.set()
+            await go_on.wait()
+        return await claim(key, owner, **kw)
+
+    log.claim = stalled  # type: ignore[method-assign]
+    settings = Settings(sleep=never, clock=own_clock)
+    owner = await session_in_log(log, payer(DELEGATE, "done"), KEY, settings)
+    running = asyncio.ensure_future(owner.run("go").result())
+    await claiming.wait()
+    log_clock.advance(31)  # past the parent's lease
+    heir = runtimes({"payer": payer("carrying on")}, await logs(log_clock))
+    live = await heir.send("acme", "payer", "s1", "two")
+    assert (await ended(live)).text == "carrying on"
+    assert said(live.items) == {"b1": MAY_HAVE_RUN}
+    go_on.set()  # the stalled run goes on
+    with pytest.raises(StaleWriter, match="taken over"):
+        await running
+    assert sent == []  # the child never ran
+    child = SessionKey("acme", "billing", "s1/billing/b1")
+    assert await log.read(child) == []
+    assert (await log.session(child)).status == "idle"
+
+
+def dies_at(log: Any, kind: type) -> tuple[asyncio.Event, list[asyncio.Future[int]]]:
+    """The process dies as it first commits an event of `kind`: that commit never lands
+    (`dying` is set); the test ends the dead process's run by failing the commit (`unlogged`)."""
+    dying, append, unlogged = asyncio.Event(), log.append, list[asyncio.Future[int]]()
+
+    def died(lease: Any, events: Any) -> Any:
+        if not unlogged and any(isinstance(e, kind) for e in events):
+            dying.set()
+            unlogged.append(asyncio.get_running_loop().create_future())
+            return unlogged[-1]
+        return append(lease, events)
+
+    log.append = died
+    return dying, unlogged
+
+
+async def test_a_subagent_paused_before_its_parent_died_holds_the_call(logs, runtimes):
+    """The child pauses on an approval and lets its session go; the parent's process dies
+    before logging its own pause. The item, listed open, is approved (the parent's lease still
+    holds: nothing resumes yet). The next process takes the parent over: the child, paused,
+    holds the parent's call — the dead run is logged paused on the child's item, decided, so
+    the next message resumes it first, and the approved refund runs (P4). Before: the call was
+    recovered (it may have run) and the approved refund never ran."""
+    clock, sent = Clock(), list[int]()
+    asked = Rules.from_yaml(
+        "rules: [{name: refunds, tool: refund, decision: ask}]\ndefault_decision: allow"
+    )
+    payer = delegating(sent, {"tool_calls": [call("refund", "r1", n=5)]}, "refunded", rules=asked)
+    log = await logs(clock)
+    dying, unlogged = dies_at(log, ev.ToolSuspended)  # (its pause: never logged)
+    owner = await session_in_log(log, payer(DELEGATE), KEY, Settings(sleep=never, clock=clock))
+    running = asyncio.ensure_future(owner.run("go").result())
+    try:
+        await dying.wait()
+        child = SessionKey("acme", "billing", "s1/billing/b1")
+        assert (await log.session(child)).status == "paused"
+        heir = runtimes({"payer": payer("done", "carrying on")}, await logs(clock))
+        [item] = await heir.pending("acme")
+        await heir.resolve("acme", item.id, Approval.approve(by="ops"))
+        assert sent == []  # (the parent's lease holds: nothing resumed)
+        clock.advance(31)  # the parent's lease expires
+        live = await heir.send("acme", "payer", "s1", "two")
+        done = await ended(live)
+        assert sent == [5]  # the approved refund ran
+        assert done.text == "carrying on"
+        assert (await log.session(KEY)).status == "idle"
+        assert await heir.pending("acme") == []
+    finally:
+        unlogged[0].set_exception(StaleWriter("taken over"))  # (the dead process's task ends)
+        with pytest.raises(StaleWriter):
+            await running
+
+
+async def test_a_dead_subagents_started_call_says_it_may_have_run(logs, runtimes):
+    """The parent's process dies while its subagent's tool runs (the child's intent logged, its
+    result not). The next process takes the parent over: its call may have run, and so may
+    the child's — the child's session, which no run goes on with, says so too: its batch is
+    closed as a recovery closes one (P3). Before: the child's log kept a call started with no
+    result, for ever."""
+    clock, sent = Clock(), list[int]()
+    payer = delegating(sent, {"tool_calls": [call("refund", "r1", n=5)]}, "refunded")
+    log = await logs(clock)
+    dying, unlogged = dies_at(log, ev.ToolOutput)  # (the child's result: never logged)
+    owner = await session_in_log(log, payer(DELEGATE), KEY, Settings(sleep=never, clock=clock))
+    running = asyncio.ensure_future(owner.run("go").result())
+    try:
+        await dying.wait()
+        clock.advance(31)
+        heir = runtimes({"payer": payer("carrying on")}, await logs(clock))
+        live = await heir.send("acme", "payer", "s1", "two")
+        assert (await ended(live)).text == "carrying on"
+        assert said(live.items) == {"b1": MAY_HAVE_RUN}
+        child = SessionKey("acme", "billing", "s1/billing/b1")
+        stored = [s.event for s in await log.read(child)]
+        assert [e.type for e in stored[-6:]] == [
+            "tool:started",
+            "session",
+            "run:interrupted",
+            "tool:interrupted",
+            "tool:output",
+            "tool:result",
+        ]
+        assert said(stored) == {"r1": MAY_HAVE_RUN}
+        assert (await log.session(child)).status == "idle"
+        assert sent == [5]  # (it ran once, before the crash)
+    finally:
+        unlogged[0].set_exception(StaleWriter("taken over"))  # (the dead process's task ends)
+        with pytest.raises(StaleWriter):
+            await running

@@ -6,25 +6,36 @@ child's run belongs to the same dead or stalled process: the process taking the 
 takes each such child over too (`LogJournal.recover`: its epoch moves on, so a stalled child
 that goes on is refused its next write, as its parent is), before it decides what the dead
 batch was waiting on. A child whose lease is still live makes the takeover wait (`SessionBusy`).
+A child's run claims its session, then renews its parent's lease (`still_above`): a child
+claimed after a takeover of its parent is refused, one claimed before is one the takeover finds.
 
 A child so taken over that is paused on items (it died waiting on a human, or paused just
-before its parent died) holds its parent's call: the dead parent run is logged paused as its
-live run would have paused, its call suspended on the child's items (`suspended`), so that the
-decisions on them resume the parent, whose call resumes the child (P4). Its run did not die
-waiting otherwise: the parent's batch is recovered, and the child's items closed with it.
+before its parent died — released paused, too: the call's newest child) holds its parent's
+call: the dead parent run is logged paused as its live run would have paused, its call
+suspended on the child's items (`suspension`), so that the decisions on them resume the
+parent, whose call resumes the child (P4). Its run did not die waiting otherwise: the parent's
+batch is recovered (the call's result says it may have run), the child's items are closed with
+it, and the child's own unfinished batch is closed as a recovery closes one (`abandoned`): no
+run goes on with that session, and its log gives each call it started a result (P3).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from .. import events as ev
 from ..agent import Agent
+from ..decide import INTERRUPTED, MAY_HAVE_RUN, Checkpoint, record
 from ..errors import UnknownSession
-from ..replay import OpenBatch
+from ..replay import OpenBatch, died_waiting
 from ..session import Session
-from ..store.log import SessionKey, Store
+from ..store import StaleWriter
+from ..store.log import Lease, SessionKey, SessionRecord, Store
 from ..tools import Tool
+
+Ending = Callable[[Session], list[ev.Event]]
+"""What closes the batch of a dead run that no run goes on with (`abandoned`)."""
 
 
 class Parent(Protocol):
@@ -35,8 +46,43 @@ class Parent(Protocol):
 
     key: SessionKey
     tools: dict[str, Tool]
+    snapshot_seq: int
 
     async def child(self, parent: Session, agent: Agent, session_id: str) -> Session: ...
+
+
+class Above(Protocol):
+    """The journal of a child's parent, as a child's claim sees it (`LogJournal`)."""
+
+    lease: Lease | None
+
+    def lose(self, why: StaleWriter) -> None: ...
+
+
+async def still_above(log: Store, above: Above | None, ttl: float) -> None:
+    """A child's run, its session just claimed, checks that its parent's run still holds its
+    lease (a renewal, fenced): a takeover of the parent fences the children it finds, so a
+    child claimed after it must not run (`StaleWriter`, and the parent's run loses its lease).
+    Claimed before the renewal, the child is one the takeover finds."""
+    if above is None or above.lease is None:
+        return
+    try:
+        above.lease = await log.renew(above.lease, ttl=ttl)
+    except StaleWriter as exc:
+        above.lose(exc)
+        raise
+
+
+async def dead_ending(parent: Parent, session: Session) -> list[ev.Event] | None:
+    """The pause that ends the run that died, if it was waiting on a human
+    (`replay.died_waiting`) or its subagent calls are held by children paused on items
+    (`suspension`, once they are fenced); else None (its batch is recovered)."""
+    if session.state.batch is None:
+        return None
+    held = await fence_children(parent, session)
+    stored = [s.event for s in await parent.log.read(parent.key, after=parent.snapshot_seq)]
+    run = stored[max((n for n, e in enumerate(stored) if e.type == "session"), default=0) :]
+    return died_waiting(session.state, run) or suspension(session.state.batch, run, held)
 
 
 async def fence_children(parent: Parent, session: Session) -> list[ev.ToolSuspended]:
@@ -53,28 +99,57 @@ async def fence_children(parent: Parent, session: Session) -> list[ev.ToolSuspen
             continue
         if call.id in batch.results or call.id in batch.suspended:
             continue
-        base, n = f"{parent.key.id}/{tool.subagent.name}/{call.id}", 1
+        base, records = f"{parent.key.id}/{tool.subagent.name}/{call.id}", list[SessionRecord]()
         while True:  # (`subagents._new`: a call id used before gets `~2`, `~3`, …)
-            name = base if n == 1 else f"{base}~{n}"
+            name = base if not records else f"{base}~{len(records) + 1}"
             try:
-                record = await parent.log.session(
-                    SessionKey(parent.key.tenant, tool.subagent.name, name)
-                )
+                key = SessionKey(parent.key.tenant, tool.subagent.name, name)
+                records.append(await parent.log.session(key))
             except UnknownSession:
                 break
-            if record.lease_owner is not None or record.status in ("running", "interrupted"):
-                child = await parent.child(session, tool.subagent, name)
-                await child.journal.recover(child)  # type: ignore[union-attr]
-                paused = child.history.checkpoint
-                if paused is not None and paused.pending:
-                    ids = list(paused.pending)
-                    suspended.append(
-                        ev.ToolSuspended(
-                            id=call.id, tool=call.name, session_id=name, pending_ids=ids
-                        )
+        for found in records:
+            held = found.lease_owner is not None or found.status in ("running", "interrupted")
+            if not held and (found is not records[-1] or found.status != "paused"):
+                continue  # (the last is this call's: paused, it may hold the call)
+            child = await parent.child(session, tool.subagent, found.key.id)
+            await child.journal.recover(child, abandoned)  # type: ignore[union-attr]
+            paused = child.history.checkpoint
+            if paused is not None and paused.pending and (held or _waits(paused)):
+                ids = list(paused.pending)
+                suspended.append(
+                    ev.ToolSuspended(
+                        id=call.id, tool=call.name, session_id=found.key.id, pending_ids=ids
                     )
-            n += 1
+                )
     return suspended
+
+
+def _waits(paused: Checkpoint) -> bool:
+    """Whether a paused child waits on one of its items: one not closed (skipped) with the
+    batch of an earlier call of the same id."""
+    return any(
+        (d := paused.decided.get(i)) is None or d.status != "skipped" for i in paused.pending
+    )
+
+
+def abandoned(child: Session) -> list[ev.Event]:
+    """What ends the dead run of a child that holds nothing (it is not paused on items): the
+    parent's call is recovered, so nothing runs that session again. Its unfinished batch is
+    closed now as a recovery closes one, every call interrupted (one it started may have run:
+    its result says so, P3); empty when the child is paused or has no batch open."""
+    batch = child.state.batch
+    if batch is None or child.history.checkpoint is not None:
+        return []
+    missing = [c for c in batch.calls if c.id not in batch.results]
+    lost = [c.id for c in missing]
+    events: list[ev.Event] = [
+        ev.Session(session_id=child.id),
+        ev.RunInterrupted(interrupted_calls=lost, rerun_calls=[], carry_over=None),
+    ]
+    for call in missing:
+        events.append(ev.ToolInterrupted(id=call.id, tool=call.name))
+        events += record(call, MAY_HAVE_RUN if call.id in batch.started else INTERRUPTED, "Error.")
+    return events
 
 
 def suspension(

@@ -41,7 +41,7 @@ from ..approvals import Answer, Approval, Approver
 from ..decide import Resolution
 from ..errors import CommitFailed, SessionBusy, UnknownPending, UnknownSession, describe
 from ..messages import History
-from ..replay import State, apply, died_waiting
+from ..replay import State, apply
 from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Decision, Lease, ReadModels, SessionKey, Store
@@ -55,7 +55,7 @@ from .commits import Settings as Settings
 from .commits import commits, crash_points_of_process, forwarded, maybe_crash
 from .controls import log_later
 from .decisions import Owner, chain, descend, key_of, open_under, record
-from .fence import fence_children, suspension
+from .fence import Ending, dead_ending, still_above
 from .lease import deadline, keep
 from .state import read_state, refill, save_snapshot
 
@@ -120,6 +120,7 @@ class LogJournal:
         self._flushes: set[asyncio.Task[None]] = set()
         self.children: dict[str, LogJournal] = {}
         """Subagent session id → the journal of a child session a run of this one used."""
+        self.above: LogJournal | None = None  # (a child's: its parent's, `fence.still_above`)
 
     # ---- the run's side ----------------------------------------------------------------------
 
@@ -131,6 +132,7 @@ class LogJournal:
         claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
         lease, self.last_seq = claimed.lease, claimed.last_seq
         try:
+            await still_above(self.log, self.above, ttl)  # (a child: its parent's run holds)
             if claimed.died or claimed.last_seq != self.loaded_seq:
                 had_checkpoint = session.history.checkpoint is not None
                 refill(session.state, await self.load(died=claimed.died))
@@ -257,10 +259,10 @@ class LogJournal:
                 except Exception as exc:  # its lease expires: the next run takes it over
                     logger.warning("session %s: lease not released: %s", self.key.id, describe(exc))
 
-    async def recover(self, session: Session) -> None:
+    async def recover(self, session: Session, ending: Ending | None = None) -> None:
         """Take over a session whose run died (its lease expired before its `done`) without
-        running: the dead run's items that no resumption can reach are closed; its unfinished
-        batch stays for the next run to recover. `SessionBusy` while a run holds it."""
+        running: the dead run's items no resumption can reach are closed; its unfinished batch
+        stays for the next run to recover, or `ending` closes it now (`fence.abandoned`)."""
         ttl = self.settings.lease_seconds
         claimed = await self.log.claim(self.key, self.settings.owner, ttl=ttl, parent=self.parent)
         try:
@@ -268,21 +270,18 @@ class LogJournal:
                 refill(session.state, await self.load(died=True))
                 await self.pause_dead_run(claimed.lease, session)
                 await self.close_unreachable(session, "recovery", "its run died", everywhere=True)
+            if ending is not None and (events := ending(session)):
+                await self.log.append(claimed.lease, events)
+                refill(session.state, await self.load(died=False))
         finally:
             await self.log.release(claimed.lease, _status_of(session.history))
 
     async def pause_dead_run(self, lease: Lease, session: Session) -> list[str]:
-        """The items the run that died was waiting on, if it was (`replay.died_waiting`): then
-        the pause its live approver's deferral would have logged is logged now, under `lease`,
-        and the session is read again, paused: its items stay open (P4), and a decision made
-        in any process resumes it as it resumes any paused run."""
-        if session.state.batch is None:
-            return []
-        held = await fence_children(self, session)  # (its subagents' runs died with it)
-        stored = [s.event for s in await self.log.read(self.key, after=self.snapshot_seq)]
-        run = stored[max((n for n, e in enumerate(stored) if e.type == "session"), default=0) :]
-        ending = died_waiting(session.state, run) or suspension(session.state.batch, run, held)
-        if ending is None:  # (and `fence`: a dead run whose subagents wait on a human)
+        """The items the run that died was waiting on, if it was (`fence.dead_ending`): the pause
+        its live approver's deferral would have logged is logged now, under `lease`, and the
+        session is read again, paused: its items stay open (P4), resumed by a decision (any)."""
+        ending = await dead_ending(self, session)  # (`fence`: its subagents died with it)
+        if ending is None:
             return []
         await self.log.append(lease, ending)
         refill(session.state, await self.load(died=False))
@@ -356,9 +355,10 @@ class LogJournal:
     async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
         key = SessionKey(self.key.tenant, agent.name, session_id)
         child = await session_in_log(self.log, agent, key, self.settings, parent=self.key)
-        assert isinstance(child.journal, LogJournal)
-        child.journal.agents, child.journal.registry = self.agents, self.registry
-        self.children[session_id] = child.journal
+        journal = child.journal
+        assert isinstance(journal, LogJournal)
+        journal.agents, journal.registry, journal.above = self.agents, self.registry, self
+        self.children[session_id] = journal
         return child
 
     def tree(self) -> list[SessionKey]:
