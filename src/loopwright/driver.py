@@ -253,7 +253,8 @@ class Run:
                         if type(event) in _ASKS:
                             held.append(event)
                         else:
-                            self._release(held)
+                            if held:
+                                self._release(held)
                             seqs.append(seq)
                             buffer.append(event)
                         pushed = True
@@ -314,11 +315,10 @@ class Run:
     def _release(self, held: list[ev.Event]) -> None:
         """Hand the reader the announcements held (`_ASKS`), each with its seq if it is in the
         log (committed with the event after it)."""
-        if held:
-            assert self._journal is not None and self._seqs is not None
-            self._seqs.extend(map(self._journal.seq_of, held))
-            self._buffer.extend(held)
-            held.clear()
+        assert self._journal is not None and self._seqs is not None
+        self._seqs.extend(map(self._journal.seq_of, held))
+        self._buffer.extend(held)
+        held.clear()
 
     def _wake_reader(self) -> None:
         waiter, self._waiter = self._waiter, None
