@@ -32,7 +32,7 @@ from .hooks import RunInfo
 from .messages import AssistantMessage, UserMessage
 from .models import Model, ModelFailure
 from .permissions import Gate
-from .replay import State
+from .replay import SessionState
 from .retry import Deadline
 from .steps import Steps
 from .threads import Signal
@@ -63,7 +63,7 @@ async def run_loop(
     agent: Agent,
     model: Model,
     gate: Gate,
-    state: State,
+    state: SessionState,
     info: RunInfo,
     control: Control,
     *,

@@ -6,7 +6,7 @@ ended) and does each thing the loop names: start, request, accept, decide, execu
 recover, proceed, compact, interrupt. Each delegates its policy to a collaborator: the
 `Decider` (gate and humans), the `ToolRunner`, `retry`, `compaction`, the hooks.
 
-The session's state (`replay.State`: the history, the open batch and its results) changes as
+The session's state (`replay.SessionState`: the history, the open batch and its results) changes as
 the run's events are applied to it by the reducer, as each is yielded (`driver.Run`) — the same
 function that rebuilds it from the log. The steps read it: a change is an event, yielded before
 anything relies on it. Two things are not events of the run: the checkpoint of a batch the run
@@ -38,7 +38,7 @@ from .messages import AssistantMessage, History, Recovery, ToolCall, Usage, User
 from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
 from .output import answering
 from .permissions import Gate
-from .replay import State, apply, checkpoint, undecided
+from .replay import SessionState, apply, checkpoint, undecided
 from .replies import check_reply
 from .retry import ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_due, result_events
@@ -62,7 +62,7 @@ class Steps:
     agent: Agent
     model: Model
     gate: Gate
-    state: State
+    state: SessionState
     info: RunInfo
     control: Control
     approver: Approver | None
