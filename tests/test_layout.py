@@ -26,3 +26,12 @@ def test_one_class_name_one_meaning() -> None:
                 where[node.name].add(path.relative_to(SRC).as_posix())
     twice = {name: files for name, files in where.items() if len(files) > 1}
     assert twice == SAME_NAME
+
+
+def test_run_loop_reads_as_the_loop() -> None:
+    """`run_loop` tells the story in at most 60 lines (issue 30): each thing it does is a named
+    step of `Steps`."""
+    tree = TREES[SRC / "loop.py"]
+    (loop,) = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "run_loop"]
+    assert loop.end_lineno is not None
+    assert loop.end_lineno - loop.lineno + 1 <= 60

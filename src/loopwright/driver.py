@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import events as ev
 from ._values import frozen, maker
+from .control import Control
 from .errors import CommitFailed
 from .finish import stop_detail
 from .replay import HANDLERS, SessionState
 
 if TYPE_CHECKING:
-    from .loop import Control
     from .output import Output
     from .session import Journal, Session
 

@@ -25,12 +25,13 @@ from ._values import maker
 from .agent import Agent
 from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest, now_iso
 from .attachments import Attachment, with_attachments
+from .control import Control
 from .decide import Checkpoint, Pending, Resolution
 from .driver import Run as Run
 from .driver import RunResult as RunResult
 from .errors import SessionBusy, UnknownPending
 from .hooks import RunInfo
-from .loop import Control, run_loop
+from .loop import run_loop
 from .messages import History, Message, ToolResultMessage, UserMessage
 from .model_settings import ModelSettings, resolve
 from .models import get_model
