@@ -21,7 +21,7 @@ from loopwright import events as ev
 from loopwright.errors import SessionBusy, UnknownPending, UnknownSession
 from loopwright.messages import AssistantMessage, Text, Usage, UserMessage
 from loopwright.store import StaleWriter, StoreError
-from loopwright.store.log import Decided, Decision, SessionKey, Snapshot, Store
+from loopwright.store.log import Decided, SessionKey, Snapshot, Store, Verdict
 
 MakeLog = Callable[..., Awaitable[Store]]
 KEY = SessionKey("acme", "support", "order-1001")
@@ -44,7 +44,7 @@ class Clock:
 async def decide(
     log: Store, pending_id: str, status: Any, by: str = "ann", **given: Any
 ) -> Decided:
-    return await log.decide("acme", pending_id, Decision(status, by, **given))
+    return await log.decide("acme", pending_id, Verdict(status, by, **given))
 
 
 def said(text: str) -> ev.InputReceived:

@@ -17,7 +17,7 @@ from log_conformance import KEY, Clock, MakeLog, safely, said
 from loopwright import redact
 from loopwright.errors import UnknownSession
 from loopwright.store import StaleWriter
-from loopwright.store.log import Control, Controls, Lease, SessionKey
+from loopwright.store.log import Controls, Lease, QueuedControl, SessionKey
 
 
 async def next_control(log: Controls, lease: Lease) -> Any:
@@ -118,7 +118,7 @@ async def test_a_lease_taken_over_takes_no_control(make_log: MakeLog) -> None:
     with pytest.raises(StaleWriter):
         await next_control(here, old)
     again = await here.send_control(KEY, "cancel")
-    assert again == Control(again.id if again else 0, KEY, new.epoch, "cancel")
+    assert again == QueuedControl(again.id if again else 0, KEY, new.epoch, "cancel")
 
 
 async def test_a_release_here_ends_a_waiting_listener(make_log: MakeLog) -> None:

@@ -15,7 +15,7 @@ from loopwright import events as ev
 from loopwright.errors import UnknownSession
 from loopwright.messages import Usage
 from loopwright.store import PendingRecord, StoredEvent
-from loopwright.store.log import Decision, EventLog, SessionKey
+from loopwright.store.log import EventLog, SessionKey, Verdict
 
 
 def question(pending_id: str, text: str) -> ev.QuestionPending:
@@ -48,7 +48,7 @@ async def test_a_decision_is_single_use_under_concurrency(make_log: MakeLog) -> 
     one, two = await make_log(), await make_log()
     await paused_batch(one, ["p-1"])
     attempts = [
-        (log, Decision("approved" if n % 2 else "denied", f"human-{n}", note=f"n{n}"))
+        (log, Verdict("approved" if n % 2 else "denied", f"human-{n}", note=f"n{n}"))
         for n in range(12)
         for log in (one, two)
     ]
@@ -74,7 +74,7 @@ async def test_seqs_stay_gapless_while_decisions_race_the_run(make_log: MakeLog)
         for step in steps:
             await runner.append(lease, step)
 
-    decisions = [approver.decide("acme", i, Decision("approved", "ann")) for i in ids]
+    decisions = [approver.decide("acme", i, Verdict("approved", "ann")) for i in ids]
     await safely(asyncio.gather(run(), *decisions))
     stored = await runner.read(KEY)
     assert [s.seq for s in stored] == list(range(1, 2 + len(ids) + 2 * len(steps) + len(ids) + 1))
@@ -138,7 +138,7 @@ async def test_decide_appends_to_a_session_whose_lease_is_held(make_log: MakeLog
     lease = (await runner.claim(KEY, "run-1", ttl=30)).lease
     await runner.append(lease, [said("x"), reply(), approval("p-1")])
     waiting = asyncio.ensure_future(runner.wait_decided("acme", "p-1"))
-    result = await approver.decide("acme", "p-1", Decision("approved", "ann"))
+    result = await approver.decide("acme", "p-1", Verdict("approved", "ann"))
     assert result.changed and result.item.status == "approved"
     assert (await safely(waiting)) == result.item
     assert (
@@ -297,8 +297,8 @@ async def test_wait_decided_is_woken_by_another_instance(make_log: MakeLog) -> N
     waiter, approver = await make_log(), await make_log()
     await paused_batch(waiter, ["p-1", "p-2"])
     waiting = asyncio.ensure_future(waiter.wait_decided("acme", "p-2"))
-    first = await approver.decide("acme", "p-1", Decision("approved", "ann"))
+    first = await approver.decide("acme", "p-1", Verdict("approved", "ann"))
     assert not waiting.done() and first.outstanding == 1  # not the item it waits on
-    decided = await approver.decide("acme", "p-2", Decision("denied", "bob", note="no"))
+    decided = await approver.decide("acme", "p-2", Verdict("denied", "bob", note="no"))
     assert await safely(waiting) == decided.item
     assert await safely(approver.wait_decided("acme", "p-1")) == first.item  # at once

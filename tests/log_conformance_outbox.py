@@ -11,7 +11,7 @@ import pytest
 
 from log_conformance import KEY, Clock, MakeLog, approval, decide, reply, said
 from loopwright.store.log import Page
-from loopwright.store.outbox import Attempt, Outcome, outbox_of
+from loopwright.store.outbox import Attempt, AttemptOutcome, outbox_of
 from loopwright.store.sqlite_rows import iso
 
 NOW = 1_000_000.0
@@ -39,7 +39,7 @@ async def test_a_pending_item_and_its_decision_are_delivered_once_per_target(
         ("hook-a", "p-1", "pending", "acme")
     ]
     assert await outbox.claim(["hook-a"], NOW + 29, hold=30, owner="w2") == []  # held
-    await outbox.record(claimed[0], Outcome("delivered", "t1", status=204))
+    await outbox.record(claimed[0], AttemptOutcome("delivered", "t1", status=204))
     await decide(log, "p-1", "approved")
     await decide(log, "p-1", "denied")  # the first decision won: no second notice
     assert await outbox.expand("hook-a", BOTH, NOW, max_age=3600) == 1
@@ -68,7 +68,7 @@ async def test_a_failed_attempt_is_tried_again_when_due_and_a_lost_hold_expires(
     outbox = outbox_of(await _paused(make_log, clock, "p-1"))
     await outbox.expand("hook", BOTH, NOW, max_age=3600)
     [first] = await outbox.claim(["hook"], NOW, hold=30, owner="w1")
-    await outbox.record(first, Outcome("due", "t1", status=503, due=NOW + 10))
+    await outbox.record(first, AttemptOutcome("due", "t1", status=503, due=NOW + 10))
     assert await outbox.next_due(["hook"]) == NOW + 10
     assert await outbox.claim(["hook"], NOW + 9, hold=30, owner="w1") == []
     [again] = await outbox.claim(["hook"], NOW + 10, hold=30, owner="w1")
@@ -77,7 +77,7 @@ async def test_a_failed_attempt_is_tried_again_when_due_and_a_lost_hold_expires(
     assert await outbox.claim(["hook"], NOW + 39, hold=30, owner="w2") == []
     assert await outbox.next_due(["hook"]) == NOW + 40
     [taken] = await outbox.claim(["hook"], NOW + 40, hold=30, owner="w2")
-    await outbox.record(taken, Outcome("failed", "t3", error="connection refused"))
+    await outbox.record(taken, AttemptOutcome("failed", "t3", error="connection refused"))
     [listed] = (await outbox.deliveries()).items
     assert (listed.state, listed.attempts, listed.last_error) == ("failed", 2, "connection refused")
     assert listed.tried == [
@@ -123,8 +123,8 @@ async def test_what_is_done_with_is_pruned_and_what_is_due_is_kept(make_log: Mak
     outbox = outbox_of(log)
     await outbox.expand("hook", BOTH, NOW, max_age=3600)
     first, second = await outbox.claim(["hook"], NOW, hold=30, owner="w1")
-    await outbox.record(first, Outcome("delivered", "t1", status=200))
-    await outbox.record(second, Outcome("due", "t1", status=503, due=NOW + 10))
+    await outbox.record(first, AttemptOutcome("delivered", "t1", status=200))
+    await outbox.record(second, AttemptOutcome("due", "t1", status=503, due=NOW + 10))
     assert await outbox.prune(iso(NOW)) == 0  # nothing made before then
     assert await outbox.prune(iso(NOW + 1)) == 1
     [left] = (await outbox.deliveries()).items
@@ -165,7 +165,7 @@ async def test_deliveries_are_listed_a_page_at_a_time_by_notice_then_target(
     assert await outbox.expand("late", ("resolved",), NOW, max_age=3600) == 0  # 3 skipped
     for claimed in await outbox.claim(["alpha", url, "Zed"], NOW, hold=30, owner="w1"):
         if claimed.notice.item == "p-0":
-            await outbox.record(claimed, Outcome("delivered", "t1", status=200))
+            await outbox.record(claimed, AttemptOutcome("delivered", "t1", status=200))
     everything = (await outbox.deliveries("acme", limit=1000)).items
     assert [(d.notice.id, d.target) for d in everything] == [
         (n, target) for n in (3, 2, 1) for target in ("Zed", "alpha", url)

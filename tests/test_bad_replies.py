@@ -29,8 +29,8 @@ from loopwright.messages import (
 from loopwright.models import ModelRequest
 from loopwright.providers._openai_common import ReplyParts
 from loopwright.providers.anthropic import _Reply
-from loopwright.providers.openai_chat import _Reader as ChatReader
-from loopwright.providers.openai_responses import _Reader as ResponsesReader
+from loopwright.providers.openai_chat import _ChatReader as ChatReader
+from loopwright.providers.openai_responses import _ResponsesReader as ResponsesReader
 from loopwright.replies import INVALID_NAME, check_reply
 from loopwright.runtime import open_session
 from loopwright.store import open_log

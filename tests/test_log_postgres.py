@@ -18,7 +18,7 @@ from loopwright.cli.common import Place
 from loopwright.errors import ConfigError
 from loopwright.project import Project
 from loopwright.store import StoredEvent, StoreError
-from loopwright.store.log import Decision, log_at, open_log
+from loopwright.store.log import Verdict, log_at, open_log
 from loopwright.store.pg_log import PostgresLog
 from loopwright.store.sqlite_log import SQLiteLog
 from runtime_fixtures import pg_logs  # noqa: F401 (the fixture)
@@ -194,7 +194,7 @@ async def test_a_waiting_decision_wakes_on_a_notification_only(make_log: MakeLog
     waiter.pending_item = pending_item  # type: ignore[method-assign]
     decided = asyncio.ensure_future(waiter.wait_decided("acme", "p-1"))
     await safely(asked.wait())
-    result = await approver.decide("acme", "p-1", Decision("approved", "ann"))
+    result = await approver.decide("acme", "p-1", Verdict("approved", "ann"))
     assert await safely(decided) == result.item
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from log_conformance import KEY, Clock, approval, reply, safely, said
 from loopwright.store import PendingRecord, StoredEvent, StoreError
-from loopwright.store.log import Decision, SessionKey, open_log
+from loopwright.store.log import SessionKey, Verdict, open_log
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.wire import loads
 
@@ -104,7 +104,7 @@ def test_a_database_written_by_sqlite_store_migrates_with_everything_in_it(tmp_p
             assert await log.usage("acme") == v1["usage"]
             taken = await log.claim(left, "run-new", ttl=30)
             assert (taken.died, taken.lease.epoch, taken.last_seq) == (True, 2, 1)
-            denied = await log.decide("acme", "p-2", Decision("denied", "bob"))
+            denied = await log.decide("acme", "p-2", Verdict("denied", "bob"))
             assert (denied.changed, denied.item.call_id, denied.item.batch_seq) == (True, "c2", 2)
             assert (await log.read(parent))[-1].seq == 9
         finally:
@@ -211,7 +211,7 @@ async def test_a_waiting_decision_is_woken_by_another_processs_commit(tmp_path):
     waiting = parked(waiter, "pending_item", lambda item: item.status == "open")
     decided = asyncio.ensure_future(waiter.wait_decided("acme", "p-1"))
     await safely(waiting.wait())
-    result = await approver.decide("acme", "p-1", Decision("approved", "ann"))
+    result = await approver.decide("acme", "p-1", Verdict("approved", "ann"))
     assert await safely(decided) == result.item
     await safely(waiter._poller)
     await waiter.close()
@@ -234,6 +234,6 @@ async def test_a_waiter_cancelled_leaves_the_others_waiting(tmp_path):
         if len(waiters) == 2:
             waiters[1].cancel()
             await asyncio.gather(waiters[1], return_exceptions=True)
-    result = await log.decide("acme", "p-1", Decision("approved", "ann"))
+    result = await log.decide("acme", "p-1", Verdict("approved", "ann"))
     assert [await safely(w) for w in (waiters[0], waiters[2])] == [result.item] * 2
     await log.close()

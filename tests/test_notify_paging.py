@@ -16,7 +16,7 @@ from log_conformance import reply, said
 from loopwright import events as ev
 from loopwright.project import load_project
 from loopwright.store.log import SessionKey
-from loopwright.store.outbox import Delivery, Outcome, outbox_of
+from loopwright.store.outbox import AttemptOutcome, Delivery, outbox_of
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.store.sqlite_rows import iso
 
@@ -49,7 +49,7 @@ async def outbox_with_deliveries(path: Path) -> list[Delivery]:
             assert await outbox.expand(target, ("pending",), NOW, max_age=3600) == 3
         for claimed in await outbox.claim(["ops"], NOW, hold=30, owner="test"):
             if claimed.notice.item == "p-0":
-                await outbox.record(claimed, Outcome("due", "t1", status=503, due=NOW + 10))
+                await outbox.record(claimed, AttemptOutcome("due", "t1", status=503, due=NOW + 10))
         return (await outbox.deliveries(KEY.tenant)).items
     finally:
         await log.close()

@@ -20,7 +20,7 @@ from loopwright import redact
 from loopwright.errors import ConfigError
 from loopwright.notify import Deliverer, Links, NotifySettings, Sent, Webhook, WebhookNotifier
 from loopwright.notify.signing import LinkClaim, check, verify
-from loopwright.store.log import Decision, EventLog
+from loopwright.store.log import EventLog, Verdict
 from loopwright.store.outbox import Attempt, outbox_of
 from loopwright.store.sqlite_log import SQLiteLog
 from notify_receiver import Receiver
@@ -223,7 +223,7 @@ async def test_several_webhooks_each_get_the_events_they_take(log: SQLiteLog) ->
         )
         try:
             assert await worker.tick() == 3
-            await log.decide("acme", "q-1", Decision("answered", "ann", answer="red"))
+            await log.decide("acme", "q-1", Verdict("answered", "ann", answer="red"))
             assert await worker.tick() == 2
         finally:
             await worker.close()
@@ -426,7 +426,7 @@ async def test_delivery_from_a_postgresql_log(pg_url: str, receiver: Receiver) -
     try:
         await paused(log, approval("p-1", amount=5))
         assert await worker.tick() == 1
-        await log.decide("acme", "p-1", Decision("denied", "ann", note="no"))
+        await log.decide("acme", "p-1", Verdict("denied", "ann", note="no"))
         assert await worker.tick() == 1
     finally:
         await worker.close()
@@ -455,7 +455,7 @@ async def test_the_worker_forgets_deliveries_once_kept_long_enough(
         await worker.tick()
         assert (await outbox_of(log).deliveries()).items == []
         assert await outbox_of(log).notices() == (1, 1)  # (the newest notice always stays)
-        await log.decide("acme", "p-1", Decision("approved", "ann"))
+        await log.decide("acme", "p-1", Verdict("approved", "ann"))
         assert await worker.tick() == 1  # a notice after the pruning is fanned out
         assert [d.notice.event for d in (await outbox_of(log).deliveries()).items] == ["resolved"]
     finally:
@@ -466,7 +466,7 @@ async def test_an_edited_approval_is_told_with_its_arguments(
     log: SQLiteLog, receiver: Receiver
 ) -> None:
     await paused(log, approval("p-1", amount=5))
-    await log.decide("acme", "p-1", Decision("approved", "ann", edited_args={"amount": 3}))
+    await log.decide("acme", "p-1", Verdict("approved", "ann", edited_args={"amount": 3}))
     clock = Clock(NOW)
     worker = deliverer(log, clock, hook(receiver, events=frozenset({"resolved"})))
     try:

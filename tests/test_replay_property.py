@@ -33,11 +33,11 @@ from loopwright import DEFER, Agent, Approval, Rules, tool
 from loopwright import events as ev
 from loopwright import loop as loop_module
 from loopwright.compaction import SUMMARY_SYSTEM, Compaction
-from loopwright.replay import State, continued, fold, from_snapshot, to_snapshot
+from loopwright.replay import SessionState, continued, fold, from_snapshot, to_snapshot
 from loopwright.runtime import LogJournal, Runtime, Settings, open_session
 from loopwright.runtime.decisions import decision_of
 from loopwright.steps import Steps
-from loopwright.store.log import Decision, EventLog, SessionKey, open_log
+from loopwright.store.log import EventLog, SessionKey, Verdict, open_log
 from loopwright.testing import FunctionModel, Reply
 
 RULES = Rules.from_yaml("""
@@ -123,7 +123,7 @@ def answer(request: Any) -> Reply | str:
 # ---- the two views compared at a commit ---------------------------------------------------------
 
 
-def view_of(state: State) -> dict[str, Any]:
+def view_of(state: SessionState) -> dict[str, Any]:
     """What a run that died with this state would continue from (`continued(died=True)`): the
     history, and the batch it recovers (or the paused one) with the calls started but unfinished.
     """
@@ -152,7 +152,9 @@ def live_view() -> dict[str, Any]:
     run, session = LIVE.steps, LIVE.session
     state = session.state
     # `continued` derives into the history: keep the live one as it is
-    mine = State(state.tools, replace(state.history), state.batch, state.paused, state.finished)
+    mine = SessionState(
+        state.tools, replace(state.history), state.batch, state.paused, state.finished
+    )
     return {
         **view_of(mine),
         "carry_over": "".join(run.partial) if run.partial else state.history.carry_over,
@@ -190,7 +192,7 @@ def watch(session: Any) -> Any:
 
 def check_commits(log: list[ev.Event]) -> None:
     assert LIVE.commits  # every scenario commits
-    views = [view_of(state := State(tools=BY_NAME))]
+    views = [view_of(state := SessionState(tools=BY_NAME))]
     for item in log:
         fold([item], BY_NAME, state)
         views.append(view_of(state))
@@ -334,7 +336,7 @@ async def decide(runtime: Runtime, pending_id: str, decided: Approval) -> None:
     )
     assert resolved.status in ("waiting", "already_resolved")
     assert [resolved.status == "waiting", rival.changed].count(True) == (was == "open")
-    late = await log.decide(KEY.tenant, pending_id, Decision("denied", by="late"))
+    late = await log.decide(KEY.tenant, pending_id, Verdict("denied", by="late"))
     assert not late.changed and late.item == rival.item == resolved.item
     assert late.item.status != "open" and late.item.decided_by != "late"
 
@@ -426,7 +428,7 @@ def check_snapshots(log: list[ev.Event]) -> None:
         history = continued(state, died=True)
         assert history == expected
         assert shape(history.checkpoint) == shape(expected.checkpoint)
-    state, late = State(tools=BY_NAME), State(tools=BY_NAME)
+    state, late = SessionState(tools=BY_NAME), SessionState(tools=BY_NAME)
     for e in log:
         fold([e], BY_NAME, state)
         second = [replace(e, status="denied", by="late")] if e.type == "pending:decided" else []

@@ -17,7 +17,7 @@ from loopwright.errors import UnknownPending
 from loopwright.runtime import open_session
 from loopwright.store import SessionKey, StoreError, open_log
 from loopwright.store.export import export_jsonl, export_traces, read_jsonl
-from loopwright.store.log import Decision
+from loopwright.store.log import Verdict
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.testing import FunctionModel, Reply
 from loopwright.tools import ask_user
@@ -150,7 +150,7 @@ async def test_a_scripts_live_approver_decides_through_the_log(logs):
     async def elsewhere():
         await asked.wait()
         [item] = (await other.pending("default")).items
-        await other.decide("default", item.id, Decision("denied", "bob", note="no"))
+        await other.decide("default", item.id, Verdict("denied", "bob", note="no"))
 
     deciding = asyncio.ensure_future(elsewhere())
     result = await drive(session.run("again", approver=prompt))

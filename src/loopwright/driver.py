@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import events as ev
 from ._values import frozen, maker
+from .control import Control
 from .errors import CommitFailed
 from .finish import stop_detail
 from .observers import Observer, observing
-from .replay import HANDLERS, State
+from .replay import HANDLERS, SessionState
 
 if TYPE_CHECKING:
-    from .loop import Control
     from .output import Output
     from .session import Journal, Session
 
@@ -121,7 +121,7 @@ class Run:
         self.session_id = session_id
         self._journal = journal
         self._session = session
-        self._state = session.state if session is not None else State()
+        self._state = session.state if session is not None else SessionState()
         self._input = input
         self._on_end: Callable[[Run], None] | None = None  # `watch()`'s: a session's `idle()`
         self._watched = False

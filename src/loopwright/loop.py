@@ -15,8 +15,7 @@ the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from . import events as ev
@@ -25,45 +24,22 @@ from .agent import Agent
 from .approvals import Approver
 from .budget import check_budget
 from .compaction import compaction_due
-from .decide import Batch
-from .errors import describe
+from .control import Control
+from .decide import Batch, Checkpoint
 from .hook_calls import observe
 from .hooks import RunInfo
-from .messages import AssistantMessage, UserMessage
-from .models import Model, ModelFailure
+from .messages import Recovery, UserMessage
+from .models import Model
 from .permissions import Gate
-from .replay import State
-from .retry import Deadline
+from .replay import SessionState
 from .steps import Steps
-from .threads import Signal
-
-
-@dataclass(slots=True)
-class Control:
-    """What reaches a run from outside: steering and follow-up queues, and the stop signals of
-    its calls in flight (`ToolContext.cancelled`)."""
-
-    # (lists: an empty deque takes 760 bytes, a block of 64 slots; an empty list 56)
-    steering: list[str] = field(default_factory=list)
-    follow_ups: list[str] = field(default_factory=list)
-    signals: set[Signal] = field(default_factory=set)
-
-    def cancel(self) -> bool:
-        """Drop what is queued (True if anything was) and tell the calls in flight, at once: a
-        thread cannot be cancelled, and a job still waiting for a thread must never start."""
-        dropped = bool(self.steering or self.follow_ups)
-        self.steering.clear()
-        self.follow_ups.clear()
-        for signal in self.signals:
-            signal.set()
-        return dropped
 
 
 async def run_loop(
     agent: Agent,
     model: Model,
     gate: Gate,
-    state: State,
+    state: SessionState,
     info: RunInfo,
     control: Control,
     *,
@@ -72,118 +48,91 @@ async def run_loop(
     compact: bool = False,
     children: Any = None,
 ) -> AsyncGenerator[ev.Event, None]:
-    """Run one input through the loop, yielding every event.
-
-    1. `session`; the input (after any carry-over note) joins the history; steering is injected.
-    2. Each step: stop at `max_turns`; `budget:check`; stream the reply (retrying within bounds).
-    3. Decide every call in model order; run the allowed ones concurrently; append results in
-       call order. A denial skips the rest and stops (or is told to the model); a call with no
-       live approver pauses the run once its siblings have run. Every step finishes.
-    4. Steering is injected; with no tool calls (or all said `terminate`) the run finishes
-       unless a follow-up is queued or the stop hook goes on.
-    5. Late results of threads given up on (in a grace), exactly one terminal event, then `done`.
-    """
+    """Run one input through the loop, yielding every event (each step of it: `Steps`)."""
     run = Steps(agent, model, gate, state, info, control, approver, children)
-    hooks, history = agent.hooks, state.history
-    recovery, checkpoint = history.recovery, history.checkpoint  # `session` takes them over
-    deadline = Deadline(agent.retry.deadline)  # each model request's
+    opening = begin(run, input, compact)  # (before `session`, which takes over what it reads)
     try:
         yield session_event(session_id=info.session_id)
-        if hooks.on_run_start is not None:
-            for event in await observe(hooks, "on_run_start", info):
+        if opening is None:  # the input and steering: all most runs open with
+            for event in await run.start(input):
                 yield event
-        if recovery is not None:
-            async for event in run.recover(recovery):
+        else:
+            async for event in opening:
                 yield event
-        if input is None and checkpoint is not None:
-            async for event in run.resume(checkpoint):
-                yield event
-        for event in await run.start(input):
-            yield event
-        if compact:  # compaction on demand: nothing else happens in this run
-            async for event in run.compact("manual"):
-                yield event
-            run.stop(ev.LoopDone(text=""), "", "completed")
-        while run.terminal is None:
-            if run.step >= agent.max_turns:
-                text = f"Stopped after {agent.max_turns} turns without a final answer."
-                run.stop(ev.LoopMaxTurns(max_turns=agent.max_turns), text, "max_turns")
-                break
-            # -- request
+        while run.terminal is None and run.step < agent.max_turns:  # (then `wind_down` stops it)
             yield run.started()
-            check = check_budget(history, run.budget)
-            yield check
-            reason = compaction_due(agent.compaction, check, run.step)
-            if reason is not None:
+            yield (check := check_budget(run.history, run.budget))
+            if (reason := compaction_due(agent.compaction, check, run.step)) is not None:
                 async for event in run.compact(reason):
                     yield event
-            # -- stream (failures: retried within bounds, or a too-long prompt compacted once)
-            reply: AssistantMessage | None = None
-            failures = 0
-            while reply is None:
-                request = await run.request(check)
-                failure = None
-                await deadline.start()
+            while run.reply is None:  # failures: retried within bounds, or the prompt compacted
                 try:
-                    async for item in run.model_for(request).stream(request):
-                        if type(item) is ev.TextDelta:
-                            run.partial.append(item.delta)
-                        elif isinstance(item, ModelFailure):
-                            failure = item  # the stream's last item: let it finish
-                            continue
-                        elif isinstance(item, ev.MessageCompleted):
-                            item = run.received(item)  # malformed calls made data
-                            reply = item.message
-                        yield item
+                    async for item in await run.request(check):  # (its deadline started)
+                        if (item := run.streamed(item)) is not None:
+                            yield item
                 except BaseException as exc:
-                    if not await deadline.stop(exc):
+                    if not await run.deadline.stop(exc):  # (past it: a retryable failure)
                         raise
-                    failure = run.expired()  # past the request's deadline: a retryable failure
-                else:
-                    if not deadline.done():  # expired as it completed: exit it all the same
-                        await deadline.stop()
-                if failure is not None and reply is None:
-                    async for event in run.after_failure(failure, failures):
+                if not run.deadline.done():  # expired as it completed: exit it all the same
+                    await run.deadline.stop()
+                if run.reply is None:
+                    async for event in run.after_failure():
                         yield event
-                    failures += 1
-            calls = run.accept(reply)
-            if hooks.after_reply is not None:
-                for event in await observe(hooks, "after_reply", info, reply):
+            reply, calls = run.accept()
+            if agent.hooks.after_reply is not None:
+                for event in await observe(agent.hooks, "after_reply", info, reply):
                     yield event
-            # -- decide and execute
-            if calls:
-                if reply.text:
-                    yield ev.AssistantText(text=reply.text)
-                batch = Batch()
-                for call in calls:  # in model order: the hook, the gate, for `ask` a human
-                    events, pending = await run.decide(reply, call, batch)
-                    for event in events:
-                        yield event
-                    if pending is not None:
-                        async for event in run.decider.ask(pending, batch):
-                            yield event
-                async for event in run.execute(batch, calls):
+            if calls:  # decided in model order, then run
+                async for event in run.execute(Batch(), calls, reply):
                     yield event
             yield run.finished()
-            # -- continue with steering, or finish (unless a follow-up is queued)
-            if run.terminal is None:
-                for event in await run.proceed(reply, calls):
-                    yield event
-    except asyncio.CancelledError:
-        for event in run.interrupt(cancelled=True):
+            for event in await run.proceed(reply, calls):  # steering, follow-ups, or the end
+                yield event
+    except (asyncio.CancelledError, Exception) as exc:
+        for event in run.ended_by(exc):  # what it left open closed; aborted, or `loop:error`
             yield event
-        run.abort()
-    except Exception as exc:
-        for event in run.interrupt():
-            yield event
-        run.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
     finally:
-        deadline.close()  # (its timer, armed once a run)
-    for event in await run.wind_down():
+        run.deadline.close()  # (its timer, armed once a run)
+    for event in await run.wind_down():  # late results, the run-end hook, the terminal, `done`
         yield event
-    assert run.terminal is not None
-    yield run.terminal
-    yield done_event(text=run.text, stop_reason=run.stop_reason)
 
 
-session_event, done_event = maker(ev.Session), maker(ev.Done)  # (see `_values.maker`)
+def begin(
+    run: Steps, input: str | UserMessage | None, compact: bool
+) -> AsyncIterator[ev.Event] | None:
+    """The run's opening after `session`, when it is more than `Steps.start` (None): the
+    run-start hook, a dead run's batch closed or a paused one resumed, the input and steering,
+    and a compaction on demand (all that run does)."""
+    history, hook = run.history, run.agent.hooks.on_run_start
+    recovery, checkpoint = history.recovery, history.checkpoint  # (`session` clears them)
+    plain = hook is None and recovery is None and not compact
+    if plain and (input is not None or checkpoint is None):
+        return None
+    return _opening(run, input, compact, recovery, checkpoint)
+
+
+async def _opening(
+    run: Steps,
+    input: str | UserMessage | None,
+    compact: bool,
+    recovery: Recovery | None,
+    checkpoint: Checkpoint | None,
+) -> AsyncIterator[ev.Event]:
+    if run.agent.hooks.on_run_start is not None:
+        for event in await observe(run.agent.hooks, "on_run_start", run.info):
+            yield event
+    if recovery is not None:
+        async for event in run.recover(recovery):
+            yield event
+    if input is None and checkpoint is not None:
+        async for event in run.resume(checkpoint):
+            yield event
+    for event in await run.start(input):
+        yield event
+    if compact:  # nothing else happens in this run
+        async for event in run.compact("manual"):
+            yield event
+        run.stop(ev.LoopDone(text=""), "", "completed")
+
+
+session_event = maker(ev.Session)  # (see `_values.maker`)

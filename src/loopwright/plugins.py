@@ -50,8 +50,8 @@ log = logging.getLogger("loopwright.plugins")
 
 @runtime_checkable
 class Notifier(Protocol):
-    """Somewhere notifications of pending items go, beside the `[[notify.webhook]]` targets
-    (the shape of `notify.Notifier`): the server's delivery worker fans each notice out from
+    """Somewhere notifications of pending items go (`notify.WebhookNotifier` is one, for each
+    `[[notify.webhook]]` target; `notify.Notifier` is this protocol): the server's delivery worker fans each notice out from
     its durable outbox to every notifier whose `events` want it, hands `send` the notification's
     JSON body (`notify/message.py`: `"event": "pending"` or `"resolved"`, the item, its links)
     and tries again later when the returned `notify.Sent` says `retry`."""

@@ -57,7 +57,7 @@ class OpenBatch:
 
 
 @dataclass(slots=True)
-class State:
+class SessionState:
     """A session's state as its log defines it (see the module docstring)."""
 
     tools: Mapping[str, Tool] = field(default_factory=dict, compare=False, repr=False)
@@ -70,7 +70,7 @@ class State:
     """The last run reached its `done`."""
 
 
-def apply(state: State, event: ev.Event) -> None:
+def apply(state: SessionState, event: ev.Event) -> None:
     """Apply one event to the state (events that change nothing are ignored)."""
     handler = HANDLERS.get(type(event))
     if handler is not None:
@@ -78,18 +78,18 @@ def apply(state: State, event: ev.Event) -> None:
 
 
 def fold(
-    events: Iterable[ev.Event], tools: Mapping[str, Tool], state: State | None = None
-) -> State:
+    events: Iterable[ev.Event], tools: Mapping[str, Tool], state: SessionState | None = None
+) -> SessionState:
     """Apply events in order: to a fresh state with `tools`, or to `state` (one restored from a
     snapshot keeps the tools it was restored with)."""
     if state is None:
-        state = State(tools=tools)
+        state = SessionState(tools=tools)
     for event in events:
         apply(state, event)
     return state
 
 
-def continued(state: State, *, died: bool) -> History:
+def continued(state: SessionState, *, died: bool) -> History:
     """The history a run continues from: the state's history with the checkpoint of a paused
     batch, or — when the last run's process stopped before its `done` (`died`) — the recovery
     of its unfinished batch. Both are derived (set here, cleared by the next run's `session`).
@@ -108,7 +108,7 @@ def continued(state: State, *, died: bool) -> History:
     return history
 
 
-def died_waiting(state: State, run: Sequence[ev.Event]) -> list[ev.Event] | None:
+def died_waiting(state: SessionState, run: Sequence[ev.Event]) -> list[ev.Event] | None:
     """The events that end a run that died waiting on a human as paused, or None.
 
     `state` is the session's state from its log and `run` the events since its last run began (its
@@ -163,35 +163,35 @@ def undecided(paused: Checkpoint) -> list[ToolCall]:
 # ---- the handlers, by event type ----------------------------------------------------------------
 
 
-def _input(state: State, event: ev.InputReceived | ev.SteeringInjected) -> None:
+def _input(state: SessionState, event: ev.InputReceived | ev.SteeringInjected) -> None:
     history = state.history
     history.carry_over = None
     history.append(event.message)
 
 
-def _note(state: State, event: ev.MessageTruncated | ev.OutputInvalid) -> None:
+def _note(state: SessionState, event: ev.MessageTruncated | ev.OutputInvalid) -> None:
     """A cut reply continued, or a final answer asked again: the run's note joins the history."""
     if event.message is not None:
         state.history.append(event.message)
 
 
-def _injected(state: State, event: ev.SteeringInjected) -> None:
+def _injected(state: SessionState, event: ev.SteeringInjected) -> None:
     _input(state, event)
     entry, queued = (event.mode, event.message.content), state.history.queued
     if entry in queued:
         queued.remove(entry)
 
 
-def _queued(state: State, event: ev.SteeringQueued) -> None:
+def _queued(state: SessionState, event: ev.SteeringQueued) -> None:
     state.history.queued.append((event.mode, event.text))
 
 
-def _cleared(state: State, event: ev.SteeringCleared) -> None:
+def _cleared(state: SessionState, event: ev.SteeringCleared) -> None:
     queued, mode = state.history.queued, event.mode
     queued[:] = [entry for entry in queued if mode is not None and entry[0] != mode]
 
 
-def _reply(state: State, event: ev.MessageCompleted) -> None:
+def _reply(state: SessionState, event: ev.MessageCompleted) -> None:
     history, message = state.history, event.message
     history.carry_over = None
     history.append(message)
@@ -200,14 +200,14 @@ def _reply(state: State, event: ev.MessageCompleted) -> None:
     state.batch = OpenBatch(calls) if calls else None
 
 
-def _started(state: State, event: ev.ToolStarted) -> None:
+def _started(state: SessionState, event: ev.ToolStarted) -> None:
     if (batch := state.batch) is not None:
         batch.started.add(event.id)
         batch.args[event.id] = event.args
         batch.suspended.pop(event.id, None)
 
 
-def _suspended(state: State, event: ev.ToolSuspended) -> None:
+def _suspended(state: SessionState, event: ev.ToolSuspended) -> None:
     if (batch := state.batch) is not None:
         batch.suspended[event.id] = event
 
@@ -215,7 +215,7 @@ def _suspended(state: State, event: ev.ToolSuspended) -> None:
 tool_result = maker(ToolResultMessage)  # (every call's: see `_values.maker`)
 
 
-def _output(state: State, event: ev.ToolOutput) -> None:
+def _output(state: SessionState, event: ev.ToolOutput) -> None:
     batch = state.batch
     if batch is None:
         return
@@ -238,37 +238,37 @@ def _output(state: State, event: ev.ToolOutput) -> None:
     state.batch = None
 
 
-def _asked(state: State, event: Asked) -> None:
+def _asked(state: SessionState, event: Asked) -> None:
     if (batch := state.batch) is not None:
         batch.asked[event.id] = event
 
 
-def _requested(state: State, event: ev.PendingRequested) -> None:
+def _requested(state: SessionState, event: ev.PendingRequested) -> None:
     if (batch := state.batch) is not None:
         batch.asked_call[event.id] = event.call_id
 
 
-def _decided(state: State, event: ev.PendingDecided) -> None:
+def _decided(state: SessionState, event: ev.PendingDecided) -> None:
     batch = state.batch
     if batch is not None and event.id in batch.asked:
         batch.decided.setdefault(event.id, event)  # the first decision wins
 
 
-def _answered(state: State, event: ev.QuestionResolved) -> None:
+def _answered(state: SessionState, event: ev.QuestionResolved) -> None:
     if (batch := state.batch) is not None and event.id in batch.asked:
         batch.answers[event.id] = event.answer
 
 
-def _compacted(state: State, event: ev.CompactionFinished) -> None:
+def _compacted(state: SessionState, event: ev.CompactionFinished) -> None:
     apply_compaction(state.history, event)
 
 
-def _aborted(state: State, event: ev.LoopAborted) -> None:
+def _aborted(state: SessionState, event: ev.LoopAborted) -> None:
     state.history.carry_over = event.carry_over
     state.history.queued.clear()  # a cancel drops what was queued, as it does live
 
 
-def _partial(state: State, event: ev.MessagePartial) -> None:
+def _partial(state: SessionState, event: ev.MessagePartial) -> None:
     """The reply's text so far: what its earlier partials gave before `offset`, then `text` (a
     partial at offset 0 replaces the carry-over: the first of a reply, or one of an old log,
     which holds the whole text so far)."""
@@ -276,20 +276,20 @@ def _partial(state: State, event: ev.MessagePartial) -> None:
     history.carry_over = (history.carry_over or "")[: event.offset] + event.text
 
 
-def _session(state: State, event: ev.Session) -> None:
+def _session(state: SessionState, event: ev.Session) -> None:
     state.paused = state.finished = False
     state.history.checkpoint = state.history.recovery = None  # the new run takes them over
 
 
-def _done(state: State, event: ev.Done) -> None:
+def _done(state: SessionState, event: ev.Done) -> None:
     state.finished = True
 
 
-def _paused(state: State, event: ev.LoopPaused) -> None:
+def _paused(state: SessionState, event: ev.LoopPaused) -> None:
     state.paused = True
 
 
-HANDLERS: dict[type, Callable[[State, Any], None]] = {
+HANDLERS: dict[type, Callable[[SessionState, Any], None]] = {
     ev.InputReceived: _input,
     ev.SteeringInjected: _injected,
     ev.MessageTruncated: _note,
@@ -389,7 +389,7 @@ _HEAD = '{"version":1,"state":'
 _MESSAGES = ',"messages":'
 
 
-def to_snapshot(state: State) -> str:
+def to_snapshot(state: SessionState) -> str:
     """The state as one JSON object: `{"version": 1, "state": {...}, "messages": [...]}`.
 
     `messages` (wire form) holds the history's messages, then — while a batch is open — one
@@ -425,7 +425,7 @@ def to_snapshot(state: State) -> str:
     return f"{_HEAD}{body}{_MESSAGES}{messages_to_json(messages)}}}"
 
 
-def from_snapshot(data: str, tools: Mapping[str, Tool]) -> State:
+def from_snapshot(data: str, tools: Mapping[str, Tool]) -> SessionState:
     """The state `to_snapshot` wrote, with `tools` (looked up by name when a paused batch's
     checkpoint is derived). `ValueError` for anything else, such as another version."""
     try:
@@ -434,7 +434,7 @@ def from_snapshot(data: str, tools: Mapping[str, Tool]) -> State:
         raise ValueError(f"not a version 1 session snapshot ({exc!r})") from None
 
 
-def _restore(data: str, tools: Mapping[str, Tool]) -> State:
+def _restore(data: str, tools: Mapping[str, Tool]) -> SessionState:
     if not (data.startswith(_HEAD) and data.endswith("}")):
         raise ValueError("not a version 1 session snapshot")
     head, end = json.JSONDecoder().raw_decode(data, len(_HEAD))
@@ -451,7 +451,9 @@ def _restore(data: str, tools: Mapping[str, Tool]) -> State:
         compacted_at=head["compactedAt"],
         queued=[(mode, text) for mode, text in head["queued"]],
     )
-    state = State(tools=tools, history=history, paused=head["paused"], finished=head["finished"])
+    state = SessionState(
+        tools=tools, history=history, paused=head["paused"], finished=head["finished"]
+    )
     saved = head["batch"]
     if saved is not None:
         reply = messages[count]

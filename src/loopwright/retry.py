@@ -42,9 +42,10 @@ class Deadline:
     One timer a run watches the dues: armed at the first request, it is moved only when it fires
     (a request that ends leaves it armed and the next sets its own due: no timer is made and
     cancelled per request), and `close()` turns it off as the run ends. `start()` before a
-    request; after it, `done()` when it completed, else `stop()` with what it raised."""
+    request; after it, `done()` when it completed, else `stop()` with what it raised (True:
+    `lapsed`, its expiry, a retryable failure). (Not `async with`: it costs more a request.)"""
 
-    __slots__ = ("due", "limit", "timeout", "timer")
+    __slots__ = ("due", "lapsed", "limit", "timeout", "timer")
 
     def __init__(self, limit: float | None) -> None:
         self.limit = limit
@@ -52,8 +53,11 @@ class Deadline:
         self.due: float | None = None
         """When the request in flight is due (None between requests)."""
         self.timer: asyncio.TimerHandle | None = None
+        self.lapsed = False
+        """The last request ran past its due (and what it raised for it was taken)."""
 
     async def start(self) -> None:
+        self.lapsed = False
         if self.timeout is None:
             self.timeout = await asyncio.timeout(None).__aenter__()
         if self.limit is not None:
@@ -74,9 +78,10 @@ class Deadline:
 
     def done(self) -> bool:
         """The request ended: it is no longer due. False when it expired meanwhile: `stop()`
-        then exits the timeout as `async with` would."""
+        then exits the timeout as `async with` would. (True after `stop()`: nothing is due.)"""
         timeout = self.timeout
-        assert timeout is not None
+        if timeout is None:
+            return True
         if timeout.expired():
             return False
         if timeout.when() is not None:  # due, and its expiry not yet run: it will not
@@ -95,8 +100,10 @@ class Deadline:
         try:
             await timeout.__aexit__(kind, exc, exc.__traceback__ if exc is not None else None)
         except TimeoutError:
-            return True
-        return isinstance(exc, TimeoutError)  # (as `except TimeoutError` around it would take)
+            self.lapsed = True
+        else:  # (as `except TimeoutError` around it would take)
+            self.lapsed = isinstance(exc, TimeoutError)
+        return self.lapsed
 
     def close(self) -> None:
         """The run is over: its timer is turned off."""

@@ -1,6 +1,6 @@
 """Sessions and runs: the Python way to drive the loop.
 
-A `Session` is one conversation with one agent; it holds its state (`replay.State`: the
+A `Session` is one conversation with one agent; it holds its state (`replay.SessionState`: the
 history, the batch still open), which each event of its runs changes as it goes by, and runs one
 input at a time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and
 its events reach the caller through a buffer; `steer`, `follow_up`, `clear_queue` and `cancel`
@@ -26,18 +26,19 @@ from ._values import maker
 from .agent import Agent
 from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest, now_iso
 from .attachments import Attachment, with_attachments
+from .control import Control
 from .decide import Checkpoint, Pending, Resolution
 from .driver import Run as Run
 from .driver import RunResult as RunResult
 from .errors import SessionBusy, UnknownPending
 from .hooks import RunInfo
-from .loop import Control, run_loop
+from .loop import run_loop
 from .messages import History, Message, ToolResultMessage, UserMessage
 from .model_settings import ModelSettings, resolve
 from .models import get_model
 from .observers import Observer
 from .permissions import Gate
-from .replay import State, apply
+from .replay import SessionState, apply
 from .rulebook import Edits, Item, Refusal, outcome, recorded, rule
 from .telemetry import observers as default_observers
 from .toolsets import Toolsets
@@ -122,7 +123,7 @@ class Session:
         self.id = session_id or os.urandom(16).hex()  # (what secrets.token_hex(16) makes)
         self.tenant = tenant
         self.environment = environment or os.environ.get("LOOPWRIGHT_ENV", "production")
-        self.state = State(tools=agent._by_name, history=history or History())
+        self.state = SessionState(tools=agent._by_name, history=history or History())
         """The session's state: what its events made of it (`replay`), its history first."""
         self.journal = journal
         self._control = Control()

@@ -1,17 +1,13 @@
 """The steps of one run, and the state they share between them.
 
-`run_loop` (in `loop.py`) tells the story; `Steps` holds what a run carries from one step to the
-next (the step count, the text streamed so far, the outcomes of the calls that ran, how it
-ended) and does each thing the loop names: start, request, accept, decide, execute, resume,
-recover, proceed, compact, interrupt. Each delegates its policy to a collaborator: the
-`Decider` (gate and humans), the `ToolRunner`, `retry`, `compaction`, the hooks.
+`run_loop` (in `loop.py`) tells the story; `Steps` holds what a run carries between steps (the
+step count, the text streamed so far, the calls' outcomes, how it ended) and does each thing the
+loop names, delegating policy: the `Decider` (gate, humans), the `ToolRunner`, `retry`, hooks.
 
-The session's state (`replay.State`: the history, the open batch and its results) changes as
-the run's events are applied to it by the reducer, as each is yielded (`driver.Run`) — the same
-function that rebuilds it from the log. The steps read it: a change is an event, yielded before
-anything relies on it. Two things are not events of the run: the checkpoint of a batch the run
-pauses on, derived from the state as the log derives it (`replay.checkpoint`), and the text
-streamed so far when a reply is cut off, applied as the journal's `message:partial`.
+The session's state (`replay.SessionState`) changes as the run's events are applied to it by
+the reducer as each is yielded (`driver.Run`), the function that rebuilds it from the log: a
+change is an event, yielded before anything relies on it. Not events: the checkpoint of a batch
+the run pauses on (`replay.checkpoint`), and a cut reply's text (the journal's `message:partial`).
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import copy
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import events as ev
 from ._values import maker
@@ -29,30 +25,30 @@ from .agent import Agent
 from .approvals import ApprovalRequest, Approver
 from .budget import context_budget
 from .compaction import CompactionReason, compact
+from .control import Control
 from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Pending, record
+from .errors import describe
 from .fallback import Fallback
 from .finish import Finish
 from .hook_calls import call_hook, observe
 from .hooks import Block, RunInfo, Stop
 from .messages import AssistantMessage, History, Recovery, ToolCall, Usage, UserMessage
-from .models import Model, ModelFailure, ModelRequest, ToolSpec, get_model
+from .models import Model, ModelFailure, ModelRequest, StreamItem, ToolSpec, get_model
 from .output import answering
 from .permissions import Gate
-from .replay import State, apply, checkpoint, undecided
+from .replay import SessionState, apply, checkpoint, undecided
 from .replies import check_reply
-from .retry import ModelFailed, next_retry, partial_note
+from .retry import Deadline, ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_due, result_events
 from .runner import after_tool as after
 from .runner import tool_context as context
 from .tools import NeedsAnswer, Outcome
 
-if TYPE_CHECKING:
-    from .loop import Control
-
 # (the values made every step, by their makers: see `_values.maker`)
 step_started, step_finished = maker(ev.StepStarted), maker(ev.StepFinished)
 model_request, input_received = maker(ModelRequest), maker(ev.InputReceived)
 user_message, loop_done, new_scope = maker(UserMessage), maker(ev.LoopDone), maker(ev.Scope)
+done_event = maker(ev.Done)
 
 
 @dataclass(slots=True)
@@ -62,13 +58,12 @@ class Steps:
     agent: Agent
     model: Model
     gate: Gate
-    state: State
+    state: SessionState
     info: RunInfo
     control: Control
     approver: Approver | None
     children: Any = None
-    history: History = field(init=False)
-    """The state's history (read only: the reducer changes it)."""
+    history: History = field(init=False)  # the state's (read only: the reducer changes it)
     tools: dict[str, Any] = field(init=False)
     specs: tuple[ToolSpec, ...] = ()
     decider: Decider = field(init=False)
@@ -83,11 +78,13 @@ class Steps:
     budget: int = 100_000
     may_shrink: bool = True
     retries: int = 0
-    fallback: Fallback | None = None
-    """The fallback models left, made at the run's first failed request."""
-    finish: Finish = field(default_factory=Finish)
-    """A cut reply continued, the structured output checked (`finish`)."""
+    fallback: Fallback | None = None  # the fallback models left (made at the first failure)
+    finish: Finish = field(default_factory=Finish)  # a cut reply continued, the output checked
     partial: list[str] = field(default_factory=list)
+    reply: AssistantMessage | None = None  # (this step's, once complete)
+    failure: ModelFailure | None = None
+    failures: int = 0
+    deadline: Deadline = field(init=False)
     problems: dict[str, str] = field(default_factory=dict)
     """Call id → why that call of the reply will not run (`replies.check_reply`)."""
     outcomes: dict[str, Outcome] = field(default_factory=dict)
@@ -100,6 +97,7 @@ class Steps:
         self.tools = self.agent._by_name  # the agent's table: its live toolsets update it
         agent, info = self.agent, self.info
         self.budget = context_budget(agent, self.model)
+        self.deadline = Deadline(agent.retry.deadline)  # each model request's
         scope = new_scope(tenant=info.tenant, environment=info.environment, agent=info.agent)
         # Collaborators get what they need, never the steps: no reference cycle, freed at once.
         self.decider = Decider(self.tools, self.gate, scope, info.session_id, self.approver)
@@ -121,18 +119,16 @@ class Steps:
         async for event in compact(self.history, self.model, policy, reason, settings, *where):
             yield event
 
-    def expired(self) -> ModelFailure:
-        """The failure a request that ran past its deadline becomes: a retryable one."""
-        limit = self.agent.retry.deadline
-        return ModelFailure(error=f"no complete reply within {limit:g}s", retryable=True)
-
-    def model_for(self, request: ModelRequest) -> Model:
-        model = get_model(request.model) if request.model is not None else self.model
-        return answering(model, self.agent.output, self.agent.output_mode)
-
-    async def after_failure(self, failure: ModelFailure, failures: int) -> AsyncIterator[ev.Event]:
+    async def after_failure(self) -> AsyncIterator[ev.Event]:
         """A request failed: compact a prompt too long (once), or wait and retry within the
-        policy's bounds (SPEC §3.8), or switch to a fallback model, or give up with the failure."""
+        policy's bounds (SPEC §3.8), or switch to a fallback model, or give up with the failure.
+        A request past its deadline is a retryable failure."""
+        failure, failures, limit = self.failure, self.failures, self.agent.retry.deadline
+        if self.deadline.lapsed:
+            failure = ModelFailure(error=f"no complete reply within {limit:g}s", retryable=True)
+        if failure is None:
+            return
+        self.failures += 1
         if failure.prompt_too_long and self.may_shrink:
             async for event in self.shrink():
                 yield event
@@ -169,6 +165,16 @@ class Steps:
     def stop(self, terminal: ev.Terminal, text: str, reason: ev.RunStopReason) -> None:
         self.terminal, self.text, self.stop_reason = terminal, text, reason
 
+    def ended_by(self, exc: BaseException) -> list[ev.Event]:
+        """A cancel aborts the run, an error ends it with `loop:error`; what it left open is
+        closed first (`interrupt`)."""
+        events = self.interrupt(cancelled=isinstance(exc, asyncio.CancelledError))
+        if isinstance(exc, asyncio.CancelledError):
+            self.abort()
+        else:
+            self.stop(ev.LoopError(error=describe(exc)), f"Error: {describe(exc)}", "error")
+        return events
+
     def abort(self) -> None:
         """The run was cancelled: what was queued for it is dropped (the log says so too:
         `loop:aborted` drops it on replay). A run that already paused has nothing left to
@@ -181,25 +187,29 @@ class Steps:
         self.stop(aborted, "Cancelled.", "aborted")
 
     async def wind_down(self) -> list[ev.Event]:
-        """After the loop: the late results of threads still running (waiting up to the grace
-        for them), then the run-end hook. A cancel that comes now aborts the run; a raising
-        hook does not change how it ended (`hook:failed`)."""
+        """After the loop (which took `max_turns` steps if it did not end): the late results of
+        threads still running (waiting up to the grace for them), the run-end hook, the terminal
+        event and `done`. A cancel that comes now aborts the run; a raising hook does not change
+        how it ended (`hook:failed`)."""
         runner = self.runner
+        if self.terminal is None:
+            turns = self.agent.max_turns
+            text = f"Stopped after {turns} turns without a final answer."
+            self.stop(ev.LoopMaxTurns(max_turns=turns), text, "max_turns")
         if runner.strays:
             try:
                 await runner.settle()
             except asyncio.CancelledError:
                 self.abort()
         events, hooks = runner.close(), self.agent.hooks
-        if hooks.on_run_end is None:  # no coroutine to observe nothing
-            return events
-        try:
-            events += await observe(hooks, "on_run_end", self.info, self.stop_reason)
-        except asyncio.CancelledError:
-            self.abort()
+        if hooks.on_run_end is not None:  # (no coroutine to observe nothing)
+            try:
+                events += await observe(hooks, "on_run_end", self.info, self.stop_reason)
+            except asyncio.CancelledError:
+                self.abort()
+        assert self.terminal is not None
+        events += (self.terminal, done_event(text=self.text, stop_reason=self.stop_reason))
         return events
-
-    # ---- start and steering -------------------------------------------------------------
 
     async def start(self, text: str | UserMessage | None) -> list[ev.Event]:
         """The carry-over note, the input (unless the prompt hook blocks it), steering."""
@@ -230,10 +240,9 @@ class Steps:
         del queue[: len(taken)]
         return [ev.SteeringInjected(message=UserMessage(content=t), mode=kind) for t in taken]
 
-    # ---- one step -------------------------------------------------------------------------
-
     def started(self) -> ev.StepStarted:
         self.step, self.in_step, self.usage = self.step + 1, True, None
+        self.reply, self.failures = None, 0
         return step_started(step=self.step)
 
     def finished(self) -> ev.StepFinished:
@@ -241,9 +250,10 @@ class Steps:
         self.in_step = False
         return step_finished(step=self.step, usage=self.usage)
 
-    async def request(self, check: ev.BudgetCheck) -> ModelRequest:
-        """This step's request; text a failed attempt had streamed rides along as a note."""
-        agent = self.agent
+    async def request(self, check: ev.BudgetCheck) -> AsyncIterator[StreamItem]:
+        """This step's request made (text a failed attempt had streamed rides along as a note)
+        and sent, its deadline started (`retry.Deadline`): the stream of its reply."""
+        agent, self.failure = self.agent, None
         notes = (check.nudge.content,) if check.nudge else ()
         if self.partial:
             notes = (*notes, partial_note(self.partial))
@@ -261,23 +271,34 @@ class Steps:
         )
         if agent.hooks.before_request:
             request = await call_hook(agent.hooks.before_request, self.info, request) or request
-        return request
+        model = get_model(request.model) if request.model is not None else self.model
+        await self.deadline.start()
+        return answering(model, agent.output, agent.output_mode).stream(request)
 
-    def received(self, item: ev.MessageCompleted) -> ev.MessageCompleted:
-        """The complete reply, its malformed calls renamed before anyone sees it (the text
-        streamed for it is no longer partial)."""
-        self.partial.clear()
-        message, self.problems = check_reply(item.message)
-        return item if message is item.message else ev.MessageCompleted(message=message)
+    def streamed(self, item: Any) -> Any:
+        """One item of the reply's stream, as the loop yields it: the complete reply with its
+        malformed calls renamed before anyone sees it; not the failure (the stream's last)."""
+        if type(item) is ev.TextDelta:
+            self.partial.append(item.delta)
+        elif isinstance(item, ModelFailure):
+            self.failure = item
+            return None
+        elif isinstance(item, ev.MessageCompleted):
+            self.partial.clear()  # (no longer partial)
+            message, self.problems = check_reply(item.message)
+            item = item if message is item.message else ev.MessageCompleted(message=message)
+            self.reply = item.message
+        return item
 
-    def accept(self, reply: AssistantMessage) -> list[ToolCall]:
+    def accept(self) -> tuple[AssistantMessage, list[ToolCall]]:
         """The reply is complete (its `message:completed` put it in the history and opened the
-        batch of its calls, if any): its calls."""
-        self.usage, batch = reply.usage, self.state.batch
-        calls = batch.calls if batch is not None else []
+        batch of its calls, if any): it and its calls."""
+        reply, batch = self.reply, self.state.batch
+        assert reply is not None
+        self.usage, calls = reply.usage, batch.calls if batch is not None else []
         for call in calls:  # an earlier call's late result would now name this one: logged only
             self.runner.latest.pop(call.id, None)
-        return calls
+        return reply, calls
 
     async def proceed(self, reply: AssistantMessage, calls: list[ToolCall]) -> list[ev.Event]:
         """After the step (SPEC §3, 8): the continuation policy may stop after a batch (the
@@ -286,6 +307,8 @@ class Steps:
         was, follow-ups or the stop hook's message go on instead. A reply without tools is first
         the answer `finish` checks: a cut one may go on, a wrong one is asked again."""
         hooks, control, ending = self.agent.hooks, self.control, self.ending
+        if self.terminal is not None:
+            return []
         if calls and ending is None and hooks.continuation:
             verdict = await call_hook(hooks.continuation, self.info, reply)
             if isinstance(verdict, Stop):
@@ -372,9 +395,22 @@ class Steps:
             yield event
         self.terminated()
 
-    async def execute(self, batch: Batch, calls: list[ToolCall]) -> AsyncIterator[ev.Event]:
+    async def execute(
+        self, batch: Batch, calls: list[ToolCall], reply: AssistantMessage | None = None
+    ) -> AsyncIterator[ev.Event]:
         """Run what the decisions allowed; stop on a denial or pause on pending items. The
-        batch closes (its results join the history) with the output of its last call."""
+        batch closes (its results join the history) with the output of its last call. Given
+        the reply, its text and its calls' decisions come first (`decide`, `decider.ask`)."""
+        if reply is not None:
+            if reply.text:
+                yield ev.AssistantText(text=reply.text)
+            for call in calls:  # in model order: the hook, the gate, for `ask` a human
+                events, pending = await self.decide(reply, call, batch)
+                for event in events:
+                    yield event
+                if pending is not None:
+                    async for event in self.decider.ask(pending, batch):
+                        yield event
         if batch.denied and self.agent.on_deny == "stop":
             for event in self.decider.skip(batch):
                 yield event

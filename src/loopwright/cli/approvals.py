@@ -40,7 +40,7 @@ from .common import (
 )
 from .links import add_link_parser, print_link
 from .pages import add_page_options, pages
-from .runner import Output, explain_pause, opened, show_run
+from .runner import Display, explain_pause, opened, show_run
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -142,7 +142,7 @@ async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.N
 
 
 async def decide(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
-    output = Output(args)  # the prompt answers the resumed run's next ask, at a terminal
+    output = Display(args)  # the prompt answers the resumed run's next ask, at a terminal
     async with opened(place, agents) as runtime:
         item = await runtime.item(place.tenant, args.id)
         decision = _decision(args, item)
@@ -165,7 +165,7 @@ async def _after(
     args: argparse.Namespace,
     decision: Approval | Answer,
     result: Resolved,
-    output: Output,
+    output: Display,
 ) -> int:
     """Say what the decision did, and render the run it resumed here."""
     say, item = sys.stderr.write, result.item
@@ -222,7 +222,7 @@ async def _after(
 
 
 async def _render(
-    runtime: Runtime, place: Place, root: SessionKey, run: LiveRun, output: Output
+    runtime: Runtime, place: Place, root: SessionKey, run: LiveRun, output: Display
 ) -> int:
     """Stream the run resumed here; its exit status."""
     done = await show_run(runtime, run, output)

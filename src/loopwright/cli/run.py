@@ -43,7 +43,7 @@ from .common import (
     place_of,
     tenant_of,
 )
-from .runner import Output, explain_pause, opened, show_run
+from .runner import Display, explain_pause, opened, show_run
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -155,7 +155,7 @@ async def _run(
     message: str | UserMessage | None,
     args: argparse.Namespace,
 ) -> ev.Done:
-    output = Output(args)  # before the log: the prompt's terminal is checked first
+    output = Display(args)  # before the log: the prompt's terminal is checked first
     async with opened(place, {agent.name: agent}) as runtime:
         new = not args.session or not await _exists(runtime, place, agent, args.session)
         if new and args.resume:

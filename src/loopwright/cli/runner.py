@@ -34,7 +34,7 @@ Start = Callable[[Approver | None], Run]
 """Starts an unstored run, given who answers `ask` decisions live (None: nobody)."""
 
 
-class Output:
+class Display:
     """How a command shows runs: the two streams, the renderer, and who answers `ask`
     decisions live (--yes, the person at the terminal, or nobody: the run pauses)."""
 
@@ -54,10 +54,10 @@ class Output:
 
 def drive(start: Start, args: argparse.Namespace, *, demo: bool = False) -> ev.Done:
     """Run an unstored session to the end in a fresh event loop, rendering as `args` say."""
-    return asyncio.run(_drive(start, Output(args, demo=demo)))
+    return asyncio.run(_drive(start, Display(args, demo=demo)))
 
 
-async def _drive(start: Start, output: Output) -> ev.Done:
+async def _drive(start: Start, output: Display) -> ev.Done:
     try:
         run = start(output.approver)
     except ConfigError as exc:
@@ -86,7 +86,7 @@ async def opened(place: Place, agents: Mapping[str, Agent]) -> AsyncIterator[Run
         await log.close()
 
 
-async def show_run(runtime: Runtime, live: LiveRun, output: Output) -> ev.Done:
+async def show_run(runtime: Runtime, live: LiveRun, output: Display) -> ev.Done:
     """Render a run of `runtime` to its end, and a resumption that starts here as it ends (its
     items were all decided while it paused). Ctrl-C cancels the run (it still ends with
     loop:aborted and done); what it left open is closed, never left unresumable."""

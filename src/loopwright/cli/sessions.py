@@ -35,7 +35,7 @@ from .common import (
     table,
 )
 from .pages import add_page_options, pages
-from .runner import Output, opened, show_run
+from .runner import Display, opened, show_run
 
 EXPORT_PAGE = 1000
 """Events (or sessions) read from the log at a time by `show`, `export` and the id lookup."""
@@ -252,7 +252,7 @@ def compact(args: argparse.Namespace) -> int:
 
 
 async def _compact(place: Place, args: argparse.Namespace) -> int:
-    output = Output(args)
+    output = Display(args)
     agents: dict[str, Agent] = {}  # the runtime's: the session's agent, once it is found
     async with opened(place, agents) as runtime:
         key = (await find(runtime, place, args.id, args.agent)).key

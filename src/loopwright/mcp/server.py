@@ -72,7 +72,7 @@ class MCPServer(Toolset):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retry_at: float | None = None
         """When a server that failed to start may be tried again by a listing (None: now)."""
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, _InFlight] = {}
         """Calls in flight, newest last: an elicitation is asked on behalf of the newest."""
 
     def __repr__(self) -> str:
@@ -150,7 +150,7 @@ class MCPServer(Toolset):
             conn = await self.connect()
         except Unavailable as exc:
             return ToolReturn(content=str(exc), is_error=True)
-        this = _Call(ctx, asyncio.get_running_loop().create_future())
+        this = _InFlight(ctx, asyncio.get_running_loop().create_future())
         self._calls[id(this)] = this
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -220,12 +220,12 @@ class MCPServer(Toolset):
         self._stale = True
         self._version += 1
 
-    def current_call(self) -> _Call | None:
+    def current_call(self) -> _InFlight | None:
         return next(reversed(self._calls.values()), None)
 
 
 @dataclass(slots=True)
-class _Call:
+class _InFlight:
     """A call in flight."""
 
     ctx: ToolContext | None

@@ -8,7 +8,7 @@
 - the server serves the links' confirmation pages (`server.links`) and `GET /notifications`.
 
 `start` makes the server's worker from the project's settings and the plugins' notifiers
-(`plugins.Notifier`, the shape of `webhook.Notifier`): None when there are neither.
+(`plugins.Notifier`): None when there are neither.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..plugins import Notifier
 from ..store.log import Store
 from ..store.outbox import outbox_of
 from .config import EVENTS, NotifySettings, Webhook
 from .links import Links, link_key
 from .signing import SIGNATURE_HEADER, signature, verify
-from .webhook import Notifier, Sent, WebhookNotifier
+from .webhook import Sent, WebhookNotifier
 from .worker import Deliverer
 
 __all__ = [

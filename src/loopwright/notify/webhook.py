@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import ConfigError
 from .config import Webhook
@@ -31,15 +31,6 @@ class Sent:
     status: int | None = None
     error: str | None = None
     retry: bool = False
-
-
-class Notifier(Protocol):
-    """Somewhere notifications go (a webhook here; the plugins' `Notifier` has this shape)."""
-
-    name: str
-    events: frozenset[str]
-
-    async def send(self, message: Mapping[str, Any]) -> Sent: ...
 
 
 def encode(message: Mapping[str, Any]) -> bytes:

@@ -26,14 +26,15 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from .. import redact
 from ..errors import UnknownPending
+from ..plugins import Notifier
 from ..runtime.commits import new_owner
 from ..store.log import Store
-from ..store.outbox import Delivery, Outcome, outbox_of
+from ..store.outbox import AttemptOutcome, Delivery, outbox_of
 from ..store.sqlite_rows import iso
 from .config import NotifySettings
 from .links import Links
 from .message import message, wanted
-from .webhook import Notifier, Sent
+from .webhook import Sent
 
 log = logging.getLogger("loopwright.notify")
 PRUNE_EVERY = 3600.0
@@ -101,10 +102,10 @@ class Deliverer:
         try:
             item = await self.log.pending_item(notice.tenant, notice.item)
         except UnknownPending:  # (not on this log: nothing to say)
-            await self.outbox.record(delivery, Outcome("skipped", iso(self.clock())))
+            await self.outbox.record(delivery, AttemptOutcome("skipped", iso(self.clock())))
             return 0
         if not wanted(notice.event, item.kind, notifier.events):
-            await self.outbox.record(delivery, Outcome("skipped", iso(self.clock())))
+            await self.outbox.record(delivery, AttemptOutcome("skipped", iso(self.clock())))
             return 0
         sent_at = iso(self.clock())
         try:
@@ -115,15 +116,15 @@ class Deliverer:
         await self.outbox.record(delivery, self._outcome(delivery, sent))
         return 1
 
-    def _outcome(self, delivery: Delivery, sent: Sent) -> Outcome:
+    def _outcome(self, delivery: Delivery, sent: Sent) -> AttemptOutcome:
         now, attempt = self.clock(), delivery.attempts + 1
         at = iso(now)
         if sent.ok:
-            return Outcome("delivered", at, sent.status)
+            return AttemptOutcome("delivered", at, sent.status)
         error = redact.text(sent.error)[:500] if sent.error else sent.error  # (stored, served)
         if not sent.retry or attempt >= self.settings.max_attempts:
-            return Outcome("failed", at, sent.status, error)
-        return Outcome("due", at, sent.status, error, due=now + self.backoff(attempt))
+            return AttemptOutcome("failed", at, sent.status, error)
+        return AttemptOutcome("due", at, sent.status, error, due=now + self.backoff(attempt))
 
     def backoff(self, attempt: int) -> float:
         """Seconds before the attempt after `attempt` (1 = the first one failed)."""

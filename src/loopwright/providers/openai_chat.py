@@ -57,7 +57,7 @@ class OpenAIChatModel(OpenAIClientModel):
         except Exception as exc:
             yield failure_from(exc)
             return
-        reader = _Reader()
+        reader = _ChatReader()
         async for item in relay(chunks, reader.read, lambda: False):
             yield item
             if isinstance(item, ModelFailure):
@@ -149,7 +149,7 @@ def _message(message: Message) -> dict[str, Any]:
     return _attachments.chat_user(message)
 
 
-class _Reader:
+class _ChatReader:
     """Turns chunks into our deltas and remembers what the final message needs."""
 
     def __init__(self) -> None:

@@ -70,7 +70,7 @@ class OpenAIResponsesModel(OpenAIClientModel):
         except Exception as exc:
             yield failure_from(exc)
             return
-        reader = _Reader()
+        reader = _ResponsesReader()
         async for item in relay(events, reader.read, lambda: reader.end is not None):
             yield item
             if isinstance(item, ModelFailure):
@@ -171,7 +171,7 @@ def _reasoning_items(message: AssistantMessage) -> list[dict[str, Any]]:
     return items
 
 
-class _Reader:
+class _ResponsesReader:
     """Turns events into our deltas and remembers what the final message needs."""
 
     def __init__(self) -> None:

@@ -28,7 +28,7 @@ from typing import Literal
 from .. import events as ev
 from ..errors import SessionBusy
 from ..store import SessionStatus, StoredEvent, StoreError
-from ..store.log import Control, Controls, EventLog, SessionKey, Store
+from ..store.log import Controls, EventLog, QueuedControl, SessionKey, Store
 from .commits import Settings
 
 logger = logging.getLogger("loopwright.runtime")
@@ -99,7 +99,7 @@ async def queue_elsewhere(
                 raise
 
 
-async def _taken(log: Controls, control: Control, deadline: float) -> bool:
+async def _taken(log: Controls, control: QueuedControl, deadline: float) -> bool:
     """Whether the run took the control by `deadline` (withdrawn otherwise: `SessionBusy` when
     its run still holds the session)."""
     try:

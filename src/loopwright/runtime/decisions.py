@@ -20,7 +20,7 @@ from ..approvals import Answer, Approval, Logged
 from ..errors import ConfigError
 from ..rulebook import Edits, Item
 from ..store import PendingRecord
-from ..store.log import Decision, EventLog, ReadModels, SessionKey, Store
+from ..store.log import EventLog, ReadModels, SessionKey, Store, Verdict
 from ..toolsets import Toolsets
 from .commits import crash_after
 
@@ -139,16 +139,16 @@ async def record(
     if by is not None:
         for nested in await open_under(log, owner.key):
             if key_of(nested) != owner.key:
-                await log.decide(item.tenant, nested.id, Decision("skipped", by=by))
+                await log.decide(item.tenant, nested.id, Verdict("skipped", by=by))
     return Recorded("resolved", done.item)
 
 
-def decision_of(decided: Decided) -> Decision:
+def decision_of(decided: Decided) -> Verdict:
     """A human's answer as the log records it."""
     if isinstance(decided, Answer):
-        return Decision("answered", by=decided.by, answer=decided.text)
+        return Verdict("answered", by=decided.by, answer=decided.text)
     status: Literal["approved", "denied"] = "approved" if decided.approved else "denied"
-    return Decision(status, by=decided.by, edited_args=decided.args, note=decided.reason)
+    return Verdict(status, by=decided.by, edited_args=decided.args, note=decided.reason)
 
 
 def answer_of(item: PendingRecord) -> Decided | None:

@@ -41,10 +41,10 @@ from ..approvals import Answer, Approval, Approver
 from ..decide import Resolution
 from ..errors import CommitFailed, SessionBusy, UnknownPending, UnknownSession, describe
 from ..messages import History
-from ..replay import State, apply
+from ..replay import SessionState, apply
 from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
-from ..store.log import Decision, Lease, ReadModels, SessionKey, Store
+from ..store.log import Lease, ReadModels, SessionKey, Store, Verdict
 from ..text import valid, valid_data
 from ..tools import Tool
 from .commits import COMMIT_AT as COMMIT_AT
@@ -302,7 +302,7 @@ class LogJournal:
 
     # ---- opening -----------------------------------------------------------------------------
 
-    async def load(self, *, died: bool) -> State:
+    async def load(self, *, died: bool) -> SessionState:
         """The session's state from its log (`died`: its last run stopped before `done`): its
         newest snapshot and the events after it, folded by the reducer."""
         if self.agent._live:  # a paused call of a live toolset needs its tool to resume
@@ -388,7 +388,7 @@ class LogJournal:
                 item.session_id == s or item.session_id.startswith(s + "/") for s in nested
             ):
                 continue
-            await self.log.decide(self.key.tenant, item.id, Decision("skipped", by=by, note=why))
+            await self.log.decide(self.key.tenant, item.id, Verdict("skipped", by=by, note=why))
 
     # ---- inside ------------------------------------------------------------------------------
 

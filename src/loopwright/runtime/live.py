@@ -28,7 +28,7 @@ from .. import events as ev
 from ..errors import SessionBusy
 from ..session import Run, Session
 from ..store import StaleWriter, StoredEvent, StoreError
-from ..store.log import Control, Lease, SessionKey, Store
+from ..store.log import Lease, QueuedControl, SessionKey, Store
 from .follow import Item, follow
 from .journal import NOT_STORED, LogJournal
 
@@ -201,7 +201,7 @@ class LiveRun:
                 logger.warning("session %s: controls not heard: %s", self.key.id, exc)
                 await asyncio.sleep(RETRY)
 
-    def apply(self, control: Control) -> None:
+    def apply(self, control: QueuedControl) -> None:
         """A control, exactly as this process's own: cancel, or queue a steer or follow-up (one
         refused as a cancelled run ends: its sender learns so from the run's `done`)."""
         try:

@@ -13,7 +13,7 @@ import logging
 from dataclasses import fields, replace
 
 from ..messages import History
-from ..replay import OpenBatch, State, continued, fold, from_snapshot, to_snapshot
+from ..replay import OpenBatch, SessionState, continued, fold, from_snapshot, to_snapshot
 from ..store import StoredEvent, blobs
 from ..store.log import EventLog, Lease, SessionKey, Snapshot, Store
 from ..tools import Tool
@@ -26,7 +26,7 @@ INLINE_FOLD = 500
 
 async def read_state(
     log: Store, key: SessionKey, tools: dict[str, Tool], *, died: bool
-) -> tuple[State, int, int]:
+) -> tuple[SessionState, int, int]:
     """The state a run of the session continues from, its history `continued` (`died`: its
     last run stopped before its `done`), the seq it was read up to, and the seq of the
     snapshot it started from."""
@@ -43,7 +43,7 @@ async def read_state(
 
 async def restore(
     log: EventLog, key: SessionKey, tools: dict[str, Tool]
-) -> tuple[State | None, int]:
+) -> tuple[SessionState | None, int]:
     """The state kept by the newest snapshot and its seq (None, 0: there is none, or it cannot
     be read, and the whole log is folded)."""
     snapshot = await log.snapshot(key)
@@ -58,7 +58,10 @@ async def restore(
 
 
 async def save_snapshot(
-    log: EventLog, lease: Lease, tools: dict[str, Tool], live: tuple[State, int] | None = None
+    log: EventLog,
+    lease: Lease,
+    tools: dict[str, Tool],
+    live: tuple[SessionState, int] | None = None,
 ) -> int:
     """Keep the session's state as of its log's end (under the run's lease); returns its seq.
     `live`: the run's state and the seq up to which it is the log's, kept as it is instead of
@@ -76,7 +79,7 @@ async def save_snapshot(
     return stored[-1].seq
 
 
-def refill(state: State, fresh: State) -> None:
+def refill(state: SessionState, fresh: SessionState) -> None:
     """Replace a session's state by another in place (a run holds the state and its history);
     the state keeps its own tools."""
     for f in fields(History):
@@ -84,7 +87,7 @@ def refill(state: State, fresh: State) -> None:
     state.batch, state.paused, state.finished = fresh.batch, fresh.paused, fresh.finished
 
 
-def frozen(state: State) -> State:
+def frozen(state: SessionState) -> SessionState:
     """A copy of the state that events applied to it later leave as it is (its messages and
     events are values: only the containers are copied)."""
     history = replace(state.history, messages=list(state.history.messages))
@@ -102,16 +105,18 @@ def frozen(state: State) -> State:
             dict(batch.suspended),
             dict(batch.answers),
         )
-    return State(state.tools, history, batch, state.paused, state.finished)
+    return SessionState(state.tools, history, batch, state.paused, state.finished)
 
 
 def _continued(
-    state: State | None, stored: list[StoredEvent], tools: dict[str, Tool], died: bool
-) -> State:
+    state: SessionState | None, stored: list[StoredEvent], tools: dict[str, Tool], died: bool
+) -> SessionState:
     state = fold((s.event for s in stored), tools, state)
     continued(state, died=died)
     return state
 
 
-def _snapshot_of(state: State | None, stored: list[StoredEvent], tools: dict[str, Tool]) -> str:
+def _snapshot_of(
+    state: SessionState | None, stored: list[StoredEvent], tools: dict[str, Tool]
+) -> str:
     return to_snapshot(fold((s.event for s in stored), tools, state))

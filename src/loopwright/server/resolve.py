@@ -36,7 +36,7 @@ from .routes import held_stream, session_record
 from .state import Places, State, ended, plain_answer, state_of
 from .views import (
     ApiError,
-    Pending,
+    PendingView,
     open_items,
     paused_body,
     place,
@@ -288,13 +288,13 @@ async def all_items(request: Request) -> JSONResponse:
 
 async def _page(
     request: Request, agent: str | None, kind: Kind | None
-) -> tuple[list[Pending], str | None]:
+) -> tuple[list[PendingView], str | None]:
     """One page of the tenant's open items, in the order they were requested: those under the
     top-level agent `agent` (a subagent's items are its parent's), of `kind` (or all)."""
     state, tenant = state_of(request), tenant_of(request)
     limit, cursor = pages.limit_of(request), pages.cursor_of(request)
 
-    async def fetch(n: int, cursor: str | None) -> tuple[list[Pending], str | None]:
+    async def fetch(n: int, cursor: str | None) -> tuple[list[PendingView], str | None]:
         page = await state.runtime.pending_page(tenant, limit=n, cursor=cursor)
         placed = [await place(state.runtime, item) for item in page.items]
         return [

@@ -161,7 +161,7 @@ def final_body(
     return body
 
 
-class Pending:
+class PendingView:
     """A pending item as the API shows it, placed under its top-level agent and session (an
     item raised inside a subagent's session belongs to the session that started it)."""
 
@@ -241,16 +241,18 @@ def paused_body(
     """202: the run of the top-level session `root` paused on `waiting` (its items and its
     subagents', all placed under it)."""
     ids = [item.id for item in waiting]
-    return Pending(waiting[0], root.agent, root.id).paused_body(ids, events, profile)
+    return PendingView(waiting[0], root.agent, root.id).paused_body(ids, events, profile)
 
 
-async def open_items(runtime: Runtime, session: SessionKey) -> list[Pending]:
+async def open_items(runtime: Runtime, session: SessionKey) -> list[PendingView]:
     """The open items the top-level `session` waits on (its own and its subagents'), under
     it. (The tenant's and an agent's are listed a page at a time: `resolve._page`.)"""
-    return [Pending(item, session.agent, session.id) for item in await runtime.outstanding(session)]
+    return [
+        PendingView(item, session.agent, session.id) for item in await runtime.outstanding(session)
+    ]
 
 
-async def place(runtime: Runtime, item: PendingRecord) -> Pending:
+async def place(runtime: Runtime, item: PendingRecord) -> PendingView:
     """Where an item belongs: a subagent's item under the top-level session it was raised in."""
     root = await runtime.root_of(item)
-    return Pending(item, root.agent, root.id)
+    return PendingView(item, root.agent, root.id)

@@ -20,7 +20,7 @@ from ..attachments import Attachment
 from ..messages import Message, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
-    from ..replay import State
+    from ..replay import SessionState
 
 SQLITE_TABLE = """
 CREATE TABLE attachments (
@@ -68,7 +68,7 @@ class Reader(Protocol):
         ...
 
 
-async def resolve(log: Reader, state: State) -> None:
+async def resolve(log: Reader, state: SessionState) -> None:
     """Give the attachments of a state read from the log their bytes (those still missing)."""
     results = state.batch.results.values() if state.batch is not None else ()
     wanted = [

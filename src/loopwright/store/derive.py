@@ -31,7 +31,7 @@ DecidedStatus = Literal["approved", "denied", "answered", "skipped"]
 
 
 @dataclass(frozen=True, slots=True)
-class SessionState:
+class SessionRow:
     """The part of a session's row that events change."""
 
     last_seq: int
@@ -92,11 +92,11 @@ Op = NewPending | SetCallId | DecidePending | NewUsage
 
 @dataclass(frozen=True, slots=True)
 class Derived:
-    state: SessionState
+    state: SessionRow
     ops: list[Op]
 
 
-def derive(state: SessionState, events: Sequence[ev.Event]) -> Derived:
+def derive(state: SessionRow, events: Sequence[ev.Event]) -> Derived:
     """The row after appending `events` (seqs `state.last_seq + 1` onwards) and what they derive."""
     seq, reply, status = state.last_seq, state.last_reply_seq, state.status
     ops: list[Op] = []
@@ -171,7 +171,7 @@ def derive(state: SessionState, events: Sequence[ev.Event]) -> Derived:
                 status = "paused" if stop == "paused" else "idle"
         if kind != "done" and kind != "pending:decided":
             status = "running"  # the run's own events: it has not ended (yet)
-    return Derived(SessionState(seq, reply, status), ops)
+    return Derived(SessionRow(seq, reply, status), ops)
 
 
 _DERIVING = frozenset(

@@ -108,7 +108,7 @@ class Claimed:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Verdict:
     """A human's (or the recovery's) decision on a pending item."""
 
     status: Literal["approved", "denied", "answered", "skipped"]
@@ -133,7 +133,7 @@ ControlKind = Literal["cancel", "steer", "follow_up"]
 
 
 @dataclass(frozen=True, slots=True)
-class Control:
+class QueuedControl:
     """A cancel, steer or follow-up sent to the run holding `key` under the lease of `epoch`."""
 
     id: int
@@ -231,7 +231,7 @@ class EventLog(Protocol):
 class Decisions(Protocol):
     """The one authority on pending items: a decision by anyone (no lease), waiting for one."""
 
-    async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
+    async def decide(self, tenant: str, pending_id: str, decision: Verdict) -> Decided:
         """Record a decision as a `pending:decided` event in the item's session, atomically and
         single-use. A denial also skips the batch's other open items (one event each).
         `UnknownPending` for an unknown or foreign id."""
@@ -247,26 +247,26 @@ class Controls(Protocol):
 
     async def send_control(
         self, key: SessionKey, kind: ControlKind, text: str | None = None
-    ) -> Control | None:
+    ) -> QueuedControl | None:
         """Record a control for the run that holds the session now (an unexpired lease),
         addressed to its lease's epoch, and wake that run wherever it is; None when no run
         holds the session. `UnknownSession`."""
         ...
 
-    def controls(self, lease: Lease) -> AsyncIterator[Control]:
+    def controls(self, lease: Lease) -> AsyncIterator[QueuedControl]:
         """The controls sent to the run of `lease`, each taken (single-use) as it comes, from
         this process or any other, in the order sent, until the caller stops. Raises
         `StaleWriter` once the lease was released or taken over (a release by this log ends
         a waiting iteration at once)."""
         ...
 
-    async def delivered(self, control: Control) -> bool:
+    async def delivered(self, control: QueuedControl) -> bool:
         """Wait until the run took the control (True), or can no longer take it — it released
         its lease, lost it, or let it expire — and then withdraw it (False: it is never taken
         afterwards)."""
         ...
 
-    async def withdraw(self, control: Control) -> bool:
+    async def withdraw(self, control: QueuedControl) -> bool:
         """Withdraw a control its run has not taken (True: it never will); False when the run
         took it first."""
         ...

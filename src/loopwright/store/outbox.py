@@ -74,7 +74,7 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class AttemptOutcome:
     """What an attempt came to: `state` is `delivered`, `due` (again at `due`) or `failed`;
     `skipped`: not sent after all (the target does not take this kind), and no attempt."""
 
@@ -103,7 +103,7 @@ class Outbox(Protocol):
         them for `hold` seconds."""
         ...
 
-    async def record(self, delivery: Delivery, outcome: Outcome) -> None:
+    async def record(self, delivery: Delivery, outcome: AttemptOutcome) -> None:
         """Log an attempt and move the delivery on (`outcome`)."""
         ...
 

@@ -16,7 +16,7 @@ from .. import redact
 from ..errors import UnknownSession
 from . import StaleWriter
 from . import pg_rows as sql
-from .log import Control, ControlKind, Lease, SessionKey
+from .log import ControlKind, Lease, QueuedControl, SessionKey
 from .pg_listen import CONTROL, TAKEN
 from .pg_pool import Told
 from .pg_rows import Db
@@ -28,7 +28,7 @@ Now = Callable[[float], float]
 
 async def send(
     db: Db, key: SessionKey, kind: ControlKind, text: str | None, now: Now, told: Told
-) -> Control | None:
+) -> QueuedControl | None:
     row = await sql.one(
         db,
         f"SELECT id, epoch, owner, lease_expires, {sql.NOW} FROM loopwright_sessions "
@@ -45,7 +45,7 @@ async def send(
     made = await sql.one(db, POSTGRES.send_control, (sid, epoch, kind, text, iso(at)))
     assert made is not None
     told.append((sid, CONTROL))
-    return Control(made[0], key, epoch, kind, text)
+    return QueuedControl(made[0], key, epoch, kind, text)
 
 
 async def waiting(db: Db, lease: Lease) -> tuple[int, bool]:
@@ -67,16 +67,16 @@ async def waiting(db: Db, lease: Lease) -> tuple[int, bool]:
     return sid, bool(sent)
 
 
-async def take(db: Db, lease: Lease, now: Now, told: Told) -> list[Control]:
+async def take(db: Db, lease: Lease, now: Now, told: Told) -> list[QueuedControl]:
     sid, _, db_now = await sql.fence(db, lease)
     taking = (iso(now(db_now)), sid, lease.epoch)
     rows = await (await db.execute(POSTGRES.take_controls, taking)).fetchall()
     if rows:
         told.append((sid, TAKEN))
-    return [Control(n, lease.key, lease.epoch, kind, text) for n, kind, text in sorted(rows)]
+    return [QueuedControl(n, lease.key, lease.epoch, kind, text) for n, kind, text in sorted(rows)]
 
 
-async def outcome(db: Db, control: Control, now: Now) -> tuple[str, bool]:
+async def outcome(db: Db, control: QueuedControl, now: Now) -> tuple[str, bool]:
     """The control's state, and whether the run it was sent to still holds its session."""
     row = await sql.one(db, POSTGRES.control_outcome, (control.id,))
     if row is None:
@@ -86,7 +86,7 @@ async def outcome(db: Db, control: Control, now: Now) -> tuple[str, bool]:
     return state, holds and expires > now(db_now)
 
 
-async def withdraw(db: Db, control: Control, now: Now) -> bool:
+async def withdraw(db: Db, control: QueuedControl, now: Now) -> bool:
     row = await sql.one(db, f"SELECT {sql.NOW}")
     assert row is not None
     await db.execute(POSTGRES.withdraw_control, (iso(now(row[0])), control.id))

@@ -32,15 +32,15 @@ from .derive import decision_events
 from .log import (
     POOL_SIZE,
     Claimed,
-    Control,
     ControlKind,
     Decided,
-    Decision,
     Lease,
     Page,
+    QueuedControl,
     SessionKey,
     SessionRecord,
     Snapshot,
+    Verdict,
     pool_size_of,
 )
 from .pg_listen import CONTROL, TAKEN, Wakeups
@@ -144,7 +144,7 @@ class PostgresLog:
 
         return await self._run(job, write=True, told=told)
 
-    async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
+    async def decide(self, tenant: str, pending_id: str, decision: Verdict) -> Decided:
         told: Told = []
 
         async def job(db: Db) -> Decided:
@@ -206,13 +206,13 @@ class PostgresLog:
 
     async def send_control(
         self, key: SessionKey, kind: ControlKind, text: str | None = None
-    ) -> Control | None:
+    ) -> QueuedControl | None:
         told: Told = []
         return await self._run(
             lambda db: ctl.send(db, key, kind, text, self._now, told), write=True, told=told
         )
 
-    async def controls(self, lease: Lease) -> AsyncIterator[Control]:
+    async def controls(self, lease: Lease) -> AsyncIterator[QueuedControl]:
         sid = await self._sid(lease.key)
         wakeups = await self.db.listening(CONTROL)
         while True:
@@ -226,7 +226,7 @@ class PostgresLog:
                 continue
             await wakeups.wait(tick)
 
-    async def delivered(self, control: Control) -> bool:
+    async def delivered(self, control: QueuedControl) -> bool:
         sid = await self._sid(control.key)
         wakeups = await self.db.listening(CONTROL)
         while True:
@@ -239,7 +239,7 @@ class PostgresLog:
             # a run that ends without taking it tells nobody: look again every little while
             await asyncio.wait((tick,), timeout=min(self.db.recheck, LOOK_AGAIN))
 
-    async def withdraw(self, control: Control) -> bool:
+    async def withdraw(self, control: QueuedControl) -> bool:
         return await self._run(lambda db: ctl.withdraw(db, control, self._now), write=True)
 
     # ---- the readers' side -------------------------------------------------------------------

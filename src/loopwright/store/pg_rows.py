@@ -17,7 +17,7 @@ from .. import events as ev
 from ..errors import SessionBusy
 from ..wire import dumps
 from . import StaleWriter, blobs
-from .derive import SessionState, derive
+from .derive import SessionRow, derive
 from .log import Claimed, Lease, SessionKey
 from .sql import POSTGRES, Do, Program, T, astuple, derived_rows, iso, unknown
 
@@ -39,7 +39,7 @@ async def session_id(db: Db, key: SessionKey) -> int:
     return int(row[0])
 
 
-async def locked(db: Db, sid: int) -> tuple[SessionState, float]:
+async def locked(db: Db, sid: int) -> tuple[SessionRow, float]:
     """The session's state, its row locked until the transaction ends; and the database's clock."""
     row = await one(
         db,
@@ -48,10 +48,10 @@ async def locked(db: Db, sid: int) -> tuple[SessionState, float]:
         (sid,),
     )
     assert row is not None
-    return SessionState(row[0], row[1], row[2]), row[3]
+    return SessionRow(row[0], row[1], row[2]), row[3]
 
 
-async def fence(db: Db, lease: Lease) -> tuple[int, SessionState, float]:
+async def fence(db: Db, lease: Lease) -> tuple[int, SessionRow, float]:
     """The session's key and state, if `lease` still holds it (its row locked), and the
     database's clock; `StaleWriter` otherwise."""
     row = await one(
@@ -66,7 +66,7 @@ async def fence(db: Db, lease: Lease) -> tuple[int, SessionState, float]:
     if epoch != lease.epoch or owner is None:
         how = "was released" if epoch == lease.epoch else f"was taken over (epoch {epoch})"
         raise StaleWriter(f"session {lease.key.id}: this run's lease (epoch {lease.epoch}) {how}")
-    return sid, SessionState(last_seq, last_reply_seq, status), now
+    return sid, SessionRow(last_seq, last_reply_seq, status), now
 
 
 async def claim(
@@ -117,7 +117,7 @@ async def commit(
     db: Db,
     sid: int,
     tenant: str,
-    state: SessionState,
+    state: SessionRow,
     events: Sequence[ev.Event],
     at: str,
 ) -> int:

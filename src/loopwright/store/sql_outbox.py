@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from .log import Page
-from .outbox import SETTLE, Attempt, Delivery, Notice, Outcome, delivery_cursor
+from .outbox import SETTLE, Attempt, AttemptOutcome, Delivery, Notice, delivery_cursor
 from .sql import Dialect, Do, Program, Rows, T, iso
 
 EXPAND_BATCH = 500
@@ -53,7 +53,7 @@ class SQLOutbox:
             lambda d: claim(d, targets, now, hold, owner, limit), write=True
         )
 
-    async def record(self, delivery: Delivery, outcome: Outcome) -> None:
+    async def record(self, delivery: Delivery, outcome: AttemptOutcome) -> None:
         await self.log._program(lambda d: record(d, delivery, outcome), write=True)
 
     async def deliveries(
@@ -148,7 +148,7 @@ def claim(
     return [delivery(row) for row in rows]
 
 
-def record(d: Dialect, delivery: Delivery, outcome: Outcome) -> Program[None]:
+def record(d: Dialect, delivery: Delivery, outcome: AttemptOutcome) -> Program[None]:
     if outcome.state == "skipped":  # not sent: no attempt
         yield Do(d("UPDATE {deliveries} SET state = 'skipped' WHERE id = ?"), (delivery.id,))
         return

@@ -12,13 +12,13 @@ import sqlite3
 
 from .. import redact
 from . import sqlite_rows as sql
-from .log import Control, ControlKind, Lease, SessionKey
+from .log import ControlKind, Lease, QueuedControl, SessionKey
 from .sql import SQLITE, unknown
 
 
 def send(
     db: sqlite3.Connection, key: SessionKey, kind: ControlKind, text: str | None, now: float
-) -> Control | None:
+) -> QueuedControl | None:
     row = db.execute(
         "SELECT id, epoch, owner, lease_expires FROM sessions "
         "WHERE tenant=? AND agent=? AND name=?",
@@ -31,7 +31,7 @@ def send(
         return None
     text = None if text is None else redact.text(text)  # stored as the log stores events
     [(made,)] = db.execute(SQLITE.send_control, (sid, epoch, kind, text, sql.iso(now))).fetchall()
-    return Control(made, key, epoch, kind, text)
+    return QueuedControl(made, key, epoch, kind, text)
 
 
 def waiting(db: sqlite3.Connection, lease: Lease) -> bool:
@@ -44,21 +44,21 @@ def waiting(db: sqlite3.Connection, lease: Lease) -> bool:
     return row is not None
 
 
-def take(db: sqlite3.Connection, lease: Lease, now: float) -> list[Control]:
+def take(db: sqlite3.Connection, lease: Lease, now: float) -> list[QueuedControl]:
     """Take what was sent to the run of `lease` (in a write transaction); `StaleWriter`."""
     sid = sql.fence(db, lease)[0]
     rows = db.execute(SQLITE.take_controls, (sql.iso(now), sid, lease.epoch)).fetchall()
-    return [Control(n, lease.key, lease.epoch, kind, text) for n, kind, text in sorted(rows)]
+    return [QueuedControl(n, lease.key, lease.epoch, kind, text) for n, kind, text in sorted(rows)]
 
 
-def outcome(db: sqlite3.Connection, control: Control, now: float) -> tuple[str, bool]:
+def outcome(db: sqlite3.Connection, control: QueuedControl, now: float) -> tuple[str, bool]:
     """The control's state, and whether the run it was sent to still holds its session."""
     state, epoch, owner, expires, _ = db.execute(SQLITE.control_outcome, (control.id,)).fetchone()
     holds = epoch == control.epoch and owner is not None and expires is not None and expires > now
     return state, holds
 
 
-def withdraw(db: sqlite3.Connection, control: Control, now: float) -> bool:
+def withdraw(db: sqlite3.Connection, control: QueuedControl, now: float) -> bool:
     db.execute(SQLITE.withdraw_control, (sql.iso(now), control.id))
     row = db.execute(SQLITE.control_state, (control.id,)).fetchone()
     return bool(row[0] == "withdrawn")

@@ -42,18 +42,18 @@ from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreErr
 from . import read_models as rm
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
-from .derive import SessionState, decision_events
+from .derive import SessionRow, decision_events
 from .log import (
     Claimed,
-    Control,
     ControlKind,
     Decided,
-    Decision,
     Lease,
     Page,
+    QueuedControl,
     SessionKey,
     SessionRecord,
     Snapshot,
+    Verdict,
 )
 from .sql import SQLITE, Dialect, Program, unknown
 from .sqlite_checkpoints import Checkpointer
@@ -104,7 +104,7 @@ class SQLiteLog:
         self._checkpoints = Checkpointer(
             self.path, synchronous, every=checkpoint_every, wait=busy_timeout
         )
-        self._heads: dict[tuple[SessionKey, int], tuple[int, SessionState]] = {}
+        self._heads: dict[tuple[SessionKey, int], tuple[int, SessionRow]] = {}
         """Per lease (key, epoch), the session's row as this log's last append left it (used
         with the connection only): the next append under it fences by updating that row."""
         self._closed = False
@@ -247,7 +247,7 @@ class SQLiteLog:
         except Exception as exc:  # (raised when awaited, as from the worker)
             return _settled(None, exc)
 
-    async def decide(self, tenant: str, pending_id: str, decision: Decision) -> Decided:
+    async def decide(self, tenant: str, pending_id: str, decision: Verdict) -> Decided:
         def job(db: sqlite3.Connection) -> Decided:
             at = sql.iso(self.clock())
             item = sql.run(db, rm.pending_item(SQLITE, tenant, pending_id))
@@ -294,13 +294,13 @@ class SQLiteLog:
 
     async def send_control(
         self, key: SessionKey, kind: ControlKind, text: str | None = None
-    ) -> Control | None:
+    ) -> QueuedControl | None:
         sent = await self._call(lambda db: ctl.send(db, key, kind, text, self.clock()), write=True)
         if sent is not None:
             self._waits.wake_controls(key)
         return sent
 
-    async def controls(self, lease: Lease) -> AsyncIterator[Control]:
+    async def controls(self, lease: Lease) -> AsyncIterator[QueuedControl]:
         self._waits.start()
         try:
             while True:
@@ -316,7 +316,7 @@ class SQLiteLog:
         finally:
             self._waits.stop()
 
-    async def delivered(self, control: Control) -> bool:
+    async def delivered(self, control: QueuedControl) -> bool:
         self._waits.start()
         try:
             while True:
@@ -330,7 +330,7 @@ class SQLiteLog:
         finally:
             self._waits.stop()
 
-    async def withdraw(self, control: Control) -> bool:
+    async def withdraw(self, control: QueuedControl) -> bool:
         return await self._call(lambda db: ctl.withdraw(db, control, self.clock()), write=True)
 
     # ---- the readers' side -------------------------------------------------------------------

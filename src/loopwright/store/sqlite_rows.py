@@ -9,7 +9,7 @@ from typing import Any
 from .. import events as ev
 from ..wire import dumps
 from . import StaleWriter, blobs
-from .derive import SessionState, derive
+from .derive import SessionRow, derive
 from .log import Lease, SessionKey
 from .sql import SQLITE, Do, Program, T, derived_rows, unknown
 from .sql import iso as iso
@@ -25,14 +25,14 @@ def session_id(db: sqlite3.Connection, key: SessionKey) -> int:
     return int(row[0])
 
 
-def state(db: sqlite3.Connection, sid: int) -> SessionState:
+def state(db: sqlite3.Connection, sid: int) -> SessionRow:
     row = db.execute(
         "SELECT last_seq, last_reply_seq, status FROM sessions WHERE id=?", (sid,)
     ).fetchone()
-    return SessionState(*row)
+    return SessionRow(*row)
 
 
-def fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionState]:
+def fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionRow]:
     """The session's key and state, if `lease` still holds it; `StaleWriter` otherwise."""
     key = lease.key
     row = db.execute(
@@ -46,7 +46,7 @@ def fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionState]:
     if epoch != lease.epoch or owner is None:
         how = "was released" if epoch == lease.epoch else f"was taken over (epoch {epoch})"
         raise StaleWriter(f"session {key.id}: this run's lease (epoch {lease.epoch}) {how}")
-    return sid, SessionState(*state)
+    return sid, SessionRow(*state)
 
 
 ADVANCE = SQLITE.advance + " AND last_seq = ? AND last_reply_seq = ? AND status = ?"
@@ -58,12 +58,12 @@ def commit(
     db: sqlite3.Connection,
     sid: int,
     tenant: str,
-    state: SessionState,
+    state: SessionRow,
     events: Sequence[ev.Event],
     at: str,
     *,
     epoch: int | None = None,
-) -> SessionState | None:
+) -> SessionRow | None:
     """Append `events` after `state` with what they derive; returns the row's new state.
 
     The session's row is moved on first, on the condition that it still stands at `state` (and,

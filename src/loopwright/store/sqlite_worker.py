@@ -42,7 +42,7 @@ GROUP = 64
 
 
 @dataclass(slots=True)
-class Job:
+class DbJob:
     fn: Callable[[sqlite3.Connection], Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any] | None
@@ -51,7 +51,7 @@ class Job:
     write: bool
 
 
-Answer = tuple[Job, Any, BaseException | None]
+Answer = tuple[DbJob, Any, BaseException | None]
 
 
 class Worker:
@@ -73,8 +73,8 @@ class Worker:
         turns that off, the thread back on, each only when the other ran last."""
         self.transactions = 0
         """Write transactions committed (tests)."""
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self._end: Job | None = None
+        self._jobs: queue.SimpleQueue[DbJob | None] = queue.SimpleQueue()
+        self._end: DbJob | None = None
         self.thread = threading.Thread(
             target=self._work, name=f"loopwright log {path.name}", daemon=True
         )
@@ -83,7 +83,7 @@ class Worker:
     def submit(self, fn: Callable[[sqlite3.Connection], Any], write: bool) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._jobs.put(Job(fn, loop, future, write))
+        self._jobs.put(DbJob(fn, loop, future, write))
         return future
 
     def now(self, fn: Callable[[sqlite3.Connection], Any], write: bool = True) -> tuple[bool, Any]:
@@ -105,7 +105,7 @@ class Worker:
                     db.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error:  # the lock is held elsewhere: the worker waits for it
                     return False, None
-                job = Job(fn, None, None, True)  # type: ignore[arg-type]  # answered here
+                job = DbJob(fn, None, None, True)  # type: ignore[arg-type]  # answered here
                 ((_, value, error),) = self._transacted([job])
             else:
                 try:
@@ -128,14 +128,14 @@ class Worker:
         connection (and the checkpoints' thread) closed."""
         loop = asyncio.get_running_loop()
         ended = loop.create_future()
-        self._end = Job(lambda db: None, loop, ended, False)
+        self._end = DbJob(lambda db: None, loop, ended, False)
         self._jobs.put(None)
         return ended
 
     # ---- on the worker thread ----------------------------------------------------------------
 
     def _work(self) -> None:
-        later: collections.deque[Job | None] = collections.deque()
+        later: collections.deque[DbJob | None] = collections.deque()
         while (job := later.popleft() if later else self._jobs.get()) is not None:
             with self._busy:
                 if not self._waiting:
@@ -162,13 +162,13 @@ class Worker:
         if self._end is not None:
             self._answer([(self._end, None, None)])
 
-    def _read(self, job: Job) -> Answer:
+    def _read(self, job: DbJob) -> Answer:
         try:
             return job, job.fn(self.db), None
         except BaseException as exc:  # handed to the caller
             return job, None, self._error(exc)
 
-    def _transact(self, group: list[Job]) -> list[Answer]:
+    def _transact(self, group: list[DbJob]) -> list[Answer]:
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -177,7 +177,7 @@ class Worker:
             return [(job, None, failed) for job in group]
         return self._transacted(group)
 
-    def _transacted(self, group: list[Job]) -> list[Answer]:
+    def _transacted(self, group: list[DbJob]) -> list[Answer]:
         """Run the group inside the transaction just begun, and commit it."""
         db, alone = self.db, len(group) == 1
         answers: list[Answer] = []
@@ -211,7 +211,7 @@ class Worker:
             return False
         return db.in_transaction
 
-    def _rollback(self, group: list[Job], error: BaseException) -> list[Answer]:
+    def _rollback(self, group: list[DbJob], error: BaseException) -> list[Answer]:
         with contextlib.suppress(sqlite3.DatabaseError):
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")

@@ -83,7 +83,7 @@ def _ignore(event: ev.Event | None) -> None:
 
 
 @dataclass(slots=True)
-class _Call:
+class _CallSpan:
     """One tool call of the run, from the first event about it to its span's end."""
 
     name: str
@@ -139,8 +139,10 @@ class RunSpans:
         self.retries = 0
         self.chat_input: str | None = None
         self.queued: deque[ToolCall] = deque()  # the reply's calls the gate has not decided yet
-        self.calls: dict[str, _Call] = {}  # by call id
-        self.unbound: list[_Call] = []  # decided in a resumed batch: bound by name when they run
+        self.calls: dict[str, _CallSpan] = {}  # by call id
+        self.unbound: list[
+            _CallSpan
+        ] = []  # decided in a resumed batch: bound by name when they run
         self.pending: dict[str, str] = {}  # pending item id → call id
         self.asked: dict[str, int] = {}  # approval id → when it was asked
         checkpoint = session.history.checkpoint if session is not None else None
@@ -240,7 +242,7 @@ class RunSpans:
 
     # ---- tool calls ------------------------------------------------------------------------
 
-    def _call(self, call_id: str, name: str, now: int) -> _Call:
+    def _call(self, call_id: str, name: str, now: int) -> _CallSpan:
         """The call with this id: known, or decided without an id (a resumed batch), or new."""
         call = self.calls.get(call_id)
         if call is None:
@@ -250,7 +252,7 @@ class RunSpans:
                 bound.id = call_id
                 call = bound
             else:
-                call = _Call(name, call_id, now)
+                call = _CallSpan(name, call_id, now)
             self.calls[call_id] = call
         elif not call.name:
             call.name = name
@@ -295,13 +297,13 @@ class RunSpans:
             self.queued.remove(queued)
             call = self._call(queued.id, queued.name, now)
         else:
-            call = _Call(event.tool, None, now)
+            call = _CallSpan(event.tool, None, now)
             self.unbound.append(call)
         reason = redact.text(event.reason)
         gate = {"loopwright.gate.decision": event.decision, "loopwright.gate.reason": reason}
         _note(call, gate)
 
-    def _open(self, call: _Call, args: dict[str, Any] | None) -> Span:
+    def _open(self, call: _CallSpan, args: dict[str, Any] | None) -> Span:
         if call.span is None:
             attributes: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool",
@@ -323,7 +325,7 @@ class RunSpans:
             self.tracing.calls[self._key(call)] = call.span
         return call.span
 
-    def _key(self, call: _Call) -> str:
+    def _key(self, call: _CallSpan) -> str:
         """Where a subagent's run of `call` finds its parent span: by the session id it gets,
         within this tenant."""
         return f"{self.tenant}\n{self.session_id}/{call.name}/{call.id}"
@@ -354,7 +356,7 @@ class RunSpans:
         _note(call, {"loopwright.tool.waits_on": event.session_id})
         self._finish(call, "suspended", now)
 
-    def _finish(self, call: _Call, status: str, now: int, *, error: bool = False) -> None:
+    def _finish(self, call: _CallSpan, status: str, now: int, *, error: bool = False) -> None:
         span = self._open(call, None)
         span.set_attribute("loopwright.tool.status", status)
         if error:
@@ -421,7 +423,7 @@ _HANDLERS: dict[type, Callable[[RunSpans, Any, int], None]] = {
 }
 
 
-def _note(call: _Call, attributes: dict[str, Any]) -> None:
+def _note(call: _CallSpan, attributes: dict[str, Any]) -> None:
     """Attributes of a call: on its span when it is open, else on the span it will open."""
     call.attributes.update(attributes)
     if call.span is not None:
