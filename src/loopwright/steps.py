@@ -33,9 +33,10 @@ from .finish import Finish
 from .hook_calls import call_hook, observe
 from .hooks import Block, RunInfo, Stop
 from .messages import AssistantMessage, History, Recovery, ToolCall, Usage, UserMessage
-from .models import Model, ModelFailure, ModelRequest, StreamItem, ToolSpec, get_model
+from .models import Model, ModelFailure, ModelRequest, StreamItem, ToolSpec
 from .output import answering
 from .permissions import Gate
+from .registry import get_model
 from .replay import SessionState, apply, checkpoint, undecided
 from .replies import check_reply
 from .retry import Deadline, ModelFailed, next_retry, partial_note

@@ -52,7 +52,7 @@ def create_app(
     owns_log, owns_runtime = runtime is None and log is None, runtime is None
     if runtime is None:
         if log is None:
-            from ..store.log import log_at
+            from ..store.opening import log_at
 
             # not `open_log`: the app is built before its event loop runs (a PostgreSQL
             # database is connected to on first use, in that loop)
