@@ -30,9 +30,10 @@ from .decide import Checkpoint, Pending, Resolution
 from .driver import Run as Run
 from .driver import RunResult as RunResult
 from .errors import SessionBusy, UnknownPending
+from .history import History
 from .hooks import RunInfo
 from .loop import run_loop
-from .messages import History, Message, ToolResultMessage, UserMessage
+from .messages import Message, ToolResultMessage, UserMessage
 from .model_inputs import with_attachments
 from .model_settings import ModelSettings, resolve
 from .permissions import Gate
