@@ -77,7 +77,8 @@ async def run_pg_durable(url: str, steps: int) -> dict[str, Any]:
     """`steps` one-ping steps as the first message of a new session (the log is opened before
     the clock starts), counting the log's write transactions."""
     from loopwright.runtime import Runtime
-    from loopwright.store.log import SessionKey, open_log
+    from loopwright.store.log import SessionKey
+    from loopwright.store.opening import open_log
     from loopwright.store.pg_log import PostgresLog
 
     log = await open_log(url)

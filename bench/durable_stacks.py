@@ -45,7 +45,7 @@ class RuntimeStack:
 
     async def open(self) -> None:
         from loopwright.runtime import Runtime
-        from loopwright.store.log import open_log
+        from loopwright.store.opening import open_log
 
         self.log = await open_log(self.directory / "loopwright.db")
         self.runtime = Runtime({self.agent.name: self.agent}, self.log)

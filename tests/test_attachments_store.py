@@ -20,7 +20,8 @@ from loopwright.attachments import AttachmentError, image
 from loopwright.messages import UserMessage
 from loopwright.runtime import Settings
 from loopwright.runtime.journal import session_in_log
-from loopwright.store.log import EventLog, SessionKey, open_log
+from loopwright.store.log import EventLog, SessionKey
+from loopwright.store.opening import open_log
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="

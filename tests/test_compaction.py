@@ -209,7 +209,7 @@ async def test_a_compacted_session_resumes_from_the_log_without_compacting_again
 
 def test_nudges_when_the_context_fills_up():
     from loopwright.budget import check_budget
-    from loopwright.messages import History
+    from loopwright.history import History
 
     history = History()
     history.append(UserMessage(content="x" * 3000))

@@ -39,7 +39,8 @@ from loopwright import events as ev
 from loopwright.runtime import Runtime
 from loopwright.runtime.commits import CRASH_ENV
 from loopwright.store import StoredEvent
-from loopwright.store.log import SessionKey, open_log
+from loopwright.store.log import SessionKey
+from loopwright.store.opening import open_log
 from loopwright.store.sqlite_log import SQLiteLog
 from test_cli import LOOPWRIGHT
 from test_server_stream import stream

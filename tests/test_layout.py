@@ -35,3 +35,83 @@ def test_run_loop_reads_as_the_loop() -> None:
     (loop,) = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "run_loop"]
     assert loop.end_lineno is not None
     assert loop.end_lineno - loop.lineno + 1 <= 60
+
+
+def _module(path: Path) -> str:
+    parts = ["loopwright", *path.relative_to(SRC).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the modules it imports anywhere in it: at module level, inside functions and
+    under `if TYPE_CHECKING:` alike. `from package import name` imports the submodule `name`
+    when there is one, else the package (its `__init__`)."""
+    modules = {_module(path): path for path in TREES}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(TREES[path]):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+                module = ".".join(p for p in (base, node.module or "") if p)
+                targets = [f"{module}.{alias.name}" for alias in node.names] + [module]
+                targets = [t for t in targets[:-1] if t in modules] or [module]
+            else:
+                continue
+            for target in targets:
+                while target not in modules and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                if target in modules and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                found.append(sorted([v, *component]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+NOT_YET = [
+    c.split()
+    for c in [
+        # the run's and the observers' `Session` and `Run` annotations (TYPE_CHECKING), and the
+        # session reading the process's default observers from `telemetry` as it is made
+        "driver observers session telemetry telemetry.spans",
+        # `LogJournal.live` makes the live approver (`approvers`, `live`), `live` imports the journal
+        "runtime.approvers runtime.follow runtime.journal runtime.live",
+    ]
+]
+"""Circles not broken yet (issue 30): this list only shrinks, to nothing."""
+
+
+def test_no_import_cycles() -> None:
+    found = [[m.removeprefix("loopwright.") for m in c] for c in circles(import_graph())]
+    new = [c for c in found if c not in NOT_YET]
+    assert not new, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in new)
+    assert found == NOT_YET, "a circle is broken: take it off NOT_YET"

@@ -18,7 +18,8 @@ from loopwright.cli.common import Place
 from loopwright.errors import ConfigError
 from loopwright.project import Project
 from loopwright.store import StoredEvent, StoreError
-from loopwright.store.log import Verdict, log_at, open_log
+from loopwright.store.log import Verdict
+from loopwright.store.opening import log_at, open_log
 from loopwright.store.pg_log import PostgresLog
 from loopwright.store.sqlite_log import SQLiteLog
 from runtime_fixtures import pg_logs  # noqa: F401 (the fixture)

@@ -17,7 +17,8 @@ import pytest
 
 from log_conformance import KEY, Clock, approval, reply, safely, said
 from loopwright.store import PendingRecord, StoredEvent, StoreError
-from loopwright.store.log import SessionKey, Verdict, open_log
+from loopwright.store.log import SessionKey, Verdict
+from loopwright.store.opening import open_log
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.wire import loads
 

@@ -24,7 +24,8 @@ from loopwright.cli.main import main
 from loopwright.messages import UserMessage
 from loopwright.project import load_project
 from loopwright.server import create_app
-from loopwright.store.log import SessionKey, open_log
+from loopwright.store.log import SessionKey
+from loopwright.store.opening import open_log
 
 BARE = 101  # one more than a default page
 LONG = 1203  # events of the long session

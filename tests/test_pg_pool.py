@@ -15,7 +15,8 @@ from loopwright.cli.common import Place
 from loopwright.errors import ConfigError
 from loopwright.project import Project, load_project
 from loopwright.server import create_app
-from loopwright.store.log import POOL_SIZE, open_log
+from loopwright.store.log import POOL_SIZE
+from loopwright.store.opening import open_log
 from loopwright.store.pg_log import PostgresLog
 from loopwright.store.pg_rows import Db
 

@@ -37,7 +37,7 @@ RUN = textwrap.dedent(
 
     import loopwright_weather
     from loopwright import Session
-    from loopwright.models import get_model
+    from loopwright import get_model
     from loopwright.plugins import notifiers, plugins
     from loopwright.project import load_project
     from loopwright.wire import to_dict

@@ -93,7 +93,7 @@ ALLOWED = {
     "model_inputs.py: cache accepted": "pure: a function of the model name over a constant table",
     "runtime/commits.py: cache crash_points_of_process": "reads the environment, on purpose: the "
     "crash points a test injects (LOOPWRIGHT_CRASH_AT) count down once for the whole process",
-    "server/__init__.py: cache version": "pure: the installed package's version",
+    "server/settings.py: cache version": "pure: the installed package's version",
     "tools.py: cache _ask_user_tool": "a constant tool, built on first use (pydantic is imported "
     "only then)",
     "wire.py: cache _adapter": "pure: a pydantic TypeAdapter per type",

@@ -37,7 +37,8 @@ from loopwright.replay import SessionState, continued, fold, from_snapshot, to_s
 from loopwright.runtime import LogJournal, Runtime, Settings, open_session
 from loopwright.runtime.decisions import decision_of
 from loopwright.steps import Steps
-from loopwright.store.log import EventLog, SessionKey, Verdict, open_log
+from loopwright.store.log import EventLog, SessionKey, Verdict
+from loopwright.store.opening import open_log
 from loopwright.testing import FunctionModel, Reply
 
 RULES = Rules.from_yaml("""

@@ -329,7 +329,7 @@ def test_resume_finishes_a_batch_resolved_elsewhere(http: httpx.Client, server: 
     from loopwright import Approval
     from loopwright.project import load_project
     from loopwright.runtime import Runtime
-    from loopwright.store.log import open_log
+    from loopwright.store.opening import open_log
 
     paused = paused_refund(http)
     sid, pid = paused["sessionId"], paused["id"]

@@ -17,7 +17,8 @@ from loopwright import events as ev
 from loopwright.errors import ConfigError
 from loopwright.project import load_project
 from loopwright.server import ServerSettings, create_app
-from loopwright.store.log import SessionKey, open_log
+from loopwright.store.log import SessionKey
+from loopwright.store.opening import open_log
 from test_server import LiveServer, body, make_project, serving
 
 ACME, GLOBEX = "acme-token-0123456789", "globex-token-9876543210"

@@ -17,7 +17,8 @@ import httpx
 from conftest import V1
 from loopwright import events as ev
 from loopwright.store import StoredEvent
-from loopwright.store.log import SessionKey, open_log
+from loopwright.store.log import SessionKey
+from loopwright.store.opening import open_log
 from test_server import (
     PAUSED_RUN,
     RESUMED_RUN,

@@ -9,9 +9,9 @@ import pytest
 from conftest import drive, scripted
 from loopwright import Agent, Session
 from loopwright.compaction import Compaction
+from loopwright.history import History
 from loopwright.messages import (
     AssistantMessage,
-    History,
     Text,
     ToolCall,
     ToolResultMessage,

@@ -11,8 +11,9 @@ from .errors import ConfigError, LoopwrightError, SessionBusy, ToolError, Unknow
 from .events import Event
 from .hooks import Block, Hooks, Stop
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
-from .models import Model, get_model
+from .models import Model
 from .permissions import Rules
+from .registry import get_model
 from .session import Run, RunResult, Session, run, run_sync
 from .tools import NeedsAnswer, Tool, ToolContext, ToolReturn, tool
 from .toolsets import ToolList, Toolset

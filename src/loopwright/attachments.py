@@ -23,17 +23,13 @@ import base64
 import binascii
 import hashlib
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 from urllib.parse import unquote_to_bytes
 
 from ._values import WIRE_CONFIG
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .messages import UserMessage
 
 Kind: TypeAlias = Literal["image", "document"]
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -265,26 +261,3 @@ def _size(n: int | None) -> str:
     if n < 1_000_000:
         return f"{n / 1000:.1f} kB"
     return f"{n / 1_000_000:.1f} MB"
-
-
-def with_attachments(
-    input: str | UserMessage | None, items: Sequence[Attachment | Source], model: object
-) -> str | UserMessage | None:
-    """A run's input with `items` added to its attachments (a plain string when there are
-    none), refused when `model` cannot take one of them (`model_inputs`)."""
-    from .messages import UserMessage
-
-    made = tuple(i if isinstance(i, Attachment) else attachment(i) for i in items)
-    if input is None:
-        if made:
-            raise ValueError("attachments need an input to go with")
-        return None
-    if isinstance(input, str):
-        input = UserMessage(content=input)
-    every = (input.attachments or ()) + made
-    if not every:  # nothing to refuse: `model_inputs` is not even imported (a first run's cost)
-        return input.content
-    from .model_inputs import check
-
-    check(model if isinstance(model, str) else str(getattr(model, "name", model)), every)
-    return UserMessage(content=input.content, attachments=every)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ._values import maker
 from .catalog import lookup
 from .events import BudgetCheck, Nudge
-from .messages import History
+from .history import History
 
 if TYPE_CHECKING:
     from .agent import Agent

@@ -25,14 +25,8 @@ from .events import (
     MessageCompleted,
     TextDelta,
 )
-from .messages import (
-    AssistantMessage,
-    History,
-    Message,
-    ToolResultMessage,
-    UserMessage,
-    message_chars,
-)
+from .history import History
+from .messages import AssistantMessage, Message, ToolResultMessage, UserMessage, message_chars
 from .model_settings import ModelSettings
 from .models import Model, ModelFailure, ModelRequest
 

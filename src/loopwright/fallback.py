@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 from . import events as ev
 from .model_settings import ModelSettings
 from .model_settings import check as check_model
-from .models import Model, ModelFailure, get_model
+from .models import Model, ModelFailure
+from .registry import get_model
 
 if TYPE_CHECKING:
     from .agent import Agent

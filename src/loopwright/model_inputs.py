@@ -10,10 +10,11 @@ variants match their base name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import cache
 
-from .attachments import Attachment, AttachmentError
+from .attachments import Attachment, AttachmentError, Source, attachment
+from .messages import UserMessage
 
 IMAGES, PDF, TEXT = "image", "application/pdf", "text/plain"
 _ALL = frozenset({IMAGES, PDF, TEXT})
@@ -81,3 +82,22 @@ def check(model: str, items: Iterable[Attachment]) -> None:
     reason = refusal(model, items)
     if reason is not None:
         raise AttachmentError(reason)
+
+
+def with_attachments(
+    input: str | UserMessage | None, items: Sequence[Attachment | Source], model: object
+) -> str | UserMessage | None:
+    """A run's input with `items` added to its attachments (a plain string when there are
+    none), refused when `model` cannot take one of them (`check`)."""
+    made = tuple(i if isinstance(i, Attachment) else attachment(i) for i in items)
+    if input is None:
+        if made:
+            raise ValueError("attachments need an input to go with")
+        return None
+    if isinstance(input, str):
+        input = UserMessage(content=input)
+    every = (input.attachments or ()) + made
+    if not every:  # nothing to refuse
+        return input.content
+    check(model if isinstance(model, str) else str(getattr(model, "name", model)), every)
+    return UserMessage(content=input.content, attachments=every)

@@ -326,17 +326,14 @@ def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
 def _model(spec: str, folder: Path, where: str) -> str:
     """Check the provider now (keys are checked when a run starts); scripted paths are
     relative to the agent folder."""
-    from .models import _PROVIDERS, _register_builtins, _register_plugins
+    from .registry import providers_known
 
     provider, sep, rest = spec.partition(":")
-    if "scripted" not in _PROVIDERS:
-        _register_builtins()
-    if provider not in _PROVIDERS:
-        _register_plugins()
-    if not sep or provider not in _PROVIDERS:
-        known = ", ".join(sorted(_PROVIDERS))
+    known = providers_known(provider)
+    if not sep or provider not in known:
         raise ConfigError(
-            f"unknown model {spec!r}: use 'provider:model' with one of: {known}", source=where
+            f"unknown model {spec!r}: use 'provider:model' with one of: {', '.join(known)}",
+            source=where,
         )
     if provider == "scripted" and not Path(rest).is_absolute():
         return f"scripted:{folder / rest}"

@@ -26,7 +26,8 @@ from ._values import maker
 from .approvals import ApprovalRequest, QuestionRequest
 from .compaction import apply as apply_compaction
 from .decide import Checkpoint, Pending, Suspended
-from .messages import AssistantMessage, History, Message, Recovery, ToolCall, ToolResultMessage
+from .history import History
+from .messages import AssistantMessage, Message, Recovery, ToolCall, ToolResultMessage
 from .tools import Tool
 from .wire import loads, messages_from_json, messages_to_json, to_dict
 

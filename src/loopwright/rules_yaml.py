@@ -10,7 +10,7 @@ import yaml
 
 from .errors import ConfigError
 from .events import DecisionKind
-from .permissions import _OPS, _ORDER, Condition, Rule, Rules, _kind
+from .rule_values import _OPS, _ORDER, Condition, Rule, _kind
 
 _SCOPE_KEYS = ("tenant", "environment", "agent")
 _SCOPE_SHAPES = (
@@ -33,15 +33,16 @@ class Parser:
     def __init__(self, loader: yaml.SafeLoader, label: str) -> None:
         self.loader, self.label = loader, label
 
-    def document(self, root: yaml.Node | None, source: str | None) -> Rules:
+    def document(self, root: yaml.Node | None) -> tuple[tuple[Rule, ...], DecisionKind]:
+        """The rules, and the default decision."""
         if root is None or self.value(root) is None:
-            return Rules(source=source)
+            return (), "ask"
         top = self.mapping(root, "the rules file", {"default_decision", "rules"})
         default = self.decision(top["default_decision"]) if "default_decision" in top else "ask"
         node = top.get("rules")
         items = [] if node is None or self.value(node) is None else self.sequence(node, "rules", 0)
         names: set[str] = set()
-        return Rules(tuple(self.rule(item, names) for item in items), default, source)
+        return tuple(self.rule(item, names) for item in items), default
 
     def rule(self, node: yaml.Node, names: set[str]) -> Rule:
         keys = self.mapping(node, "a rule", {"name", "tool", "decision", "scope", "when"})

@@ -25,19 +25,21 @@ from . import fallback
 from ._values import maker
 from .agent import Agent
 from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest, now_iso
-from .attachments import Attachment, with_attachments
+from .attachments import Attachment
 from .control import Control
 from .decide import Checkpoint, Pending, Resolution
 from .driver import Run as Run
 from .driver import RunResult as RunResult
 from .errors import SessionBusy, UnknownPending
+from .history import History
 from .hooks import RunInfo
 from .loop import run_loop
-from .messages import History, Message, ToolResultMessage, UserMessage
+from .messages import Message, ToolResultMessage, UserMessage
+from .model_inputs import with_attachments
 from .model_settings import ModelSettings, resolve
-from .models import get_model
 from .observers import Observer
 from .permissions import Gate
+from .registry import get_model
 from .replay import SessionState, apply
 from .rulebook import Edits, Item, Refusal, outcome, recorded, rule
 from .telemetry import observers as default_observers

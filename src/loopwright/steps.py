@@ -30,12 +30,14 @@ from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Pending, record
 from .errors import describe
 from .fallback import Fallback
 from .finish import Finish
+from .history import History
 from .hook_calls import call_hook, observe
 from .hooks import Block, RunInfo, Stop
-from .messages import AssistantMessage, History, Recovery, ToolCall, Usage, UserMessage
-from .models import Model, ModelFailure, ModelRequest, StreamItem, ToolSpec, get_model
+from .messages import AssistantMessage, Recovery, ToolCall, Usage, UserMessage
+from .models import Model, ModelFailure, ModelRequest, StreamItem, ToolSpec
 from .output import answering
 from .permissions import Gate
+from .registry import get_model
 from .replay import SessionState, apply, checkpoint, undecided
 from .replies import check_reply
 from .retry import Deadline, ModelFailed, next_retry, partial_note
@@ -120,9 +122,8 @@ class Steps:
             yield event
 
     async def after_failure(self) -> AsyncIterator[ev.Event]:
-        """A request failed: compact a prompt too long (once), or wait and retry within the
-        policy's bounds (SPEC §3.8), or switch to a fallback model, or give up with the failure.
-        A request past its deadline is a retryable failure."""
+        """A request failed (past its deadline: retryable): compact a prompt too long (once), or
+        wait and retry within bounds (SPEC §3.8), or switch to a fallback, or give up."""
         failure, failures, limit = self.failure, self.failures, self.agent.retry.deadline
         if self.deadline.lapsed:
             failure = ModelFailure(error=f"no complete reply within {limit:g}s", retryable=True)
@@ -166,8 +167,7 @@ class Steps:
         self.terminal, self.text, self.stop_reason = terminal, text, reason
 
     def ended_by(self, exc: BaseException) -> list[ev.Event]:
-        """A cancel aborts the run, an error ends it with `loop:error`; what it left open is
-        closed first (`interrupt`)."""
+        """A cancel aborts the run, an error ends it (`loop:error`), what it left open closed."""
         events = self.interrupt(cancelled=isinstance(exc, asyncio.CancelledError))
         if isinstance(exc, asyncio.CancelledError):
             self.abort()

@@ -22,7 +22,8 @@ from ..agent import Agent
 from ..errors import ConfigError
 from ..project import NAME_RULE, Project, load_project
 from ..store import StoreError
-from ..store.log import Store, is_postgres, open_log
+from ..store.log import Store, is_postgres
+from ..store.opening import open_log
 
 EXIT_CODES: dict[ev.RunStopReason, int] = {
     "completed": 0,

@@ -13,14 +13,20 @@ import asyncio
 import json
 import os
 import shutil
-from typing import TYPE_CHECKING, Any, TextIO, assert_never
+from typing import Any, Protocol, TextIO, assert_never
 
 from .. import events as ev
 from .. import redact, wire
 from ..messages import Thinking
 
-if TYPE_CHECKING:
-    from .prompt import TerminalApprover
+
+class Asking(Protocol):
+    """Where the person answers approvals (`prompt.TerminalApprover`), as the renderer asks it."""
+
+    asked: set[str]
+    """Pending items it asked about."""
+
+    def answered_here(self, resolved: ev.ApprovalResolved | ev.QuestionResolved) -> bool: ...
 
 
 class Console:
@@ -135,7 +141,7 @@ def mark_shown(console: Console, event: ev.Event) -> None:
 class Human:
     """Human output: streamed answer on `out`, one progress line per happening on `err`."""
 
-    def __init__(self, console: Console, *, prompt: TerminalApprover | None = None) -> None:
+    def __init__(self, console: Console, *, prompt: Asking | None = None) -> None:
         self.console = console
         self.prompt = prompt
         """The person answers approvals at this prompt, which shows them itself."""

@@ -15,12 +15,10 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..tools import Tool, ToolContext
-
-if TYPE_CHECKING:
-    from .server import MCPServer
+from .config import ServerConfig
 
 log = logging.getLogger("loopwright.tools")
 
@@ -40,6 +38,15 @@ PATTERN_SECONDS = 0.25
 ever (`^(a|aa)+$`), and the arguments are checked on the event loop."""
 
 
+class ToolServer(Protocol):
+    """What a listing's tools need of their server (`server.MCPServer`)."""
+
+    name: str
+    config: ServerConfig
+
+    async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext | None) -> Any: ...
+
+
 def tool_name(server: str, tool: str, taken: set[str] | None = None) -> str:
     """`mcp__<server>__<tool>`, made a valid name of at most 64 characters."""
     name = f"{PREFIX}{server}__{_NOT_ALLOWED.sub('_', tool)}"
@@ -50,7 +57,7 @@ def tool_name(server: str, tool: str, taken: set[str] | None = None) -> str:
     return name
 
 
-def build_tools(server: MCPServer, listed: Iterable[Any]) -> tuple[Tool, ...]:
+def build_tools(server: ToolServer, listed: Iterable[Any]) -> tuple[Tool, ...]:
     """The `Tool`s of one listing (of `mcp.types.Tool`s)."""
     tools: list[Tool] = []
     taken: set[str] = set()
@@ -86,7 +93,7 @@ def build_tools(server: MCPServer, listed: Iterable[Any]) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def _caller(server: MCPServer, tool: str) -> Any:
+def _caller(server: ToolServer, tool: str) -> Any:
     async def call(**kwargs: Any) -> Any:
         ctx: ToolContext | None = kwargs.pop(_CONTEXT, None)
         return await server.call(tool, kwargs, ctx)

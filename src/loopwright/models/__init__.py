@@ -3,7 +3,7 @@
 A provider turns a `ModelRequest` into text, thinking and tool-argument deltas and ends with
 exactly one `MessageCompleted` (the whole reply with its usage) or one `ModelFailure`. Providers
 must not raise for API failures: a failure is the last item of the stream, and says whether a
-retry may help. Models are chosen by a `"provider:model"` string through `get_model`.
+retry may help. Models are chosen by a `"provider:model"` string through `registry.get_model`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from .._values import frozen
-from ..errors import UnknownModel
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import Message
 from ..model_settings import ModelSettings
@@ -94,62 +93,15 @@ class Model(Protocol):
 
 
 ModelFactory: TypeAlias = Callable[[str], Model]
-_PROVIDERS: dict[str, ModelFactory] = {}  # the process's configuration, not a run's state
+_PROVIDERS: dict[str, ModelFactory] = {}
+"""Provider name → factory; the built-ins join it on the first `registry.get_model`."""
+_RESOLVED: dict[str, Model] = {}
+"""`provider:model` → the one model of the process that string resolved to (`get_model`)."""
 
 
 def register_provider(name: str, factory: ModelFactory) -> None:
-    """Make `"name:<model>"` strings resolve through `factory(<model>)`."""
-    if "scripted" not in _PROVIDERS and name != "scripted":
-        _register_builtins()  # built-ins first, so a user's endpoint may replace a preset
+    """Make `"name:<model>"` strings resolve through `factory(<model>)` (`get_model`); a
+    built-in of the same name (a preset) is replaced."""
     _PROVIDERS[name] = factory
     for spec in [s for s in _RESOLVED if s.partition(":")[0] == name]:
         del _RESOLVED[spec]
-
-
-_RESOLVED: dict[str, Model] = {}  # one model (HTTP client) a spec per process: `get_model`
-
-
-def get_model(spec: str | Model) -> Model:
-    """Resolve a `"provider:model"` string (or pass a `Model` through). A provider's string
-    resolves to one model per process, so its HTTP client and connections are shared by every
-    run (scripted models start afresh each time)."""
-    if not isinstance(spec, str):
-        return spec
-    resolved = _RESOLVED.get(spec)
-    if resolved is not None:
-        return resolved
-    provider, sep, model = spec.partition(":")
-    if "scripted" not in _PROVIDERS:
-        _register_builtins()
-    if provider not in _PROVIDERS:
-        _register_plugins()
-    factory = _PROVIDERS.get(provider)
-    if not sep or factory is None:
-        known = ", ".join(sorted(_PROVIDERS))
-        raise UnknownModel(f"unknown model {spec!r}: use 'provider:model' with one of: {known}")
-    resolved = factory(model)
-    if provider != "scripted":  # a script's position is per model: every string starts afresh
-        _RESOLVED[spec] = resolved
-    return resolved
-
-
-def _register_builtins() -> None:
-    from ..providers import register_presets
-    from .scripted import ScriptedModel
-
-    register_provider("scripted", ScriptedModel.from_file)
-    register_presets()
-
-
-def _register_plugins() -> None:
-    """Providers from installed packages: entry points in the `loopwright.providers` group,
-    each naming a factory `(model: str) -> Model`, then those plugins registered (the
-    `loopwright.plugins` group). A built-in or a configured endpoint of the same name wins."""
-    from importlib.metadata import entry_points
-
-    from ..plugins import providers
-
-    for entry in entry_points(group="loopwright.providers"):
-        _PROVIDERS.setdefault(entry.name, entry.load())
-    for name, factory in providers().items():
-        _PROVIDERS.setdefault(name, factory)

@@ -20,43 +20,13 @@ to the `openai`/`anthropic` endpoints when no base URL is configured.
 from __future__ import annotations
 
 import importlib
-import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from .. import redact
 from ..errors import ConfigError
-from ..models import Model, register_provider
-
-Dialect = Literal["openai-chat", "openai-responses", "anthropic"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Endpoint:
-    """Where a model is served and how to talk to it."""
-
-    name: str
-    dialect: Dialect
-    base_url: str | None = None
-    """None: the SDK's default, or its base-URL environment variable."""
-    api_key_env: str | None = None
-    """The environment variable holding the key; None when the server needs none."""
-    timeout: float = 120.0
-    """Seconds a request may take, and the longest silence inside a stream."""
-
-    def api_key(self) -> str:
-        if self.api_key_env is None:
-            return "not-needed"
-        key = os.environ.get(self.api_key_env)
-        redact.register(key)  # never in what leaves the process or is stored (P11)
-        if not key:
-            raise ConfigError(
-                f"missing API key for '{self.name}': set the environment variable "
-                f"{self.api_key_env} (or put it in the project's .env)"
-            )
-        return key
-
+from ..models import Model, ModelFactory, register_provider
+from ._endpoint import Dialect as Dialect
+from ._endpoint import Endpoint
 
 PRESETS: dict[str, Endpoint] = {
     e.name: e
@@ -134,7 +104,11 @@ def _require_sdk(endpoint: Endpoint) -> None:
 
 def register_endpoint(endpoint: Endpoint) -> None:
     """Make `"<endpoint.name>:<model>"` strings resolve to this endpoint."""
-    register_provider(endpoint.name, lambda model: make_model(endpoint, model))
+    register_provider(endpoint.name, _factory(endpoint))
+
+
+def _factory(endpoint: Endpoint) -> ModelFactory:
+    return lambda model: make_model(endpoint, model)
 
 
 def load_endpoints(path: str | Path) -> list[Endpoint]:
@@ -172,6 +146,6 @@ def load_endpoints(path: str | Path) -> list[Endpoint]:
     return endpoints
 
 
-def register_presets() -> None:
-    for endpoint in PRESETS.values():
-        register_endpoint(endpoint)
+def presets() -> dict[str, ModelFactory]:
+    """The built-in endpoints' factories (`registry.get_model` registers them on first use)."""
+    return {name: _factory(endpoint) for name, endpoint in PRESETS.items()}

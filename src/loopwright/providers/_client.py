@@ -17,7 +17,7 @@ import httpx2
 
 from .. import redact
 from ..model_settings import ModelSettings
-from . import Endpoint
+from ._endpoint import Endpoint
 from ._settings import Fields
 
 Client = TypeVar("Client")

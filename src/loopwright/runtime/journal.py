@@ -40,7 +40,7 @@ from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
 from ..decide import Resolution
 from ..errors import CommitFailed, SessionBusy, UnknownPending, UnknownSession, describe
-from ..messages import History
+from ..history import History
 from ..replay import SessionState, apply
 from ..session import Session
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from dataclasses import fields, replace
 
-from ..messages import History
+from ..history import History
 from ..replay import OpenBatch, SessionState, continued, fold, from_snapshot, to_snapshot
 from ..store import StoredEvent, blobs
 from ..store.log import EventLog, Lease, SessionKey, Snapshot, Store

@@ -19,7 +19,6 @@ change). Nothing in the core imports this package.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,7 +26,7 @@ from starlette.applications import Starlette
 from ..project import Project
 from ..runtime import Runtime
 from ..store.log import Store
-from .settings import ServerSettings
+from .settings import ServerSettings, version
 from .state import State
 
 __all__ = ["ServerSettings", "State", "create_app", "version"]
@@ -52,7 +51,7 @@ def create_app(
     owns_log, owns_runtime = runtime is None and log is None, runtime is None
     if runtime is None:
         if log is None:
-            from ..store.log import log_at
+            from ..store.opening import log_at
 
             # not `open_log`: the app is built before its event loop runs (a PostgreSQL
             # database is connected to on first use, in that loop)
@@ -61,14 +60,3 @@ def create_app(
     state = State(project=project, runtime=runtime, settings=settings)
     state.owns_runtime, state.owns_log = owns_runtime, owns_log
     return build(state)
-
-
-@functools.cache
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("loopwright")
-    except PackageNotFoundError:
-        return "unknown"

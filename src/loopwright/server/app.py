@@ -26,6 +26,7 @@ from . import links, openapi, resolve, routes
 from .guard import Guard, HostCheck, SecurityHeaders
 from .limits import Budget
 from .prefix import V1Prefix
+from .settings import version
 from .state import State
 from .usage import usage
 from .views import ApiError
@@ -123,8 +124,6 @@ async def open_store(state: State) -> None:
 
 
 async def openapi_json(request: Request) -> JSONResponse:
-    from . import version
-
     return JSONResponse(openapi.document(version()))
 
 

@@ -14,8 +14,8 @@ from ..budget import DEFAULT_BUDGET, context_budget
 from ..catalog import lookup
 from ..errors import ConfigError
 from ..model_settings import ModelSettings, as_data, check, resolve
-from ..models import get_model
 from ..project import rules_of
+from ..registry import get_model
 from ..skills import Skills
 
 SKILL_INDEX_BUDGET: int = inspect.signature(Skills.apply).parameters["budget_tokens"].default

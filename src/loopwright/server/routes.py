@@ -23,6 +23,7 @@ from . import pages, sse
 from .config import configuration, run_settings, summary
 from .history import v1_history
 from .prefix import path_id
+from .settings import version
 from .state import Places, State, plain_answer, run_events, state_of
 from .uploads import attachments_field
 from .views import (
@@ -40,8 +41,6 @@ from .views import (
 
 
 async def health(request: Request) -> JSONResponse:
-    from . import version
-
     return JSONResponse({"ok": True, "version": version()})
 
 

@@ -25,6 +25,7 @@ With no token configured only loopback clients are served, as tenant `default`.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping
@@ -181,3 +182,15 @@ def _tenant(tenant: Any, where: str) -> str:
     if not isinstance(tenant, str) or not tenant.strip():
         raise ConfigError(f"{where}: the tenant must be a non-empty string")
     return tenant
+
+
+@functools.cache
+def version() -> str:
+    """The installed loopwright's version (the document's, and `/health`'s)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("loopwright")
+    except PackageNotFoundError:
+        return "unknown"

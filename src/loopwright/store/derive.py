@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from .. import events as ev
 from .. import rulebook
-from . import SessionStatus
+from .records import SessionStatus
 
 DecidedStatus = Literal["approved", "denied", "answered", "skipped"]
 

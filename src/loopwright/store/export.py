@@ -21,8 +21,8 @@ from typing import IO
 from ..agent import Agent
 from ..replay import apply, fold
 from ..wire import loads, messages_to_json, to_dict
-from . import StoredEvent
 from .log import EventLog, SessionKey
+from .records import StoredEvent
 
 
 async def export_jsonl(log: EventLog, key: SessionKey, out: IO[str]) -> int:

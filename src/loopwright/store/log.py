@@ -46,22 +46,21 @@ four). The doors read through the runtime; the notifications' worker, the outbox
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..errors import ConfigError
 from ..events import Event
-from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError, data_dir
+from .records import Page as Page
+from .records import PendingRecord, PendingStatus, SessionStatus, StoredEvent
+from .records import SessionKey as SessionKey
 
 logger = logging.getLogger("loopwright.store")
 
 if TYPE_CHECKING:
-    from .pg_log import PostgresLog
     from .usage_report import UsageQuery
 
 
@@ -75,15 +74,6 @@ SESSION_ID_RULE = "1-256 characters, none of them a control character"
 def valid_session_id(session_id: str) -> bool:
     """Whether `session_id` follows `SESSION_ID_RULE` (the HTTP API and the CLI check it)."""
     return 1 <= len(session_id) <= MAX_SESSION_ID and _CONTROL.search(session_id) is None
-
-
-@dataclass(frozen=True, slots=True)
-class SessionKey:
-    """A session's name: ids are unique per (tenant, agent), never globally."""
-
-    tenant: str
-    agent: str
-    id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,15 +141,6 @@ class Snapshot:
 
     seq: int
     data: str
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """One page of a listing; `cursor` fetches the next one (None at the end). A cursor the
-    log did not give is refused with `ValueError` (`session_cursor`, `pending_cursor`)."""
-
-    items: list[Any]
-    cursor: str | None
 
 
 def _row(text: str) -> int:
@@ -324,43 +305,6 @@ class Store(EventLog, Decisions, Controls, ReadModels, Protocol):
     async def close(self) -> None: ...
 
 
-async def open_log(path_or_url: str | Path | None = None, *, pool_size: int | None = None) -> Store:
-    """The event log at `path_or_url`: a SQLite file (a path or `sqlite:///path`), by default
-    `loopwright.db` in the data directory (as `open_store`), or a PostgreSQL database
-    (`postgresql://…` or `postgres://…`, with `loopwright[postgres]`), whose pool opens at most
-    `pool_size` connections (`POOL_SIZE` by default; a SQLite file has no pool). Opening
-    migrates an older database and refuses a foreign one or one newer than this loopwright
-    (`StoreError`)."""
-    if isinstance(path_or_url, str) and is_postgres(path_or_url):
-        return await _postgres(path_or_url, pool_size).open()
-    return await asyncio.to_thread(log_at, path_or_url, pool_size=pool_size)
-
-
-def log_at(path_or_url: str | Path | None = None, *, pool_size: int | None = None) -> Store:
-    """The event log at `path_or_url` (as `open_log`), made without an event loop: a SQLite file
-    is opened now (blocking), a PostgreSQL database is connected to on first use."""
-    if isinstance(path_or_url, str) and is_postgres(path_or_url):
-        return _postgres(path_or_url, pool_size)
-    from .sqlite_log import SQLiteLog
-
-    if path_or_url is None:
-        path = data_dir() / "loopwright.db"
-    elif isinstance(path_or_url, Path) or "://" not in path_or_url:
-        path = Path(path_or_url)
-    elif path_or_url.startswith("sqlite:///"):
-        path = Path(path_or_url.removeprefix("sqlite:///"))
-    else:
-        scheme = path_or_url.partition("://")[0]
-        raise StoreError(
-            f"no event log backend for {scheme}:// URLs (sqlite:///path and postgresql://… are)"
-        )
-    if pool_size is not None:  # (set for a PostgreSQL log that this deployment does not use)
-        logger.warning(
-            "pool_size %s is not used: the SQLite event log %s has no pool", pool_size, path
-        )
-    return SQLiteLog(path)
-
-
 def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
@@ -374,16 +318,6 @@ def pool_size_of(value: object, name: str = "pool_size", *, source: str | None =
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, not {value!r}", source=source)
     return value
-
-
-def _postgres(url: str, pool_size: int | None) -> PostgresLog:
-    try:
-        from .pg_log import PostgresLog
-    except ImportError as exc:
-        raise ConfigError(
-            f"a PostgreSQL event log needs psycopg ({exc}): pip install 'loopwright[postgres]'"
-        ) from None
-    return PostgresLog(url, pool_size=POOL_SIZE if pool_size is None else pool_size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from .log import Page, pending_cursor
 
@@ -149,14 +149,8 @@ def delivery_cursor(cursor: str) -> tuple[int, str]:
 
 
 def outbox_of(log: object) -> Outbox:
-    """The outbox of an event log (`SQLiteLog` or `PostgresLog`: `sql_outbox`)."""
-    from .sql_outbox import SQLOutbox
-    from .sqlite_log import SQLiteLog
-
-    if isinstance(log, SQLiteLog):
-        return SQLOutbox(log)
-    from .pg_log import PostgresLog
-
-    if isinstance(log, PostgresLog):
-        return SQLOutbox(log)
-    raise TypeError(f"no outbox for {type(log).__name__}")
+    """The outbox of an event log (`SQLiteLog` or `PostgresLog`: `sql_outbox`, its `outbox()`)."""
+    outbox = getattr(log, "outbox", None)
+    if outbox is None:
+        raise TypeError(f"no outbox for {type(log).__name__}")
+    return cast(Outbox, outbox())

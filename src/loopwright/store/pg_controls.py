@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 from .. import redact
 from ..errors import UnknownSession
-from . import StaleWriter
 from . import pg_rows as sql
 from .log import ControlKind, Lease, QueuedControl, SessionKey
 from .pg_listen import CONTROL, TAKEN
 from .pg_pool import Told
 from .pg_rows import Db
+from .records import StaleWriter
 from .sql import POSTGRES, astuple, iso, unknown
 
 Now = Callable[[float], float]

@@ -24,7 +24,6 @@ from typing import Any
 
 from .. import events as ev
 from ..errors import UnknownPending
-from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
 from . import pg_controls as ctl
 from . import pg_rows as sql
 from . import read_models as rm
@@ -47,7 +46,9 @@ from .pg_listen import CONTROL, TAKEN, Wakeups
 from .pg_pool import Database, Told
 from .pg_rows import Db
 from .pg_schema import shown
+from .records import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
 from .sql import POSTGRES, Dialect, Program, T, iso
+from .sql_outbox import SQLOutbox
 from .usage_report import UsageQuery, report
 
 LOOK_AGAIN = 0.2
@@ -326,6 +327,10 @@ class PostgresLog:
 
     async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
         return await self._program(lambda d: rm.usage(d, tenant, key))
+
+    def outbox(self) -> SQLOutbox:
+        """Its notifications' outbox (`store.outbox.outbox_of`)."""
+        return SQLOutbox(self)
 
     async def usage_report(self, query: UsageQuery) -> Page:
         return await self._program(lambda d: report(d, query))

@@ -19,10 +19,10 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-from . import StoreError
 from .pg_listen import CONTROL, EVENTS, TAKEN, Wakeups, channel
 from .pg_rows import Db
 from .pg_schema import migrate
+from .records import StoreError
 
 T = TypeVar("T")
 Told = list[tuple[int, str]]

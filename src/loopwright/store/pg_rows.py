@@ -16,9 +16,10 @@ from psycopg.rows import TupleRow
 from .. import events as ev
 from ..errors import SessionBusy
 from ..wire import dumps
-from . import StaleWriter, blobs
+from . import blobs
 from .derive import SessionRow, derive
 from .log import Claimed, Lease, SessionKey
+from .records import StaleWriter
 from .sql import POSTGRES, Do, Program, T, astuple, derived_rows, iso, unknown
 
 Db = AsyncConnection[TupleRow]

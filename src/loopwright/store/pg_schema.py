@@ -22,8 +22,8 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 
-from . import StoreError
 from .blobs import PG_TABLE
+from .records import StoreError
 
 V1 = """
 CREATE TABLE loopwright_sessions (

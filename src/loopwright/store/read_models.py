@@ -12,8 +12,8 @@ from typing import Any
 
 from ..errors import UnknownPending
 from ..wire import loads
-from . import PendingRecord, PendingStatus, StoredEvent
 from .log import Page, SessionKey, SessionRecord, Snapshot, pending_cursor, session_cursor
+from .records import PendingRecord, PendingStatus, StoredEvent
 from .sql import Dialect, Now, Program, Rows, astuple, unknown
 
 SESSION = (

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from .. import redact
 from ..errors import UnknownSession
 from .derive import DecidePending, NewPending, NewUsage, Op, SetCallId
-from .log import SessionKey
+from .records import SessionKey
 
 T = TypeVar("T")
 TABLES = (

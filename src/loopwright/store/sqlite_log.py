@@ -38,7 +38,6 @@ from typing import Any, Literal, TypeVar
 
 from .. import events as ev
 from ..errors import SessionBusy
-from . import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
 from . import read_models as rm
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
@@ -55,7 +54,9 @@ from .log import (
     Snapshot,
     Verdict,
 )
+from .records import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
 from .sql import SQLITE, Dialect, Program, unknown
+from .sql_outbox import SQLOutbox
 from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
 from .sqlite_watch import Watch
@@ -409,6 +410,10 @@ class SQLiteLog:
 
     async def usage(self, tenant: str, *, key: SessionKey | None = None) -> dict[str, Any]:
         return await self._program(lambda d: rm.usage(d, tenant, key))
+
+    def outbox(self) -> SQLOutbox:
+        """Its notifications' outbox (`store.outbox.outbox_of`)."""
+        return SQLOutbox(self)
 
     async def usage_report(self, query: UsageQuery) -> Page:
         return await self._program(lambda d: report(d, query))

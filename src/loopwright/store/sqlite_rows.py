@@ -8,9 +8,10 @@ from typing import Any
 
 from .. import events as ev
 from ..wire import dumps
-from . import StaleWriter, blobs
+from . import blobs
 from .derive import SessionRow, derive
 from .log import Lease, SessionKey
+from .records import StaleWriter
 from .sql import SQLITE, Do, Program, T, derived_rows, unknown
 from .sql import iso as iso
 

@@ -19,8 +19,8 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from . import StoreError
 from .blobs import SQLITE_TABLE
+from .records import StoreError
 
 APPLICATION_ID = 0x4C575254  # "LWRT"
 

@@ -15,10 +15,10 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from . import StoreError
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
 from .log import SessionKey
+from .records import StoreError
 
 Submit = Callable[[Callable[[sqlite3.Connection], Any], bool], "asyncio.Future[Any]"]
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import StoreError
+from .records import StoreError
 from .sqlite_checkpoints import Checkpointer
 
 GROUP = 64

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .log import Page
+from .records import Page
 from .sql import Dialect, Program, Rows
 
 GROUPS = ("agent", "session", "day", "model")
