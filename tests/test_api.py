@@ -25,6 +25,7 @@ def test_public_exports():
         "Block",
         "ConfigError",
         "Event",
+        "History",
         "Hooks",
         "LoopwrightError",
         "Message",

@@ -9,6 +9,7 @@ from .agent import Agent, RetryPolicy
 from .approvals import DEFER, Answer, Approval, ApprovalRequest
 from .errors import ConfigError, LoopwrightError, SessionBusy, ToolError, UnknownModel
 from .events import Event
+from .history import History
 from .hooks import Block, Hooks, Stop
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from .models import Model
@@ -28,6 +29,7 @@ __all__ = [
     "Block",
     "ConfigError",
     "Event",
+    "History",
     "Hooks",
     "LoopwrightError",
     "Message",
