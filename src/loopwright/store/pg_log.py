@@ -27,7 +27,6 @@ from ..errors import UnknownPending
 from . import pg_controls as ctl
 from . import pg_rows as sql
 from . import read_models as rm
-from .derive import decision_events
 from .log import (
     POOL_SIZE,
     Claimed,
@@ -159,34 +158,14 @@ class PostgresLog:
             sid = row[0]
             state, db_now = await sql.locked(db, sid)  # the item is read under its session's lock
             at = iso(self._now(db_now))
-            item = await sql.run(db, rm.pending_item(POSTGRES, tenant, pending_id))
-            in_batch = (
-                "FROM loopwright_pending WHERE session = %s AND batch_seq = %s AND status = 'open'"
+            item, decided = await sql.run(
+                db, rm.decision(POSTGRES, tenant, pending_id, decision, at)
             )
-            batch = await (  # (read under the session's lock: the first decision wins)
-                await db.execute(
-                    "SELECT id, kind, status FROM loopwright_pending "
-                    "WHERE session = %s AND batch_seq = %s ORDER BY n",
-                    (sid, item.batch_seq),
-                )
-            ).fetchall()
-            decided = decision_events(
-                pending_id,
-                decision.status,
-                decision.by,
-                at,
-                edited_args=decision.edited_args,
-                answer=decision.answer,
-                note=decision.note,
-                batch=batch,
-            )
-            changed = decided is not None
             if decided is not None:
                 told.append((sid, str(await sql.commit(db, sid, tenant, state, decided, at))))
                 item = await sql.run(db, rm.pending_item(POSTGRES, tenant, pending_id))
-            left = await sql.one(db, f"SELECT count(*) {in_batch}", (sid, item.batch_seq))
-            assert left is not None
-            return Decided(changed, item, int(left[0]))
+            left = await sql.run(db, rm.open_in_batch(POSTGRES, pending_id))
+            return Decided(decided is not None, item, left)
 
         return await self._run(job, write=True, told=told)
 

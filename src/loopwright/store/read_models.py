@@ -11,8 +11,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import UnknownPending
+from ..events import PendingDecided
 from ..wire import loads
-from .log import Page, SessionKey, SessionRecord, Snapshot, pending_cursor, session_cursor
+from .derive import decision_events
+from .log import Page, SessionKey, SessionRecord, Snapshot, Verdict, pending_cursor, session_cursor
 from .records import PendingRecord, PendingStatus, StoredEvent
 from .sql import Dialect, Now, Program, Rows, astuple, unknown
 
@@ -114,6 +116,41 @@ def pending_item(d: Dialect, tenant: str, pending_id: str) -> Program[PendingRec
     if not rows:
         raise UnknownPending(f"no pending item {pending_id!r}")
     return pending_record(rows[0][1:])
+
+
+BATCH = "(session, batch_seq) = (SELECT session, batch_seq FROM {pending} WHERE id = ?)"
+"""The items of the batch of the item whose id is the parameter."""
+
+
+def decision(
+    d: Dialect, tenant: str, pending_id: str, verdict: Verdict, at: str
+) -> Program[tuple[PendingRecord, list[PendingDecided] | None]]:
+    """The item, and the events that record `verdict` on it as the rule book rules it on its
+    batch's rows (None: refused, the first decision wins). Run in the transaction that appends
+    them (PostgreSQL: under the session's lock)."""
+    item = yield from pending_item(d, tenant, pending_id)
+    batch = yield Rows(
+        d(f"SELECT id, kind, status FROM {{pending}} WHERE {BATCH} ORDER BY {{n}}"), (pending_id,)
+    )
+    v = verdict
+    return item, decision_events(
+        pending_id,
+        v.status,
+        v.by,
+        at,
+        edited_args=v.edited_args,
+        answer=v.answer,
+        note=v.note,
+        batch=[tuple(row) for row in batch],
+    )
+
+
+def open_in_batch(d: Dialect, pending_id: str) -> Program[int]:
+    """How many items of the item's batch are still open."""
+    rows = yield Rows(
+        d(f"SELECT count(*) FROM {{pending}} WHERE {BATCH} AND status = 'open'"), (pending_id,)
+    )
+    return int(rows[0][0])
 
 
 def usage(d: Dialect, tenant: str, key: SessionKey | None) -> Program[dict[str, Any]]:

@@ -41,7 +41,7 @@ from ..errors import SessionBusy
 from . import read_models as rm
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
-from .derive import SessionRow, decision_events
+from .derive import SessionRow
 from .log import (
     Claimed,
     ControlKind,
@@ -251,30 +251,16 @@ class SQLiteLog:
     async def decide(self, tenant: str, pending_id: str, decision: Verdict) -> Decided:
         def job(db: sqlite3.Connection) -> Decided:
             at = sql.iso(self.clock())
-            item = sql.run(db, rm.pending_item(SQLITE, tenant, pending_id))
-            sid = db.execute("SELECT session FROM pending WHERE id=?", (pending_id,)).fetchone()[0]
-            in_batch = "FROM pending WHERE session=? AND batch_seq=? AND status='open'"
-            batch = db.execute(  # (read in the transaction that appends: first wins)
-                "SELECT id, kind, status FROM pending WHERE session=? AND batch_seq=? "
-                "ORDER BY rowid",
-                (sid, item.batch_seq),
-            ).fetchall()
-            decided = decision_events(
-                pending_id,
-                decision.status,
-                decision.by,
-                at,
-                edited_args=decision.edited_args,
-                answer=decision.answer,
-                note=decision.note,
-                batch=batch,
-            )
-            changed = decided is not None
+            item, decided = sql.run(db, rm.decision(SQLITE, tenant, pending_id, decision, at))
             if decided is not None:
+                sid = db.execute(
+                    "SELECT session FROM pending WHERE id=?", (pending_id,)
+                ).fetchone()[0]
                 sql.commit(db, sid, tenant, sql.state(db, sid), decided, at)
                 item = sql.run(db, rm.pending_item(SQLITE, tenant, pending_id))
-            left = db.execute(f"SELECT count(*) {in_batch}", (sid, item.batch_seq)).fetchone()
-            return Decided(changed, item, int(left[0]))
+            return Decided(
+                decided is not None, item, sql.run(db, rm.open_in_batch(SQLITE, pending_id))
+            )
 
         return await self._call(job, write=True)
 
