@@ -1,7 +1,7 @@
-"""Regenerate src/loopwright/catalog.json from genai-prices, the price dataset pydantic maintains.
+"""Regenerate src/loopwright/models/catalog.json from genai-prices, the price dataset pydantic maintains.
 
     pip install genai-prices          # into any environment: loopwright does not need it to run
-    python scripts/update_catalog.py  # writes src/loopwright/catalog.json
+    python scripts/update_catalog.py  # writes src/loopwright/models/catalog.json
 
 The file keeps, for the providers loopwright has presets for (and a few more first-party ones),
 each model's id, how names match it (the dataset's own match rules), its context window and its
@@ -41,7 +41,7 @@ PRICES = {
     "cache_read": "cache_read_mtok",
     "cache_write": "cache_write_mtok",
 }
-OUT = Path(__file__).resolve().parent.parent / "src" / "loopwright" / "catalog.json"
+OUT = Path(__file__).resolve().parent.parent / "src" / "loopwright" / "models" / "catalog.json"
 
 
 def clause(match: Any) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from jsonschema import Draft202012Validator
 from crash_model import pytest_terminal_summary  # noqa: F401 (the crash model's count)
 from loopwright import Agent, Session
 from loopwright.events import Event
+from loopwright.loop.session import Run, RunResult
 from loopwright.messages import AssistantMessage, UserMessage
-from loopwright.session import Run, RunResult
 from loopwright.testing import ScriptedModel, check_events
 from loopwright.wire import event_schema, loads, to_dict
 from pg_cluster import pg_url, postgres_url  # noqa: F401 (the PostgreSQL fixtures)

@@ -34,8 +34,8 @@ from crash_model import CURRENT, OUTBOX_WRITES, Fault, Faulty, Ledger, Process, 
 from crash_scenarios import NOTIFY, SESSION, Ctx, Hook, Scenario, agents, decisions_of
 from loopwright import Approval
 from loopwright import events as ev
-from loopwright.decide import INTERRUPTED, MAY_HAVE_RUN
 from loopwright.errors import SessionBusy
+from loopwright.gate.decide import INTERRUPTED, MAY_HAVE_RUN
 from loopwright.notify.worker import Deliverer
 from loopwright.runtime import Runtime
 from loopwright.store.log import EventLog

@@ -18,12 +18,12 @@ from typing import Any
 
 from crash_model import Ledger, Process, here
 from loopwright import Agent, Answer, Approval, Rules, ToolContext, tool
-from loopwright.compaction import SUMMARY_SYSTEM, Compaction
 from loopwright.messages import ToolCall, ToolResultMessage, UserMessage
 from loopwright.models import ModelRequest
 from loopwright.notify.config import NotifySettings
 from loopwright.notify.webhook import Sent
 from loopwright.runtime import LiveRun, Runtime
+from loopwright.state.compaction import SUMMARY_SYSTEM, Compaction
 from loopwright.store.log import SessionKey
 from loopwright.subagents import subagent_tool
 from loopwright.testing import FunctionModel, Reply

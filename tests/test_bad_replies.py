@@ -19,6 +19,7 @@ from openai.types.responses import ResponseOutputItemAddedEvent
 from conftest import assert_history_valid, call, drive, run_agent, scripted
 from loopwright import Agent, Session, tool
 from loopwright import events as ev
+from loopwright.loop.replies import INVALID_NAME, check_reply
 from loopwright.messages import (
     AssistantMessage,
     Text,
@@ -31,7 +32,6 @@ from loopwright.providers._openai_common import ReplyParts
 from loopwright.providers.anthropic import _Reply
 from loopwright.providers.openai_chat import _ChatReader as ChatReader
 from loopwright.providers.openai_responses import _ResponsesReader as ResponsesReader
-from loopwright.replies import INVALID_NAME, check_reply
 from loopwright.runtime import open_session
 from loopwright.store import open_log
 from loopwright.testing import FunctionModel, Reply, check_events, types

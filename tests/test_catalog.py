@@ -11,10 +11,10 @@ import pytest
 from genai_prices import Usage as DatasetUsage
 from genai_prices import calc_price
 
-from loopwright.catalog import DEFAULT_OUTPUT, lookup, source, with_cost
 from loopwright.messages import Usage
+from loopwright.models.catalog import DEFAULT_OUTPUT, lookup, source, with_cost
 
-DATA = json.loads(files("loopwright").joinpath("catalog.json").read_text())
+DATA = json.loads(files("loopwright.models").joinpath("catalog.json").read_text())
 GENERATED = datetime.fromisoformat(DATA["generated"]).replace(tzinfo=UTC)
 
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from conftest import assert_history_valid, drive, run_agent, scripted
 from loopwright import Agent, Session, tool
 from loopwright.agent import RetryPolicy
-from loopwright.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM, Compaction, split_point
 from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
 from loopwright.models import ModelFailure, ModelRequest
+from loopwright.state.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM, Compaction, split_point
 from loopwright.testing import FunctionModel, Reply, types
 
 
@@ -145,7 +145,7 @@ async def test_a_prompt_still_too_long_after_compacting_ends_the_run():
 
 
 async def test_compaction_on_demand_and_the_compactability_probe():
-    from loopwright.compaction import compactability
+    from loopwright.state.compaction import compactability
 
     model = scripted("a", "b", "summary of a and b")
     session = Session(Agent(model=model, compaction=Compaction(keep_last=2)))
@@ -208,8 +208,8 @@ async def test_a_compacted_session_resumes_from_the_log_without_compacting_again
 
 
 def test_nudges_when_the_context_fills_up():
-    from loopwright.budget import check_budget
-    from loopwright.history import History
+    from loopwright.loop.budget import check_budget
+    from loopwright.state.history import History
 
     history = History()
     history.append(UserMessage(content="x" * 3000))

@@ -18,8 +18,8 @@ import pytest
 from conftest import assert_history_valid
 from long_run import examples
 from loopwright import events as ev
-from loopwright.replay import continued, fold
 from loopwright.runtime.journal import CRASH_ENV, LEASE_ENV
+from loopwright.state.replay import continued, fold
 from loopwright.store import SessionKey, StoredEvent, open_log
 from loopwright.store.log import SessionRecord
 from loopwright.testing import check_events

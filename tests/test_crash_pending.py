@@ -29,7 +29,7 @@ import pytest
 from long_run import examples
 from loopwright import Approval
 from loopwright import events as ev
-from loopwright.decide import MAY_HAVE_RUN
+from loopwright.gate.decide import MAY_HAVE_RUN
 from loopwright.runtime import Runtime
 from loopwright.runtime.journal import COMMIT_AT, CRASH_ENV, LEASE_ENV
 from loopwright.store import SessionKey

@@ -14,7 +14,7 @@ from loopwright import Agent, RetryPolicy, Session, tool
 from loopwright import events as ev
 from loopwright.errors import ConfigError
 from loopwright.model_settings import ModelSettings
-from loopwright.replay import fold
+from loopwright.state.replay import fold
 from loopwright.testing import ScriptedModel, types
 
 NO_WAIT = RetryPolicy(attempts=2, backoff=0)

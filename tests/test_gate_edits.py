@@ -16,9 +16,9 @@ from conftest import call, drive, run_agent, scripted
 from loopwright import Agent, Approval, ApprovalRequest, Rules, Session, tool
 from loopwright.cli.main import main
 from loopwright.project import load_project
-from loopwright.replay import continued, fold
 from loopwright.runtime import Runtime, open_session
 from loopwright.server import create_app
+from loopwright.state.replay import continued, fold
 from loopwright.store import SessionKey, open_log
 from runtime_fixtures import ended
 from test_server import LiveServer, body

@@ -18,9 +18,9 @@ from pydantic import BaseModel, Field, RootModel, SecretStr
 from conftest import call, run_agent, scripted
 from loopwright import Agent, Rules, tool
 from loopwright.approvals import ApprovalRequest, approve_all, deny_all
-from loopwright.arguments import plain
 from loopwright.events import Scope
-from loopwright.permissions import Condition, Decision, Rule
+from loopwright.gate.arguments import plain
+from loopwright.gate.permissions import Condition, Decision, Rule
 
 received: list[dict[str, Any]] = []
 

@@ -12,8 +12,8 @@ import pytest
 from conftest import call, drive, scripted
 from loopwright import Agent, Hooks, Session, tool
 from loopwright import events as ev
-from loopwright.hook_chain import compose
 from loopwright.hooks import Block, RunInfo, Stop
+from loopwright.loop.hook_chain import compose
 from loopwright.messages import ToolCall
 from loopwright.models import ModelRequest
 from loopwright.testing import types
@@ -125,7 +125,7 @@ async def test_an_observer_that_raises_lets_the_others_run_and_the_run_goes_on(
         ("on_run_end", "RuntimeError: b-end broke"),
     ]
     chain = (
-        "loopwright.hook_chain.compose.on_run_start[test_hook_chain.observer.a, "
+        "loopwright.loop.hook_chain.compose.on_run_start[test_hook_chain.observer.a, "
         "test_hook_chain.observer.b, test_hook_chain.observer.c]"
     )
     logged = [r for r in caplog.records if r.name == "loopwright.hooks"]

@@ -20,7 +20,7 @@ import pytest
 from conftest import call, scripted
 from loopwright import Agent, Approval, Rules, ToolContext, tool
 from loopwright import events as ev
-from loopwright.decide import INTERRUPTED, MAY_HAVE_RUN
+from loopwright.gate.decide import INTERRUPTED, MAY_HAVE_RUN
 from loopwright.runtime import Settings
 from loopwright.runtime.journal import session_in_log
 from loopwright.store import StaleWriter

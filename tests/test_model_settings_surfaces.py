@@ -17,11 +17,11 @@ from live_server import LiveServer
 from loopwright import Agent, Session
 from loopwright.cli.common import CliError
 from loopwright.cli.run import run_settings
-from loopwright.compaction import SUMMARY_SYSTEM, Compaction
 from loopwright.errors import ConfigError
 from loopwright.model_settings import ModelSettings, ReasoningBudget
 from loopwright.project import load_project
 from loopwright.server import create_app
+from loopwright.state.compaction import SUMMARY_SYSTEM, Compaction
 from loopwright.testing import ScriptedModel
 from test_cli import LOOPWRIGHT
 from test_cli_project import ENV, lw

@@ -15,10 +15,10 @@ from conftest import call, drive, run_agent
 from loopwright import Agent, Session
 from loopwright import events as ev
 from loopwright.errors import ConfigError
+from loopwright.loop.output import FINAL_ANSWER, Output
 from loopwright.messages import AssistantMessage, Text, UserMessage
 from loopwright.models import ModelRequest
-from loopwright.output import FINAL_ANSWER, Output
-from loopwright.replay import fold
+from loopwright.state.replay import fold
 from loopwright.testing import ScriptedModel, types
 
 

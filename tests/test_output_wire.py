@@ -277,7 +277,7 @@ async def test_output_mode_tool_sends_the_final_answer_tool(tmp_path: Path, dial
 
 async def test_only_the_official_endpoints_are_asked_natively():
     """Compatible servers vary (DeepSeek takes no JSON Schema format): they get the tool."""
-    from loopwright.output import FinalAnswerModel, Output, answering
+    from loopwright.loop.output import FinalAnswerModel, Output, answering
 
     output = Output.of(City, None)
     http, _ = recording()

@@ -11,8 +11,8 @@ from typing import Any
 
 from conftest import call, drive, scripted
 from loopwright import Agent, Approval, Hooks, Rules, tool
-from loopwright.replay import continued, fold
 from loopwright.runtime import open_session
+from loopwright.state.replay import continued, fold
 from loopwright.store import open_log
 from loopwright.store.log import SessionKey
 

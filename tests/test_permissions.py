@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from long_run import examples
 from loopwright.errors import ConfigError
 from loopwright.events import Scope
-from loopwright.permissions import AllowAll, Condition, Decision, Rule, Rules, RulesFile
+from loopwright.gate.permissions import AllowAll, Condition, Decision, Rule, Rules, RulesFile
 
 ACME_PROD = Scope(tenant="acme", environment="production", agent="support")
 DATA = Path(__file__).parent / "data" / "rules"

@@ -31,7 +31,7 @@ from conftest import (
 from loopwright import Agent, Rules, Session, ToolContext, tool
 from loopwright import events as ev
 from loopwright.approvals import approve_all
-from loopwright.compaction import Compaction
+from loopwright.state.compaction import Compaction
 from loopwright.tools import ask_user
 from loopwright.wire import to_dict, v1_event_schema
 

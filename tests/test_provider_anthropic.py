@@ -17,6 +17,7 @@ from conftest import call, drive, scripted, verify
 from local_api import Answer, LocalAPI
 from loopwright import Agent, ConfigError, RetryPolicy, Session, get_model, tool
 from loopwright.events import MessageCompleted, ModelRetry
+from loopwright.loop.session import RunResult
 from loopwright.messages import (
     AssistantMessage,
     Text,
@@ -28,7 +29,6 @@ from loopwright.messages import (
 )
 from loopwright.models import Model, ModelFailure, ModelRequest, StreamItem
 from loopwright.providers import Endpoint, make_model
-from loopwright.session import RunResult
 from loopwright.testing import types
 from virtual_time import virtual
 

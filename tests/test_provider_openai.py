@@ -19,10 +19,10 @@ from aimock import aimock, chaos, journal
 from conftest import call, drive, scripted, verify
 from local_api import Answer, LocalAPI
 from loopwright import Agent, ConfigError, RetryPolicy, Session, get_model, tool
-from loopwright.catalog import lookup
 from loopwright.events import MessageCompleted, StepFinished
 from loopwright.messages import UserMessage
 from loopwright.models import ModelFailure, ModelRequest, ToolSpec
+from loopwright.models.catalog import lookup
 from loopwright.providers import Endpoint, make_model
 from loopwright.testing import types
 from loopwright.wire import dumps

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loopwright import ConfigError, get_model
-from loopwright.catalog import lookup, with_cost
 from loopwright.messages import Usage
+from loopwright.models.catalog import lookup, with_cost
 from loopwright.providers import PRESETS, Endpoint, load_endpoints
 from loopwright.providers._errors import failure_from
 

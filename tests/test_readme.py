@@ -166,7 +166,7 @@ def test_real_models(clone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(variable, raising=False)
     # as in a fresh process: a model string another test of this worker resolved (with a key)
     # is kept for the process (`get_model` shares one client per string)
-    monkeypatch.setattr("loopwright.registry._RESOLVED", {})
+    monkeypatch.setattr("loopwright.models.registry._RESOLVED", {})
     for model, key in shown:
         if key.endswith("_API_KEY"):
             with pytest.raises(ConfigError, match=f"set the environment variable {key} "):

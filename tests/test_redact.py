@@ -26,8 +26,8 @@ from loopwright import events as ev
 from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from loopwright.project import load_project
 from loopwright.providers import Endpoint, make_model
-from loopwright.replay import fold, from_snapshot, to_snapshot
 from loopwright.server import create_app
+from loopwright.state.replay import fold, from_snapshot, to_snapshot
 from loopwright.testing import check_events
 
 KEY = "sk-proj-Rd4ct3dKeyThatTheProviderEchoes0123"
@@ -406,9 +406,9 @@ def test_a_recovered_idempotent_call_is_not_run_again_on_redacted_arguments():
     """After a crash an idempotent call that had started runs again — unless its arguments, read
     back from the log, lost a secret to redaction: then it is marked interrupted."""
     from loopwright import tool
-    from loopwright.decide import Batch, Decider
+    from loopwright.gate.decide import Batch, Decider
+    from loopwright.gate.permissions import AllowAll
     from loopwright.messages import Recovery
-    from loopwright.permissions import AllowAll
 
     @tool(idempotent=True)
     def fetch(url: str) -> str:

@@ -58,7 +58,7 @@ MUTATORS = {
 
 ALLOWED = {
     # -- built once at import: a registry of constants, not state ------------------------------
-    "_values.py: _MAKERS mutated": "each frozen class's maker, added by `@frozen` as the class "
+    "state/_values.py: _MAKERS mutated": "each frozen class's maker, added by `@frozen` as the class "
     "is defined (at import); never written by a run",
     # -- process-wide by contract (documented), read or written by configuration, not by runs --
     "models/__init__.py: _PROVIDERS mutated": "the provider registry: `register_provider` (public, "
@@ -76,9 +76,9 @@ ALLOWED = {
     "`telemetry.observers()`, as a Session or Runtime is made, never by a run",
     "telemetry/__init__.py: global _tracing in disable": "as in `enable`",
     # -- process resources ------------------------------------------------------------------
-    "threads.py: global _last in _inbox": "the running event loop's inbox, kept at hand (one "
+    "loop/threads.py: global _last in _inbox": "the running event loop's inbox, kept at hand (one "
     "loop runs at a time in most processes); found again when the running loop is another",
-    "threads.py: global _pool, _last in _forked": "the worker threads are the process's (like "
+    "loop/threads.py: global _pool, _last in _forked": "the worker threads are the process's (like "
     "`concurrent.futures`' default executor); a forked child starts with none",
     "builtins/shell.py: _STOPPING mutated": "strong references to stops that outlive their call "
     "(asyncio keeps only weak ones to tasks), each dropped as it ends",
@@ -87,10 +87,10 @@ ALLOWED = {
     "acp/__init__.py: sets sys.stdout in _protocol_stdout": "the editor adapter speaks its "
     "protocol on the process's stdout: it keeps it for that alone (a tool's print goes to stderr)",
     # -- caches -------------------------------------------------------------------------------
-    "catalog.py: cache _data": "pure: the package's catalog.json",
-    "catalog.py: cache lookup": "pure: a function of the model name over catalog.json",
+    "models/catalog.py: cache _data": "pure: the package's catalog.json",
+    "models/catalog.py: cache lookup": "pure: a function of the model name over catalog.json",
     "mcp/naming.py: cache _bounded": "pure: a validator class per JSON Schema draft class",
-    "model_inputs.py: cache accepted": "pure: a function of the model name over a constant table",
+    "models/model_inputs.py: cache accepted": "pure: a function of the model name over a constant table",
     "runtime/commits.py: cache crash_points_of_process": "reads the environment, on purpose: the "
     "crash points a test injects (LOOPWRIGHT_CRASH_AT) count down once for the whole process",
     "server/settings.py: cache version": "pure: the installed package's version",

@@ -1,4 +1,4 @@
-"""The reducer (`loopwright.replay`) at its edges: a paused call whose tool no longer exists,
+"""The reducer (`loopwright.state.replay`) at its edges: a paused call whose tool no longer exists,
 snapshots it did not write, an approved call that suspends, a cancel while a reply is committed.
 (The property that the state folded from the log is the live state is in
 test_replay_property.py.)"""
@@ -12,7 +12,7 @@ import pytest
 from loopwright import events as ev
 from loopwright import tool
 from loopwright.messages import AssistantMessage, UserMessage
-from loopwright.replay import continued, fold, from_snapshot, to_snapshot
+from loopwright.state.replay import continued, fold, from_snapshot, to_snapshot
 from loopwright.testing import Reply
 from loopwright.wire import dumps, loads
 
@@ -124,7 +124,7 @@ async def test_a_cancel_while_a_reply_is_committed_answers_its_calls_as_the_log_
     ends, so the live history is the one its events fold to, and valid for every provider."""
     from conftest import call, drive, scripted
     from loopwright import Agent, Session
-    from loopwright.runner import NOT_RUN
+    from loopwright.loop.runner import NOT_RUN
 
     committing, cancelled = asyncio.Event(), asyncio.Event()
     seen: list[ev.Event] = []

@@ -1,4 +1,4 @@
-"""The reducer (`loopwright.replay`) against the live run, on sessions kept in an event log (a
+"""The reducer (`loopwright.state.replay`) against the live run, on sessions kept in an event log (a
 real SQLite file): random runs (tool calls, live approvals and denials, durable pauses resolved
 through the runtime and resumed, cancels, compactions, steering, model failures), driven through
 either door — a script's session (`runtime.open_session`) or the `Runtime` — and, at every
@@ -31,12 +31,12 @@ from conftest import drive, verify
 from long_run import examples
 from loopwright import DEFER, Agent, Approval, Rules, tool
 from loopwright import events as ev
-from loopwright import loop as loop_module
-from loopwright.compaction import SUMMARY_SYSTEM, Compaction
-from loopwright.replay import SessionState, continued, fold, from_snapshot, to_snapshot
+from loopwright.loop import loop as loop_module
+from loopwright.loop.steps import Steps
 from loopwright.runtime import LogJournal, Runtime, Settings, open_session
 from loopwright.runtime.decisions import decision_of
-from loopwright.steps import Steps
+from loopwright.state.compaction import SUMMARY_SYSTEM, Compaction
+from loopwright.state.replay import SessionState, continued, fold, from_snapshot, to_snapshot
 from loopwright.store.log import EventLog, SessionKey, Verdict
 from loopwright.store.opening import open_log
 from loopwright.testing import FunctionModel, Reply

@@ -13,7 +13,7 @@ from conftest import call, run_agent, scripted
 from loopwright import Agent, tool
 from loopwright.errors import ConfigError
 from loopwright.events import Scope
-from loopwright.permissions import Decision, Rules
+from loopwright.gate.permissions import Decision, Rules
 
 NO_MATCH = Decision("allow", "no rule matched: default decision 'allow'")
 

@@ -10,7 +10,7 @@ import pytest
 
 from loopwright import Answer, Approval, Rules, tool
 from loopwright import events as ev
-from loopwright.rulebook import (
+from loopwright.gate.rulebook import (
     Edits,
     Item,
     Refusal,

@@ -10,8 +10,8 @@ import pytest
 from conftest import call, scripted
 from loopwright import Agent, Answer, Approval, tool
 from loopwright import events as ev
-from loopwright.compaction import Compaction
 from loopwright.errors import SessionBusy, UnknownPending, UnknownSession
+from loopwright.state.compaction import Compaction
 from loopwright.store.log import SessionKey
 from loopwright.subagents import subagent_tool
 from loopwright.testing import FunctionModel

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, call, drive, scripted, verify
-from loopwright import Agent, Answer, Approval, Hooks, replay
+from loopwright import Agent, Answer, Approval, Hooks
 from loopwright import events as ev
 from loopwright.errors import SessionBusy
 from loopwright.messages import AssistantMessage
 from loopwright.runtime import Settings
 from loopwright.runtime.journal import session_in_log
+from loopwright.state import replay
 from loopwright.store import StaleWriter
 from loopwright.testing import check_events
 from loopwright.tools import ask_user

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import call, drive, scripted, verify
 from loopwright import Agent, Session, tool
+from loopwright.loop.session import Queued
 from loopwright.messages import UserMessage
-from loopwright.session import Queued
 from loopwright.testing import types
 
 REPLY = ["text:delta", "message:completed"]
@@ -302,8 +302,8 @@ async def test_a_durable_sessions_cleared_queue_stays_cleared_in_its_log(tmp_pat
     """A durable session logs what was sent to its running run (`steering:queued`) and what was
     cleared (`steering:cleared`): read again from the log, the session has nothing queued, as
     live (before, the next process's run delivered the cleared messages)."""
-    from loopwright.replay import fold
     from loopwright.runtime import open_session
+    from loopwright.state.replay import fold
     from loopwright.store import open_log
     from loopwright.store.log import SessionKey
 

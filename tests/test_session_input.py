@@ -8,8 +8,6 @@ import pytest
 
 from conftest import drive, scripted
 from loopwright import Agent, Session
-from loopwright.compaction import Compaction
-from loopwright.history import History
 from loopwright.messages import (
     AssistantMessage,
     Text,
@@ -18,6 +16,8 @@ from loopwright.messages import (
     UserMessage,
     message_chars,
 )
+from loopwright.state.compaction import Compaction
+from loopwright.state.history import History
 from loopwright.testing import types
 
 REPLY = ["text:delta", "message:completed"]

@@ -9,8 +9,9 @@ import threading
 import pytest
 
 from conftest import call, drive, scripted
-from loopwright import Agent, Session, threads, tool
-from loopwright.threads import Flag, Job, _Pool
+from loopwright import Agent, Session, tool
+from loopwright.loop import threads
+from loopwright.loop.threads import Flag, Job, _Pool
 
 BOUND = 30.0  # a safety bound for a failing test that would otherwise hang
 

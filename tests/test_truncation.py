@@ -10,9 +10,9 @@ from pydantic import BaseModel
 from conftest import drive, run_agent
 from loopwright import Agent, Session
 from loopwright import events as ev
-from loopwright.finish import CONTINUE
+from loopwright.loop.finish import CONTINUE
 from loopwright.messages import AssistantMessage, UserMessage
-from loopwright.replay import fold
+from loopwright.state.replay import fold
 from loopwright.testing import ScriptedModel, types
 from loopwright.wire import to_dict
 

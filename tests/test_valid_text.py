@@ -1,6 +1,6 @@
 """Lone surrogates where text enters (issue 14, item 1): JSON's `"\\ud800"` in an HTTP request
 body, a file name that is not UTF-8 in `list_files`, a provider's reply. Each is made valid at
-that edge (`loopwright.text`: U+FFFD), so the run's events can be logged and the session goes on.
+that edge (`loopwright.state.text`: U+FFFD), so the run's events can be logged and the session goes on.
 (A commit that fails anyway ends the run with `loop:error`: test_runtime_journal.py.)"""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from loopwright.messages import AssistantMessage, Text, ToolCall, UserMessage
 from loopwright.models import ModelRequest
 from loopwright.runtime import Settings
 from loopwright.runtime.journal import session_in_log
-from loopwright.text import REPLACEMENT, valid, valid_data
+from loopwright.state.text import REPLACEMENT, valid, valid_data
 from loopwright.wire import dumps
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
 from runtime_fixtures import KEY

@@ -9,8 +9,8 @@ import pytest
 import loopwright  # noqa: F401  (imports every module that declares values)
 import loopwright.events as ev
 import loopwright.messages as msg
-from loopwright import _values
-from loopwright._values import frozen, maker
+from loopwright.state import _values
+from loopwright.state._values import frozen, maker
 
 VALUES = sorted(_values._MAKERS, key=lambda cls: f"{cls.__module__}.{cls.__qualname__}")
 

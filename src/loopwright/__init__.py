@@ -9,13 +9,13 @@ from .agent import Agent, RetryPolicy
 from .approvals import DEFER, Answer, Approval, ApprovalRequest
 from .errors import ConfigError, LoopwrightError, SessionBusy, ToolError, UnknownModel
 from .events import Event
-from .history import History
+from .gate.permissions import Rules
 from .hooks import Block, Hooks, Stop
+from .loop.session import Run, RunResult, Session, run, run_sync
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from .models import Model
-from .permissions import Rules
-from .registry import get_model
-from .session import Run, RunResult, Session, run, run_sync
+from .models.registry import get_model
+from .state.history import History
 from .tools import NeedsAnswer, Tool, ToolContext, ToolReturn, tool
 from .toolsets import ToolList, Toolset
 

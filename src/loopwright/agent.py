@@ -10,17 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .compaction import Compaction
 from .errors import ConfigError
 from .hooks import Hooks
+from .loop.output import Output, OutputMode
 from .model_settings import ModelSettings
-from .output import Output, OutputMode
+from .state.compaction import Compaction
 from .tools import Tool
 from .toolsets import Toolset, Toolsets
 
 if TYPE_CHECKING:
+    from .gate.permissions import Gate
     from .models import Model, ToolSpec
-    from .permissions import Gate
 
 _log = logging.getLogger("loopwright.tools")
 
@@ -222,7 +222,7 @@ def _fixed(given: Sequence[Tool | Toolset]) -> list[Tool]:
 
 
 def _make_gate(rules: Gate | str | Path | None) -> Gate:
-    from .permissions import AllowAll, RulesFile
+    from .gate.permissions import AllowAll, RulesFile
 
     if rules is None:
         return AllowAll()

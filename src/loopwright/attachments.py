@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeAlias
 from urllib.parse import unquote_to_bytes
 
-from ._values import WIRE_CONFIG
 from .errors import ConfigError
+from .state._values import WIRE_CONFIG
 
 Kind: TypeAlias = Literal["image", "document"]
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypeAlias, get_args
 
-from ._values import value
-from .event_values import Nudge as Nudge
-from .event_values import Origin as Origin
-from .event_values import Scope as Scope
 from .messages import AssistantMessage, Attachment, Usage, UserMessage
+from .state._values import value
+from .state.event_values import Nudge as Nudge
+from .state.event_values import Origin as Origin
+from .state.event_values import Scope as Scope
 
 DecisionKind: TypeAlias = Literal["allow", "ask", "deny"]
 RunStopReason: TypeAlias = Literal[

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._values import frozen
 from .messages import AssistantMessage, ToolCall
 from .model_settings import ModelSettings
+from .state._values import frozen
 
 if TYPE_CHECKING:
     from .events import RunStopReason

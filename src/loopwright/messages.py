@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ._values import value
 from .attachments import Attachment as Attachment
+from .state._values import value
 
 StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "error", "aborted"]
 """Why a model reply ended, normalised across providers."""

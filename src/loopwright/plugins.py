@@ -35,8 +35,8 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .errors import ConfigError, describe
-from .hook_chain import compose
 from .hooks import Hooks
+from .loop.hook_chain import compose
 from .tools import Tool
 from .toolsets import Toolset
 

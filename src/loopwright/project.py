@@ -32,11 +32,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .agent import Agent, RetryPolicy
-from .compaction import Compaction
 from .errors import ConfigError
+from .gate.permissions import AllowAll, Condition, Rules, RulesFile
+from .loop.output import Output
 from .model_settings import ModelSettings
-from .output import Output
-from .permissions import AllowAll, Condition, Rules, RulesFile
+from .state.compaction import Compaction
 from .tools import Tool
 from .toolsets import Toolset
 
@@ -326,7 +326,7 @@ def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
 def _model(spec: str, folder: Path, where: str) -> str:
     """Check the provider now (keys are checked when a run starts); scripted paths are
     relative to the agent folder."""
-    from .registry import providers_known
+    from .models.registry import providers_known
 
     provider, sep, rest = spec.partition(":")
     known = providers_known(provider)

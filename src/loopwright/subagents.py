@@ -23,7 +23,7 @@ import dataclasses
 from . import events as ev
 from .agent import Agent
 from .errors import ConfigError, ToolError
-from .session import Session
+from .loop.session import Session
 from .tools import Suspend, Tool, ToolContext, tool
 from .toolsets import ToolList
 

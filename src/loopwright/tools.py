@@ -21,12 +21,12 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, get_args, get_type_hints, overload
 
-from . import threads
-from ._values import frozen
 from .errors import ConfigError, ToolError
 from .events import Event, ToolUpdate
+from .loop import threads
 from .messages import Attachment, ToolCall
 from .models import ToolSpec
+from .state._values import frozen
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 

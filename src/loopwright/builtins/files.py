@@ -7,7 +7,7 @@ not read or edited either (its other name may be outside, and a link carries no 
 write replaces the name in the workspace, never the content behind another link. Reads,
 listings and writes are capped (RELIABILITY P10); writes are atomic (a temp file in the same
 directory, then `os.replace`). A listed name whose bytes are not UTF-8 shows U+FFFD (`�`) for
-each byte that is not (`loopwright.text.valid`): a result holds valid text only.
+each byte that is not (`loopwright.state.text.valid`): a result holds valid text only.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from itertools import accumulate
 from pathlib import Path, PureWindowsPath
 
 from ..errors import ConfigError, ToolError
-from ..text import valid
+from ..state.text import valid
 from ..tools import tool
 from ..toolsets import ToolList
 

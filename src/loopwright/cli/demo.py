@@ -13,7 +13,7 @@ from pathlib import Path
 import loopwright
 
 from ..errors import ConfigError
-from ..session import Session
+from ..loop.session import Session
 from .common import EXIT_CODES, CliError, load_agent_file
 from .runner import drive
 

@@ -23,8 +23,8 @@ from .. import events as ev
 from ..agent import Agent
 from ..approvals import Approver, approve_all
 from ..errors import ConfigError
+from ..loop.session import Run
 from ..runtime import LiveRun, Runtime
-from ..session import Run
 from ..store.log import SessionKey
 from .common import EXIT_CODES, CliError, Place, one_line, user_name
 from .prompt import TerminalApprover, running_in_terminal

@@ -15,12 +15,12 @@ from typing import IO, Any
 
 from .. import events as ev
 from ..agent import Agent
-from ..compaction import Compaction, compactability, why_not
 from ..errors import UnknownSession
 from ..runtime import Runtime
+from ..state.compaction import Compaction, compactability, why_not
 from ..store.log import Page, SessionKey, SessionRecord
+from ..store.usage import line as usage_line
 from ..store.usage_report import UsageQuery
-from ..usage import line as usage_line
 from ..wire import to_dict
 from .common import (
     EXIT_CODES,

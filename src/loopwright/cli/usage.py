@@ -9,8 +9,8 @@ from collections.abc import Awaitable
 from dataclasses import replace
 
 from ..store.log import Page
+from ..store.usage import cost_text
 from ..store.usage_report import GROUPS, UsageQuery, groups
-from ..usage import cost_text
 from .common import (
     CliError,
     Place,

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from .._values import frozen
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import Message
 from ..model_settings import ModelSettings
+from ..state._values import frozen
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,7 +29,7 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutputFormat:
-    """The shape the final answer must have (structured output, `loopwright.output`): a JSON
+    """The shape the final answer must have (structured output, `loopwright.loop.output`): a JSON
     Schema whose root is an object (another value travels wrapped as `{"value": ...}`)."""
 
     name: str
@@ -60,7 +60,7 @@ class ModelRequest:
     """The session the request is for (providers send a hash of it as request metadata)."""
     output: OutputFormat | None = None
     """The agent's structured output: a provider with native structured output constrains the
-    reply to it; for others the run offers a `final_answer` tool (`loopwright.output`)."""
+    reply to it; for others the run offers a `final_answer` tool (`loopwright.loop.output`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

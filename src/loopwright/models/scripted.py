@@ -27,8 +27,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .._values import frozen, maker
-from ..compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
 from ..errors import ConfigError
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import (
@@ -42,6 +40,8 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..state._values import frozen, maker
+from ..state.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
 from . import ModelFailure, ModelRequest, StreamItem
 
 _ids = itertools.count(1)

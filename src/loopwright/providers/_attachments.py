@@ -19,7 +19,7 @@ from typing import Any
 
 from ..attachments import Attachment, AttachmentError, b64, data_of
 from ..messages import Message, ToolResultMessage, UserMessage
-from ..model_inputs import check as check_inputs
+from ..models.model_inputs import check as check_inputs
 
 
 def check(model: str, messages: Sequence[Message]) -> None:

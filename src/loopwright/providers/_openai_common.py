@@ -12,12 +12,12 @@ from typing import Any
 import jiter
 import openai
 
-from ..arguments import not_json
-from ..catalog import with_cost
 from ..events import MessageCompleted, ToolDelta
+from ..gate.arguments import not_json
 from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
 from ..models import ModelFailure, ModelRequest
-from ..text import valid_data
+from ..models.catalog import with_cost
+from ..state.text import valid_data
 from ._bounds import Tally
 from ._client import ClientModel
 from ._errors import failure_from
@@ -55,7 +55,9 @@ async def relay(
                 if (too_much := tally.over(made)) is not None:  # (P10: `_bounds`)
                     yield too_much
                     return
-                yield valid_data(made)  # no lone surrogate reaches the run (`loopwright.text`)
+                yield valid_data(
+                    made
+                )  # no lone surrogate reaches the run (`loopwright.state.text`)
     finally:
         await stream.close()
 

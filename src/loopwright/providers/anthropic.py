@@ -37,9 +37,9 @@ from typing import Any
 import anthropic
 import jiter
 
-from .. import catalog
-from ..arguments import not_json
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
+from ..gate.arguments import not_json
+from ..loop.replies import wire_text
 from ..messages import (
     AssistantMessage,
     Message,
@@ -53,9 +53,8 @@ from ..messages import (
     UserMessage,
 )
 from ..model_settings import ModelSettings, resolve
-from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec
-from ..replies import wire_text
-from ..text import valid_data
+from ..models import ModelFailure, ModelRequest, StreamItem, ToolSpec, catalog
+from ..state.text import valid_data
 from . import _attachments, _settings
 from ._bounds import Tally
 from ._client import ClientModel

@@ -25,10 +25,10 @@ from openai.types.chat import ChatCompletionChunk
 from openai.types.completion_usage import CompletionUsage
 
 from ..events import TextDelta, ThinkingDelta
+from ..loop.replies import wire_text
 from ..messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
 from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem
-from ..replies import wire_text
 from . import _attachments, _settings
 from ._errors import failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay

@@ -41,10 +41,10 @@ from openai.types.responses import (
 )
 
 from ..events import TextDelta, ThinkingDelta
+from ..loop.replies import wire_text
 from ..messages import AssistantMessage, StopReason, Thinking, ToolResultMessage, Usage
 from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem
-from ..replies import wire_text
 from . import _attachments, _settings
 from ._errors import TOO_LONG, failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay

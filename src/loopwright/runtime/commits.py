@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
-from ..observers import Observer
+from ..loop.observers import Observer
 from ..toolsets import Toolsets
 
 NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})

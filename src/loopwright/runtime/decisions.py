@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .. import events as ev
-from .. import rulebook
 from ..agent import Agent
 from ..approvals import Answer, Approval, Logged
 from ..errors import ConfigError
-from ..rulebook import Edits, Item
+from ..gate import rulebook
+from ..gate.rulebook import Edits, Item
 from ..store import PendingRecord
 from ..store.log import EventLog, ReadModels, SessionKey, Store, Verdict
 from ..toolsets import Toolsets

@@ -26,10 +26,10 @@ from typing import Protocol
 
 from .. import events as ev
 from ..agent import Agent
-from ..decide import INTERRUPTED, MAY_HAVE_RUN, Checkpoint, record
 from ..errors import UnknownSession
-from ..replay import OpenBatch, died_waiting
-from ..session import Session
+from ..gate.decide import INTERRUPTED, MAY_HAVE_RUN, Checkpoint, record
+from ..loop.session import Session
+from ..state.replay import OpenBatch, died_waiting
 from ..store import StaleWriter
 from ..store.log import Lease, SessionKey, SessionRecord, Store
 from ..tools import Tool

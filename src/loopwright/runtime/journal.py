@@ -17,10 +17,10 @@ prompt, or stopped before pausing) are closed too: an item is either resumable o
 A commit the store refuses (`StoreError`: full, locked, unreachable) ends the run with that
 error. Any other failure of a commit (an event it cannot encode, such as one holding a lone
 surrogate; a bug) took nothing: its events stay buffered, their text made valid
-(`loopwright.text`), and the run is told (`CommitFailed`): it ends with `loop:error`, committed
+(`loopwright.state.text`), and the run is told (`CommitFailed`): it ends with `loop:error`, committed
 with them. Whatever failed, the run's end releases the lease.
 
-A session opens from its newest snapshot and the events after it (`loopwright.replay` folds
+A session opens from its newest snapshot and the events after it (`loopwright.state.replay` folds
 them); a run's end saves a new snapshot once `snapshot_every` events came since the last one:
 the run's own state, unless others wrote to the session or a reply was cut off (the state's
 carry-over may be ahead of the log's `message:partial`): then the log's, folded again.
@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING
 from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
-from ..decide import Resolution
 from ..errors import CommitFailed, SessionBusy, UnknownPending, UnknownSession, describe
-from ..history import History
-from ..replay import SessionState, apply
-from ..session import Session
+from ..gate.decide import Resolution
+from ..loop.session import Session
+from ..state.history import History
+from ..state.replay import SessionState, apply
+from ..state.text import valid, valid_data
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Lease, ReadModels, SessionKey, Store, Verdict
-from ..text import valid, valid_data
 from ..tools import Tool
 from .commits import COMMIT_AT as COMMIT_AT
 from .commits import CRASH_ENV as CRASH_ENV

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from .. import events as ev
 from ..errors import SessionBusy
-from ..session import Run, Session
+from ..loop.session import Run, Session
 from ..store import StaleWriter, StoredEvent, StoreError
 from ..store.log import Lease, QueuedControl, SessionKey, Store
 from .follow import Item, follow

@@ -30,10 +30,10 @@ from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
 from ..errors import ConfigError, SessionBusy
+from ..loop.observers import Observer
+from ..loop.session import Run, Session
 from ..messages import UserMessage
 from ..model_settings import ModelSettings
-from ..observers import Observer
-from ..session import Run, Session
 from ..store import PendingRecord, StaleWriter
 from ..store.log import SessionKey, Store
 from ..telemetry import observers as default_observers

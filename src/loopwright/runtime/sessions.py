@@ -15,7 +15,7 @@ import secrets
 from dataclasses import replace
 
 from ..agent import Agent
-from ..session import Session
+from ..loop.session import Session
 from ..store.log import SessionKey, Store
 from . import journal
 from .journal import Settings

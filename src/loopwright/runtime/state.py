@@ -1,5 +1,5 @@
 """A session's state from its log: the newest snapshot and the events after it, folded by the
-reducer (`loopwright.replay`), and new snapshots as a session grows: of the run's own state when
+reducer (`loopwright.state.replay`), and new snapshots as a session grows: of the run's own state when
 it is the log's (the run applied every event the log holds), else of the log folded again.
 
 Parsing a snapshot and folding a long tail are CPU work: they run in a thread, so that other
@@ -12,8 +12,8 @@ import asyncio
 import logging
 from dataclasses import fields, replace
 
-from ..history import History
-from ..replay import OpenBatch, SessionState, continued, fold, from_snapshot, to_snapshot
+from ..state.history import History
+from ..state.replay import OpenBatch, SessionState, continued, fold, from_snapshot, to_snapshot
 from ..store import StoredEvent, blobs
 from ..store.log import EventLog, Lease, SessionKey, Snapshot, Store
 from ..tools import Tool

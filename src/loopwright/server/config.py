@@ -8,14 +8,14 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from .. import fallback
 from ..agent import Agent
-from ..budget import DEFAULT_BUDGET, context_budget
-from ..catalog import lookup
 from ..errors import ConfigError
+from ..loop import fallback
+from ..loop.budget import DEFAULT_BUDGET, context_budget
 from ..model_settings import ModelSettings, as_data, check, resolve
+from ..models.catalog import lookup
+from ..models.registry import get_model
 from ..project import rules_of
-from ..registry import get_model
 from ..skills import Skills
 
 SKILL_INDEX_BUDGET: int = inspect.signature(Skills.apply).parameters["budget_tokens"].default

@@ -11,13 +11,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..attachments import AttachmentError
-from ..compaction import Compaction, compactability, why_not
 from ..errors import UnknownSession
 from ..messages import UserMessage
 from ..runtime import LiveRun
+from ..state.compaction import Compaction, compactability, why_not
 from ..store.log import SessionKey, SessionRecord
+from ..store.usage import as_json
 from ..store.usage_report import UsageQuery
-from ..usage import as_json
 from ..wire import Profile, messages_to_json
 from . import pages, sse
 from .config import configuration, run_settings, summary

@@ -7,8 +7,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from ..store.usage import as_json
 from ..store.usage_report import UsageQuery, groups
-from ..usage import as_json
 from . import pages
 from .state import state_of
 from .views import ApiError, tenant_of

@@ -18,12 +18,12 @@ from starlette.responses import JSONResponse
 
 from .. import events as ev
 from .. import redact
-from ..finish import stop_detail
-from ..output import Output
+from ..loop.finish import stop_detail
+from ..loop.output import Output
 from ..runtime import Runtime
+from ..state.text import valid_data
 from ..store import PendingRecord, StoredEvent
 from ..store.log import SESSION_ID_RULE, SessionKey, valid_session_id
-from ..text import valid_data
 from ..wire import V1_STOP_REASONS, Profile, to_dict
 from .guard import TENANT
 from .prefix import is_v1
@@ -65,7 +65,7 @@ def wants_stream(request: Request) -> bool:
 async def read_json(request: Request, limit: int, *, required: bool = True) -> dict[str, Any]:
     """The request's JSON object; 413 past `limit` bytes (counted, whatever the headers say),
     400 when it is not a JSON object. An empty body is `{}` unless `required`. Its strings are
-    made valid (`loopwright.text`: a lone surrogate becomes U+FFFD)."""
+    made valid (`loopwright.state.text`: a lone surrogate becomes U+FFFD)."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk

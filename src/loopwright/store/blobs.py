@@ -20,7 +20,7 @@ from ..attachments import Attachment
 from ..messages import Message, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
-    from ..replay import SessionState
+    from ..state.replay import SessionState
 
 SQLITE_TABLE = """
 CREATE TABLE attachments (

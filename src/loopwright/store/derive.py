@@ -14,7 +14,7 @@ order, and the backend applies them in the same transaction as the events:
   after its `done` needs no recovery, and one that died before it does.
 
 `decision_events` is the other half of `decide`: the events that record one decision, as the
-rule book (`loopwright.rulebook`) rules it.
+rule book (`loopwright.gate.rulebook`) rules it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import events as ev
-from .. import rulebook
+from ..gate import rulebook
 from .records import SessionStatus
 
 DecidedStatus = Literal["approved", "denied", "answered", "skipped"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from ..agent import Agent
-from ..replay import apply, fold
+from ..state.replay import apply, fold
 from ..wire import loads, messages_to_json, to_dict
 from .log import EventLog, SessionKey
 from .records import StoredEvent

@@ -7,7 +7,7 @@ per event. Turned on by any of:
     [telemetry] otel = true                 # in loopwright.toml, read by `load_project`
     loopwright.telemetry.enable()           # in Python (optionally with a tracer provider)
 
-Spans are built from each run's typed events by an observer (`loopwright.observers`), so the
+Spans are built from each run's typed events by an observer (`loopwright.loop.observers`), so the
 loop itself knows nothing of them. Tracing is a process-wide switch, read where runs are owned:
 a `Session` or `Runtime` made without `observers=` takes `observers()` as it is made (so turn it
 on before making them); a run never reads it. Each run gets: `invoke_agent <agent>` per run,
@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from ..errors import ConfigError
-from ..observers import Observer
+from ..loop.observers import Observer
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _tracing: Observer | None = None

@@ -1,6 +1,6 @@
 """Spans of a run, made from its events (OpenTelemetry GenAI semantic conventions).
 
-One `RunSpans` per run (an observer: `loopwright.observers`) sees every event of it in the
+One `RunSpans` per run (an observer: `loopwright.loop.observers`) sees every event of it in the
 run's task and makes:
 
     invoke_agent <agent>        the run (INTERNAL); under the caller's current span, or under the
@@ -39,8 +39,8 @@ from .. import redact
 from ..messages import AssistantMessage, Message, Text, ToolCall, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
-    from ..driver import Run
-    from ..session import Session
+    from ..loop.driver import Run
+    from ..loop.session import Session
 
 log = logging.getLogger("loopwright.telemetry")
 
@@ -70,7 +70,7 @@ class Tracing:
         child's session so)."""
 
     def observe(self, run: Run, session: Session | None) -> Callable[[ev.Event | None], None]:
-        """The observer of one run (`loopwright.observers`); one that ignores it if that fails."""
+        """The observer of one run (`loopwright.loop.observers`); one that ignores it if that fails."""
         try:
             return RunSpans(self, run, session)
         except Exception:

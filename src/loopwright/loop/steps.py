@@ -19,32 +19,32 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from . import events as ev
-from ._values import maker
-from .agent import Agent
-from .approvals import ApprovalRequest, Approver
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import ApprovalRequest, Approver
+from ..errors import describe
+from ..gate.decide import INTERRUPTED, Batch, Checkpoint, Decider, Pending, record
+from ..gate.permissions import Gate
+from ..hooks import Block, RunInfo, Stop
+from ..messages import AssistantMessage, Recovery, ToolCall, Usage, UserMessage
+from ..models import Model, ModelFailure, ModelRequest, StreamItem, ToolSpec
+from ..models.registry import get_model
+from ..state._values import maker
+from ..state.compaction import CompactionReason, compact
+from ..state.history import History
+from ..state.replay import SessionState, apply, checkpoint, undecided
+from ..tools import NeedsAnswer, Outcome
 from .budget import context_budget
-from .compaction import CompactionReason, compact
 from .control import Control
-from .decide import INTERRUPTED, Batch, Checkpoint, Decider, Pending, record
-from .errors import describe
 from .fallback import Fallback
 from .finish import Finish
-from .history import History
 from .hook_calls import call_hook, observe
-from .hooks import Block, RunInfo, Stop
-from .messages import AssistantMessage, Recovery, ToolCall, Usage, UserMessage
-from .models import Model, ModelFailure, ModelRequest, StreamItem, ToolSpec
 from .output import answering
-from .permissions import Gate
-from .registry import get_model
-from .replay import SessionState, apply, checkpoint, undecided
 from .replies import check_reply
 from .retry import Deadline, ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_due, result_events
 from .runner import after_tool as after
 from .runner import tool_context as context
-from .tools import NeedsAnswer, Outcome
 
 # (the values made every step, by their makers: see `_values.maker`)
 step_started, step_finished = maker(ev.StepStarted), maker(ev.StepFinished)

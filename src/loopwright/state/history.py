@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .decide import Checkpoint
-from .messages import Message, Recovery, Usage, message_chars
+from ..gate.decide import Checkpoint
+from ..messages import Message, Recovery, Usage, message_chars
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from decimal import Decimal
 from fnmatch import fnmatchcase
 from typing import Any, Literal, TypeAlias, get_args
 
-from .events import DecisionKind, Scope
+from ..events import DecisionKind, Scope
 
 Op: TypeAlias = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "contains", "matches", "exists"]
 _OPS = get_args(Op)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from . import events as ev
+    from .. import events as ev
     from .driver import Run
     from .session import Session
 

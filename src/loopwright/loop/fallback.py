@@ -25,14 +25,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import events as ev
-from .model_settings import ModelSettings
-from .model_settings import check as check_model
-from .models import Model, ModelFailure
-from .registry import get_model
+from .. import events as ev
+from ..model_settings import ModelSettings
+from ..model_settings import check as check_model
+from ..models import Model, ModelFailure
+from ..models.registry import get_model
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 
 def models(agent: Agent) -> list[Model]:

@@ -5,8 +5,8 @@ plugins' providers). A name registered first wins over a built-in or a plugin of
 
 from __future__ import annotations
 
-from .errors import UnknownModel
-from .models import _PROVIDERS, _RESOLVED, Model
+from ..errors import UnknownModel
+from . import _PROVIDERS, _RESOLVED, Model
 
 
 def get_model(spec: str | Model) -> Model:
@@ -46,8 +46,8 @@ def providers_known(provider: str) -> list[str]:
 
 def _register_builtins() -> None:
     """(imported on first use: a run with a model object never loads the providers)"""
-    from .models.scripted import ScriptedModel
-    from .providers import presets
+    from ..providers import presets
+    from .scripted import ScriptedModel
 
     for name, factory in {"scripted": ScriptedModel.from_file, **presets()}.items():
         _PROVIDERS.setdefault(name, factory)  # a user's endpoint of that name stays
@@ -59,7 +59,7 @@ def _register_plugins() -> None:
     `loopwright.plugins` group). A built-in or a configured endpoint of the same name wins."""
     from importlib.metadata import entry_points
 
-    from .plugins import providers
+    from ..plugins import providers
 
     for entry in entry_points(group="loopwright.providers"):
         _PROVIDERS.setdefault(entry.name, entry.load())

@@ -20,16 +20,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import events as ev
-from . import redact
+from .. import events as ev
+from .. import redact
+from ..approvals import ApprovalRequest, QuestionRequest
+from ..gate.decide import Checkpoint, Pending, Suspended
+from ..messages import AssistantMessage, Message, Recovery, ToolCall, ToolResultMessage
+from ..tools import Tool
+from ..wire import loads, messages_from_json, messages_to_json, to_dict
 from ._values import maker
-from .approvals import ApprovalRequest, QuestionRequest
 from .compaction import apply as apply_compaction
-from .decide import Checkpoint, Pending, Suspended
 from .history import History
-from .messages import AssistantMessage, Message, Recovery, ToolCall, ToolResultMessage
-from .tools import Tool
-from .wire import loads, messages_from_json, messages_to_json, to_dict
 
 Asked = ev.ApprovalPending | ev.QuestionPending
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
-from .hooks import Block, Hooks, Stop
+from ..hooks import Block, Hooks, Stop
 
 Hook = Callable[..., Any]
 

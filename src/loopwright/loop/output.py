@@ -22,10 +22,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
-from .errors import ConfigError
-from .events import MessageCompleted, TextDelta, ToolDelta
-from .messages import AssistantMessage, StopReason, Text, ToolCall
-from .models import Model, ModelRequest, OutputFormat, StreamItem, ToolSpec
+from ..errors import ConfigError
+from ..events import MessageCompleted, TextDelta, ToolDelta
+from ..messages import AssistantMessage, StopReason, Text, ToolCall
+from ..models import Model, ModelRequest, OutputFormat, StreamItem, ToolSpec
 
 OutputMode: TypeAlias = Literal["auto", "native", "tool"]
 FINAL_ANSWER = "final_answer"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
-from . import events as ev
-from .agent import RetryPolicy
-from .models import ModelFailure
+from .. import events as ev
+from ..agent import RetryPolicy
+from ..models import ModelFailure
 
 
 def next_retry(

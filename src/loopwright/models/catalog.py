@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .messages import Usage
+from ..messages import Usage
 
 Price = float | tuple[float, tuple[tuple[int, float], ...]]
 """Dollars per million tokens, or (base, ((above N input tokens, price), ...))."""

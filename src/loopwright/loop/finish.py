@@ -10,7 +10,7 @@ steering came in). Two policies answer, in this order:
   completes them, concatenated. Past it (0 by default) the run ends with the cut text: its `done`
   is `completed` like any other, and the `message:truncated` just before its terminal event is
   the stop detail (`stop_detail`, `RunResult.stop_detail`, `stopDetail` over HTTP).
-- **Structured output** (`loopwright.output`). The answer must be JSON of the agent's shape:
+- **Structured output** (`loopwright.loop.output`). The answer must be JSON of the agent's shape:
   when it is not, `output:invalid` lists the errors and its `message` asks again, within
   `output_retries`; past them the run ends with `loop:error` naming what failed (`OutputFailed`).
   A valid answer ends the run with the value's canonical JSON as its text.
@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import events as ev
-from .messages import AssistantMessage, UserMessage
+from .. import events as ev
+from ..messages import AssistantMessage, UserMessage
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 CONTINUE = (
     "[Your reply was cut off by the output limit. Continue exactly where you stopped, without "

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from . import events as ev
-from .approvals import Answer, Approval, copied
+from .. import events as ev
+from ..approvals import Answer, Approval, copied
+from ..tools import Tool
 from .arguments import vet_edit
 from .permissions import Gate
-from .tools import Tool
 
 Kind = Literal["approval", "question"]
 Status = Literal["open", "approved", "denied", "answered", "skipped"]

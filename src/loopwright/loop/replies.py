@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .arguments import not_json
-from .messages import AssistantMessage, ToolCall
+from ..gate.arguments import not_json
+from ..messages import AssistantMessage, ToolCall
 
 INVALID_NAME = "invalid_tool_name"
 """The name a call whose tool name is not a non-empty string carries in the history (a name

@@ -11,9 +11,8 @@ call is given up: its `ToolContext.cancelled` is set and its result says it was 
 When the thread finishes, its real outcome is recorded as `tool:late_result` while the run is
 open: the run waits up to `grace` seconds for such threads before it ends; one that finishes
 later, or once a later call took its id (a model may reuse an id once its call has a result), is
-reported to the `loopwright.tools` logger only. That logger also records, for the operator,
-each call that raised (WARNING, with the traceback; a `ToolError` at DEBUG) and what a call
-reported through its `ToolContext` after it was over (WARNING: it is dropped).
+reported to the `loopwright.tools` logger only, which also logs each call that raised (WARNING,
+traceback; `ToolError` at DEBUG) and what a call reported after it was over (WARNING: dropped).
 """
 
 from __future__ import annotations
@@ -27,17 +26,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import events as ev
-from . import redact, threads
-from ._values import maker
-from .attachments import split_images
-from .errors import ToolError
-from .events import Event
+from .. import events as ev
+from .. import redact
+from ..attachments import split_images
+from ..errors import ToolError
+from ..events import Event
+from ..hooks import RunInfo
+from ..state._values import maker
+from ..state.text import valid
+from ..tools import NeedsAnswer, Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
+from . import threads
 from .hook_calls import call_hook
-from .hooks import RunInfo
-from .text import valid
 from .threads import NOT_STARTED, Flag, Job, Signal
-from .tools import NeedsAnswer, Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
 
 log = logging.getLogger("loopwright.tools")
 

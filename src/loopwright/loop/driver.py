@@ -19,13 +19,13 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from . import events as ev
-from ._values import frozen, maker
+from .. import events as ev
+from ..errors import CommitFailed
+from ..state._values import frozen, maker
+from ..state.replay import HANDLERS, SessionState
 from .control import Control
-from .errors import CommitFailed
 from .finish import stop_detail
 from .observers import Observer, observing
-from .replay import HANDLERS, SessionState
 
 if TYPE_CHECKING:
     from .output import Output

@@ -15,9 +15,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from . import events as ev
-from ._values import maker
-from .approvals import (
+from .. import events as ev
+from ..approvals import (
     DEFER,
     Answer,
     Approval,
@@ -27,13 +26,14 @@ from .approvals import (
     ask_human,
     now_iso,
 )
+from ..hooks import Block
+from ..messages import Recovery, ToolCall, ToolResultMessage
+from ..redact import MARKER, holds_marker
+from ..state._values import maker
+from ..tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 from .arguments import gate_decision, not_json, vet_edit, vet_values
-from .hooks import Block
-from .messages import Recovery, ToolCall, ToolResultMessage
 from .permissions import Decision, Gate
-from .redact import MARKER, holds_marker
 from .rulebook import read
-from .tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 
 INTERRUPTED = "[interrupted: tool call did not complete]"  # (known not to have started)
 MAY_HAVE_RUN = (  # (its intent was logged, its result was not: what it did is not known)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .events import (
+from ..events import (
     BudgetCheck,
     CompactionFinished,
     CompactionStarted,
@@ -25,10 +25,10 @@ from .events import (
     MessageCompleted,
     TextDelta,
 )
+from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage, message_chars
+from ..model_settings import ModelSettings
+from ..models import Model, ModelFailure, ModelRequest
 from .history import History
-from .messages import AssistantMessage, Message, ToolResultMessage, UserMessage, message_chars
-from .model_settings import ModelSettings
-from .models import Model, ModelFailure, ModelRequest
 
 SUMMARY_SYSTEM = (
     "You compress conversations. Summarise the conversation you are given so that an assistant "

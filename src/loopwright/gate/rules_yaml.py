@@ -8,8 +8,8 @@ from typing import Any, Literal, NoReturn, cast
 
 import yaml
 
-from .errors import ConfigError
-from .events import DecisionKind
+from ..errors import ConfigError
+from ..events import DecisionKind
 from .rule_values import _OPS, _ORDER, Condition, Rule, _kind
 
 _SCOPE_KEYS = ("tenant", "environment", "agent")

@@ -18,20 +18,20 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from . import events as ev
-from ._values import maker
-from .agent import Agent
-from .approvals import Approver
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import Approver
+from ..gate.decide import Batch, Checkpoint
+from ..gate.permissions import Gate
+from ..hooks import RunInfo
+from ..messages import Recovery, UserMessage
+from ..models import Model
+from ..state._values import maker
+from ..state.compaction import compaction_due
+from ..state.replay import SessionState
 from .budget import check_budget
-from .compaction import compaction_due
 from .control import Control
-from .decide import Batch, Checkpoint
 from .hook_calls import observe
-from .hooks import RunInfo
-from .messages import Recovery, UserMessage
-from .models import Model
-from .permissions import Gate
-from .replay import SessionState
 from .steps import Steps
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._values import maker
-from .catalog import lookup
-from .events import BudgetCheck, Nudge
-from .history import History
+from ..events import BudgetCheck, Nudge
+from ..models.catalog import lookup
+from ..state._values import maker
+from ..state.history import History
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .models import Model
+    from ..agent import Agent
+    from ..models import Model
 
 DEFAULT_BUDGET = 100_000
 

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .errors import describe
-from .events import Event, HookFailed
-from .hooks import Hooks
+from ..errors import describe
+from ..events import Event, HookFailed
+from ..hooks import Hooks
 
 log = logging.getLogger("loopwright.hooks")
 

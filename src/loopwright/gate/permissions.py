@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from .errors import ConfigError
-from .events import DecisionKind, Scope
+from ..errors import ConfigError
+from ..events import DecisionKind, Scope
 from .rule_values import _ORDER, _kind
 from .rule_values import Condition as Condition
 from .rule_values import Op as Op

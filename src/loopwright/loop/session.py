@@ -20,30 +20,30 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from . import events as ev
+from .. import events as ev
+from ..agent import Agent
+from ..approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest, now_iso
+from ..attachments import Attachment
+from ..errors import SessionBusy, UnknownPending
+from ..gate.decide import Checkpoint, Pending, Resolution
+from ..gate.permissions import Gate
+from ..gate.rulebook import Edits, Item, Refusal, outcome, recorded, rule
+from ..hooks import RunInfo
+from ..messages import Message, ToolResultMessage, UserMessage
+from ..model_settings import ModelSettings, resolve
+from ..models.model_inputs import with_attachments
+from ..models.registry import get_model
+from ..state._values import maker
+from ..state.history import History
+from ..state.replay import SessionState, apply
+from ..telemetry import observers as default_observers
+from ..toolsets import Toolsets
 from . import fallback
-from ._values import maker
-from .agent import Agent
-from .approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest, now_iso
-from .attachments import Attachment
 from .control import Control
-from .decide import Checkpoint, Pending, Resolution
 from .driver import Run as Run
 from .driver import RunResult as RunResult
-from .errors import SessionBusy, UnknownPending
-from .history import History
-from .hooks import RunInfo
 from .loop import run_loop
-from .messages import Message, ToolResultMessage, UserMessage
-from .model_inputs import with_attachments
-from .model_settings import ModelSettings, resolve
 from .observers import Observer
-from .permissions import Gate
-from .registry import get_model
-from .replay import SessionState, apply
-from .rulebook import Edits, Item, Refusal, outcome, recorded, rule
-from .telemetry import observers as default_observers
-from .toolsets import Toolsets
 
 
 class Journal(Protocol):

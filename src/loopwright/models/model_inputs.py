@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import cache
 
-from .attachments import Attachment, AttachmentError, Source, attachment
-from .messages import UserMessage
+from ..attachments import Attachment, AttachmentError, Source, attachment
+from ..messages import UserMessage
 
 IMAGES, PDF, TEXT = "image", "application/pdf", "text/plain"
 _ALL = frozenset({IMAGES, PDF, TEXT})

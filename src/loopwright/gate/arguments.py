@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from .permissions import AllowAll, Decision, Gate
 
 if TYPE_CHECKING:
-    from .events import Scope
-    from .tools import Tool
+    from ..events import Scope
+    from ..tools import Tool
 
 _SCALARS = (bool, int, float, str, Decimal, type(None))
 

@@ -1,0 +1,3 @@
+"""The gate: every tool call is allowed, asked about or denied before it runs (`permissions`),
+a reply's calls are decided in order (`decide`), and a human's decision on a pending item is
+ruled in one place (`rulebook`)."""
