@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from conftest import call, drive, scripted, verify
 from loopwright import Agent, Hooks, Session, telemetry, tool
 from loopwright.events import Event
-from loopwright.loop.runner import STOPPED, UNHOOKED
+from loopwright.loop.calls import STOPPED, UNHOOKED
 from loopwright.messages import ToolResultMessage
 from loopwright.testing import types
 from loopwright.wire import to_dict

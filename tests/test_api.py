@@ -76,6 +76,7 @@ def test_core_imports_nothing_from_outer_layers():
         "loop/loop",
         "loop/steps",
         "gate/decide",
+        "gate/batch",
         "loop/retry",
         "state/compaction",
         "events",
@@ -116,15 +117,36 @@ def test_the_server_and_the_cli_are_separate_layers():
         assert not [m for m in imported if "cli" in m.split(".")], path.name
 
 
+ALLOWED = {
+    # the flat catalogue of event values (one small class per wire type), not logic
+    "events.py": 600,
+    # the loop must read on a few screens (STYLE: 150-250 lines); its steps are loop/steps.py
+    "loop/loop.py": 250,
+}
+"""Modules whose size is not the cap of 400 lines (issue 30), each with its reason."""
+
+NOT_YET = {
+    "loop/steps.py": 499,
+    "loop/session.py": 471,
+    "loop/driver.py": 482,
+    "state/replay.py": 479,
+    "runtime/journal.py": 500,
+    "telemetry/spans.py": 466,
+    "runtime/live.py": 402,
+}
+"""Modules being split now (issue 30), each held at its size today until it is under 400 lines:
+this list only shrinks, to nothing."""
+
+
 def test_module_size_budget():
     sizes = {
         p.relative_to(SRC).as_posix(): len(p.read_text().splitlines()) for p in SRC.rglob("*.py")
     }
-    # events.py is a flat catalog of values (one small class per wire type), not logic; the
-    # loop itself must read on a few screens (STYLE: 150-250 lines), its steps live in steps.py.
-    limits = {"events.py": 600, "loop/loop.py": 250}
-    too_big = {name: n for name, n in sizes.items() if n > limits.get(name, 500)}
+    limits = ALLOWED | NOT_YET
+    too_big = {name: n for name, n in sizes.items() if n > limits.get(name, 400)}
     assert not too_big, f"split these modules: {too_big}"
+    done = [name for name in NOT_YET if sizes.get(name, 0) <= 400]
+    assert not done, f"under 400 lines now: take these off NOT_YET: {done}"
     core = sum(
         sizes[f"{n}.py"]
         for n in (

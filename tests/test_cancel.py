@@ -18,7 +18,7 @@ import pytest
 from conftest import call, drive, run_agent, scripted, verify
 from loopwright import Agent, Hooks, RetryPolicy, Session, tool
 from loopwright import events as ev
-from loopwright.loop.runner import NOT_RUN, STILL_RUNNING, STOPPED
+from loopwright.loop.calls import NOT_RUN, STILL_RUNNING, STOPPED
 from loopwright.messages import UserMessage
 from loopwright.testing import types
 from loopwright.tools import ToolContext

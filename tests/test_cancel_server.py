@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loopwright.loop.runner import STILL_RUNNING, STOPPED
+from loopwright.loop.calls import STILL_RUNNING, STOPPED
 
 BOUND = 30.0  # the safety bound of every handshake (a failing test fails instead of hanging)
 

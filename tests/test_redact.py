@@ -406,7 +406,8 @@ def test_a_recovered_idempotent_call_is_not_run_again_on_redacted_arguments():
     """After a crash an idempotent call that had started runs again — unless its arguments, read
     back from the log, lost a secret to redaction: then it is marked interrupted."""
     from loopwright import tool
-    from loopwright.gate.decide import Batch, Decider
+    from loopwright.gate.batch import Batch
+    from loopwright.gate.decide import Decider
     from loopwright.gate.permissions import AllowAll
     from loopwright.messages import Recovery
 

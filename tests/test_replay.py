@@ -124,7 +124,7 @@ async def test_a_cancel_while_a_reply_is_committed_answers_its_calls_as_the_log_
     ends, so the live history is the one its events fold to, and valid for every provider."""
     from conftest import call, drive, scripted
     from loopwright import Agent, Session
-    from loopwright.loop.runner import NOT_RUN
+    from loopwright.loop.calls import NOT_RUN
 
     committing, cancelled = asyncio.Event(), asyncio.Event()
     seen: list[ev.Event] = []

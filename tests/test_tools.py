@@ -121,15 +121,15 @@ def test_blocking_is_deprecated_and_means_the_default():
 async def test_async_tools_get_a_deadline_in_their_context(monkeypatch: pytest.MonkeyPatch):
     from types import SimpleNamespace
 
-    import loopwright.loop.runner
+    import loopwright.loop.calls
     import loopwright.tools
-    from loopwright.loop.runner import execute
+    from loopwright.loop.calls import execute
     from loopwright.messages import ToolCall
     from loopwright.tools import Scheduled
 
     clock = SimpleNamespace(monotonic=lambda: 100.0)  # the tools' clock, injected
     monkeypatch.setattr(loopwright.tools, "time", clock)
-    monkeypatch.setattr(loopwright.loop.runner, "time", clock)
+    monkeypatch.setattr(loopwright.loop.calls, "time", clock)
 
     @tool(timeout=5)
     async def timed(ctx: ToolContext) -> str:

@@ -30,7 +30,6 @@ from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
-    EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -39,12 +38,9 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
     SessionCapabilities,
     SessionInfo,
     SessionListCapabilities,
-    TextContentBlock,
-    TextResourceContents,
 )
 
 from .. import events as ev
@@ -57,6 +53,7 @@ from ..runtime.follow import Item
 from ..store.log import SessionKey, valid_session_id
 from . import edits, servers
 from .asking import Asker, Resolve
+from .text import prompt_text, question_text
 from .updates import CallIds, Translator, announce, replay, stop_reason
 
 logger = logging.getLogger("loopwright.acp")
@@ -306,7 +303,7 @@ class AcpAgent:
                     elif isinstance(inner, ev.PendingRequested) and inner.id in asked:
                         pending = asked.pop(inner.id)
                         if isinstance(pending, ev.QuestionPending):
-                            await self._say(session, _question_text(pending))
+                            await self._say(session, question_text(pending))
                             break  # nobody follows now: the run pauses; the next prompt answers
                         asks[inner.id] = asyncio.create_task(
                             self._approve(session, pending, inner.call_id, event is not inner)
@@ -375,34 +372,6 @@ class AcpAgent:
 
 def announce_call(call_id: str, pending: ev.ApprovalPending) -> Any:
     return announce(ToolCall(id=call_id, name=pending.tool, args=pending.args))
-
-
-def _question_text(pending: ev.QuestionPending) -> str:
-    options = f" (options: {', '.join(pending.options)})" if pending.options else ""
-    return f"\n\n{pending.question}{options}\n"
-
-
-def prompt_text(blocks: Sequence[Any]) -> str:
-    """The text a prompt's blocks make: text as it is, a resource link as a Markdown link, an
-    embedded text resource fenced under its URI (images and audio are refused: the agent's
-    capabilities say so)."""
-    parts: list[str] = []
-    for block in blocks:
-        if isinstance(block, TextContentBlock):
-            parts.append(block.text)
-        elif isinstance(block, ResourceContentBlock):
-            parts.append(f"[{block.name}]({block.uri})")
-        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
-            block.resource, TextResourceContents
-        ):
-            parts.append(f"{block.resource.uri}:\n```\n{block.resource.text}\n```")
-        else:
-            kind = getattr(block, "type", type(block).__name__)
-            raise RequestError.invalid_params({"prompt": f"{kind} content is not supported"})
-    text = "\n".join(parts).strip()
-    if not text:
-        raise RequestError.invalid_params({"prompt": "no text"})
-    return text
 
 
 def _version() -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import copy
 import secrets
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Any
 
 from .. import events as ev
 from ..approvals import (
@@ -27,13 +27,20 @@ from ..approvals import (
     now_iso,
 )
 from ..hooks import Block
-from ..messages import Recovery, ToolCall, ToolResultMessage
+from ..messages import Recovery, ToolCall
 from ..redact import MARKER, holds_marker
 from ..state._values import maker
 from ..tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 from .arguments import gate_decision, not_json, vet_edit, vet_values
+
+# (also names of this module for now: steps, session, the reducer, history, the journal import them)
+from .batch import Batch as Batch
+from .batch import Checkpoint as Checkpoint
+from .batch import Pending as Pending
+from .batch import Resolution as Resolution
+from .batch import Suspended as Suspended
+from .batch import record as record
 from .permissions import Decision, Gate
-from .rulebook import read
 
 INTERRUPTED = "[interrupted: tool call did not complete]"  # (known not to have started)
 MAY_HAVE_RUN = (  # (its intent was logged, its result was not: what it did is not known)
@@ -44,111 +51,6 @@ UNGATED = Decision("allow", "built-in: not gated")
 RESUMED_CHILD = "resumed: the subagent's pending items were resolved"
 # (what every allowed call makes, by the values' makers: see `_values.maker`)
 scheduled, decision_event = maker(Scheduled), maker(ev.ActauthDecision)
-
-
-def record(
-    call: ToolCall,
-    content: str,
-    status: str,
-    *,
-    args: dict[str, Any] | None = None,
-    detail: str | None = None,
-) -> list[ev.Event]:
-    """The events of a result that did not come from running the tool (an unknown tool, a
-    denial, a skip...): its output (which the run's state records) and its status."""
-    is_error = status != "Approved."
-    return [
-        ev.ToolOutput(id=call.id, tool=call.name, content=content, is_error=is_error),
-        ev.ToolResult(
-            id=call.id, tool=call.name, status_text=status, args=args, detail_text=detail
-        ),
-    ]
-
-
-@dataclass(slots=True)
-class Batch:
-    """What deciding a reply's calls produced."""
-
-    scheduled: list[Scheduled] = field(default_factory=list)
-    denied: list[str] = field(default_factory=list)
-    """Names of denied tools, in model order."""
-    deferred: dict[str, Pending] = field(default_factory=dict)
-    """Pending id → a call nobody could approve live."""
-    closed: dict[str, Pending] = field(default_factory=dict)
-    """Pending id → a deferred call a later human denial closed (SPEC §5.4: its item is skipped
-    in the log at that denial, whatever `on_deny` says): skipped, never paused on."""
-
-
-@dataclass(slots=True)
-class Pending:
-    """A call waiting for a human: an approval the gate asked for, or the agent's question."""
-
-    request: ApprovalRequest | QuestionRequest
-    tool: Tool
-    checked: tuple[dict[str, Any], dict[str, Any]] | None = field(default=None, compare=False)
-    """(arguments, their validated values) last checked in this process: the call runs on
-    those values when it runs with those arguments (a cache: the log does not hold it)."""
-    decided: Mapping[str, ev.PendingDecided] = field(default_factory=dict, compare=False)
-    """The decisions its batch's state recorded (`replay.OpenBatch.decided`: a view of it)."""
-
-    @property
-    def decision(self) -> Approval | Answer | None:
-        """The human's answer, once recorded (see `rulebook.read`)."""
-        return read(self.decided.get(self.request.id))
-
-    @property
-    def resolved_at(self) -> str | None:
-        decided = self.decided.get(self.request.id)
-        return (decided.decided_at or None) if decided is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """What resolving a pending item did."""
-
-    status: Literal["resolved", "already_resolved", "invalid"]
-    outstanding: int
-    """Items of the paused batch still waiting for a human."""
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Suspended:
-    """A call that ran and waits on pending items: a subagent's (in its session), or a
-    question of its own (`NeedsAnswer`, in this session); it runs again when the batch
-    resumes."""
-
-    call: ToolCall
-    tool: Tool
-    args: dict[str, Any]
-    session_id: str
-    pending_ids: list[str]
-    answers: dict[str, str] = field(default_factory=dict)
-    """Question → answer, of the questions it asked in earlier pauses of this batch."""
-
-
-@dataclass(slots=True)
-class Checkpoint:
-    """A paused batch: the reply's calls, the results so far, the pending items, and the calls
-    suspended on another session's items — a view of the state's open batch, whose recorded
-    decisions (`decided`) it reads (`rulebook` says how one is recorded).
-
-    A denial closes it: every item still open is skipped. The run resumes when no item is open.
-    """
-
-    calls: list[ToolCall]
-    results: dict[str, ToolResultMessage]
-    pending: dict[str, Pending]
-    decided: Mapping[str, ev.PendingDecided] = field(default_factory=dict)
-    """Pending id → the decision the state recorded for it (the batch's own mapping)."""
-    suspended: dict[str, Suspended] = field(default_factory=dict)
-    """Call id → a call waiting on a subagent's session."""
-
-    @property
-    def closed(self) -> bool:
-        """A denial closed the batch."""
-        decided = self.decided
-        return any((d := decided.get(i)) is not None and d.status == "denied" for i in self.pending)
 
 
 @dataclass(slots=True)

@@ -2,7 +2,7 @@
 
 A transform or veto hook is called with `call_hook`: one that raises is logged and its error
 ends the run (`loop:error`); the call of an `after_tool` hook that raised (or was stopped) gets
-an error result, never its raw output (`runner.WITHHELD`). An observe hook is called with `observe`: one that raises is logged
+an error result, never its raw output (`calls.WITHHELD`). An observe hook is called with `observe`: one that raises is logged
 and told as `hook:failed`, and the run goes on. Both log to `loopwright.hooks` at ERROR, with
 the traceback.
 """

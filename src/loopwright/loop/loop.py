@@ -21,7 +21,7 @@ from typing import Any
 from .. import events as ev
 from ..agent import Agent
 from ..approvals import Approver
-from ..gate.decide import Batch, Checkpoint
+from ..gate.batch import Batch, Checkpoint
 from ..gate.permissions import Gate
 from ..hooks import RunInfo
 from ..messages import Recovery, UserMessage

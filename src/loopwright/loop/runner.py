@@ -4,15 +4,16 @@
 once) unless one is sequential, then one at a time in call order; a lone sync call runs in the
 run's own task. `tool:started` is yielded before its call starts (a journal commits the intent
 first) and each call's events stay in order. Nothing starts after a cancel: each call begins at
-a checkpoint where a cancel already requested lands first.
+a checkpoint where a cancel already requested lands first. One call to its outcome, and the
+events that close it, are `calls`.
 
 A cancel or a timeout stops an async call where it awaits. A thread cannot be stopped, so its
 call is given up: its `ToolContext.cancelled` is set and its result says it was still running.
 When the thread finishes, its real outcome is recorded as `tool:late_result` while the run is
 open: the run waits up to `grace` seconds for such threads before it ends; one that finishes
 later, or once a later call took its id (a model may reuse an id once its call has a result), is
-reported to the `loopwright.tools` logger only, which also logs each call that raised (WARNING,
-traceback; `ToolError` at DEBUG) and what a call reported after it was over (WARNING: dropped).
+reported to the `loopwright.tools` logger only, which also logs each call that raised (`calls`)
+and what a call reported after it was over (WARNING: dropped).
 """
 
 from __future__ import annotations
@@ -27,163 +28,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
-from .. import redact
-from ..attachments import split_images
-from ..errors import ToolError
 from ..events import Event
 from ..hooks import RunInfo
 from ..state._values import maker
-from ..state.text import valid
-from ..tools import NeedsAnswer, Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
+from ..tools import Outcome, Scheduled, ToolContext
 from . import threads
+from .calls import NOT_RUN as NOT_RUN  # (re-exported: `steps` imports these four from here)
+from .calls import STILL_RUNNING, WITHHELD, call_inline, execute, settled, timed_out_text
+from .calls import STOPPED as STOPPED
+from .calls import cancel_due as cancel_due
+from .calls import result_events as result_events
 from .hook_calls import call_hook
 from .threads import NOT_STARTED, Flag, Job, Signal
 
 log = logging.getLogger("loopwright.tools")
-
-NOT_RUN = "[cancelled: the call did not start]"
-STOPPED = "[cancelled: the call was stopped while it ran; it may have done part of its work]"
-STILL_RUNNING = (  # (a thread that outlives the run's grace is logged for operators only)
-    "[cancelled: the tool was still running and may yet do its work; its outcome is recorded "
-    "if it finishes before this run ends]"
-)
-UNHOOKED = "[error: the call ran but its after_tool hook did not finish: its output is withheld]"
-WITHHELD = Outcome(content=UNHOOKED, is_error=True)  # (its raw output is never the call's result)
-# (the values every call makes, by their makers: see `_values.maker`)
-tool_started, toollane_result = maker(ev.ToolStarted), maker(ev.ToollaneResult)
-tool_output, tool_result, new_outcome = maker(ev.ToolOutput), maker(ev.ToolResult), maker(Outcome)
-
-
-def cancel_due() -> bool:
-    """A cancel of the current task was requested and has not landed: `await asyncio.sleep(0)`
-    lands it before anything new starts. asyncio delivers a task's cancel only where the task
-    suspends: one requested from inside the run's own task (a hook, an inline tool) would
-    otherwise land only after the next call had started."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-async def execute(
-    item: Scheduled, ctx: ToolContext | None, *, timeout: float | None, max_output: int
-) -> Outcome:
-    """Run one async call (its tool's timeout, else `timeout`, cancels it where it awaits);
-    every failure becomes an error `Outcome`. `ctx` is None when the tool takes none."""
-    tool = item.tool
-    limit = tool.timeout if tool.timeout is not None else timeout
-    try:
-        if limit is None:
-            value = await tool.call(dict(item.kwargs), ctx)
-        else:
-            if ctx is not None:
-                ctx.deadline = time.monotonic() + limit
-            scope = asyncio.timeout(limit)
-            try:
-                async with scope:
-                    value = await tool.call(dict(item.kwargs), ctx)
-            except TimeoutError:
-                if not scope.expired():
-                    raise  # the tool's own TimeoutError: a failure like any other
-                if ctx is not None:
-                    ctx.cancelled.set()
-                return Outcome(content=_timed_out_text(item, limit), is_error=True)
-    except Exception as exc:
-        return failed(item, exc)
-    except asyncio.CancelledError as exc:  # the tool's own (a task it awaited was cancelled),
-        if (task := asyncio.current_task()) is None or task.cancelling():  # or this call's
-            raise
-        return failed(item, exc)
-    return outcome_of(item, value, max_output)
-
-
-def call_inline(item: Scheduled, ctx: ToolContext | None, max_output: int) -> Outcome:
-    """Run an inline call on the loop, as `execute` would (nothing can time it out)."""
-    tool, kwargs = item.tool, item.kwargs
-    if tool.context_param is not None:
-        kwargs = {**kwargs, tool.context_param: ctx}
-    try:
-        value = tool.fn(**kwargs)
-    except Exception as exc:
-        return failed(item, exc)
-    return outcome_of(item, value, max_output)
-
-
-def _timed_out_text(item: Scheduled, limit: float) -> str:
-    return f"Tool '{item.tool.name}' timed out after {limit:g}s."
-
-
-def failed(item: Scheduled, exc: BaseException) -> Outcome:
-    """A call that raised: an error result for the model, and a log record with the traceback
-    for the operator (`ToolError`, a message meant for the model, at DEBUG)."""
-    level = logging.DEBUG if isinstance(exc, ToolError) else logging.WARNING
-    log.log(level, "tool %s (call %s) raised", item.tool.name, item.call.id, exc_info=exc)
-    if isinstance(exc, ToolError):
-        return Outcome(content=valid(str(exc)), is_error=True)
-    text = valid(str(exc))
-    described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return Outcome(content=f"Tool '{item.tool.name}' failed: {described}", is_error=True)
-
-
-def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
-    """What a call that returned `value` produced, as the model will read it."""
-    if isinstance(value, Suspend | NeedsAnswer):
-        return Outcome(content="", suspended=value)
-    terminate = is_error = False
-    if isinstance(value, ToolReturn):
-        terminate, is_error, value = value.terminate, value.is_error, value.content
-    value, images = split_images(value)  # an image the tool returned goes beside its text
-    content = valid(to_content(value))  # a result the log can take (no lone surrogate)
-    name = item.tool.name
-    cap = item.tool.max_output if item.tool.max_output is not None else max_output
-    if len(content) > cap:
-        return Outcome(
-            content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
-            f"The first {cap} characters:\n{redact.head(content, cap)}",
-            is_error=True,
-        )
-    return new_outcome(content=content, is_error=is_error, terminate=terminate, attachments=images)
-
-
-def settled(item: Scheduled, job: Job, max_output: int) -> Outcome:
-    """The outcome of a finished thread job."""
-    try:
-        value = job.result()
-    except Exception as exc:
-        return failed(item, exc)
-    if value is NOT_STARTED:
-        return Outcome(content=NOT_RUN, is_error=True)
-    return outcome_of(item, value, max_output)
-
-
-def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
-    """The three events that close a call that ran: raw outcome, model-visible output, status
-    (or the one that says it is suspended; the run announces a call's question itself)."""
-    call = item.call
-    if (waits := outcome.suspended) is not None:
-        if isinstance(waits, NeedsAnswer):
-            return ()
-        pending, session_id = list(waits.pending_ids), waits.session_id
-        return (
-            ev.ToolSuspended(
-                id=call.id, tool=call.name, session_id=session_id, pending_ids=pending
-            ),
-        )
-    return (
-        toollane_result(name=call.name, summary=outcome.content),
-        tool_output(
-            id=call.id,
-            tool=call.name,
-            content=outcome.content,
-            is_error=outcome.is_error,
-            attachments=outcome.attachments,
-        ),
-        tool_result(
-            id=call.id,
-            tool=call.name,
-            args=item.args,
-            detail_text=item.reason,
-            status_text="Error." if outcome.is_error else "Approved.",
-        ),
-    )
+tool_started = maker(ev.ToolStarted)  # (see `_values.maker`)
 
 
 class _Never(threading.Event):
@@ -331,7 +190,7 @@ class ToolRunner:
         if not job.timed_out:
             return settled(item, job, self.max_output)
         assert limit is not None
-        text = _timed_out_text(item, limit)
+        text = timed_out_text(item, limit)
         if job.cancel() or job.value is NOT_STARTED:
             text += " It never started: every tool thread was busy."
         elif job.done():  # it finished as the time ran out: what it really did

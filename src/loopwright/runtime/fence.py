@@ -27,7 +27,8 @@ from typing import Protocol
 from .. import events as ev
 from ..agent import Agent
 from ..errors import UnknownSession
-from ..gate.decide import INTERRUPTED, MAY_HAVE_RUN, Checkpoint, record
+from ..gate.batch import Checkpoint, record
+from ..gate.decide import INTERRUPTED, MAY_HAVE_RUN
 from ..loop.session import Session
 from ..state.replay import OpenBatch, died_waiting
 from ..store import StaleWriter

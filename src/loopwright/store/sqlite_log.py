@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import events as ev
-from ..errors import SessionBusy
 from . import read_models as rm
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
@@ -55,7 +54,7 @@ from .log import (
     Verdict,
 )
 from .records import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
-from .sql import SQLITE, Dialect, Program, unknown
+from .sql import SQLITE, Dialect, Program
 from .sql_outbox import SQLOutbox
 from .sqlite_checkpoints import Checkpointer
 from .sqlite_schema import migrate
@@ -159,42 +158,9 @@ class SQLiteLog:
     async def claim(
         self, key: SessionKey, owner: str, *, ttl: float, parent: SessionKey | None = None
     ) -> Claimed:
-        def job(db: sqlite3.Connection) -> Claimed:
-            now = self.clock()  # once the write lock is ours
-            row = db.execute(
-                "SELECT id, status, epoch, owner, lease_expires, last_seq FROM sessions "
-                "WHERE tenant=? AND agent=? AND name=?",
-                (key.tenant, key.agent, key.id),
-            ).fetchone()
-            if row is None:
-                if parent is not None and parent.tenant != key.tenant:
-                    raise unknown(parent)
-                parent_id = None if parent is None else sql.session_id(db, parent)
-                db.execute(
-                    "INSERT INTO sessions (tenant, agent, name, parent, status, epoch, owner, "
-                    "lease_expires, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, 'running', 1, ?, ?, ?, ?)",
-                    (
-                        key.tenant,
-                        key.agent,
-                        key.id,
-                        parent_id,
-                        owner,
-                        now + ttl,
-                        *[sql.iso(now)] * 2,
-                    ),
-                )
-                return Claimed(Lease(key, owner, 1, now + ttl), False, 0)
-            sid, status, epoch, holder, expires, last_seq = row
-            if holder is not None and expires is not None and expires > now:
-                raise SessionBusy(
-                    f"session {key.id} is held by another run until {sql.iso(expires)}"
-                )
-            db.execute(SQLITE.take_over, (epoch + 1, owner, now + ttl, sql.iso(now), sid))
-            died = status in ("running", "interrupted")
-            return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
-
-        claimed = await self._briefly(job, write=True)
+        claimed = await self._briefly(
+            lambda db: sql.claim(db, key, owner, ttl, parent, self.clock), write=True
+        )
         self._appender = (key, claimed.lease.epoch)  # its run's first append: on the loop too
         return claimed
 

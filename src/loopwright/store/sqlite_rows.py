@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import events as ev
+from ..errors import SessionBusy
 from ..wire import dumps
 from . import blobs
 from .derive import SessionRow, derive
-from .log import Lease, SessionKey
+from .log import Claimed, Lease, SessionKey
 from .records import StaleWriter
 from .sql import SQLITE, Do, Program, T, derived_rows, unknown
 from .sql import iso as iso
@@ -48,6 +49,49 @@ def fence(db: sqlite3.Connection, lease: Lease) -> tuple[int, SessionRow]:
         how = "was released" if epoch == lease.epoch else f"was taken over (epoch {epoch})"
         raise StaleWriter(f"session {key.id}: this run's lease (epoch {lease.epoch}) {how}")
     return sid, SessionRow(*state)
+
+
+def claim(
+    db: sqlite3.Connection,
+    key: SessionKey,
+    owner: str,
+    ttl: float,
+    parent: SessionKey | None,
+    clock: Callable[[], float],
+) -> Claimed:
+    """Take the session for a run (see `EventLog.claim`), reading `clock` once the write lock
+    is held."""
+    now = clock()  # once the write lock is ours
+    row = db.execute(
+        "SELECT id, status, epoch, owner, lease_expires, last_seq FROM sessions "
+        "WHERE tenant=? AND agent=? AND name=?",
+        (key.tenant, key.agent, key.id),
+    ).fetchone()
+    if row is None:
+        if parent is not None and parent.tenant != key.tenant:
+            raise unknown(parent)
+        parent_id = None if parent is None else session_id(db, parent)
+        db.execute(
+            "INSERT INTO sessions (tenant, agent, name, parent, status, epoch, owner, "
+            "lease_expires, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, 'running', 1, ?, ?, ?, ?)",
+            (
+                key.tenant,
+                key.agent,
+                key.id,
+                parent_id,
+                owner,
+                now + ttl,
+                *[iso(now)] * 2,
+            ),
+        )
+        return Claimed(Lease(key, owner, 1, now + ttl), False, 0)
+    sid, status, epoch, holder, expires, last_seq = row
+    if holder is not None and expires is not None and expires > now:
+        raise SessionBusy(f"session {key.id} is held by another run until {iso(expires)}")
+    db.execute(SQLITE.take_over, (epoch + 1, owner, now + ttl, iso(now), sid))
+    died = status in ("running", "interrupted")
+    return Claimed(Lease(key, owner, epoch + 1, now + ttl), died, last_seq)
 
 
 ADVANCE = SQLITE.advance + " AND last_seq = ? AND last_reply_seq = ? AND status = ?"

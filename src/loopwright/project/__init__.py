@@ -12,66 +12,27 @@
 
 Discovery errors (a duplicate name, a broken tools module, an unknown model provider, an invalid
 rules file or agent.yaml) raise one `ConfigError` naming the file and line.
+
+This module loads the project and each agent folder; `agent_yaml` reads an agent.yaml, and
+`python_files` imports the project's agent.py and tools.py files.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import sys
 import tomllib
-import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from .agent import Agent, RetryPolicy
-from .errors import ConfigError
-from .gate.permissions import AllowAll, Condition, Rules, RulesFile
-from .loop.output import Output
-from .model_settings import ModelSettings
-from .state.compaction import Compaction
-from .tools import Tool
-from .toolsets import Toolset
-
-NAME_RULE = "lowercase words joined by hyphens, like 'support' or 'order-desk'"
-
-
-class _Spec(BaseModel):
-    """The fields of agent.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str | None = None
-    description: str = ""
-    instructions: str = ""
-    model: str | None = None
-    fallback: list[str] = []
-    """Models to fall back to, in order, when the model fails past its retries."""
-    tools: list[str] = []
-    """Extra tools by import path, `package.module:name`."""
-    builtins: list[Literal["ask_user", "files", "files-readonly", "shell"]] = []
-    plugins: list[str] = []
-    """Installed plugins whose tools and toolsets this agent gets (docs/plugins.md)."""
-    max_turns: int = 25
-    on_deny: Literal["stop", "continue"] = "stop"
-    context_budget: int | None = None
-    max_output_tokens: int | None = None
-    settings: dict[str, Any] = {}
-    """Model settings: temperature, top_p, stop, max_output_tokens, reasoning, metadata, extra."""
-    tool_timeout: float | None = 120.0
-    compaction: dict[str, Any] | None = {}
-    retry: dict[str, Any] = {}
-    output_schema: dict[str, Any] | None = None
-    """Structured output: the final answer must be JSON fitting this schema (docs/output.md)."""
-    output_retries: int = 2
-    output_mode: Literal["auto", "native", "tool"] = "auto"
-    continue_truncated: int = 0
+from ..agent import Agent
+from ..errors import ConfigError
+from ..gate.permissions import AllowAll, Condition, Rules, RulesFile
+from .agent_yaml import NAME_RULE as NAME_RULE
+from .agent_yaml import from_yaml
+from .python_files import import_file
 
 
 @dataclass(slots=True)
@@ -109,7 +70,7 @@ class Project:
         """The most connections a PostgreSQL event log opens: `$LOOPWRIGHT_STORE_POOL_SIZE`,
         else `[store] pool_size`, else None (the log's default). A `ConfigError` unless it is
         a positive integer."""
-        from .store.log import pool_size_of
+        from ..store.log import pool_size_of
 
         text = os.environ.get("LOOPWRIGHT_STORE_POOL_SIZE", "").strip()
         if text:
@@ -132,14 +93,14 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"invalid TOML: {exc}", source=str(toml)) from None
         if "providers" in project.settings:
-            from .providers import load_endpoints
+            from ..providers import load_endpoints
 
             load_endpoints(toml)
     if dotenv and (project.root / ".env").exists():
         from dotenv import load_dotenv
 
         load_dotenv(project.root / ".env", override=False)
-    from .telemetry import from_project  # [telemetry] or LOOPWRIGHT_OTEL (docs/telemetry.md)
+    from ..telemetry import from_project  # [telemetry] or LOOPWRIGHT_OTEL (docs/telemetry.md)
 
     from_project(project.settings.get("telemetry"), source=str(toml))
     agents_dir = project.root / "agents"
@@ -149,7 +110,7 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
             if (folder / "agent.yaml").exists() or (folder / "agent.py").exists():
                 agent = load_agent(folder, defaults=project.settings.get("defaults") or {})
                 if shared:
-                    from .mcp import with_servers
+                    from ..mcp import with_servers
 
                     agent = with_servers(agent, shared)
                 if agent.name in project.agents:
@@ -168,7 +129,7 @@ def load_agent(folder: str | Path, *, defaults: dict[str, Any] | None = None) ->
     rules.yaml and skills/ found by convention."""
     folder = Path(folder).resolve()
     if (folder / "agent.py").exists():
-        module = _import(folder / "agent.py", f"agent_{folder.name}")
+        module = import_file(folder / "agent.py", f"agent_{folder.name}")
         agent = getattr(module, "agent", None)
         if not isinstance(agent, Agent):
             raise ConfigError(
@@ -176,9 +137,9 @@ def load_agent(folder: str | Path, *, defaults: dict[str, Any] | None = None) ->
             )
         agent = _rules_beside(agent, folder)
     else:
-        agent = _from_yaml(folder, defaults or {})
+        agent = from_yaml(folder, defaults or {})
     agent = _with_mcp(agent, folder)
-    from .plugins import with_plugins  # every plugin's hooks, before the agent's own
+    from ..plugins import with_plugins  # every plugin's hooks, before the agent's own
 
     return with_plugins(_with_subagents(agent, folder, defaults or {}))
 
@@ -187,7 +148,7 @@ def _mcp_servers(folder: Path) -> list[Any]:
     """The MCP servers of `folder/mcp.json` (docs/mcp.md), without importing MCP otherwise."""
     if not (folder / "mcp.json").is_file():
         return []
-    from .mcp import servers_in
+    from ..mcp import servers_in
 
     return list(servers_in(folder))
 
@@ -197,7 +158,7 @@ def _with_mcp(agent: Agent, folder: Path) -> Agent:
     servers = _mcp_servers(folder)
     if not servers:
         return agent
-    from .mcp import with_servers
+    from ..mcp import with_servers
 
     return with_servers(agent, servers)
 
@@ -236,7 +197,7 @@ def _with_subagents(agent: Agent, folder: Path, defaults: dict[str, Any]) -> Age
     children = folder / "subagents"
     if not children.is_dir():
         return agent
-    from .subagents import subagent_tool
+    from ..subagents import subagent_tool
 
     tools = list(agent.tools)
     for child_folder in sorted(p for p in children.iterdir() if p.is_dir()):
@@ -247,176 +208,6 @@ def _with_subagents(agent: Agent, folder: Path, defaults: dict[str, Any]) -> Age
             except ConfigError as exc:
                 raise ConfigError(str(exc), source=str(child_folder)) from None
     return replace(agent, tools=tools)
-
-
-def _from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
-    path = folder / "agent.yaml"
-    text = path.read_text()
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(
-            f"invalid YAML: {getattr(exc, 'problem', exc)}", source=f"{path}{line}"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError("agent.yaml must be a mapping", source=f"{path}:1")
-    try:
-        spec = _Spec.model_validate({**_picked(defaults), **data})
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        key = str(error["loc"][0]) if error["loc"] else ""
-        raise ConfigError(
-            f"{'.'.join(map(str, error['loc'])) or 'agent'}: {error['msg']}",
-            source=f"{path}:{_line_of(node, key)}",
-        ) from None
-    name = spec.name or folder.name
-    if not _valid_name(name):
-        raise ConfigError(
-            f"invalid agent name {name!r}: {NAME_RULE}", source=f"{path}:{_line_of(node, 'name')}"
-        )
-    if spec.model is None:
-        raise ConfigError(
-            "no model: set `model:` here or [defaults] model in loopwright.toml", source=f"{path}:1"
-        )
-    model = _model(spec.model, folder, f"{path}:{_line_of(node, 'model')}")
-    fallback = [_model(m, folder, f"{path}:{_line_of(node, 'fallback')}") for m in spec.fallback]
-    tools: list[Tool | Toolset] = [*_tools(folder, spec, f"{path}:{_line_of(node, 'tools')}")]
-    if spec.plugins:
-        from .plugins import plugin_tools
-
-        try:
-            tools += plugin_tools(*spec.plugins)
-        except ConfigError as exc:
-            raise ConfigError(str(exc), source=f"{path}:{_line_of(node, 'plugins')}") from None
-    rules = folder / "rules.yaml"
-    if spec.output_schema is not None:
-        Output.of(None, spec.output_schema, source=f"{path}:{_line_of(node, 'output_schema')}")
-    agent = Agent(
-        name=name,
-        description=spec.description,
-        instructions=spec.instructions,
-        model=model,
-        fallback_models=fallback,
-        tools=tools,
-        rules=rules if rules.exists() else None,
-        max_turns=spec.max_turns,
-        on_deny=spec.on_deny,
-        context_budget=spec.context_budget,
-        max_output_tokens=spec.max_output_tokens,
-        settings=_model_settings(spec.settings, f"{path}:{_line_of(node, 'settings')}"),
-        tool_timeout=spec.tool_timeout,
-        compaction=None if spec.compaction is None else _build(Compaction, spec.compaction, path),
-        retry=_build(RetryPolicy, spec.retry, path),
-        output_schema=spec.output_schema,
-        output_retries=spec.output_retries,
-        output_mode=spec.output_mode,
-        continue_truncated=spec.continue_truncated,
-    )
-    skills = folder / "skills"
-    if skills.is_dir():
-        from .skills import discover
-
-        agent, _left_out = discover(skills).apply(agent)
-    return agent
-
-
-def _model(spec: str, folder: Path, where: str) -> str:
-    """Check the provider now (keys are checked when a run starts); scripted paths are
-    relative to the agent folder."""
-    from .models.registry import providers_known
-
-    provider, sep, rest = spec.partition(":")
-    known = providers_known(provider)
-    if not sep or provider not in known:
-        raise ConfigError(
-            f"unknown model {spec!r}: use 'provider:model' with one of: {', '.join(known)}",
-            source=where,
-        )
-    if provider == "scripted" and not Path(rest).is_absolute():
-        return f"scripted:{folder / rest}"
-    return spec
-
-
-def _tools(folder: Path, spec: _Spec, where: str) -> list[Tool]:
-    tools: list[Tool] = []
-    if (folder / "tools.py").exists():
-        module = _import(folder / "tools.py", f"tools_{folder.name}")
-        tools += [v for v in vars(module).values() if isinstance(v, Tool)]
-    for path in spec.tools:
-        module_name, _, attr = path.partition(":")
-        try:
-            value = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"cannot import tool {path!r}: {exc}", source=where) from None
-        if not isinstance(value, Tool):
-            raise ConfigError(f"{path!r} is not a tool (decorate it with @tool)", source=where)
-        tools.append(value)
-    if "ask_user" in spec.builtins:
-        from .tools import ask_user
-
-        tools.append(ask_user)
-    if "files" in spec.builtins or "files-readonly" in spec.builtins:
-        from .builtins.files import workspace_tools
-
-        tools += workspace_tools(folder / "workspace", writable="files" in spec.builtins)
-    if "shell" in spec.builtins:
-        from .builtins.shell import shell_tool
-
-        tools.append(shell_tool(folder / "workspace"))
-    return tools
-
-
-def _import(path: Path, name: str) -> ModuleType:
-    """Import a project file as a module; an error names the file and line."""
-    module_name = f"loopwright_project.{name.replace('-', '_')}"
-    loaded = importlib.util.spec_from_file_location(module_name, path)
-    assert loaded is not None and loaded.loader is not None
-    module = importlib.util.module_from_spec(loaded)
-    sys.modules[module_name] = module
-    try:
-        loaded.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[module_name]
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
-        line = f":{frames[-1].lineno}" if frames else ""
-        if isinstance(exc, SyntaxError) and exc.lineno:
-            line = f":{exc.lineno}"
-        raise ConfigError(f"{type(exc).__name__}: {exc}", source=f"{path}{line}") from None
-    return module
-
-
-def _build(cls: Any, values: dict[str, Any], path: Path) -> Any:
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise ConfigError(f"{cls.__name__}: {exc}", source=str(path)) from None
-
-
-def _model_settings(values: dict[str, Any], where: str) -> ModelSettings:
-    try:
-        return ModelSettings.parse(values)
-    except ConfigError as exc:
-        raise ConfigError(f"settings: {exc}", source=where) from None
-
-
-def _picked(defaults: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in defaults.items() if k in ("model", "max_turns", "on_deny", "plugins")}
-
-
-def _line_of(node: Any, key: str) -> int:
-    """1-based line of `key` in a YAML mapping node (1 when unknown)."""
-    if isinstance(node, yaml.MappingNode):
-        for k, _ in node.value:
-            if getattr(k, "value", None) == key:
-                return int(k.start_mark.line) + 1
-    return 1
-
-
-def _valid_name(name: str) -> bool:
-    return re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) is not None
 
 
 def with_model(agent: Agent, model: str) -> Agent:

@@ -1,0 +1,207 @@
+"""`agent.yaml`: its fields (`_Spec`), and how an agent folder's agent.yaml becomes an `Agent`
+(`from_yaml`): its model and fallbacks checked now, its tools (the folder's tools.py, the
+`tools:` import paths, `builtins:`, `plugins:`), rules.yaml beside it, its skills. Every error
+is a `ConfigError` naming the file and the line of the key at fault."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..agent import Agent, RetryPolicy
+from ..errors import ConfigError
+from ..loop.output import Output
+from ..model_settings import ModelSettings
+from ..state.compaction import Compaction
+from ..tools import Tool
+from ..toolsets import Toolset
+from .python_files import import_file
+
+NAME_RULE = "lowercase words joined by hyphens, like 'support' or 'order-desk'"
+
+
+class _Spec(BaseModel):
+    """The fields of agent.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    description: str = ""
+    instructions: str = ""
+    model: str | None = None
+    fallback: list[str] = []
+    """Models to fall back to, in order, when the model fails past its retries."""
+    tools: list[str] = []
+    """Extra tools by import path, `package.module:name`."""
+    builtins: list[Literal["ask_user", "files", "files-readonly", "shell"]] = []
+    plugins: list[str] = []
+    """Installed plugins whose tools and toolsets this agent gets (docs/plugins.md)."""
+    max_turns: int = 25
+    on_deny: Literal["stop", "continue"] = "stop"
+    context_budget: int | None = None
+    max_output_tokens: int | None = None
+    settings: dict[str, Any] = {}
+    """Model settings: temperature, top_p, stop, max_output_tokens, reasoning, metadata, extra."""
+    tool_timeout: float | None = 120.0
+    compaction: dict[str, Any] | None = {}
+    retry: dict[str, Any] = {}
+    output_schema: dict[str, Any] | None = None
+    """Structured output: the final answer must be JSON fitting this schema (docs/output.md)."""
+    output_retries: int = 2
+    output_mode: Literal["auto", "native", "tool"] = "auto"
+    continue_truncated: int = 0
+
+
+def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
+    path = folder / "agent.yaml"
+    text = path.read_text()
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(
+            f"invalid YAML: {getattr(exc, 'problem', exc)}", source=f"{path}{line}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError("agent.yaml must be a mapping", source=f"{path}:1")
+    try:
+        spec = _Spec.model_validate({**_picked(defaults), **data})
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        key = str(error["loc"][0]) if error["loc"] else ""
+        raise ConfigError(
+            f"{'.'.join(map(str, error['loc'])) or 'agent'}: {error['msg']}",
+            source=f"{path}:{_line_of(node, key)}",
+        ) from None
+    name = spec.name or folder.name
+    if not _valid_name(name):
+        raise ConfigError(
+            f"invalid agent name {name!r}: {NAME_RULE}", source=f"{path}:{_line_of(node, 'name')}"
+        )
+    if spec.model is None:
+        raise ConfigError(
+            "no model: set `model:` here or [defaults] model in loopwright.toml", source=f"{path}:1"
+        )
+    model = _model(spec.model, folder, f"{path}:{_line_of(node, 'model')}")
+    fallback = [_model(m, folder, f"{path}:{_line_of(node, 'fallback')}") for m in spec.fallback]
+    tools: list[Tool | Toolset] = [*_tools(folder, spec, f"{path}:{_line_of(node, 'tools')}")]
+    if spec.plugins:
+        from ..plugins import plugin_tools
+
+        try:
+            tools += plugin_tools(*spec.plugins)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), source=f"{path}:{_line_of(node, 'plugins')}") from None
+    rules = folder / "rules.yaml"
+    if spec.output_schema is not None:
+        Output.of(None, spec.output_schema, source=f"{path}:{_line_of(node, 'output_schema')}")
+    agent = Agent(
+        name=name,
+        description=spec.description,
+        instructions=spec.instructions,
+        model=model,
+        fallback_models=fallback,
+        tools=tools,
+        rules=rules if rules.exists() else None,
+        max_turns=spec.max_turns,
+        on_deny=spec.on_deny,
+        context_budget=spec.context_budget,
+        max_output_tokens=spec.max_output_tokens,
+        settings=_model_settings(spec.settings, f"{path}:{_line_of(node, 'settings')}"),
+        tool_timeout=spec.tool_timeout,
+        compaction=None if spec.compaction is None else _build(Compaction, spec.compaction, path),
+        retry=_build(RetryPolicy, spec.retry, path),
+        output_schema=spec.output_schema,
+        output_retries=spec.output_retries,
+        output_mode=spec.output_mode,
+        continue_truncated=spec.continue_truncated,
+    )
+    skills = folder / "skills"
+    if skills.is_dir():
+        from ..skills import discover
+
+        agent, _left_out = discover(skills).apply(agent)
+    return agent
+
+
+def _model(spec: str, folder: Path, where: str) -> str:
+    """Check the provider now (keys are checked when a run starts); scripted paths are
+    relative to the agent folder."""
+    from ..models.registry import providers_known
+
+    provider, sep, rest = spec.partition(":")
+    known = providers_known(provider)
+    if not sep or provider not in known:
+        raise ConfigError(
+            f"unknown model {spec!r}: use 'provider:model' with one of: {', '.join(known)}",
+            source=where,
+        )
+    if provider == "scripted" and not Path(rest).is_absolute():
+        return f"scripted:{folder / rest}"
+    return spec
+
+
+def _tools(folder: Path, spec: _Spec, where: str) -> list[Tool]:
+    tools: list[Tool] = []
+    if (folder / "tools.py").exists():
+        module = import_file(folder / "tools.py", f"tools_{folder.name}")
+        tools += [v for v in vars(module).values() if isinstance(v, Tool)]
+    for path in spec.tools:
+        module_name, _, attr = path.partition(":")
+        try:
+            value = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot import tool {path!r}: {exc}", source=where) from None
+        if not isinstance(value, Tool):
+            raise ConfigError(f"{path!r} is not a tool (decorate it with @tool)", source=where)
+        tools.append(value)
+    if "ask_user" in spec.builtins:
+        from ..tools import ask_user
+
+        tools.append(ask_user)
+    if "files" in spec.builtins or "files-readonly" in spec.builtins:
+        from ..builtins.files import workspace_tools
+
+        tools += workspace_tools(folder / "workspace", writable="files" in spec.builtins)
+    if "shell" in spec.builtins:
+        from ..builtins.shell import shell_tool
+
+        tools.append(shell_tool(folder / "workspace"))
+    return tools
+
+
+def _build(cls: Any, values: dict[str, Any], path: Path) -> Any:
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ConfigError(f"{cls.__name__}: {exc}", source=str(path)) from None
+
+
+def _model_settings(values: dict[str, Any], where: str) -> ModelSettings:
+    try:
+        return ModelSettings.parse(values)
+    except ConfigError as exc:
+        raise ConfigError(f"settings: {exc}", source=where) from None
+
+
+def _picked(defaults: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in defaults.items() if k in ("model", "max_turns", "on_deny", "plugins")}
+
+
+def _line_of(node: Any, key: str) -> int:
+    """1-based line of `key` in a YAML mapping node (1 when unknown)."""
+    if isinstance(node, yaml.MappingNode):
+        for k, _ in node.value:
+            if getattr(k, "value", None) == key:
+                return int(k.start_mark.line) + 1
+    return 1
+
+
+def _valid_name(name: str) -> bool:
+    return re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) is not None
