@@ -39,8 +39,7 @@ from .. import redact
 from ..messages import AssistantMessage, Message, Text, ToolCall, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
-    from ..loop.driver import Run
-    from ..loop.session import Session
+    from ..loop.observers import ObservedRun, ObservedSession
 
 log = logging.getLogger("loopwright.telemetry")
 
@@ -69,7 +68,9 @@ class Tracing:
         """`<session>/<tool>/<call id>` → the call's execute_tool span (subagents.py names a
         child's session so)."""
 
-    def observe(self, run: Run, session: Session | None) -> Callable[[ev.Event | None], None]:
+    def observe(
+        self, run: ObservedRun, session: ObservedSession | None
+    ) -> Callable[[ev.Event | None], None]:
         """The observer of one run (`loopwright.loop.observers`); one that ignores it if that fails."""
         try:
             return RunSpans(self, run, session)
@@ -97,7 +98,7 @@ class _CallSpan:
 class RunSpans:
     """The spans of one run, made as its events arrive; called with None as its task ends."""
 
-    def __init__(self, tracing: Tracing, run: Run, session: Session | None) -> None:
+    def __init__(self, tracing: Tracing, run: ObservedRun, session: ObservedSession | None) -> None:
         self.tracing, self.capture = tracing, tracing.capture
         self.session = session
         self.session_id = run.session_id
