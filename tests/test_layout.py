@@ -97,21 +97,6 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-NOT_YET = [
-    c.split()
-    for c in [
-        # the run's and the observers' `Session` and `Run` annotations (TYPE_CHECKING), and the
-        # session reading the process's default observers from `telemetry` as it is made
-        "loop.driver loop.observers loop.session telemetry telemetry.spans",
-        # `LogJournal.live` makes the live approver (`approvers`, `live`), `live` imports the journal
-        "runtime.approvers runtime.follow runtime.journal runtime.live",
-    ]
-]
-"""Circles not broken yet (issue 30): this list only shrinks, to nothing."""
-
-
 def test_no_import_cycles() -> None:
     found = [[m.removeprefix("loopwright.") for m in c] for c in circles(import_graph())]
-    new = [c for c in found if c not in NOT_YET]
-    assert not new, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in new)
-    assert found == NOT_YET, "a circle is broken: take it off NOT_YET"
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)

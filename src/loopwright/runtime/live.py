@@ -29,7 +29,7 @@ from ..errors import SessionBusy
 from ..loop.session import Run, Session
 from ..store import StaleWriter, StoredEvent, StoreError
 from ..store.log import Lease, QueuedControl, SessionKey, Store
-from .follow import Item, follow
+from .follow import Followed, Item, follow
 from .journal import NOT_STORED, LogJournal
 
 logger = logging.getLogger("loopwright.runtime")
@@ -281,7 +281,7 @@ class Live:
         self._runs: dict[SessionKey, LiveRun] = {}
         self._followers: dict[SessionKey, int] = {}
         self._gone: dict[SessionKey, asyncio.Future[None]] = {}
-        self._starts: dict[SessionKey, asyncio.Future[LiveRun]] = {}
+        self._starts: dict[SessionKey, asyncio.Future[Followed]] = {}
         self._listeners: set[asyncio.Task[None]] = set()
         """Listeners for controls of runs that ended, still ending (see `ending`)."""
         self._closing = False
@@ -326,7 +326,7 @@ class Live:
 
         listener.add_done_callback(ended)
 
-    def started(self, key: SessionKey) -> asyncio.Future[LiveRun]:
+    def started(self, key: SessionKey) -> asyncio.Future[Followed]:
         """Completes, with the run, when a run of the session starts here (from now on)."""
         future = self._starts.get(key)
         if future is None or future.done():
