@@ -59,8 +59,7 @@ from .lease import deadline, keep
 from .state import read_state, refill, save_snapshot
 
 LiveApprover = Callable[[Approver, "LogJournal"], Approver]
-"""Makes the approver a run of a journal's session asks (`LogJournal.live`), given by whoever
-opens the session (`runtime.approvers.racing`)."""
+"""Makes the approvers of a journal's runs (`LogJournal.live`): `runtime.approvers.racing`."""
 
 logger = logging.getLogger("loopwright.runtime")
 
@@ -350,10 +349,12 @@ class LogJournal:
 
     async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
         key = SessionKey(self.key.tenant, agent.name, session_id)
-        child = await session_in_log(self.log, agent, key, self.settings, parent=self.key)
+        child = await session_in_log(
+            self.log, agent, key, self.settings, parent=self.key, live_approver=self.live_approver
+        )
         journal = child.journal
         assert isinstance(journal, LogJournal)
-        journal.agents, journal.live_approver, journal.above = self.agents, self.live_approver, self
+        journal.agents, journal.above = self.agents, self
         self.children[session_id] = journal
         return child
 
@@ -466,8 +467,7 @@ async def session_in_log(
     parent: SessionKey | None = None,
     live_approver: LiveApprover | None = None,
 ) -> Session:
-    """A session kept in the log: its history is read from the log (nothing when new), its
-    runs' approvers made by `live_approver` (`LogJournal.live_approver`)."""
+    """A session kept in the log: its history is read from the log (nothing when new)."""
     journal = LogJournal(log, agent, key, settings, parent=parent)
     journal.live_approver = live_approver
     session = Session(
