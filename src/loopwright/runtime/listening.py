@@ -44,27 +44,31 @@ class Listener:
     has it apply each, until the lease ends (or the run has finished and its log fails)."""
 
     def __init__(self, log: Controls, lease: Lease, run: Listened) -> None:
-        self.listening = False
-        """It waited `LISTEN_AFTER` and listens (or has listened)."""
-        self._run = run
+        self._listening = asyncio.Event()  # (not on `self`: the task, ended, keeps no cycle)
         self.task = asyncio.get_running_loop().create_task(
-            self._controls(log, lease), name=f"loopwright controls {lease.key.id}"
+            _listen(log, lease, run, self._listening), name=f"loopwright controls {lease.key.id}"
         )
 
-    async def _controls(self, log: Controls, lease: Lease) -> None:
-        await asyncio.sleep(LISTEN_AFTER)
-        self.listening = True
-        while not self._run.finished.is_set():
-            try:
-                async for control in log.controls(lease):
-                    self._run.apply(control)
-            except StaleWriter:
-                return  # released (or taken over): the run is over
-            except StoreError as exc:
-                if self._run.finished.is_set():
-                    return
-                logger.warning("session %s: controls not heard: %s", lease.key.id, exc)
-                await asyncio.sleep(RETRY)
+    @property
+    def listening(self) -> bool:
+        """It waited `LISTEN_AFTER` and listens (or has listened)."""
+        return self._listening.is_set()
+
+
+async def _listen(log: Controls, lease: Lease, run: Listened, listening: asyncio.Event) -> None:
+    await asyncio.sleep(LISTEN_AFTER)
+    listening.set()
+    while not run.finished.is_set():
+        try:
+            async for control in log.controls(lease):
+                run.apply(control)
+        except StaleWriter:
+            return  # released (or taken over): the run is over
+        except StoreError as exc:
+            if run.finished.is_set():
+                return
+            logger.warning("session %s: controls not heard: %s", lease.key.id, exc)
+            await asyncio.sleep(RETRY)
 
 
 class Listeners:
