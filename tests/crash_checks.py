@@ -71,8 +71,8 @@ def runtime(process: Process, real: EventLog, gate: asyncio.Event) -> Runtime:
 
 
 def deliverer(real: EventLog, process: Process, ledger: Ledger, clock: Clock) -> Deliverer:
-    worker = Deliverer(real, [Hook(ledger)], NOTIFY, clock=clock)
-    worker.log = Faulty(real, process)  # type: ignore[assignment]
+    worker = Deliverer(Runtime({}, real), [Hook(ledger)], NOTIFY, clock=clock)
+    worker.reading = Runtime({}, Faulty(real, process))  # (its items: through the runtime)
     worker.outbox = Faulty(outbox_of(real), process, OUTBOX_WRITES)  # type: ignore[assignment]
     return worker
 

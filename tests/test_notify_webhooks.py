@@ -20,6 +20,7 @@ from loopwright import redact
 from loopwright.errors import ConfigError
 from loopwright.notify import Deliverer, Links, NotifySettings, Sent, Webhook, WebhookNotifier
 from loopwright.notify.signing import LinkClaim, check, verify
+from loopwright.runtime import Runtime
 from loopwright.store.log import EventLog, Verdict
 from loopwright.store.outbox import Attempt, outbox_of
 from loopwright.store.sqlite_log import SQLiteLog
@@ -64,7 +65,7 @@ def deliverer(log: EventLog, clock: Clock, *hooks: Webhook, **options: Any) -> D
     links = Links("https://agents.example.com", LINK_KEY, 3600, clock)
     settings = NotifySettings(webhooks=hooks, **options)
     notifiers = [WebhookNotifier(hook) for hook in hooks]
-    return Deliverer(log, notifiers, settings, links, clock=clock, random=lambda: 0.5)
+    return Deliverer(Runtime({}, log), notifiers, settings, links, clock=clock, random=lambda: 0.5)
 
 
 def hook(receiver: Receiver, name: str = "ops", events: frozenset[str] = ALL) -> Webhook:
@@ -339,7 +340,9 @@ async def test_a_plugins_notifier_gets_the_same_durable_delivery(log: SQLiteLog)
     await paused(log, approval("p-1", amount=5))
     clock = Clock(NOW)
     links = Links("https://agents.example.com", LINK_KEY, 3600, clock)
-    worker = Deliverer(log, [pager], NotifySettings(), links, clock=clock, random=lambda: 0.5)
+    worker = Deliverer(
+        Runtime({}, log), [pager], NotifySettings(), links, clock=clock, random=lambda: 0.5
+    )
     assert await worker.tick() == 1
     clock.advance(1.5)
     assert await worker.tick() == 1
@@ -382,7 +385,9 @@ async def test_a_notifiers_failure_is_stored_and_listed_without_its_secrets(
         clock = Clock(NOW)
         links = Links("https://agents.example.com", LINK_KEY, 3600, clock)
         leaky = Leaky(token, password)
-        worker = Deliverer(log, [leaky], NotifySettings(), links, clock=clock, random=lambda: 0.5)
+        worker = Deliverer(
+            Runtime({}, log), [leaky], NotifySettings(), links, clock=clock, random=lambda: 0.5
+        )
         assert await worker.tick() == 1
         clock.advance(1.5)
         assert await worker.tick() == 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import events as ev
 from ..errors import CommitFailed
@@ -25,11 +25,21 @@ from ..state._values import frozen, maker
 from ..state.replay import HANDLERS, SessionState
 from .control import Control
 from .finish import stop_detail
-from .observers import Observer, observing
+from .observers import ObservedSession, Observer, observing
 
 if TYPE_CHECKING:
     from .output import Output
-    from .session import Journal, Session
+
+
+class RunJournal(Protocol):
+    """What a run asks of its journal (a `session.Journal`; its claim and release of the session
+    come bound to the session, as `begin` and `end`)."""
+
+    async def append(self, session_id: str, event: ev.Event) -> int | None: ...
+
+    def seq_of(self, event: ev.Event) -> int | None: ...
+
+    def record(self, event: ev.Event, *, between_runs: bool = False) -> bool: ...
 
 
 OutputT = TypeVar("OutputT")
@@ -77,6 +87,7 @@ class Run:
     """
 
     __slots__ = (
+        "_begin",
         "_buffer",
         "_cancelled",
         "_control",
@@ -85,7 +96,7 @@ class Run:
         "_entered",
         "_events",
         "_exhausted",
-        "_input",
+        "_finish",
         "_journal",
         "_observers",
         "_on_end",
@@ -109,9 +120,10 @@ class Run:
         events: AsyncGenerator[ev.Event, None],
         control: Control,
         session_id: str,
-        journal: Journal | None = None,
-        session: Session | None = None,
-        input: str | None = None,
+        journal: RunJournal | None = None,
+        session: ObservedSession | None = None,
+        begin: Callable[[], Awaitable[None]] | None = None,
+        end: Callable[[ev.RunStopReason | None], Awaitable[None]] | None = None,
         output: Output | None = None,
         observers: tuple[Observer, ...] = (),
         prepare: Callable[[], Awaitable[None]] | None = None,
@@ -122,7 +134,8 @@ class Run:
         self._journal = journal
         self._session = session
         self._state = session.state if session is not None else SessionState()
-        self._input = input
+        self._begin = begin  # the journal's claim of the session, bound to it
+        self._finish = end  # its release, given the stop reason (None: no `done` logged)
         self._on_end: Callable[[Run], None] | None = None  # `watch()`'s: a session's `idle()`
         self._watched = False
         self._output = output  # the agent's structured output: `RunResult.output` is its value
@@ -210,9 +223,8 @@ class Run:
         state, handlers = self._state, HANDLERS.get
         stop: ev.RunStopReason | None = None
         try:
-            if journal is not None:
-                assert self._session is not None
-                await journal.begin(self._session, self._input)
+            if self._begin is not None:
+                await self._begin()
             if self._prepare is not None:
                 await self._prepare()
         except BaseException:
@@ -305,11 +317,12 @@ class Run:
             if observe is not None:
                 observe(None)
             try:
-                if journal is not None:
-                    assert self._session is not None
-                    await journal.end(self._session, stop)
+                if self._finish is not None:
+                    await self._finish(stop)
             finally:
-                self._session = None  # the run holds its session no longer: no cycle is left
+                # the run holds its session no longer (nor its journal's calls bound to it): no
+                # cycle is left
+                self._session = self._begin = self._finish = None
                 self._wake_all()  # the task ends in this step: whoever wakes sees it done
 
     def _release(self, held: list[ev.Event]) -> None:

@@ -231,13 +231,15 @@ class Session:
             children=self.child,
         )
         text = input.content if isinstance(input, UserMessage) else input
+        journal = self.journal
         self._run = Run(
             events,
             self._control,
             self.id,
-            self.journal,
+            journal,
             self,
-            text,
+            partial(journal.begin, self, text) if journal is not None else None,
+            partial(journal.end, self) if journal is not None else None,
             self.agent.output,
             self.observers,
             partial(self.toolsets.enter_all, self.agent._live) if self.agent._live else None,

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..plugins import Notifier
+from ..runtime.reading import Reading
 from ..store.log import Store
 from ..store.outbox import outbox_of
 from .config import EVENTS, NotifySettings, Webhook
@@ -51,14 +52,15 @@ async def links_for(settings: NotifySettings, log: Store, default_base: str) -> 
 
 async def start(
     project_settings: Mapping[str, Any],
-    log: Store,
+    runtime: Reading,
     default_base: str,
     *,
     extra: Sequence[Notifier] | None = None,
     **options: Any,
 ) -> Deliverer | None:
-    """The running delivery worker of a server: to the `[[notify.webhook]]` targets and the
-    notifiers `extra` (by default every installed plugin's); None when there are none."""
+    """The running delivery worker of a server over its `runtime` (a `Runtime`): to the
+    `[[notify.webhook]]` targets and the notifiers `extra` (by default every installed plugin's);
+    None when there are none."""
     settings = NotifySettings.from_project(project_settings)
     if extra is None:
         from ..plugins import notifiers as plugin_notifiers
@@ -71,7 +73,7 @@ async def start(
         return None
     notifiers: list[Notifier] = [WebhookNotifier(hook) for hook in settings.webhooks]
     notifiers += extra
-    links = await links_for(settings, log, default_base)
-    deliverer = Deliverer(log, notifiers, settings, links, **options)
+    links = await links_for(settings, runtime.log, default_base)
+    deliverer = Deliverer(runtime, notifiers, settings, links, **options)
     deliverer.start()
     return deliverer

@@ -28,9 +28,9 @@ from .. import redact
 from ..errors import UnknownPending
 from ..plugins import Notifier
 from ..runtime.commits import new_owner
-from ..store.log import Store
+from ..runtime.reading import Reading
 from ..store.outbox import AttemptOutcome, Delivery, outbox_of
-from ..store.sqlite_rows import iso
+from ..store.sql import iso
 from .config import NotifySettings
 from .links import Links
 from .message import message, wanted
@@ -42,11 +42,12 @@ PRUNE_EVERY = 3600.0
 
 
 class Deliverer:
-    """Delivers the outbox of `event_log` to `notifiers` (see the module docstring)."""
+    """Delivers the outbox of the runtime's log to `notifiers` (see the module docstring); the
+    items its notices name are read through the runtime (`reading`: a `Runtime`)."""
 
     def __init__(
         self,
-        event_log: Store,
+        reading: Reading,
         notifiers: Sequence[Notifier],
         settings: NotifySettings,
         links: Links | None = None,
@@ -59,7 +60,7 @@ class Deliverer:
         hold: float | None = None,
         poll: float = 0.5,
     ) -> None:
-        self.log, self.outbox = event_log, outbox_of(event_log)
+        self.reading, self.outbox = reading, outbox_of(reading.log)
         self.notifiers = {n.name: n for n in notifiers}
         self.settings, self.links = settings, links
         self.clock, self.random, self.base, self.cap = clock, random, base, cap
@@ -100,7 +101,7 @@ class Deliverer:
         notifier = self.notifiers[delivery.target]
         notice = delivery.notice
         try:
-            item = await self.log.pending_item(notice.tenant, notice.item)
+            item = await self.reading.item(notice.tenant, notice.item)
         except UnknownPending:  # (not on this log: nothing to say)
             await self.outbox.record(delivery, AttemptOutcome("skipped", iso(self.clock())))
             return 0

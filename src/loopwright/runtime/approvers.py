@@ -6,7 +6,8 @@
 - `authoritative`: wraps a caller's approver (a terminal prompt, an in-process callback). The
   prompt races a decision made elsewhere: an answer given here is recorded first (an edit vetted
   as `resolve` vets it), and whichever decision the log holds first is the one the run acts on; a
-  prompt overtaken by a decision made elsewhere is cancelled.
+  prompt overtaken by a decision made elsewhere is cancelled. `racing` makes one for each run
+  of a session opened in a log (`LogJournal.live`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..approvals import DEFER, Answer, Approval, Approver, ApproverResult, Reque
 from ..store import PendingRecord
 from ..store.log import Decisions, SessionKey, Store
 from .decisions import answer_of, owner_of, record
+from .journal import LiveApprover, LogJournal
 from .live import Live, LiveRun
 
 
@@ -58,15 +60,31 @@ def _defer(live: LiveRun | None) -> ApproverResult:
     return DEFER
 
 
+def racing(registry: Live | None) -> LiveApprover:
+    """What makes the approvers of a journal's runs (`LogJournal.live_approver`): each is
+    `authoritative` over the journal's log, with the live runs of `registry` (a runtime's; None:
+    a session opened in a log on its own, `open_session`)."""
+
+    def live(approver: Approver, journal: LogJournal) -> Approver:
+        return authoritative(approver, journal.log, journal.agents, registry, journal.key)
+
+    return live
+
+
 def authoritative(
-    approver: Approver, log: Store, agents: Mapping[str, Agent], registry: Live, key: SessionKey
+    approver: Approver,
+    log: Store,
+    agents: Mapping[str, Agent],
+    registry: Live | None,
+    key: SessionKey,
 ) -> Approver:
-    """`approver`, answering with the decision the log records first (see the module)."""
+    """`approver`, answering with the decision the log records first (see the module); the run
+    asking it is looked up in `registry`, when given, to act on a decision once it is shown."""
 
     async def approve(request: Request) -> ApproverResult:
         asking = asyncio.ensure_future(_ask(approver, request))
         elsewhere = asyncio.ensure_future(log.wait_decided(key.tenant, request.id))
-        live = registry.get(key)
+        live = registry.get(key) if registry is not None else None
         try:
             await asyncio.wait((asking, elsewhere), return_when=asyncio.FIRST_COMPLETED)
             if elsewhere.done():

@@ -8,6 +8,10 @@ follower came to it: its events are still at hand), and back to the log when it 
 stops without its `done` (taken over elsewhere). Nothing the log holds is skipped: a
 seq is only ever that of a committed event, and an event may at worst come twice (once live
 without a seq, once from the log) when a follower switches right as it is committed.
+
+It sees this process's runs through `Running`, `Followed` and `Counted`, what it reads of them
+(the runtime's `live.Live`, `live.LiveRun` and `live.Follower` are these): a run in progress is
+followed (`LiveRun.stream`) by what does not know it.
 """
 
 from __future__ import annotations
@@ -15,17 +19,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from .. import events as ev
 from ..store import StoredEvent
 from ..store.log import EventLog, SessionKey, Store
 
-if TYPE_CHECKING:
-    from .live import Follower, Live, LiveRun
-
 Item = tuple[int | None, ev.Event]
 T = TypeVar("T")
+
+
+class Followed(Protocol):
+    """What a follower reads of a run of this process (a `live.LiveRun`)."""
+
+    @property
+    def failure(self) -> BaseException | None: ...
+
+    @property
+    def done(self) -> ev.Done | None: ...
+
+    @property
+    def start_seq(self) -> int: ...
+
+    async def settled(self) -> None: ...
+
+    def subscribe(self, after: int) -> AsyncIterator[Item]: ...
+
+
+class Counted(Protocol):
+    """A follower of a session, counted until `close()` (a `live.Follower`)."""
+
+    def close(self) -> None: ...
+
+
+class Running(Protocol):
+    """What a follower asks of the registry of this process's runs (a `live.Live`)."""
+
+    def get(self, key: SessionKey) -> Followed | None: ...
+
+    def started(self, key: SessionKey) -> asyncio.Future[Followed]: ...
+
+    def attach(self, key: SessionKey) -> Counted: ...
 
 
 def final(event: ev.Event | None) -> bool:
@@ -35,12 +69,12 @@ def final(event: ev.Event | None) -> bool:
 
 async def follow(
     log: Store,
-    registry: Live,
+    registry: Running,
     key: SessionKey,
     *,
     after: int,
-    follower: Follower | None = None,
-    first: LiveRun | None = None,
+    follower: Counted | None = None,
+    first: Followed | None = None,
 ) -> AsyncIterator[Item]:
     """See the module docstring; `follower` is counted until the caller stops (one is made
     when none is given). `first`: a run of this process followed first, even if it has ended
@@ -109,12 +143,12 @@ async def _over(log: Store, key: SessionKey, seq: int, *, done: bool = False) ->
 _BETWEEN_RUNS = (ev.PendingDecided, ev.SteeringQueued, ev.SteeringCleared)
 
 
-def _started(started: asyncio.Future[LiveRun]) -> LiveRun | None:
+def _started(started: asyncio.Future[Followed]) -> Followed | None:
     return started.result() if started.done() else None
 
 
 async def _from_log(
-    log: EventLog, key: SessionKey, after: int, started: asyncio.Future[LiveRun]
+    log: EventLog, key: SessionKey, after: int, started: asyncio.Future[Followed]
 ) -> AsyncIterator[tuple[int, ev.Event]]:
     """The log's events after `after` as they are committed, until a run of the session starts
     in this process (`started`: the caller then follows it live)."""

@@ -33,7 +33,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..agent import Agent
@@ -59,8 +58,8 @@ from .fence import Ending, dead_ending, still_above
 from .lease import deadline, keep
 from .state import read_state, refill, save_snapshot
 
-if TYPE_CHECKING:
-    from .live import Live
+LiveApprover = Callable[[Approver, "LogJournal"], Approver]
+"""Makes the approvers of a journal's runs (`LogJournal.live`): `runtime.approvers.racing`."""
 
 logger = logging.getLogger("loopwright.runtime")
 
@@ -114,8 +113,8 @@ class LogJournal:
         self._lock = asyncio.Lock()
         self.agents: Mapping[str, Agent] = {agent.name: agent}
         """The agents a decision on this session's items is vetted with (a runtime's all)."""
-        self.registry: Live | None = None
-        """The runtime's live runs, when a runtime drives this session."""
+        self.live_approver: LiveApprover | None = None
+        """Makes its runs' approvers (see `live`): None, the approver a run is given as it is."""
         self._heartbeat: asyncio.Task[None] | None = None
         self._flushes: set[asyncio.Task[None]] = set()
         self.children: dict[str, LogJournal] = {}
@@ -344,20 +343,18 @@ class LogJournal:
     def live(self, approver: Approver) -> Approver:
         """`approver`, answering with the decision the log records first (a decision made
         elsewhere overtakes a prompt: `runtime.approvers.authoritative`)."""
-        from .approvers import authoritative
-        from .live import Live
-
-        if getattr(approver, "authoritative", False):
-            return approver  # a parent's, passed on to its subagent's run
-        registry = self.registry or Live(self.log)
-        return authoritative(approver, self.log, self.agents, registry, self.key)
+        if getattr(approver, "authoritative", False) or self.live_approver is None:
+            return approver  # (a parent's, passed on to its subagent's run)
+        return self.live_approver(approver, self)
 
     async def child(self, parent: Session, agent: Agent, session_id: str) -> Session:
         key = SessionKey(self.key.tenant, agent.name, session_id)
-        child = await session_in_log(self.log, agent, key, self.settings, parent=self.key)
+        child = await session_in_log(
+            self.log, agent, key, self.settings, parent=self.key, live_approver=self.live_approver
+        )
         journal = child.journal
         assert isinstance(journal, LogJournal)
-        journal.agents, journal.registry, journal.above = self.agents, self.registry, self
+        journal.agents, journal.above = self.agents, self
         self.children[session_id] = journal
         return child
 
@@ -468,9 +465,11 @@ async def session_in_log(
     settings: Settings,
     *,
     parent: SessionKey | None = None,
+    live_approver: LiveApprover | None = None,
 ) -> Session:
     """A session kept in the log: its history is read from the log (nothing when new)."""
     journal = LogJournal(log, agent, key, settings, parent=parent)
+    journal.live_approver = live_approver
     session = Session(
         agent,
         session_id=key.id,

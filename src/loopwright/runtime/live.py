@@ -9,12 +9,8 @@ Events others append to the session meanwhile (decisions) join the fan-out in lo
 Followers are counted per session: a run's live approver waits for a decision only while someone
 follows the session, and defers (a durable pause) once the last follower has gone.
 
-A run that lives past `LISTEN_AFTER` listens for the controls other processes send it
-(`EventLog.controls`: a cancel, a steer, a follow-up) and applies each exactly as a control of
-this process: a cancel cancels the run, a steer or a follow-up is queued (logged as
-`steering:queued`, injected as `steering:injected`). A control sent earlier waits in the log
-until then (it is addressed to the run's lease, so it cannot miss it); a short run never pays
-for listening. The listener ends when the run releases its lease.
+A run that lives past `listening.LISTEN_AFTER` listens for the controls other processes send
+it, and applies each exactly as a control of this process (`LiveRun.apply`; see `listening`).
 """
 
 from __future__ import annotations
@@ -27,22 +23,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from .. import events as ev
 from ..errors import SessionBusy
 from ..loop.session import Run, Session
-from ..store import StaleWriter, StoredEvent, StoreError
-from ..store.log import Lease, QueuedControl, SessionKey, Store
-from .follow import Item, follow
+from ..store import StaleWriter, StoredEvent
+from ..store.log import QueuedControl, SessionKey, Store
+from .follow import Followed, Item, follow
 from .journal import NOT_STORED, LogJournal
+from .listening import Listener, Listeners
 
 logger = logging.getLogger("loopwright.runtime")
-
-LISTEN_AFTER = 0.2
-"""Seconds a run lives before it listens for controls (see the module docstring): a one-step
-run of a few milliseconds on SQLite took ~20% longer when every run listened from its start
-(the listener's reads at its start and end, on the log's one worker), measured."""
-LISTENER_GRACE = 5.0
-"""Seconds a run's listener for controls may take to end after the run (a release here ends it
-at once; a run that lost its lease leaves it waiting): then it is cancelled."""
-RETRY = 1.0
-"""Seconds before a listener whose log failed listens again."""
 
 
 class LiveRun:
@@ -80,9 +67,7 @@ class LiveRun:
         self._queues: set[asyncio.Queue[ev.Event | None]] = set()
         self._first: asyncio.Future[None] = loop.create_future()
         self._first.add_done_callback(_retrieve)
-        self._listener: asyncio.Task[None] | None = None
-        self._listening = False
-        """The listener for controls waited `LISTEN_AFTER` and listens (or has listened)."""
+        self._listener: Listener | None = None
         journal.on_foreign = self._foreign_events
         self.task = loop.create_task(self._drive(), name=f"loopwright run {key.id}")
 
@@ -160,9 +145,7 @@ class LiveRun:
             self._publish_foreign()
             if not self._first.done():
                 self._first.set_result(None)
-            if self._listener is not None and not self._listening:
-                self._listener.cancel()  # it had not begun to listen: nothing to lose
-            self._registry.ending(self._listener)
+            self._registry.listeners.ending(self._listener)
             # (let go of what holds this run: its journal's callback and its listener's task,
             # whose end would keep this run in a cycle that only the collector frees)
             if self.journal.on_foreign == self._foreign_events:  # (not a later run's)
@@ -181,25 +164,7 @@ class LiveRun:
     def _listen(self) -> None:
         lease = self.journal.lease
         if lease is not None:
-            self._listener = asyncio.get_running_loop().create_task(
-                self._controls(lease), name=f"loopwright controls {self.key.id}"
-            )
-
-    async def _controls(self, lease: Lease) -> None:
-        """Apply the controls sent to this run from other processes, until its lease ends."""
-        await asyncio.sleep(LISTEN_AFTER)
-        self._listening = True
-        while not self.finished.is_set():
-            try:
-                async for control in self._registry.log.controls(lease):
-                    self.apply(control)
-            except StaleWriter:
-                return  # released (or taken over): the run is over
-            except StoreError as exc:
-                if self.finished.is_set():
-                    return
-                logger.warning("session %s: controls not heard: %s", self.key.id, exc)
-                await asyncio.sleep(RETRY)
+            self._listener = Listener(self._registry.log, lease, self)
 
     def apply(self, control: QueuedControl) -> None:
         """A control, exactly as this process's own: cancel, or queue a steer or follow-up (one
@@ -281,9 +246,9 @@ class Live:
         self._runs: dict[SessionKey, LiveRun] = {}
         self._followers: dict[SessionKey, int] = {}
         self._gone: dict[SessionKey, asyncio.Future[None]] = {}
-        self._starts: dict[SessionKey, asyncio.Future[LiveRun]] = {}
-        self._listeners: set[asyncio.Task[None]] = set()
-        """Listeners for controls of runs that ended, still ending (see `ending`)."""
+        self._starts: dict[SessionKey, asyncio.Future[Followed]] = {}
+        self.listeners = Listeners()
+        """Listeners for controls of runs that ended, still ending."""
         self._closing = False
 
     def get(self, key: SessionKey) -> LiveRun | None:
@@ -312,21 +277,7 @@ class Live:
         if self._runs.get(live.key) is live:
             del self._runs[live.key]
 
-    def ending(self, listener: asyncio.Task[None] | None) -> None:
-        """A run ended: its listener for controls ends once its release is seen (at once when
-        released here), or is cancelled after `LISTENER_GRACE`."""
-        if listener is None or listener.done():
-            return
-        self._listeners.add(listener)
-        late = asyncio.get_running_loop().call_later(LISTENER_GRACE, listener.cancel)
-
-        def ended(_: object) -> None:
-            late.cancel()
-            self._listeners.discard(listener)
-
-        listener.add_done_callback(ended)
-
-    def started(self, key: SessionKey) -> asyncio.Future[LiveRun]:
+    def started(self, key: SessionKey) -> asyncio.Future[Followed]:
         """Completes, with the run, when a run of the session starts here (from now on)."""
         future = self._starts.get(key)
         if future is None or future.done():
@@ -387,14 +338,7 @@ class Live:
                 task.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.gather(*stragglers, return_exceptions=True)
-        await self.stop_listening()
-
-    async def stop_listening(self) -> None:
-        """Cancel the listeners of runs that ended and have not seen their release yet."""
-        listeners = list(self._listeners)
-        for listener in listeners:
-            listener.cancel()
-        await asyncio.gather(*listeners, return_exceptions=True)
+        await self.listeners.stop()
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:

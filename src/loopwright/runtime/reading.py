@@ -1,7 +1,8 @@
 """What the doors read, through the runtime (the HTTP routes, the CLI, the editor adapter and
 notifications import only value types from the store): a session's events (followed live
 across pauses), its latest turn, its pending items (those of a dead run closed first, so that
-none is listed open that could not be resumed), a pending item, usage, sessions.
+none is listed open that could not be resumed), a pending item, usage, sessions, notification
+deliveries.
 
 `Reading` is the part of `Runtime` that reads; the runtime closes what a dead run left open
 (`_recover`).
@@ -15,6 +16,7 @@ from typing import Any
 from .. import events as ev
 from ..store import PendingRecord, PendingStatus, StoredEvent
 from ..store.log import Page, SessionKey, SessionRecord, Store
+from ..store.outbox import outbox_of
 from ..store.usage_report import UsageQuery
 from . import follow as following
 from .decisions import chain, key_of, open_under
@@ -185,3 +187,9 @@ class Reading:
         self, tenant: str, agent: str | None = None, *, limit: int = 100, cursor: str | None = None
     ) -> Page:
         return await self.log.sessions(tenant, agent, limit=limit, cursor=cursor)
+
+    async def deliveries(
+        self, tenant: str, *, item: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        """A page of the tenant's notification deliveries, newest first (`Outbox.deliveries`)."""
+        return await outbox_of(self.log).deliveries(tenant, item=item, limit=limit, cursor=cursor)

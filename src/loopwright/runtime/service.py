@@ -37,7 +37,7 @@ from ..model_settings import ModelSettings
 from ..store import PendingRecord, StaleWriter
 from ..store.log import SessionKey, Store
 from ..telemetry import observers as default_observers
-from .approvers import held
+from .approvers import held, racing
 from .controls import cancel_elsewhere, log_for_next_run, log_queued, queue_elsewhere
 from .decisions import open_under, owner_of, record
 from .ending import decided, went_on
@@ -124,8 +124,11 @@ class Runtime(Reading):
         return agent
 
     async def open(self, key: SessionKey) -> Session:
-        """The session as its log leaves it (a new one when the key is unused)."""
-        return await session_in_log(self.log, self.agent(key.agent), key, self.settings)
+        """The session as its log leaves it (a new one when the key is unused); its runs'
+        approvers race the log, with this runtime's live runs (`approvers.racing`)."""
+        return await session_in_log(
+            self.log, self.agent(key.agent), key, self.settings, live_approver=racing(self.live)
+        )
 
     async def _session(self, key: SessionKey, *, kept: bool) -> Session:
         """The session for a new run: with `kept`, the one a run of this process left, while
@@ -214,7 +217,7 @@ class Runtime(Reading):
         session = await self._session(key, kept=kept)
         journal = session.journal
         assert isinstance(journal, LogJournal)
-        journal.agents, journal.registry = self.agents, self.live  # its approver races the log
+        journal.agents = self.agents  # (its approver races the log: `open`)
         follower = self.live.attach(key) if hold else None
         try:
             run = begin(session, approver or held(self.live, self.log, key))

@@ -18,6 +18,7 @@ from ..agent import Agent
 from ..loop.session import Session
 from ..store.log import SessionKey, Store
 from . import journal
+from .approvers import racing
 from .journal import Settings
 
 
@@ -40,4 +41,4 @@ async def open_session(
     elif environment is not None:
         settings = replace(settings, environment=environment)
     key = SessionKey(tenant, agent.name, session_id or secrets.token_hex(16))
-    return await journal.session_in_log(log, agent, key, settings)
+    return await journal.session_in_log(log, agent, key, settings, live_approver=racing(None))

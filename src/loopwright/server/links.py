@@ -30,7 +30,7 @@ from ..errors import ConfigError, UnknownPending
 from ..notify.config import NotifySettings
 from ..notify.signing import LinkClaim, check
 from ..store import PendingRecord
-from ..store.outbox import Delivery, outbox_of
+from ..store.outbox import Delivery
 from . import pages
 from .state import State, state_of
 from .views import tenant_of
@@ -117,7 +117,7 @@ DELIVERY = {
 
 async def start_worker(state: State) -> notify.Deliverer | None:
     """The server's delivery worker (None without `[[notify.webhook]]`)."""
-    return await notify.start(state.project.settings, state.log, base_url(state))
+    return await notify.start(state.project.settings, state.runtime, base_url(state))
 
 
 def base_url(state: State) -> str:
@@ -259,12 +259,12 @@ def _page(title: str, body: str, status: int) -> HTMLResponse:
 async def notifications(request: Request) -> JSONResponse:
     """One page of the tenant's deliveries, newest first, with their attempts (`?limit`,
     `?cursor`: see `pages`)."""
-    outbox, tenant = outbox_of(state_of(request).log), tenant_of(request)
+    runtime, tenant = state_of(request).runtime, tenant_of(request)
     item = request.query_params.get("item")
     limit, cursor = pages.limit_of(request), pages.cursor_of(request)
 
     async def fetch(n: int, cursor: str | None) -> tuple[list[Delivery], str | None]:
-        page = await outbox.deliveries(tenant, item=item, limit=n, cursor=cursor)
+        page = await runtime.deliveries(tenant, item=item, limit=n, cursor=cursor)
         return page.items, page.cursor
 
     found, after = await pages.collect(fetch, limit, cursor)
