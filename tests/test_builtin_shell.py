@@ -18,8 +18,8 @@ import pytest
 
 from conftest import call, drive, run_agent, scripted
 from loopwright import Agent, ConfigError, Session, Tool
+from loopwright.builtins import groups, shell_tool
 from loopwright.builtins import shell as shell_module
-from loopwright.builtins import shell_tool
 from loopwright.project import load_project
 from loopwright.tools import ToolContext, ToolReturn
 
@@ -324,7 +324,7 @@ async def test_cancelling_the_call_stops_the_grandchild_and_cancels_on(
         await task
     assert await grandchild.gone() and await leader.gone()
     assert not Path(f"/proc/{leader.pid}").exists()
-    assert not shell_module._STOPPING  # nothing left behind
+    assert not groups._STOPPING  # nothing left behind
 
 
 async def test_cancelling_a_run_stops_the_grandchild(ws: Path, fifo: Fifo, watch: Watch) -> None:
@@ -379,8 +379,8 @@ async def test_a_second_cancellation_kills_at_once(ws: Path, fifo: Fifo, watch: 
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await grandchild.gone()
-    await asyncio.gather(*shell_module._STOPPING)  # the stop goes on to reap the shell
-    assert not shell_module._STOPPING
+    await asyncio.gather(*groups._STOPPING)  # the stop goes on to reap the shell
+    assert not groups._STOPPING
 
 
 # ---- agent.yaml and the gate ---------------------------------------------------------------

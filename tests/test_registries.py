@@ -80,7 +80,7 @@ ALLOWED = {
     "loop runs at a time in most processes); found again when the running loop is another",
     "loop/threads.py: global _pool, _last in _forked": "the worker threads are the process's (like "
     "`concurrent.futures`' default executor); a forked child starts with none",
-    "builtins/shell.py: _STOPPING mutated": "strong references to stops that outlive their call "
+    "builtins/groups.py: _STOPPING mutated": "strong references to stops that outlive their call "
     "(asyncio keeps only weak ones to tasks), each dropped as it ends",
     "plugins.py: global _loaded in plugins": "the installed plugins (entry points), loaded once "
     "per process: the installation does not change under it",

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Any, get_args, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, get_args, get_type_hints, overload
 
 from .errors import ConfigError, ToolError
 from .events import Event, ToolUpdate
@@ -27,6 +27,10 @@ from .loop import threads
 from .messages import Attachment, ToolCall
 from .models import ToolSpec
 from .state._values import frozen
+
+if TYPE_CHECKING:
+    from asyncio.subprocess import Process
+    from contextlib import AbstractAsyncContextManager as Block
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 
@@ -68,6 +72,14 @@ class ToolContext:
         once the call is over it is dropped), e.g. `skill:loaded`, or a subagent's events."""
         if self._emit is not None:
             self._emit(event)
+
+    def subprocess(self, program: str, *args: str, **options: Any) -> Block[Process]:
+        """`async with ctx.subprocess("make", "all") as proc:` an asyncio subprocess in a process
+        group of its own, stopped (with all it started) when the block ends or the call is
+        cancelled or times out (`builtins.groups`: `grace=`, and what is not stopped)."""
+        from .builtins.groups import process_group
+
+        return process_group(program, *args, **options)
 
     def time_left(self) -> float | None:
         """Seconds until the deadline (None without a timeout)."""

@@ -16,11 +16,12 @@ import os
 import re
 import signal
 from collections.abc import Mapping
-from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError, ToolError
 from ..tools import Tool, ToolContext, ToolReturn, tool
+from .groups import Group, stop
 
 __all__ = ["shell_tool"]
 
@@ -28,7 +29,6 @@ PASSED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "TMPDIR
 """Variables of the parent the command sees (and every `LC_*`), unless they look secret."""
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 _expire = asyncio.sleep  # the timeout's clock (tests inject their own)
-_STOPPING: set[asyncio.Future[None]] = set()  # stops that outlive their call (cancelled twice)
 
 
 def command_env(root: str, parent: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
@@ -73,14 +73,13 @@ class _Output:
         return (head + tail).removesuffix("\n")
 
 
-class _Command:
+class _Command(Group):
     """One running command: its shell process (the group's leader), and the pipe it writes to."""
 
     def __init__(self, proc: asyncio.subprocess.Process, fd: int, output: _Output) -> None:
-        self.proc, self.fd, self.output = proc, fd, output
-        self.exited = asyncio.ensure_future(proc.wait())
+        super().__init__(proc)
+        self.fd, self.output = fd, output
         self.eof = asyncio.get_running_loop().create_future()
-        self._stopping: asyncio.Future[None] | None = None
         asyncio.get_running_loop().add_reader(fd, self._readable)
 
     @classmethod
@@ -124,39 +123,18 @@ class _Command:
             os.close(self.fd)
             self.eof.set_result(None)
 
-    def signal(self, sig: signal.Signals) -> None:
-        """Send `sig` to the whole group (nothing happens when it is empty). A pid is not reused
-        while a process group carries its number, so after the shell is reaped this still
-        reaches only its group; only once the group is empty could the number, in theory, go to
-        a new process that made itself a group leader in between."""
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
+    # stopping (`Group.stop`): the shell exits and the pipe closes within the grace; once the
+    # shell is reaped, what is left in the pipe is read (at most `grace` more: a process that
+    # left the group may hold it open)
+    def _done_waits(self) -> list[asyncio.Future[Any]]:
+        return [self.exited, self.eof]
 
-    def stop(self, grace: float) -> asyncio.Future[None]:
-        """Stop the group (once, however often it is asked): see `_stop`."""
-        if self._stopping is None:
-            self._stopping = asyncio.ensure_future(self._stop(grace))
-            _STOPPING.add(self._stopping)
-            self._stopping.add_done_callback(_STOPPING.discard)
-        return self._stopping
+    async def _after_kill(self, grace: float) -> None:
+        await self.exited  # (no pipes of asyncio's: the shell's exit alone)
+        await asyncio.wait([self.eof], timeout=grace)
 
-    async def _stop(self, grace: float) -> None:
-        """SIGTERM the group, wait up to `grace` for the shell to exit and the pipe to close,
-        SIGKILL whatever is left, reap the shell, then read what is left in the pipe (at most
-        `grace` more: a process that left the group may hold it open)."""
-        try:
-            self.signal(signal.SIGTERM)
-            await asyncio.wait([self.exited, self.eof], timeout=grace)
-            self.signal(signal.SIGKILL)
-            await self.exited
-            await asyncio.wait([self.eof], timeout=grace)
-        finally:
-            self._close_reader()
-
-    def kill(self) -> None:
-        """No more grace: SIGKILL the group now, unless stopping is already over."""
-        if self._stopping is None or not self._stopping.done():
-            self.signal(signal.SIGKILL)
+    def _stopped(self) -> None:
+        self._close_reader()
 
 
 async def run_command(
@@ -174,13 +152,8 @@ async def run_command(
         finally:
             timer.cancel()
         done = cmd.exited.done()
-        await asyncio.shield(cmd.stop(grace))
-    except asyncio.CancelledError:
-        try:
-            await asyncio.shield(cmd.stop(grace))
-        finally:
-            cmd.kill()  # only does something when a second cancellation cut the grace short
-        raise
+    finally:
+        await stop(cmd, grace)
     return (cmd.proc.returncode if done else None), cmd.output.text()
 
 

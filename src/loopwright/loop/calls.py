@@ -22,6 +22,7 @@ from ..events import Event
 from ..state._values import maker
 from ..state.text import valid
 from ..tools import NeedsAnswer, Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
+from .progress import cut
 from .threads import NOT_STARTED, Job
 
 log = logging.getLogger("loopwright.tools")
@@ -72,11 +73,11 @@ async def execute(
                     ctx.cancelled.set()
                 return Outcome(content=timed_out_text(item, limit), is_error=True)
     except Exception as exc:
-        return failed(item, exc)
+        return failed(item, exc, max_output)
     except asyncio.CancelledError as exc:  # the tool's own (a task it awaited was cancelled),
         if (task := asyncio.current_task()) is None or task.cancelling():  # or this call's
             raise
-        return failed(item, exc)
+        return failed(item, exc, max_output)
     return outcome_of(item, value, max_output)
 
 
@@ -88,7 +89,7 @@ def call_inline(item: Scheduled, ctx: ToolContext | None, max_output: int) -> Ou
     try:
         value = tool.fn(**kwargs)
     except Exception as exc:
-        return failed(item, exc)
+        return failed(item, exc, max_output)
     return outcome_of(item, value, max_output)
 
 
@@ -96,16 +97,22 @@ def timed_out_text(item: Scheduled, limit: float) -> str:
     return f"Tool '{item.tool.name}' timed out after {limit:g}s."
 
 
-def failed(item: Scheduled, exc: BaseException) -> Outcome:
-    """A call that raised: an error result for the model, and a log record with the traceback
-    for the operator (`ToolError`, a message meant for the model, at DEBUG)."""
+def failed(item: Scheduled, exc: BaseException, max_output: int) -> Outcome:
+    """A call that raised: an error result for the model (its text cut at the call's limit, as
+    a result's is), and a log record with the traceback for the operator (`ToolError`, a
+    message meant for the model, at DEBUG)."""
     level = logging.DEBUG if isinstance(exc, ToolError) else logging.WARNING
     log.log(level, "tool %s (call %s) raised", item.tool.name, item.call.id, exc_info=exc)
+    text, cap = valid(str(exc)), cap_of(item, max_output)
     if isinstance(exc, ToolError):
-        return Outcome(content=valid(str(exc)), is_error=True)
-    text = valid(str(exc))
+        return Outcome(content=cut(text, cap), is_error=True)
     described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return Outcome(content=f"Tool '{item.tool.name}' failed: {described}", is_error=True)
+    return Outcome(content=cut(f"Tool '{item.tool.name}' failed: {described}", cap), is_error=True)
+
+
+def cap_of(item: Scheduled, max_output: int) -> int:
+    """Characters of output the call may return: its tool's limit, else the agent's."""
+    return item.tool.max_output if item.tool.max_output is not None else max_output
 
 
 def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
@@ -117,8 +124,7 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
         terminate, is_error, value = value.terminate, value.is_error, value.content
     value, images = split_images(value)  # an image the tool returned goes beside its text
     content = valid(to_content(value))  # a result the log can take (no lone surrogate)
-    name = item.tool.name
-    cap = item.tool.max_output if item.tool.max_output is not None else max_output
+    name, cap = item.tool.name, cap_of(item, max_output)
     if len(content) > cap:
         return Outcome(
             content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
@@ -133,7 +139,7 @@ def settled(item: Scheduled, job: Job, max_output: int) -> Outcome:
     try:
         value = job.result()
     except Exception as exc:
-        return failed(item, exc)
+        return failed(item, exc, max_output)
     if value is NOT_STARTED:
         return Outcome(content=NOT_RUN, is_error=True)
     return outcome_of(item, value, max_output)

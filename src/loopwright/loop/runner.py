@@ -34,11 +34,12 @@ from ..state._values import maker
 from ..tools import Outcome, Scheduled, ToolContext
 from . import threads
 from .calls import NOT_RUN as NOT_RUN  # (re-exported: `steps` imports these four from here)
-from .calls import STILL_RUNNING, WITHHELD, call_inline, execute, settled, timed_out_text
+from .calls import STILL_RUNNING, WITHHELD, call_inline, cap_of, execute, settled, timed_out_text
 from .calls import STOPPED as STOPPED
 from .calls import cancel_due as cancel_due
 from .calls import result_events as result_events
 from .hook_calls import call_hook
+from .progress import CallEvents
 from .threads import NOT_STARTED, Flag, Job, Signal
 
 log = logging.getLogger("loopwright.tools")
@@ -119,17 +120,17 @@ class ToolRunner:
         self.unfinished.clear()
 
     def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Awaitable[Outcome]:
-        """Run one call to its outcome. What its `ToolContext` reports once the call is over (a
-        context the tool kept) would follow its `tool:result`: it is dropped and logged."""
+        """Run one call to its outcome. What its `ToolContext` emits is bounded (`progress`);
+        what it reports once the call is over would follow its `tool:result`: it is dropped."""
         if item.tool.context_param is None:
             return self._settle(item, emit)
-        return self._until_over(item, _Until(emit, item))
+        return self._until_over(item, CallEvents(emit, item, cap_of(item, self.max_output)))
 
-    async def _until_over(self, item: Scheduled, until: _Until) -> Outcome:
+    async def _until_over(self, item: Scheduled, until: CallEvents) -> Outcome:
         try:
             return await self._settle(item, until)
         finally:
-            until.over = True
+            until.close()
 
     async def _settle(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
         tool, call_id = item.tool, item.call.id
@@ -288,22 +289,6 @@ class ToolRunner:
         """The run ends: the late results that arrived (a thread that finishes later is logged)."""
         self._closed = True
         return self.arrived()
-
-
-class _Until:
-    """A call's `emit` until the call is over; afterwards what comes is dropped and logged."""
-
-    __slots__ = ("emit", "item", "over")
-
-    def __init__(self, emit: Callable[[Event], None], item: Scheduled) -> None:
-        self.emit, self.item, self.over = emit, item, False
-
-    def __call__(self, event: Event) -> None:
-        if not self.over:
-            self.emit(event)
-            return
-        what = (self.item.call.name, self.item.call.id, event.type)
-        log.warning("tool %s (call %s) reported %s after its result; dropped", *what)
 
 
 def _from_thread(emit: Callable[[Event], None], signal: threading.Event) -> Callable[[Event], None]:

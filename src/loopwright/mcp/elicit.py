@@ -27,10 +27,16 @@ import secrets
 from typing import Any
 
 from ..approvals import Answer, QuestionRequest, ask_human, now_iso
+from ..loop.progress import cut
 from ..messages import ToolCall
 from ..tools import NeedsAnswer, ToolContext
 
 log = logging.getLogger("loopwright.tools")
+
+MAX_QUESTION = 4_000
+"""Characters of a question kept (the server's message and its form; a longer one is cut)."""
+MAX_OPTIONS = 50
+"""Suggested answers kept of a field's choices (any answer that fits the form is accepted)."""
 
 
 async def answer(
@@ -109,7 +115,7 @@ def content_of(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:
 
 def _question(server: str, message: str, fields: dict[str, Any]) -> str:
     """The question's text: the same for the same message and form (it keys the answer when
-    the call runs again)."""
+    the call runs again), cut at `MAX_QUESTION` characters."""
     lines = [f"The MCP server '{server}' asks: {message}"]
     for name, field in fields.items():
         field = field if isinstance(field, dict) else {}
@@ -118,7 +124,7 @@ def _question(server: str, message: str, fields: dict[str, Any]) -> str:
         lines.append(f"- {name} ({kind}){': ' + about if about else ''}")
     if len(fields) > 1:
         lines.append("Answer with a JSON object of these fields.")
-    return "\n".join(lines)
+    return cut("\n".join(lines), MAX_QUESTION)
 
 
 def _options(fields: dict[str, Any]) -> list[str] | None:
@@ -131,4 +137,4 @@ def _options(fields: dict[str, Any]) -> list[str] | None:
     if field.get("type") == "boolean":
         return ["true", "false"]
     choices = field.get("enum")
-    return [str(c) for c in choices] if isinstance(choices, list) else None
+    return [str(c) for c in choices[:MAX_OPTIONS]] if isinstance(choices, list) else None
