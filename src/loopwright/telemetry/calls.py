@@ -8,7 +8,6 @@ starts (or as its first output or its end comes); attributes noted before go on 
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,10 +19,9 @@ from .. import events as ev
 from .. import redact
 from ..gate.decide import Checkpoint
 from ..messages import ToolCall
-from .content import dumps
+from .content import dumps, error_kind, gate_reason
 
 STATUS = {"Approved.": "ok", "Error.": "error", "Denied.": "denied", "Skipped.": "skipped"}
-_RAISED = re.compile(r"^Tool '.*?' failed: ([A-Za-z_][\w.]*): ", re.DOTALL)
 
 
 @dataclass(slots=True)
@@ -41,7 +39,9 @@ class CallSpan:
 class CallSpans:
     """The execute_tool spans of one run, under its span (`context`), each with the run's
     attributes (`common`) and registered in `running` (the spans of calls running now, by the
-    session id a subagent's run of the call gets: its parent span, `Tracing.calls`)."""
+    session id a subagent's run of the call gets: its parent span, `Tracing.calls`).
+    `known`: whether the agent offers a tool of this name (a name it does not is the model's
+    text, content: left out of the span unless `capture`)."""
 
     def __init__(
         self,
@@ -53,10 +53,11 @@ class CallSpans:
         *,
         capture: bool,
         checkpoint: Checkpoint | None,
+        known: Callable[[str], bool],
     ) -> None:
         self.tracer, self.context, self.common, self.running = tracer, context, common, running
         self.where = where  # `<tenant>\n<session id>`: what a call's `key` starts with
-        self.capture = capture
+        self.capture, self.known = capture, known
         self.queued: deque[ToolCall] = deque()  # the reply's calls the gate has not decided yet
         self.calls: dict[str, CallSpan] = {}  # by call id
         self.unbound: list[CallSpan] = []  # decided in a resumed batch: bound by name when they run
@@ -124,15 +125,16 @@ class CallSpans:
         else:
             call = CallSpan(event.tool, None, now)
             self.unbound.append(call)
-        reason = redact.text(event.reason)
-        gate = {"loopwright.gate.decision": event.decision, "loopwright.gate.reason": reason}
-        note(call, gate)
+        reason = redact.text(event.reason) if self.capture else gate_reason(event.reason)
+        gate = {"loopwright.gate.decision": event.decision}
+        note(call, gate if reason is None else {**gate, "loopwright.gate.reason": reason})
 
     def open(self, call: CallSpan, args: dict[str, Any] | None) -> Span:
         if call.span is None:
+            named = self.capture or self.known(call.name)
             attributes: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": call.name,
+                **({"gen_ai.tool.name": call.name} if named else {}),
                 "gen_ai.tool.call.id": call.id or "",
                 "gen_ai.tool.type": "function",
                 **self.common,
@@ -141,7 +143,7 @@ class CallSpans:
             if self.capture and args is not None:
                 attributes["gen_ai.tool.call.arguments"] = dumps(args)
             call.span = self.tracer.start_span(
-                f"execute_tool {call.name}",
+                f"execute_tool {call.name}" if named else "execute_tool",
                 context=self.context,
                 kind=SpanKind.INTERNAL,
                 attributes=attributes,
@@ -184,11 +186,11 @@ class CallSpans:
     def finish(self, call: CallSpan, status: str, now: int, *, error: bool = False) -> None:
         span = self.open(call, None)
         span.set_attribute("loopwright.tool.status", status)
-        if error:
-            found = _RAISED.match(call.error or "")
-            kind = found.group(1) if found else "tool_error"
+        if error:  # the error's text is content: without capture, its kind describes it
+            kind = error_kind(call.error)
             span.set_attribute("error.type", kind)
-            span.set_status(Status(StatusCode.ERROR, redact.text(call.error or "")[:1000]))
+            text = redact.text(call.error or "")[:1000] if self.capture else kind
+            span.set_status(Status(StatusCode.ERROR, text))
         span.end(end_time=now)
         self.running.pop(self.key(call), None)
         if call.id is not None:

@@ -134,6 +134,7 @@ class RunSpans:
             here,
             capture=self.capture,
             checkpoint=checkpoint,
+            known=lambda name: agent is not None and agent.find_tool(name) is not None,
         )
         self.input_tokens = self.output_tokens = 0
         self.ended = False
@@ -252,7 +253,8 @@ class RunSpans:
             span.set_attribute("loopwright.stop_reason", done.stop_reason)
             if done.stop_reason == "error":
                 span.set_attribute("error.type", "loop_error")
-                span.set_status(Status(StatusCode.ERROR, redact.text(done.text)[:1000]))
+                text = redact.text(done.text)[:1000] if self.capture else "loop_error"
+                span.set_status(Status(StatusCode.ERROR, text))  # (its text is content)
             if self.capture:
                 output = {"role": "assistant", "parts": [text_part(done.text)]}
                 span.set_attribute("gen_ai.output.messages", dumps([output]))
