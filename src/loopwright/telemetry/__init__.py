@@ -13,8 +13,8 @@ a `Session` or `Runtime` made without `observers=` takes `observers()` as it is 
 on before making them); a run never reads it. Each run gets: `invoke_agent <agent>` per run,
 `chat <model>` per model request and `execute_tool <tool>` per call (see `spans.py`). Without a
 tracer provider of the caller's, the global one is used when the application set one, else one is
-made from the standard `OTEL_*` variables (`exporters.py`). Message content goes into spans only
-when opted in: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, `[telemetry]
+made from the standard `OTEL_*` variables (`exporters.py`). Content (messages, arguments, a
+tool's output, the text of any error) goes into spans only when opted in: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, `[telemetry]
 capture_content = true`, or `enable(capture_content=True)`.
 """
 

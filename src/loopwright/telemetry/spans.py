@@ -15,8 +15,9 @@ Attributes: `gen_ai.*` of the conventions; the session id as `gen_ai.conversatio
 tenant as `loopwright.tenant` on every span; `loopwright.gate.decision` and `.reason`, the
 human's `loopwright.approval.*` and the outcome `loopwright.tool.status` on tool spans. Content
 (`gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.tool.call.arguments`,
-`gen_ai.tool.call.result`) only when opted in (`content`). A failure here is logged and ends
-the run's tracing, never the run. The execute_tool spans are made by `calls.CallSpans`.
+`gen_ai.tool.call.result`, the texts of errors) only when opted in (`content`): without it, a
+failure's status says its kind. A failure here is logged and ends the run's tracing, never the
+run. The execute_tool spans are made by `calls.CallSpans`.
 """
 
 from __future__ import annotations
