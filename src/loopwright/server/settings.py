@@ -9,6 +9,8 @@
     idle_timeout = 5                # seconds a connection may stay silent (new, or kept alive)
     max_runs_per_tenant = 50        # runs a tenant's requests hold at once; more get 429
     max_streams_per_tenant = 50     # event streams a tenant holds open at once; more get 429
+                                    # (both, and a tenant's requests at once, are at most half
+                                    # of max_connections when two tenants or more are configured)
     allowed_hosts = ["agents.example.com"]   # Host headers accepted besides loopback names
     cors_origins = ["https://app.example.com"]   # CORS is off unless listed
     profile = "v1"                  # default event profile: "full" (default) or loopengine "v1"
@@ -59,9 +61,11 @@ class ServerSettings:
     """Seconds a connection may stay silent, new or between requests, before it is closed."""
     max_runs_per_tenant: int = 50
     """Runs one tenant's requests hold at once (sends, resumptions, compactions); beyond, 429.
-    (50, like the streams': half of the default `max_connections` for one tenant.)"""
+    (50, like the streams': half of the default `max_connections` for one tenant.) Bounded by
+    the tenant's share of `max_connections` (`tenant_cap`)."""
     max_streams_per_tenant: int = 50
-    """Event streams one tenant holds open at once; beyond, 429 with `Retry-After`."""
+    """Event streams one tenant holds open at once; beyond, 429 with `Retry-After`. Bounded
+    like the runs (`tenant_cap`)."""
     allowed_hosts: tuple[str, ...] = ()
     """Host header names accepted besides localhost, 127.0.0.1 and [::1] (any port)."""
     cors_origins: tuple[str, ...] = ()
@@ -117,6 +121,20 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         redact.register(*self.tokens)  # the tokens in use never leave in events (P11)
+
+    def tenant_share(self) -> int:
+        """The most requests one tenant is served at once: with two tenants or more, half of
+        `max_connections` (at least one), so that no tenant ever holds every place; with one,
+        all of them (there is nobody to starve)."""
+        if len(set(self.tokens.values())) < 2:
+            return self.max_connections
+        return max(1, self.max_connections // 2)
+
+    def tenant_cap(self, key: str) -> int:
+        """`max_runs_per_tenant` or `max_streams_per_tenant` as it applies: bounded by the
+        tenant's share of the server's places (`tenant_share`)."""
+        configured: int = getattr(self, key)
+        return min(configured, self.tenant_share())
 
     def host_names(self) -> frozenset[str]:
         """Host header names (without port) this server answers to."""
