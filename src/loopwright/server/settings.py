@@ -21,6 +21,10 @@
     [[auth.token]]                  # or read the token from the environment
     env = "LOOPWRIGHT_TOKEN_GLOBEX"
     tenant = "globex"
+    name = "globex-ops"             # who decides with it (default: the variable's name)
+
+A decision made with a token is recorded as `token:<its name>` (an `[auth.tokens]` token's name
+is its tenant); without tokens, as `loopback`.
 
 With no token configured only loopback clients are served, as tenant `default`.
 """
@@ -72,6 +76,9 @@ class ServerSettings:
     """Origins allowed by CORS; empty turns CORS off."""
     tokens: Mapping[str, str] = field(default_factory=dict)
     """Bearer token → tenant. Empty: loopback clients only, as tenant `default`."""
+    token_names: Mapping[str, str] = field(default_factory=dict)
+    """Bearer token → its name, who the decisions made with it are recorded as made by (a
+    token not named here is named by its tenant)."""
     cancel_wait: float = 10.0
     """Seconds a cancel request waits for the run to record its end."""
     keepalive: float = 15.0
@@ -107,7 +114,7 @@ class ServerSettings:
             if profile not in ("full", "v1"):
                 raise ConfigError('[server] profile must be "full" or "v1"')
             values["profile"] = profile
-        values["tokens"] = _tokens(auth)
+        values["tokens"], values["token_names"] = _tokens(auth)
         values.update({k: v for k, v in overrides.items() if v is not None})
         made = cls(**values)
         if not 0 <= made.port <= 65535:
@@ -135,6 +142,10 @@ class ServerSettings:
         tenant's share of the server's places (`tenant_share`)."""
         configured: int = getattr(self, key)
         return min(configured, self.tenant_share())
+
+    def principal(self, token: str) -> str:
+        """Who a request made with `token` is, as decisions record it: `token:<name>`."""
+        return f"token:{self.token_names.get(token) or self.tokens[token]}"
 
     def host_names(self) -> frozenset[str]:
         """Host header names (without port) this server answers to."""
@@ -166,9 +177,11 @@ def _strings(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def _tokens(auth: Mapping[str, Any]) -> dict[str, str]:
-    """`[auth.tokens]` (token = tenant) and `[[auth.token]]` (env = NAME, tenant = T)."""
+def _tokens(auth: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """`[auth.tokens]` (token = tenant) and `[[auth.token]]` (env = NAME, tenant = T, and
+    name = N, by default the variable's name): the tenants and the names of the tokens."""
     tokens: dict[str, str] = {}
+    names: dict[str, str] = {}
     table = auth.get("tokens") or {}
     if not isinstance(table, Mapping):
         raise ConfigError('[auth.tokens] must be a table of "token" = "tenant"')
@@ -184,10 +197,13 @@ def _tokens(auth: Mapping[str, Any]) -> dict[str, str]:
         value = os.environ.get(name)
         if not value:
             raise ConfigError(f"[[auth.token]]: the variable {name} is not set (or empty)")
-        tokens[_token(value, f"[[auth.token]] {name}")] = _tenant(
-            entry.get("tenant"), f"[[auth.token]] {name}"
-        )
-    return tokens
+        token = _token(value, f"[[auth.token]] {name}")
+        tokens[token] = _tenant(entry.get("tenant"), f"[[auth.token]] {name}")
+        named = entry.get("name", name)
+        if not isinstance(named, str) or not named.strip():
+            raise ConfigError(f"[[auth.token]] {name}: the name must be a non-empty string")
+        names[token] = named
+    return tokens, names
 
 
 def _token(token: Any, where: str) -> str:
