@@ -127,7 +127,7 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
         answer = await plain_answer(state, late, profile, whole_turn=True)
         return JSONResponse(said | json.loads(bytes(answer.body)), status_code=answer.status_code)
     if result.status == "waiting":
-        events = await _events(state, result.root, before, profile)
+        events = await _events(state, result.root, before, profile, went_on=False)
         body = paused_body(result.outstanding, result.root, events, profile)
         return JSONResponse(body, status_code=202)
     run = result.run
@@ -145,16 +145,26 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
             on_close=places.on_close(),
         )
     done = await _ending(state, result, before)
-    events = await _events(state, result.root, before, profile)
+    events = await _events(state, result.root, before, profile, went_on=True)
     return await ended(state, result.root, done, events, profile)
 
 
-async def _events(state: State, root: SessionKey, before: int, profile: Profile) -> list[ev.Event]:
+async def _events(
+    state: State, root: SessionKey, before: int, profile: Profile, *, went_on: bool
+) -> list[ev.Event]:
     """The events an answer to a decision carries: the whole turn's (full), or v1's: those of
-    the turn from the decision on (one `session ... done`, one `actauth:decision` per call)."""
-    if profile == "v1":
-        return await state.runtime.since(root, before)
-    return await state.runtime.turn(root)
+    the run that `went_on`, one `session ... done` (one `actauth:decision` per call) — from the
+    decision on for a run the decision resumed, from its `session` on for one that went on where
+    it waited (a client held its stream: no `session` follows the decision), as v1 answers a
+    decision with the turn so far."""
+    if profile != "v1":
+        return await state.runtime.turn(root)
+    events = await state.runtime.since(root, before)
+    if went_on and not any(e.type == "session" for e in events):
+        turn = await state.runtime.turn(root)
+        starts = [i for i, e in enumerate(turn) if e.type == "session"]
+        return turn[starts[-1] :] if starts else events
+    return events
 
 
 async def resolve_pending(request: Request) -> Response:
