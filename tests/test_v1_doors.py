@@ -63,24 +63,6 @@ def test_a_decision_while_the_client_holds_the_stream_answers_one_session_to_don
     assert approved["text"] == "Done: refunded 5 on A-1"
 
 
-def test_a_streamed_decision_while_the_client_holds_the_stream_starts_at_session(
-    live: LiveServer,
-) -> None:
-    with live.client() as http, live.client() as other:
-        sent = {"message": "refund A-1", "sessionId": "held-sse"}
-        with http.stream("POST", "/v1/agents/shop/messages/stream", json=sent) as response:
-            reader = Frames(response)
-            read = reader.read(1)
-            while read[-1]["event"]["type"] != "approval:pending":
-                read += reader.read(1)
-            item, sse = read[-1]["event"]["id"], {"accept": "text/event-stream"}
-            with other.stream("POST", f"/v1/approvals/{item}/approve", headers=sse) as decided:
-                answered = events_of(Frames(decided).read())
-            read += reader.read()
-    assert answered == events_of(read)  # the run that went on, from its `session` to `done`
-    assert types(answered)[0] == "session" and types(answered)[-1] == "done"
-
-
 def test_a_v1_message_supersedes_the_open_items_of_a_paused_session(live: LiveServer) -> None:
     with live.client() as http:
         paused = body(http.post("/v1/agents/shop/messages", json={"message": "two refunds"}), 202)

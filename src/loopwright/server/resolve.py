@@ -138,9 +138,8 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
             return await plain_answer(state, run, profile, whole_turn=True)
     if hold:  # it goes on where it waited (here or elsewhere): follow the session
         runtime, root = state.runtime, result.root
-        after = before if profile == "full" else await _run_start(state, root, before)
         return sse.response(
-            lambda: runtime.events(root, after=after, follow=True),
+            lambda: runtime.events(root, after=before, follow=True),
             profile,
             state.settings.keepalive,
             on_close=places.on_close(),
@@ -166,21 +165,6 @@ async def _events(
         starts = [i for i, e in enumerate(turn) if e.type == "session"]
         return turn[starts[-1] :] if starts else events
     return events
-
-
-async def _run_start(state: State, root: SessionKey, before: int) -> int:
-    """Where v1's stream of the run that goes on where it waited starts: just before its
-    `session` (a v1 stream's first frame), read backwards in growing windows from `before`."""
-    window = 64
-    while True:
-        after = max(0, before - window)
-        stored = await state.runtime.read(root, after=after, limit=before - after)
-        starts = [s.seq for s in stored if s.event.type == "session"]
-        if starts:
-            return starts[-1] - 1
-        if after == 0:
-            return before
-        window *= 4
 
 
 async def resolve_pending(request: Request) -> Response:
