@@ -100,6 +100,7 @@ class Cluster:
             self.as_user = [runuser, "-u", "postgres", "--"]
         self.data = self.root / "data"
         self.url = ""
+        self.options = ""
         self.watchdog: subprocess.Popen[bytes] | None = None
 
     def _run(self, tool: str, *args: str) -> None:
@@ -127,6 +128,7 @@ class Cluster:
                     raise
                 continue
             self.url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+            self.options = options
             stop = [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast",
                     "-w", "stop"]  # fmt: skip
             self.watchdog = subprocess.Popen(
@@ -138,6 +140,15 @@ class Cluster:
             )
             return self.url
         raise AssertionError("unreachable")
+
+    def halt(self) -> None:
+        """Stop the server (an outage: `pg_ctl stop -m fast`, which waits until it is down)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def restart(self) -> None:
+        """Start the halted server again, on the same port (waits until it accepts)."""
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
+                  "-w", "-t", str(START_TIMEOUT), "-o", self.options, "start")  # fmt: skip
 
     def stop(self) -> None:
         try:

@@ -8,6 +8,7 @@ test_acp_sessions.py.)"""
 from __future__ import annotations
 
 import asyncio
+import getpass
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -110,7 +111,7 @@ async def test_a_prompt_streams_and_the_editor_approves_the_tool_call(peer, proj
     }
     assert (item["status"], item["decided_by"], item["session_id"]) == (
         "approved",
-        "acp:test-client",
+        f"acp:{getpass.getuser()}",  # the user the agent runs as, not the client's own name
         session,
     )
 
@@ -256,7 +257,7 @@ async def test_a_decision_from_another_door_wins_and_the_editor_request_is_moot(
     await peer.answer(late[0], ALLOW)  # too late: the first decision stands
     [item] = await stored_items(project)
     assert item["status"] == "denied"
-    assert item["decided_by"] != "acp:test-client"
+    assert item["decided_by"] == getpass.getuser()  # the command's, not the editor's
     seen, _ = await prompt(peer, session, "hi")  # the late answer changed nothing
     assert [brief(m) for m in seen] == [
         ("agent_message_chunk", "heard: refund pl"),

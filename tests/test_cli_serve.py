@@ -195,7 +195,7 @@ def test_an_approval_outlives_the_server_that_paused_the_run(project: Path):
                 "alreadyResolved": True,
                 "id": pid,
                 "status": "approved",
-                "decidedBy": "ana",
+                "decidedBy": "loopback",  # the door's principal, not the body's by
                 "sessionId": sid,
             }
             assert http.get("/pending").json()["items"] == []

@@ -130,7 +130,7 @@ def test_a_decision_committed_just_before_a_crash_is_acted_on(
                 "alreadyResolved": True,  # ana's decision stands: bo's changed nothing
                 "id": pid,
                 "status": "approved",
-                "decidedBy": "ana",
+                "decidedBy": "loopback",  # (the server's principal; ana is the note below)
                 "sessionId": sid,
                 "text": "Done: refunded 5 on A-1",  # ... and the run it was never acted on
                 "stopReason": "completed",
@@ -141,8 +141,10 @@ def test_a_decision_committed_just_before_a_crash_is_acted_on(
             assert sent.json()["text"] == "heard: refund A-1 | thanks"
         assert http.get(f"/agents/shop/sessions/{sid}").json()["status"] == "idle"
     log = [s.event for s in asyncio.run(read_log(project, sid, url))]
-    decided = [(e.id, e.status, e.by) for e in log if isinstance(e, ev.PendingDecided)]
-    assert decided == [(pid, "approved", "ana")]
+    decided = [(e.id, e.status, e.by, e.reason) for e in log if isinstance(e, ev.PendingDecided)]
+    assert decided == [
+        (pid, "approved", "loopback", "(name given by the caller, not verified: ana)")
+    ]
     started = [e for e in log if isinstance(e, ev.ToolStarted)]
     assert [e.tool for e in started] == ["refund"]  # the approved call ran, once
     dones = [(e.text, e.stop_reason) for e in log if isinstance(e, ev.Done)]

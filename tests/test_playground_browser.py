@@ -326,7 +326,7 @@ def test_chat_streams_the_answer_and_an_approval_from_the_page_finishes_the_run(
     assert [t for t in types if t in expected] == expected, types
     assert types.count("session") == 1 and "loop:paused" not in types, types
     decided = page.locator('[data-testid=timeline-item][data-type="pending:decided"]')
-    expect(decided).to_contain_text("approved by api")
+    expect(decided).to_contain_text("approved by loopback")
     session_id = page.get_by_test_id("session-id").get_attribute("data-session-id")
     expect(by_id(page, "session-item", session_id, "data-session-id")).to_be_visible()
     ARTIFACTS.mkdir(exist_ok=True)

@@ -7,6 +7,7 @@ disconnects leaves a durable pause. Every `id:` is the seq of a committed event 
 
 from __future__ import annotations
 
+import getpass
 import subprocess
 import sys
 from pathlib import Path
@@ -103,7 +104,7 @@ def test_a_held_stream_goes_on_after_an_approval_sent_by_another_client(
         assert (shown["status"], [p["id"] for p in shown["pending"]]) == ("running", [pid])
         approved = body(other.post(f"/approvals/{pid}/approve", json={"by": "bo"}), 200)
         read += reader.read()
-    assert went_on(read, http, "bo")["id"] == pid
+    assert went_on(read, http, "loopback")["id"] == pid
     # the approver's answer is the turn's: the run it went on with, from its start
     assert (approved["text"], approved["sessionId"]) == ("Done: refunded 5 on A-1", sid)
     assert approved["events"] == [
@@ -114,7 +115,7 @@ def test_a_held_stream_goes_on_after_an_approval_sent_by_another_client(
         "alreadyResolved": True,
         "id": pid,
         "status": "approved",
-        "decidedBy": "bo",
+        "decidedBy": "loopback",  # the server's principal, not the body's `by`
         "sessionId": sid,
     }
 
@@ -133,7 +134,7 @@ def test_a_held_stream_goes_on_after_the_cli_approves(http: httpx.Client, server
         )
         assert cli.returncode == 0, (cli.stdout, cli.stderr)
         read += reader.read()
-    assert went_on(read, http, "cli")["id"] == pid
+    assert went_on(read, http, getpass.getuser())  # the terminal's user["id"] == pid
 
 
 def test_a_decision_made_through_another_server_goes_on_in_the_held_stream(
@@ -159,7 +160,7 @@ def test_a_decision_made_through_another_server_goes_on_in_the_held_stream(
             )
             rest = watcher.read()
         read += reader.read()
-    went_on(read, http, "ops")
+    went_on(read, http, "loopback")
     assert answered == {
         "text": "Done: refunded 5 on A-1",
         "sessionId": sid,
@@ -181,7 +182,7 @@ def test_an_approver_asking_for_a_stream_gets_the_run_going_on(
         with other.stream("POST", f"/approvals/{pid}/approve", headers=sse) as approving:
             continued = Frames(approving).read()
         read += reader.read()
-    went_on(read, http, "api")
+    went_on(read, http, "loopback")
     assert logged_types(continued) == WENT_ON
     assert events_of(continued)[-1] == events_of(read)[-1]
 
@@ -198,7 +199,7 @@ def test_a_held_question_is_answered_through_the_v1_route(http: httpx.Client, se
     events = events_of(read)
     check_full(events, deltas=True)
     [resolved] = [e for e in events if e["type"] == "question:resolved"]
-    assert (resolved["id"], resolved["answer"], resolved["by"]) == (qid, "blue", "ann")
+    assert (resolved["id"], resolved["answer"], resolved["by"]) == (qid, "blue", "loopback")
     assert types(events)[-2:] == ["loop:done", "done"] and "loop:paused" not in types(events)
 
 

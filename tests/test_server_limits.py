@@ -200,6 +200,28 @@ def test_a_tenant_at_its_streams_limit_gets_429_and_the_others_go_on(tmp_path: P
                 pass
 
 
+def test_two_tenants_at_the_limit_each_hold_half_the_places_never_all(tmp_path: Path) -> None:
+    """The caps default to 50 and the server serves 4 at once: with two tenants, each holds at
+    most its share (half), so neither can lock the other out."""
+    toml = f"[server]\nmax_connections = 4\n{TOKENS}"
+    with served(tmp_path, toml) as live, live.http(ACME) as acme, live.http(GLOBEX) as globex:
+        settings = live.app.state.loopwright.settings
+        assert (settings.max_streams_per_tenant, settings.max_runs_per_tenant) == (50, 50)
+        caps = [settings.tenant_cap(f"max_{k}_per_tenant") for k in ("streams", "runs")]
+        assert caps == [2, 2]
+        requests = "too many requests at once for this tenant (at most 2): retry later"
+        second = {"message": "refund it", "sessionId": "third"}
+        with Held(live, ACME, "a1"), Held(live, ACME, "a2"):  # acme at its limit
+            too_many(acme.get("/agents"), 429, requests)  # its share of places is taken
+            too_many(acme.post("/agents/shop/messages/stream", json=second), 429, requests)
+            assert globex.get("/agents").status_code == 200  # the other tenant is served
+            with Held(live, GLOBEX, "g1"), Held(live, GLOBEX, "g2"):  # both at the limit:
+                full = "the server is serving all it can: retry later"  # every place is taken
+                too_many(globex.get("/agents"), 503, full)
+            assert globex.get("/agents").status_code == 200
+        assert acme.get("/agents").status_code == 200
+
+
 @pytest.mark.parametrize(
     ("table", "error"),
     [

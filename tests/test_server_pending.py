@@ -93,13 +93,13 @@ def test_an_approval_pauses_the_run_and_approving_finishes_it(http: httpx.Client
     assert (decided["id"], decided["status"], decided["by"], decided["args"]) == (
         pid,
         "approved",
-        "ana",
+        "loopback",  # the server's principal (no tokens): the body's `by` is only a note
         {"order": "A-1", "amount": 3},
     )
     resolved = done["events"][len(PAUSED_RUN) + 2]
     assert (resolved["decision"], resolved["by"], resolved["args"]) == (
         "approve",
-        "ana",
+        "loopback",
         {"order": "A-1", "amount": 3},
     )
     again = body(http.post(f"/approvals/{pid}/deny"), 200)
@@ -107,7 +107,7 @@ def test_an_approval_pauses_the_run_and_approving_finishes_it(http: httpx.Client
         "alreadyResolved": True,
         "id": pid,
         "status": "approved",
-        "decidedBy": "ana",
+        "decidedBy": "loopback",
         "sessionId": sid,
     }
     assert body(http.get(f"/agents/shop/sessions/{sid}/approvals"), 200) == {"approvals": []}
@@ -168,7 +168,7 @@ def test_deny_one_of_two_skips_the_other(http: httpx.Client):
     assert denied["stopReason"] == "denied" and denied["sessionId"] == paused["sessionId"]
     decided = denied["events"][len(paused["events"]) : len(paused["events"]) + 2]
     assert [(d["type"], d["id"], d["status"], d["by"]) for d in decided] == [
-        ("pending:decided", first, "denied", "api"),
+        ("pending:decided", first, "denied", "loopback"),
         ("pending:decided", second, "skipped", f"closed by {first}"),
     ]
     resumed = denied["events"][len(paused["events"]) + 2 :]

@@ -39,7 +39,7 @@ def test_two_servers_on_one_database_serve_one_run(tmp_path: Path, pg_url: str) 
                 )
                 rest = watcher.read()
             read += reader.read()
-        assert went_on(read, http, "ops")["id"] == pid
+        assert went_on(read, http, "loopback")["id"] == pid
         assert answered["text"] == "Done: refunded 5 on A-1"
         assert logged_types(rest) == WENT_ON
         as_logged(rest, logged(there, sid)[len(ASKED) :])

@@ -333,6 +333,7 @@ async def test_a_durable_subagent_pause_is_resolved_and_resumed_from_a_fresh_pro
 def test_a_subagents_approval_is_resolved_from_a_second_process(tmp_path):
     """Through the real CLI without a terminal: the parent pauses on the child's approval, and
     `loopwright approvals approve ID` in another process resumes the parent, which finishes."""
+    import getpass
     import json
     import re
     import subprocess
@@ -369,7 +370,7 @@ def test_a_subagents_approval_is_resolved_from_a_second_process(tmp_path):
     )  # fmt: skip
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == "All sorted."
-    assert f"{item_id}: approved (approval: refund) by ana" in second.stderr
+    assert f"{item_id}: approved (approval: refund) by {getpass.getuser()}" in second.stderr
     assert "resuming session s1" in second.stderr
 
     shown = subprocess.run(

@@ -191,6 +191,21 @@ def test_a_v1_client_through_the_v1_prefix(client: Path, tmp_path: Path) -> None
     assert [e["decision"] for e in held["events"] if e["type"] == "actauth:decision"] == ["allow"]
     after = steps["callbacks:approve"]["result"]
     assert after["text"] == "Done: refunded 5 on A-1" and "stopReason" not in after
+    # approved while the client held the stream: the run that went on, one `session … done`
+    assert after["events"] == held["events"]
+
+    # a message to a session paused on open items: v1 takes it; the items are superseded
+    assert types(steps["moved-on:paused"]["result"]["events"])[-1] == "actauth:decision"
+    moved = steps["moved-on"]["result"]
+    assert (moved["text"], moved["sessionId"]) == ("heard: two refunds | hello", "left")
+    assert types(moved["events"]) == ["session", "budget:check", "loop:done", "done"]
+    assert steps["moved-on:asked"]["result"]["type"] == "question"
+    answered_instead = steps["moved-on:question"]["result"]
+    assert answered_instead["text"] == "heard: ask me | hello"
+    stale = steps["moved-on:paused"]["result"]["id"]
+    assert steps["moved-on:stale"]["error"] == (
+        f"No pending approval '{stale}' (already decided, timed out, or never existed)."
+    )
 
     assert steps["failure"]["error"] == ERROR
     failed = steps["failure:stream"]["events"]

@@ -302,6 +302,15 @@ async function main(base: string): Promise<void> {
   report('answer:paused', question);
   report('answer', await answerQuestion(base, pendingId(question), 'blue'));
 
+  // a message to a session paused on an approval and a question: v1 takes it (no 409)
+  const left = await sendMessage(base, 'shop', 'two refunds', { sessionId: 'left' });
+  report('moved-on:paused', left);
+  report('moved-on', await sendMessage(base, 'shop', 'hello', { sessionId: 'left' }));
+  const unasked = await sendMessage(base, 'shop', 'ask me', { sessionId: 'unasked' });
+  report('moved-on:asked', unasked);
+  report('moved-on:question', await sendMessage(base, 'shop', 'hello', { sessionId: 'unasked' }));
+  await failing('moved-on:stale', () => approveCall(base, pendingId(left)));
+
   report('history', await getSessionHistory(base, 'shop', `${customer}/approve`));
   report('unknown', await getSessionHistory(base, 'shop', 'nobody/ever %41'));
 

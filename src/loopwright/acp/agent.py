@@ -49,6 +49,7 @@ from ..approvals import Answer, Approval
 from ..errors import SessionBusy, UnknownSession
 from ..messages import ToolCall
 from ..runtime import LiveRun, Resolved, Runtime
+from ..runtime.decisions import terminal_user
 from ..runtime.follow import Item
 from ..store.log import SessionKey, valid_session_id
 from . import edits, servers
@@ -83,8 +84,9 @@ class AcpAgent:
         self.tenant = tenant
         self.root = root
         """The project's folder: every session's `cwd` in `session/list`."""
-        self.by = "acp"
-        """Who decides, as the log records it: `acp:<the client's name>`."""
+        self.by = f"acp:{terminal_user()}"
+        """Who decides, as the log records it: `acp:<the user this process runs as>` (the
+        editor's; never the name the client gives itself)."""
         self._conn: Client | None = None
         self._asker: Asker | None = None
         self._sessions: dict[str, _Session] = {}
@@ -119,8 +121,6 @@ class AcpAgent:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        if client_info is not None:
-            self.by = f"acp:{client_info.name}"
         self._asker = Asker(self.conn, self.by, can_edit=edits.can_edit(client_capabilities))
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),

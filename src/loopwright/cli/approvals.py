@@ -71,7 +71,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             parser.add_argument("changes", metavar="JSON")
         if parser is answer:
             parser.add_argument("text", metavar="TEXT", nargs="+")
-        parser.add_argument("--by", metavar="NAME", help="who decides (default: your user name)")
+        parser.add_argument(
+            "--by",
+            metavar="NAME",
+            help="a name kept in the decision's note (the decider recorded is your user name)",
+        )
         parser.add_argument(
             "--no-resume", action="store_true", help="only record the decision; do not resume"
         )
@@ -153,6 +157,7 @@ async def decide(place: Place, agents: Mapping[str, Agent], args: argparse.Names
                 decision,
                 approver=output.approver,
                 resume=not args.no_resume,
+                claimed=args.by,
             )
         except ConfigError as exc:
             raise CliError(str(exc), hint="the agent changed since the run paused") from None
@@ -233,7 +238,7 @@ async def _render(
 
 
 def _decision(args: argparse.Namespace, item: PendingRecord) -> Approval | Answer:
-    by = args.by or user_name()
+    by = user_name()  # the terminal's user (`--by` is only a note: `decide`)
     if args.action == "answer":
         if item.kind != "question":
             raise CliError(

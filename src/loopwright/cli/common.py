@@ -4,7 +4,6 @@ log are, how an agent is found (by name in a project, or by folder), and small o
 from __future__ import annotations
 
 import argparse
-import getpass
 import importlib.util
 import json
 import os
@@ -21,6 +20,7 @@ from .. import events as ev
 from ..agent import Agent
 from ..errors import ConfigError
 from ..project import NAME_RULE, Project, load_project
+from ..runtime.decisions import terminal_user
 from ..store import StoreError
 from ..store.log import Store, is_postgres
 from ..store.opening import open_log
@@ -333,11 +333,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def user_name() -> str:
-    """Who decides at this terminal, as decisions record it (`--by` overrides it)."""
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "cli"
+    """Who decides at this terminal, as decisions record it (`runtime.decisions`)."""
+    return terminal_user()
 
 
 def print_json(value: Any) -> None:

@@ -1,6 +1,10 @@
 """Decisions on pending items, as the event log records them: whose item it is, whether a
 decision may be recorded (an edit is vetted first), and how a recorded decision reads back.
 
+Every door records the decider it authenticated (a bearer token's name, an approval link, the
+terminal's user: `by`), never a name the caller gives; a caller's name is kept beside it, as a
+labelled note (`noted`), for what it is worth.
+
 The log is the one authority (`EventLog.decide`: single-use, the first decision wins); this
 module is what every door — a route, a command, a live approver — goes through to reach it. A
 subagent's item belongs to a session whose parent chain (recorded by the log) leads up to the
@@ -9,6 +13,7 @@ top-level session: that session's run is the one that resumes once nothing under
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -121,17 +126,22 @@ class Recorded:
 
 
 async def record(
-    log: Store, owner: Owner, decided: Decided, toolsets: Toolsets | None = None
+    log: Store,
+    owner: Owner,
+    decided: Decided,
+    toolsets: Toolsets | None = None,
+    claimed: str | None = None,
 ) -> Recorded:
     """Record a decision on the owner's item, unless it is refused or another one came first
-    (`refusal`, with `toolsets`). A denial closes the item's batch (the log skips its other
-    items) and the items of the subagent sessions its calls wait on."""
+    (`refusal`, with `toolsets`); `claimed`, a name the caller gave, goes in its note
+    (`noted`). A denial closes the item's batch (the log skips its other items) and the items
+    of the subagent sessions its calls wait on."""
     item = owner.item
     refused = await refusal(log, owner, decided, toolsets)
     if refused is not None:
         error = None if refused.why == "decided" else refused.message
         return Recorded(rulebook.outcome(refused), item, error)
-    done = await log.decide(item.tenant, item.id, decision_of(decided))
+    done = await log.decide(item.tenant, item.id, decision_of(decided, claimed))
     if not done.changed:
         return Recorded("already_resolved", done.item)
     crash_after("pending:decided")  # (tests: a crash between a decision and its resumption)
@@ -143,12 +153,37 @@ async def record(
     return Recorded("resolved", done.item)
 
 
-def decision_of(decided: Decided) -> Verdict:
-    """A human's answer as the log records it."""
+def decision_of(decided: Decided, claimed: str | None = None) -> Verdict:
+    """A human's answer as the log records it (`claimed`: see `noted`)."""
     if isinstance(decided, Answer):
-        return Verdict("answered", by=decided.by, answer=decided.text)
+        note = noted(None, decided.by, claimed)
+        return Verdict("answered", by=decided.by, answer=decided.text, note=note)
     status: Literal["approved", "denied"] = "approved" if decided.approved else "denied"
-    return Verdict(status, by=decided.by, edited_args=decided.args, note=decided.reason)
+    note = noted(decided.reason, decided.by, claimed)
+    return Verdict(status, by=decided.by, edited_args=decided.args, note=note)
+
+
+CLAIMED = "name given by the caller, not verified: "
+"""The label of a caller's own name in a decision's note."""
+
+
+def noted(reason: str | None, by: str, claimed: str | None) -> str | None:
+    """A decision's note: its reason, then the name the caller gave (`claimed`), labelled as
+    such, unless it is the decider's own (`by`, the door's authenticated principal)."""
+    claimed = claimed.strip() if claimed else None
+    if not claimed or claimed == by:
+        return reason
+    label = f"({CLAIMED}{claimed})"
+    return f"{reason} {label}" if reason else label
+
+
+def terminal_user() -> str:
+    """Who decides at this process's terminal (the command line, an editor's ACP agent): the
+    operating system's user, as decisions record it."""
+    try:
+        return getpass.getuser()
+    except Exception:  # (no user name in the environment nor the password database)
+        return "unknown-user"
 
 
 def answer_of(item: PendingRecord) -> Decided | None:

@@ -253,6 +253,7 @@ class Runtime(Reading):
         approver: Approver | None = None,
         hold: bool = False,
         resume: bool = True,
+        claimed: str | None = None,
     ) -> Resolved:
         """Record a decision on a pending item — an `Approval` (with edited arguments, vetted)
         or an `Answer` — and, when nothing under its top-level session is left open, make sure
@@ -260,12 +261,13 @@ class Runtime(Reading):
         one elsewhere); a run still pausing resumes when it has paused; a paused session with
         no live run resumes here, with `approver` and `hold` as `send` takes them (not with
         `resume=False`: then the answer is `waiting` with nothing outstanding). `UnknownPending`
-        for an unknown or foreign id."""
+        for an unknown or foreign id. `decision.by` is the decider the door authenticated;
+        `claimed`, a name the caller gave, is kept in the decision's note (`decisions.noted`)."""
         owner = await owner_of(self.log, self.agents, tenant, pending_id)
         if await self._recover(owner.root):  # a dead run's item: closed, not resumable
             owner = await owner_of(self.log, self.agents, tenant, pending_id)
         before = (await self.log.session(owner.root)).last_seq
-        outcome = await record(self.log, owner, decision, self.settings.toolsets)
+        outcome = await record(self.log, owner, decision, self.settings.toolsets, claimed)
         outstanding = await open_under(self.log, owner.root)
         if outcome.status != "resolved":
             late = None  # (a decision that came first, never acted on, is now: `ending`)

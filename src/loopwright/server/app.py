@@ -173,11 +173,20 @@ async def loopwright_error(request: Request, exc: Exception) -> Response:
         status = 409
     elif isinstance(exc, (UnknownSession, UnknownPending)):
         status = 404
-    elif isinstance(exc, StoreError):
-        status = 503
+    elif isinstance(exc, StoreError):  # the details (database, host, user) are the operator's
+        log.error("the event log failed on %s %s: %s", request.method, request.url.path, exc)
+        headers = {"Retry-After": str(STORE_RETRY_AFTER)}
+        return JSONResponse({"error": STORE_DOWN}, status_code=503, headers=headers)
     elif isinstance(exc, ConfigError):
         log.error("configuration error: %s", exc)
     return JSONResponse({"error": str(exc)}, status_code=status)
+
+
+STORE_DOWN = "the event log is unavailable: retry later"
+"""A store failure as every client is told it (no database, host, port or user: those go to
+the log)."""
+STORE_RETRY_AFTER = 2
+"""Seconds a client is asked to wait after a store failure (`Retry-After`)."""
 
 
 async def gone(request: Request, exc: Exception) -> Response:

@@ -18,6 +18,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .settings import ServerSettings
 
 TENANT = "loopwright.tenant"
+PRINCIPAL = "loopwright.principal"
+"""Who the request is (`ServerSettings.principal`, or `loopback` without tokens): the decider
+every decision made through it is recorded as."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC = ("/health", "/openapi.json", "/", "/playground")
 """Served without a token (they hold no tenant data); everything under /static/ too, and the
@@ -121,15 +124,15 @@ class Guard:
                     send, 403, "only loopback clients are served when no token is configured"
                 )
                 return
-            scope[TENANT] = "default"
+            scope[TENANT], scope[PRINCIPAL] = "default", "loopback"
         elif not public:
-            tenant = tenant_for(settings, _header(scope, b"authorization"))
-            if tenant is None:
+            token = token_of(settings, _header(scope, b"authorization"))
+            if token is None:
                 await send_error(
                     send, 401, "authorization required", {"WWW-Authenticate": "Bearer"}
                 )
                 return
-            scope[TENANT] = tenant
+            scope[TENANT], scope[PRINCIPAL] = settings.tokens[token], settings.principal(token)
         length = _header(scope, b"content-length")
         if length and (
             not (length.isascii() and length.isdigit()) or int(length) > settings.max_body_bytes
@@ -139,16 +142,17 @@ class Guard:
         await self.app(scope, receive, send)
 
 
-def tenant_for(settings: ServerSettings, authorization: str) -> str | None:
-    """The tenant of a `Bearer <token>` header, or None; every token is compared."""
+def token_of(settings: ServerSettings, authorization: str) -> str | None:
+    """The configured token a `Bearer <token>` header gives, or None; every token is
+    compared (in constant time)."""
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     given = token.strip().encode()
     found = None
-    for candidate, tenant in settings.tokens.items():
+    for candidate in settings.tokens:
         if hmac.compare_digest(candidate.encode(), given):
-            found = tenant
+            found = candidate
     return found
 
 

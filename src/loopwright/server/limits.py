@@ -12,7 +12,9 @@
   message, a resumption, a compaction) and `max_streams_per_tenant` event streams at once; past
   either, 429 with `Retry-After`, so one tenant cannot starve the others. A decision on a
   pending item is never refused for runs (it lets admitted work finish); the run it resumes
-  counts.
+  counts. With two tenants or more, a tenant is also served at most half of `max_connections`
+  requests at once (its share, `ServerSettings.tenant_share`: 429 past it), and both caps are
+  bounded by that share: whatever the settings, no tenant holds every place.
 
 `serve_config` is the uvicorn configuration `loopwright serve` runs with.
 """
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .guard import send_error
+from .guard import TENANT, send_error
 from .settings import ServerSettings
 from .views import ApiError
 
@@ -99,22 +101,34 @@ def deadlines(settings: ServerSettings) -> type[asyncio.Protocol]:
 
 class Budget:
     """At most `max_connections` requests served at once, counted once authenticated (this
-    middleware comes after `Guard`); past it, 503 with `Retry-After`."""
+    middleware comes after `Guard`); past it, 503 with `Retry-After`; and at most a tenant's
+    share of them for each tenant (429 past it)."""
 
     def __init__(self, app: ASGIApp, settings: Callable[[], ServerSettings]) -> None:
         self.app = app
         self.settings = settings
         self.serving = 0
+        self.tenants: dict[str, int] = {}
+        """Requests being served, per tenant (`ServerSettings.tenant_share` bounds them)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.serving >= self.settings().max_connections:
-            headers = {"Retry-After": str(RETRY_AFTER)}
+        settings = self.settings()
+        headers = {"Retry-After": str(RETRY_AFTER)}
+        if self.serving >= settings.max_connections:
             await send_error(send, 503, "the server is serving all it can: retry later", headers)
             return
+        tenant: str | None = scope.get(TENANT)
+        share = settings.tenant_share()
+        if tenant is not None and self.tenants.get(tenant, 0) >= share:
+            said = f"too many requests at once for this tenant (at most {share}): retry later"
+            await send_error(send, 429, said, headers)
+            return
         self.serving += 1
+        if tenant is not None:
+            self.tenants[tenant] = self.tenants.get(tenant, 0) + 1
         serving = True
 
         def give_back() -> None:
@@ -122,6 +136,11 @@ class Budget:
             if serving:
                 serving = False
                 self.serving -= 1
+                if tenant is not None:
+                    if (left := self.tenants[tenant] - 1) > 0:
+                        self.tenants[tenant] = left
+                    else:
+                        del self.tenants[tenant]
 
         async def watched() -> Message:
             message = await receive()
@@ -148,11 +167,11 @@ class TenantLimits:
     def run(self, tenant: str, *, counted: bool = False) -> Callable[[], None]:
         """A place for a run (`counted`: taken even past the limit, for a run a decision
         resumed — work already admitted goes on)."""
-        limit = self.settings().max_runs_per_tenant
+        limit = self.settings().tenant_cap("max_runs_per_tenant")
         return self._take(self.runs, tenant, limit, "runs", counted)
 
     def stream(self, tenant: str) -> Callable[[], None]:
-        limit = self.settings().max_streams_per_tenant
+        limit = self.settings().tenant_cap("max_streams_per_tenant")
         return self._take(self.streams, tenant, limit, "streams", False)
 
     def _take(

@@ -40,6 +40,7 @@ from .views import (
     open_items,
     paused_body,
     place,
+    principal_of,
     profile_of,
     read_json,
     tenant_of,
@@ -89,12 +90,13 @@ async def _resolve(request: Request, action: Action) -> Response:
     profile = profile_of(request)
     data = await read_json(request, state.settings.max_body_bytes, required=action == "answer")
     kind: Kind = "question" if action == "answer" else "approval"
-    decision = _decision(action, data)
+    decision = _decision(action, data, principal_of(request))
     item = await _item(request, kind, WRONG_KIND[kind])
     hold = wants_stream(request)
     places = state.places(tenant_of(request), stream=hold)  # (a decision takes no run's place)
     try:
-        return await _answer(state, await _record(request, item, decision, places), places, profile)
+        recorded = await _record(request, item, decision, places, text_field(data, "by"))
+        return await _answer(state, recorded, places, profile)
     finally:
         places.close()  # (what a run or a stream did not take over)
 
@@ -125,7 +127,7 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
         answer = await plain_answer(state, late, profile, whole_turn=True)
         return JSONResponse(said | json.loads(bytes(answer.body)), status_code=answer.status_code)
     if result.status == "waiting":
-        events = await _events(state, result.root, before, profile)
+        events = await _events(state, result.root, before, profile, went_on=False)
         body = paused_body(result.outstanding, result.root, events, profile)
         return JSONResponse(body, status_code=202)
     run = result.run
@@ -143,16 +145,26 @@ async def _answer(state: State, decided: _Recorded, places: Places, profile: Pro
             on_close=places.on_close(),
         )
     done = await _ending(state, result, before)
-    events = await _events(state, result.root, before, profile)
+    events = await _events(state, result.root, before, profile, went_on=True)
     return await ended(state, result.root, done, events, profile)
 
 
-async def _events(state: State, root: SessionKey, before: int, profile: Profile) -> list[ev.Event]:
+async def _events(
+    state: State, root: SessionKey, before: int, profile: Profile, *, went_on: bool
+) -> list[ev.Event]:
     """The events an answer to a decision carries: the whole turn's (full), or v1's: those of
-    the turn from the decision on (one `session ... done`, one `actauth:decision` per call)."""
-    if profile == "v1":
-        return await state.runtime.since(root, before)
-    return await state.runtime.turn(root)
+    the run that `went_on`, one `session ... done` (one `actauth:decision` per call) — from the
+    decision on for a run the decision resumed, from its `session` on for one that went on where
+    it waited (a client held its stream: no `session` follows the decision), as v1 answers a
+    decision with the turn so far."""
+    if profile != "v1":
+        return await state.runtime.turn(root)
+    events = await state.runtime.since(root, before)
+    if went_on and not any(e.type == "session" for e in events):
+        turn = await state.runtime.turn(root)
+        starts = [i for i, e in enumerate(turn) if e.type == "session"]
+        return turn[starts[-1] :] if starts else events
+    return events
 
 
 async def resolve_pending(request: Request) -> Response:
@@ -164,13 +176,13 @@ async def resolve_pending(request: Request) -> Response:
         raise ApiError(400, "decision must be 'approve' or 'deny'")
     if edited is not None and not isinstance(edited, dict):
         raise ApiError(400, "editedArgs invalid — must be an object")
-    by = text_field(data, "by") or "api"
+    by = principal_of(request)
     decision = (
         Approval.approve(edited, by=by)
         if choice == "approve"
         else Approval.deny(text_field(data, "reason"), by=by)
     )
-    return await _durable(request, "approval", decision)
+    return await _durable(request, "approval", decision, text_field(data, "by"))
 
 
 async def answer_pending(request: Request) -> Response:
@@ -179,14 +191,16 @@ async def answer_pending(request: Request) -> Response:
     text = data.get("answer")
     if not isinstance(text, str):
         raise ApiError(400, "'answer' must be a string")
-    return await _durable(
-        request, "question", Answer(text=text, by=text_field(data, "by") or "api")
-    )
+    answer = Answer(text=text, by=principal_of(request))
+    return await _durable(request, "question", answer, text_field(data, "by"))
 
 
-async def _durable(request: Request, kind: Kind, decision: Approval | Answer) -> Response:
+async def _durable(
+    request: Request, kind: Kind, decision: Approval | Answer, claimed: str | None
+) -> Response:
     item = await _item(request, kind, DURABLE_WRONG_KIND[kind])
-    decided = await _record(request, item, decision, state_of(request).places(tenant_of(request)))
+    places = state_of(request).places(tenant_of(request))
+    decided = await _record(request, item, decision, places, claimed)
     result = decided.result
     if result.status == "invalid":
         raise ApiError(400, f"editedArgs invalid — {result.error or 'invalid decision'}")
@@ -223,14 +237,19 @@ class _Recorded:
 
 
 async def _record(
-    request: Request, item: PendingRecord, decision: Approval | Answer, places: Places
+    request: Request,
+    item: PendingRecord,
+    decision: Approval | Answer,
+    places: Places,
+    claimed: str | None,
 ) -> _Recorded:
-    """Record the decision (durable before any answer); a run it resumes here counts in the
-    tenant's runs (`Places.counted`), and is held by the caller when `places` has a stream's."""
+    """Record the decision (durable before any answer), made by the request's principal
+    (`claimed`: the body's `by`, a note); a run it resumes here counts in the tenant's runs
+    (`Places.counted`), and is held by the caller when `places` has a stream's."""
     state, tenant = state_of(request), tenant_of(request)
     hold = places.stream is not None
     try:
-        result = await state.runtime.resolve(tenant, item.id, decision, hold=hold)
+        result = await state.runtime.resolve(tenant, item.id, decision, hold=hold, claimed=claimed)
     except ConfigError as exc:
         raise ApiError(409, f"cannot resolve '{item.id}' here: {exc}") from None
     run, before = result.run, result.before
@@ -247,8 +266,8 @@ async def _ending(state: State, result: Resolved, before: int) -> ev.Done:
     return done
 
 
-def _decision(action: Action, data: dict[str, Any]) -> Approval | Answer:
-    by = text_field(data, "by") or "api"
+def _decision(action: Action, data: dict[str, Any], by: str) -> Approval | Answer:
+    text_field(data, "by")  # (a string, if given: it is a note, `_record`)
     if action == "answer":
         text = data.get("answer")
         if text is None:

@@ -10,6 +10,7 @@ import json
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..approvals import Answer, Approval
 from ..attachments import AttachmentError
 from ..errors import UnknownSession
 from ..messages import UserMessage
@@ -30,6 +31,7 @@ from .views import (
     ApiError,
     events_json,
     open_items,
+    principal_of,
     profile_of,
     read_json,
     session_id_field,
@@ -77,7 +79,8 @@ async def post_message(request: Request) -> Response:
     except ValueError as exc:
         raise ApiError(400, str(exc)) from None
     if session_id is not None:
-        await check_open(state, SessionKey(tenant, agent.name, session_id))
+        key = SessionKey(tenant, agent.name, session_id)
+        await check_open(state, key, profile, principal_of(request))
     stream = request.url.path.endswith("/stream")
     places = state.places(tenant, run=True, stream=stream)
     try:
@@ -96,15 +99,20 @@ async def post_message(request: Request) -> Response:
     return await plain_answer(state, live, profile)
 
 
-async def check_open(state: State, key: SessionKey) -> None:
+async def check_open(state: State, key: SessionKey, profile: Profile, by: str) -> None:
     """409 unless the session may take a message: it runs, or it is paused on open items. (A
-    paused session whose items are all decided takes it: its batch goes on first, `send`.)"""
+    paused session whose items are all decided takes it: its batch goes on first, `send`.)
+    v1 knows no such 409 (loopengine takes the message): there, the message supersedes the open
+    items (`supersede`, decided `by` the caller) and runs."""
     state.runtime.live.check_idle(key)
     try:
         record = await state.runtime.session(key)
     except UnknownSession:
         return
     if record.status != "paused":
+        return
+    if profile == "v1":
+        await supersede(state, key, by)
         return
     waiting = await state.runtime.outstanding(key)
     if waiting:
@@ -114,6 +122,27 @@ async def check_open(state: State, key: SessionKey) -> None:
             f"session {key.id} is paused on pending items ({ids}): approve, deny or answer "
             "them first",
         )
+
+
+SUPERSEDED = "superseded: a new message was sent instead"
+"""The reason of an approval a v1 message superseded (the model reads it with the denial)."""
+UNANSWERED = "(no answer: a new message was sent instead)"
+"""The answer to a question a v1 message superseded."""
+
+
+async def supersede(state: State, key: SessionKey, by: str) -> None:
+    """Close every open item the paused session waits on (its subagents' too): an approval is
+    denied (which closes its batch), a question answered `UNANSWERED` — recorded as decided
+    `by` the caller, through the single authority (a decision made meanwhile elsewhere wins).
+    The decided batch then goes on before the message runs (`Runtime.send`)."""
+    while waiting := await state.runtime.outstanding(key):
+        item = waiting[0]
+        decision: Approval | Answer = (
+            Answer(text=UNANSWERED, by=by)
+            if item.kind == "question"
+            else Approval.deny(SUPERSEDED, by=by)
+        )
+        await state.runtime.resolve(key.tenant, item.id, decision, resume=False)
 
 
 def held_stream(state: State, live: LiveRun, profile: Profile, places: Places) -> Response:

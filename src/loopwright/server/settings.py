@@ -9,6 +9,8 @@
     idle_timeout = 5                # seconds a connection may stay silent (new, or kept alive)
     max_runs_per_tenant = 50        # runs a tenant's requests hold at once; more get 429
     max_streams_per_tenant = 50     # event streams a tenant holds open at once; more get 429
+                                    # (both, and a tenant's requests at once, are at most half
+                                    # of max_connections when two tenants or more are configured)
     allowed_hosts = ["agents.example.com"]   # Host headers accepted besides loopback names
     cors_origins = ["https://app.example.com"]   # CORS is off unless listed
     profile = "v1"                  # default event profile: "full" (default) or loopengine "v1"
@@ -19,6 +21,10 @@
     [[auth.token]]                  # or read the token from the environment
     env = "LOOPWRIGHT_TOKEN_GLOBEX"
     tenant = "globex"
+    name = "globex-ops"             # who decides with it (default: the variable's name)
+
+A decision made with a token is recorded as `token:<its name>` (an `[auth.tokens]` token's name
+is its tenant); without tokens, as `loopback`.
 
 With no token configured only loopback clients are served, as tenant `default`.
 """
@@ -59,15 +65,20 @@ class ServerSettings:
     """Seconds a connection may stay silent, new or between requests, before it is closed."""
     max_runs_per_tenant: int = 50
     """Runs one tenant's requests hold at once (sends, resumptions, compactions); beyond, 429.
-    (50, like the streams': half of the default `max_connections` for one tenant.)"""
+    (50, like the streams': half of the default `max_connections` for one tenant.) Bounded by
+    the tenant's share of `max_connections` (`tenant_cap`)."""
     max_streams_per_tenant: int = 50
-    """Event streams one tenant holds open at once; beyond, 429 with `Retry-After`."""
+    """Event streams one tenant holds open at once; beyond, 429 with `Retry-After`. Bounded
+    like the runs (`tenant_cap`)."""
     allowed_hosts: tuple[str, ...] = ()
     """Host header names accepted besides localhost, 127.0.0.1 and [::1] (any port)."""
     cors_origins: tuple[str, ...] = ()
     """Origins allowed by CORS; empty turns CORS off."""
     tokens: Mapping[str, str] = field(default_factory=dict)
     """Bearer token → tenant. Empty: loopback clients only, as tenant `default`."""
+    token_names: Mapping[str, str] = field(default_factory=dict)
+    """Bearer token → its name, who the decisions made with it are recorded as made by (a
+    token not named here is named by its tenant)."""
     cancel_wait: float = 10.0
     """Seconds a cancel request waits for the run to record its end."""
     keepalive: float = 15.0
@@ -103,7 +114,7 @@ class ServerSettings:
             if profile not in ("full", "v1"):
                 raise ConfigError('[server] profile must be "full" or "v1"')
             values["profile"] = profile
-        values["tokens"] = _tokens(auth)
+        values["tokens"], values["token_names"] = _tokens(auth)
         values.update({k: v for k, v in overrides.items() if v is not None})
         made = cls(**values)
         if not 0 <= made.port <= 65535:
@@ -117,6 +128,24 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         redact.register(*self.tokens)  # the tokens in use never leave in events (P11)
+
+    def tenant_share(self) -> int:
+        """The most requests one tenant is served at once: with two tenants or more, half of
+        `max_connections` (at least one), so that no tenant ever holds every place; with one,
+        all of them (there is nobody to starve)."""
+        if len(set(self.tokens.values())) < 2:
+            return self.max_connections
+        return max(1, self.max_connections // 2)
+
+    def tenant_cap(self, key: str) -> int:
+        """`max_runs_per_tenant` or `max_streams_per_tenant` as it applies: bounded by the
+        tenant's share of the server's places (`tenant_share`)."""
+        configured: int = getattr(self, key)
+        return min(configured, self.tenant_share())
+
+    def principal(self, token: str) -> str:
+        """Who a request made with `token` is, as decisions record it: `token:<name>`."""
+        return f"token:{self.token_names.get(token) or self.tokens[token]}"
 
     def host_names(self) -> frozenset[str]:
         """Host header names (without port) this server answers to."""
@@ -148,9 +177,11 @@ def _strings(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def _tokens(auth: Mapping[str, Any]) -> dict[str, str]:
-    """`[auth.tokens]` (token = tenant) and `[[auth.token]]` (env = NAME, tenant = T)."""
+def _tokens(auth: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """`[auth.tokens]` (token = tenant) and `[[auth.token]]` (env = NAME, tenant = T, and
+    name = N, by default the variable's name): the tenants and the names of the tokens."""
     tokens: dict[str, str] = {}
+    names: dict[str, str] = {}
     table = auth.get("tokens") or {}
     if not isinstance(table, Mapping):
         raise ConfigError('[auth.tokens] must be a table of "token" = "tenant"')
@@ -166,10 +197,13 @@ def _tokens(auth: Mapping[str, Any]) -> dict[str, str]:
         value = os.environ.get(name)
         if not value:
             raise ConfigError(f"[[auth.token]]: the variable {name} is not set (or empty)")
-        tokens[_token(value, f"[[auth.token]] {name}")] = _tenant(
-            entry.get("tenant"), f"[[auth.token]] {name}"
-        )
-    return tokens
+        token = _token(value, f"[[auth.token]] {name}")
+        tokens[token] = _tenant(entry.get("tenant"), f"[[auth.token]] {name}")
+        named = entry.get("name", name)
+        if not isinstance(named, str) or not named.strip():
+            raise ConfigError(f"[[auth.token]] {name}: the name must be a non-empty string")
+        names[token] = named
+    return tokens, names
 
 
 def _token(token: Any, where: str) -> str:

@@ -19,6 +19,7 @@ from ..errors import describe
 from ..project import Project
 from ..runtime import LiveRun, Runtime
 from ..runtime.journal import NOT_STORED
+from ..store import StoreError
 from ..store.log import SessionKey, Store
 from ..wire import Profile
 from .limits import TenantLimits
@@ -88,6 +89,8 @@ async def plain_answer(
     done = await live.wait()
     if done is None:
         failure = live.failure or RuntimeError("the run stopped without an answer")
+        if isinstance(failure, StoreError):  # the log failed: a short 503 (`app`), no details
+            raise failure
         return JSONResponse(
             {"error": redact.text(f"the run failed: {describe(failure)}")}, status_code=500
         )

@@ -25,7 +25,7 @@ from ..state.text import valid_data
 from ..store import PendingRecord, StoredEvent
 from ..store.log import SESSION_ID_RULE, SessionKey, valid_session_id
 from ..wire import V1_STOP_REASONS, Profile, to_dict
-from .guard import TENANT
+from .guard import PRINCIPAL, TENANT
 from .prefix import is_v1
 
 
@@ -45,6 +45,11 @@ def error(status: int, message: str) -> JSONResponse:
 
 def tenant_of(request: Request) -> str:
     return str(request.scope.get(TENANT, "default"))
+
+
+def principal_of(request: Request) -> str:
+    """Who the request is, as a decision made through it records its decider (`guard`)."""
+    return str(request.scope.get(PRINCIPAL, "loopback"))
 
 
 def profile_of(request: Request) -> Profile:

@@ -42,7 +42,7 @@ from .log import (
     pool_size_of,
 )
 from .pg_listen import CONTROL, TAKEN, Wakeups
-from .pg_pool import Database, Told
+from .pg_pool import CONNECT_TIMEOUT, Database, Told
 from .pg_rows import Db
 from .pg_schema import shown
 from .records import PendingRecord, PendingStatus, SessionStatus, StoredEvent, StoreError
@@ -58,7 +58,8 @@ class PostgresLog:
     """An `EventLog` on a PostgreSQL database (see the module docstring). `conninfo` is a
     `postgresql://` URL or a libpq connection string; the tables go in its current schema.
     `pool_size` is the most connections its pool opens (psycopg_pool's `max_size`; it keeps
-    one open: `min_size` 1) beside its listening ones; a `ConfigError` unless a positive integer."""
+    one open: `min_size` 1) beside its listening ones; a `ConfigError` unless a positive integer.
+    A call fails (`StoreError`) once it waited `connect_timeout` seconds for a connection."""
 
     def __init__(
         self,
@@ -67,13 +68,16 @@ class PostgresLog:
         clock: Callable[[], float] | None = None,
         pool_size: int = POOL_SIZE,
         recheck: float = 5.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         self.conninfo = conninfo
         self.where = shown(conninfo)
         self.clock = clock
         """None: the database's clock."""
         size = pool_size_of(pool_size)
-        self.db = Database(conninfo, self.where, pool_size=size, recheck=recheck)
+        self.db = Database(
+            conninfo, self.where, pool_size=size, recheck=recheck, connect_timeout=connect_timeout
+        )
         self._run = self.db.run
         self._ids: dict[SessionKey, int] = {}
 

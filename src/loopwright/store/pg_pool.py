@@ -5,7 +5,13 @@ listening connection's wake-ups (`pg_listen`), and how a job runs on a pooled co
 A job runs to its end even if its caller is cancelled (as on SQLite); a write runs in one
 transaction, pipelined: BEGIN goes with the session row's lock, COMMIT and the notifications
 with the writes — two round trips. psycopg's errors become `StoreError`s naming the database
-(never its password).
+(never its password): for the operator's log, not for clients (`server.app` answers them with a
+short 503).
+
+A database that is down fails fast: a job waits at most `connect_timeout` seconds (about a
+second) for a connection, not psycopg_pool's 30 s, and the pool does not back off between
+reconnection attempts (psycopg_pool's backoff grows to minutes): each job that finds no
+connection has one attempted, so the first job after the server is back is served.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from .pg_schema import migrate
 from .records import StoreError
 
 T = TypeVar("T")
+CONNECT_TIMEOUT = 1.0
+"""Seconds a job waits for a connection (or the first connection is waited for) by default."""
 Told = list[tuple[int, str]]
 """What a write tells once it committed: (session key, payload after the key) — the session's
 last seq for appended events (`pg_listen`)."""
@@ -33,9 +41,19 @@ last seq for appended events (`pg_listen`)."""
 class Database:
     """The pool and the wake-ups of one `PostgresLog` (see the module docstring)."""
 
-    def __init__(self, conninfo: str, where: str, *, pool_size: int, recheck: float) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        where: str,
+        *,
+        pool_size: int,
+        recheck: float,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
         self.conninfo, self.where = conninfo, where
         self.pool_size, self.recheck = pool_size, recheck
+        self.connect_timeout = connect_timeout
+        """Seconds a job waits for a connection before it fails (`StoreError`)."""
         self.pool: AsyncConnectionPool | None = None
         self.wakeups: Wakeups | None = None
         """Wake-ups for appended events (`follow`, `wait_decided`)."""
@@ -64,8 +82,15 @@ class Database:
 
     async def _connect(self) -> AsyncConnectionPool:
         try:
-            async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as db:
+            async with asyncio.timeout(self.connect_timeout):
+                first = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+            async with first as db:
                 schema = await migrate(db, self.where)
+        except TimeoutError:
+            raise StoreError(
+                f"{self.where}: cannot open the event log: no connection within "
+                f"{self.connect_timeout:.2f} sec"
+            ) from None
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: cannot open the event log: {exc}") from None
         pool = AsyncConnectionPool(
@@ -75,6 +100,8 @@ class Database:
             kwargs={"autocommit": True},
             open=False,
             name="loopwright",
+            timeout=self.connect_timeout,  # a job waits this long for a connection, then fails
+            reconnect_timeout=0,  # no backoff: a job that finds no connection has one tried
         )
         await pool.open()
         self.wakeups = Wakeups(self.conninfo, channel(schema), recheck=self.recheck)
