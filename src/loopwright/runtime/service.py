@@ -1,5 +1,4 @@
-"""The runtime service: what every interface (HTTP routes, CLI commands, later the editor
-protocol and notifications) does to sessions, implemented once, over an event log.
+"""The runtime service: what every door (HTTP, CLI, editor, notifications) does to sessions, once.
 
 Sessions are named by (tenant, agent, id). `send` starts a run, `resolve` records a decision on a
 pending item and resumes the run it belongs to when nothing under that run is left open — once,
@@ -50,8 +49,7 @@ logger = logging.getLogger("loopwright.runtime")
 CONTROL_WAIT = 10.0
 """Seconds a cancel, steer or follow-up for a run in another process waits for that run."""
 KEPT_SESSIONS = 256
-"""Sessions kept in memory after their runs end here, so that the next message need not open
-them from the log."""
+"""Sessions kept in memory after their runs end here (the next message need not reread them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,8 +259,8 @@ class Runtime(Reading):
         one elsewhere); a run still pausing resumes when it has paused; a paused session with
         no live run resumes here, with `approver` and `hold` as `send` takes them (not with
         `resume=False`: then the answer is `waiting` with nothing outstanding). `UnknownPending`
-        for an unknown or foreign id. `decision.by` is the decider the door authenticated;
-        `claimed`, a name the caller gave, is kept in the decision's note (`decisions.noted`)."""
+        for an unknown or foreign id. `decision.by` is who the door authenticated; `claimed`, a
+        name the caller gave, is kept in the decision's note (`decisions.noted`)."""
         owner = await owner_of(self.log, self.agents, tenant, pending_id)
         if await self._recover(owner.root):  # a dead run's item: closed, not resumable
             owner = await owner_of(self.log, self.agents, tenant, pending_id)
