@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .. import events as ev
 from ..errors import CommitFailed
 from ..state._values import frozen, maker
-from ..state.replay import HANDLERS, SessionState
-from .control import Control
+from ..state.replay import HANDLERS, SessionState, apply
 from .finish import stop_detail
 from .observers import Observer, observing
+from .threads import Signal
 
 if TYPE_CHECKING:
     from .output import Output
@@ -79,7 +79,6 @@ class Run:
     __slots__ = (
         "_buffer",
         "_cancelled",
-        "_control",
         "_done",
         "_ending",
         "_entered",
@@ -95,6 +94,7 @@ class Run:
         "_room",
         "_seqs",
         "_session",
+        "_signals",
         "_state",
         "_task",
         "_unbounded",
@@ -107,7 +107,7 @@ class Run:
     def __init__(
         self,
         events: AsyncGenerator[ev.Event, None],
-        control: Control,
+        signals: set[Signal],
         session_id: str,
         journal: Journal | None = None,
         session: Session | None = None,
@@ -117,7 +117,7 @@ class Run:
         prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._events = events
-        self._control = control
+        self._signals = signals  # the stop signals of its calls in flight
         self.session_id = session_id
         self._journal = journal
         self._session = session
@@ -166,8 +166,13 @@ class Run:
         if self._cancelled or self.past_done:
             return
         self._cancelled = True
-        if self._control.cancel() and self._journal is not None:  # (logged as it was queued,
-            self._journal.record(ev.SteeringCleared())  # even when the run paused already)
+        if self._state.queued:  # dropped (logged as it was queued, even when the run paused)
+            cleared = ev.SteeringCleared()
+            if self._journal is not None:
+                self._journal.record(cleared)
+            apply(self._state, cleared)  # (again, if the journal took it: no change)
+        for signal in self._signals:  # at once: a thread cannot be cancelled, and a job still
+            signal.set()  # waiting for a thread must never start
         if self._entered:
             assert self._task is not None
             self._task.cancel()

@@ -39,11 +39,11 @@ from ..state.replay import SessionState, apply
 from ..telemetry import observers as default_observers
 from ..toolsets import Toolsets
 from . import fallback
-from .control import Control
 from .driver import Run as Run
 from .driver import RunResult as RunResult
 from .loop import run_loop
 from .observers import Observer
+from .threads import Signal
 
 
 class Journal(Protocol):
@@ -128,7 +128,8 @@ class Session:
         self.state = SessionState(tools=agent._by_name, history=history or History())
         """The session's state: what its events made of it (`replay`), its history first."""
         self.journal = journal
-        self._control = Control()
+        self._signals: set[Signal] = set()  # the stop signals of its run's calls in flight
+        self._unlogged: list[ev.SteeringQueued] = []  # (see `unlogged`)
         self._run: Run | None = None
         self._idle: list[asyncio.Future[None]] = []  # tasks waiting in `idle()`
         self._gate = agent.gate()
@@ -191,7 +192,7 @@ class Session:
                 f"session {self.id} is already running (a run left unfinished stays running: "
                 "iterate it to the end, use `async with session.run(...)`, or `await run.aclose()`)"
             )
-        checkpoint = self.state.history.checkpoint
+        checkpoint = self.state.checkpoint
         if input is not None and checkpoint is not None:
             ids = ", ".join(p.request.id for p in checkpoint.pending.values() if p.decision is None)
             raise SessionBusy(
@@ -224,7 +225,7 @@ class Session:
             self._gate,
             self.state,
             info,
-            self._control,
+            self._signals,
             input=input,
             approver=approver,
             compact=compact,
@@ -233,7 +234,7 @@ class Session:
         text = input.content if isinstance(input, UserMessage) else input
         self._run = Run(
             events,
-            self._control,
+            self._signals,
             self.id,
             self.journal,
             self,
@@ -247,12 +248,13 @@ class Session:
     def _check_continuable(self) -> None:
         """A run without input needs something for the model to answer (pi-agent-core's
         `continue()` refuses the same states)."""
-        history = self.history
-        if history.checkpoint is not None or history.recovery is not None:
+        state = self.state
+        if (state.paused and state.batch is not None) or state.recovery is not None:
             return
-        if history.carry_over or self._control.steering:
+        if state.carry_over or any(mode == "steer" for mode, _ in state.queued):
             return
-        tail = history.messages[-1] if history.messages else None
+        messages = state.history.messages
+        tail = messages[-1] if messages else None
         if isinstance(tail, (UserMessage, ToolResultMessage)):
             return
         where = "its history is empty" if tail is None else "its history ends with a reply"
@@ -303,7 +305,7 @@ class Session:
     def pending(self) -> list[ApprovalRequest | QuestionRequest]:
         """The open pending items of the paused batch, in call order, with those of the
         subagents its suspended calls wait on."""
-        checkpoint = self.history.checkpoint
+        checkpoint = self.state.checkpoint
         if checkpoint is None or checkpoint.closed:
             return []
         items = [p.request for p in checkpoint.pending.values() if p.decision is None]
@@ -320,7 +322,7 @@ class Session:
         skipped); answering twice is a no-op. When nothing is outstanding, `resume()` finishes
         the batch and continues the run. Items of a subagent the batch waits on are resolved
         here too."""
-        checkpoint = self.history.checkpoint
+        checkpoint = self.state.checkpoint
         for waiting in checkpoint.suspended.values() if checkpoint else ():
             child = self._children.get(waiting.session_id)
             if child is not None and any(p.id == pending_id for p in child.pending):
@@ -342,7 +344,7 @@ class Session:
 
     def resume(self, *, approver: Approver | None = None) -> Run:
         """Continue a paused run once all its pending items are resolved."""
-        if self.history.checkpoint is None:
+        if not (self.state.paused and self.state.batch is not None):
             raise SessionBusy(f"session {self.id} has no paused run to resume")
         return self.run(None, approver=approver)
 
@@ -352,15 +354,11 @@ class Session:
         not lose it; while no run goes, it waits in this object for the next (`Runtime.steer`
         logs it at once either way). `SessionBusy` while a cancelled run is ending (the cancel
         drops what is queued), and while a durable run past its `done` lets its lease go."""
-        self._check_not_ending()
-        self._log_queued(message, "steer")
-        self._control.steering.append(message)
+        self._queue(ev.SteeringQueued(text=message, mode="steer"))
 
     def follow_up(self, message: str) -> None:
         """Deliver `message` when the run would otherwise stop (logged like `steer`)."""
-        self._check_not_ending()
-        self._log_queued(message, "follow_up")
-        self._control.follow_ups.append(message)
+        self._queue(ev.SteeringQueued(text=message, mode="follow_up"))
 
     def _check_not_ending(self) -> None:
         run = self._run
@@ -370,11 +368,30 @@ class Session:
                 "queued): send the message again once it has ended"
             )
 
-    def _log_queued(self, message: str, mode: Literal["steer", "follow_up"]) -> None:
-        if self.journal is None or not self.busy:
+    def _queue(self, queued: ev.SteeringQueued) -> None:
+        """Queue a message: the event applied to the state (`replay`, its queue's only writer),
+        by the running run's journal as it logs it, or here (not logged)."""
+        self._check_not_ending()
+        journal = self.journal
+        if journal is not None and self.busy:
+            if journal.record(queued) is False:  # (taken: logged and applied)
+                raise self._closing()
             return
-        if self.journal.record(ev.SteeringQueued(text=message, mode=mode)) is False:
-            raise self._closing()
+        apply(self.state, queued)
+        if journal is not None:
+            self._unlogged.append(queued)
+
+    def unlogged(self) -> list[ev.SteeringQueued]:
+        """What `steer` and `follow_up` queued in a durable session while no run held it, still
+        queued: not in its log until its next run delivers them, so a state read from the log
+        again takes them on (`runtime.state.refill`)."""
+        queued, kept = list(self.state.queued), []
+        for event in self._unlogged:
+            if (event.mode, event.text) in queued:
+                queued.remove((event.mode, event.text))
+                kept.append(event)
+        self._unlogged = kept
+        return kept
 
     def _closing(self) -> SessionBusy:
         """(The run let its lease go: the log takes nothing more from it.)"""
@@ -386,7 +403,7 @@ class Session:
     @property
     def queued(self) -> Queued:
         """What `steer` and `follow_up` sent that no run has delivered yet (a copy)."""
-        return Queued(tuple(self._control.steering), tuple(self._control.follow_ups))
+        return _split(self.state.queued)
 
     def clear_queue(self, mode: Literal["steer", "follow_up"] | None = None) -> Queued:
         """Drop the queued steering (`"steer"`), follow-ups (`"follow_up"`) or both (None), so
@@ -396,21 +413,16 @@ class Session:
         return self._clear(mode, through_run=self.busy)
 
     def _clear(self, mode: Literal["steer", "follow_up"] | None, *, through_run: bool) -> Queued:
-        control = self._control
-        cleared = Queued(
-            tuple(control.steering) if mode != "follow_up" else (),
-            tuple(control.follow_ups) if mode != "steer" else (),
-        )
-        logged = cleared if through_run else self.history.queued  # (what the log may hold)
+        queued = self.state.queued
+        cleared = _split([entry for entry in queued if mode is None or entry[0] == mode])
+        event = ev.SteeringCleared(mode=mode)
+        # (what the log may hold: what a run logged, or what was logged for the next run)
+        logged = cleared if through_run else len(queued) > len(self.unlogged())
         if self.journal is not None and logged:
-            event = ev.SteeringCleared(mode=mode)
-            if not self.journal.record(event, between_runs=not through_run) and through_run:
+            taken = self.journal.record(event, between_runs=not through_run)
+            if through_run and not taken:
                 raise self._closing()
-            apply(self.state, event)  # (as the run's journal did, if it took it)
-        if mode != "follow_up":
-            control.steering.clear()
-        if mode != "steer":
-            control.follow_ups.clear()
+        apply(self.state, event)  # (again, if the run's journal took it: no change)
         return cleared
 
     def cancel(self) -> None:
@@ -422,6 +434,11 @@ class Session:
             run.cancel()
         else:  # (past its `done`, a run still holding its lease logs it; else once it let go)
             self._clear(None, through_run=False)
+
+
+def _split(queued: list[tuple[Literal["steer", "follow_up"], str]]) -> Queued:
+    steering = tuple(text for mode, text in queued if mode == "steer")
+    return Queued(steering, tuple(text for mode, text in queued if mode == "follow_up"))
 
 
 def items_of(checkpoint: Checkpoint) -> list[Item]:

@@ -31,11 +31,9 @@ from ..models import Model, ModelFailure, ModelRequest, StreamItem, ToolSpec
 from ..models.registry import get_model
 from ..state._values import maker
 from ..state.compaction import CompactionReason, compact
-from ..state.history import History
-from ..state.replay import SessionState, apply, checkpoint, undecided
+from ..state.replay import SessionState, apply, undecided
 from ..tools import NeedsAnswer, Outcome
 from .budget import context_budget
-from .control import Control
 from .fallback import Fallback
 from .finish import Finish
 from .hook_calls import call_hook, observe
@@ -45,6 +43,7 @@ from .retry import Deadline, ModelFailed, next_retry, partial_note
 from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_due, result_events
 from .runner import after_tool as after
 from .runner import tool_context as context
+from .threads import Signal
 
 # (the values made every step, by their makers: see `_values.maker`)
 step_started, step_finished = maker(ev.StepStarted), maker(ev.StepFinished)
@@ -62,10 +61,9 @@ class Steps:
     gate: Gate
     state: SessionState
     info: RunInfo
-    control: Control
+    signals: set[Signal]  # the stop signals of its calls in flight (the session's)
     approver: Approver | None
     children: Any = None
-    history: History = field(init=False)  # the state's (read only: the reducer changes it)
     tools: dict[str, Any] = field(init=False)
     specs: tuple[ToolSpec, ...] = ()
     decider: Decider = field(init=False)
@@ -95,7 +93,6 @@ class Steps:
     stop_reason: ev.RunStopReason = "completed"
 
     def __post_init__(self) -> None:
-        self.history = self.state.history
         self.tools = self.agent._by_name  # the agent's table: its live toolsets update it
         agent, info = self.agent, self.info
         self.budget = context_budget(agent, self.model)
@@ -111,14 +108,16 @@ class Steps:
             agent.tool_timeout,
             agent.max_tool_output,
             partial(after, hook, info) if hook else None,
-            self.control.signals,
+            self.signals,
             agent.tool_grace,
         )
 
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
         settings = self.info.settings.over(self.agent.settings)  # the run's, for the summary
         policy, where = self.agent.compaction, (self.info.session_id, self.agent.retry.deadline)
-        async for event in compact(self.history, self.model, policy, reason, settings, *where):
+        async for event in compact(
+            self.state.history, self.model, policy, reason, settings, *where
+        ):
             yield event
 
     async def after_failure(self) -> AsyncIterator[ev.Event]:
@@ -158,10 +157,10 @@ class Steps:
     async def shrink(self) -> AsyncIterator[ev.Event]:
         """The provider said the prompt is too long: compact once, then the request is retried."""
         self.may_shrink = False
-        before = len(self.history.messages)
+        before = len(self.state.history.messages)
         async for event in self.compact("prompt_too_long"):
             yield event
-        yield ev.PromptCompaction(from_=before, to=len(self.history.messages))
+        yield ev.PromptCompaction(from_=before, to=len(self.state.history.messages))
 
     def stop(self, terminal: ev.Terminal, text: str, reason: ev.RunStopReason) -> None:
         self.terminal, self.text, self.stop_reason = terminal, text, reason
@@ -176,14 +175,12 @@ class Steps:
         return events
 
     def abort(self) -> None:
-        """The run was cancelled: what was queued for it is dropped (the log says so too:
-        `loop:aborted` drops it on replay). A run that already paused has nothing left to
-        stop: the pause stands, and its asks stay resolvable."""
+        """The run was cancelled: what was queued for it is dropped (`loop:aborted` drops it).
+        A run that already paused has nothing left to stop: the pause stands, and its asks
+        stay resolvable."""
         if self.stop_reason == "paused":
             return
-        self.control.steering.clear()
-        self.control.follow_ups.clear()
-        aborted = ev.LoopAborted(reason="cancelled", carry_over=self.history.carry_over)
+        aborted = ev.LoopAborted(reason="cancelled", carry_over=self.state.carry_over)
         self.stop(aborted, "Cancelled.", "aborted")
 
     async def wind_down(self) -> list[ev.Event]:
@@ -213,7 +210,7 @@ class Steps:
 
     async def start(self, text: str | UserMessage | None) -> list[ev.Event]:
         """The carry-over note, the input (unless the prompt hook blocks it), steering."""
-        hooks, carry_over = self.agent.hooks, self.history.carry_over
+        hooks, carry_over = self.agent.hooks, self.state.carry_over
         events: list[ev.Event] = []
         if carry_over:
             note = UserMessage(
@@ -231,13 +228,15 @@ class Steps:
                 return events
             message = replace(given, content=f"{text}\n\n{extra}") if extra else given
             events.append(input_received(message=message))
-        return events + self.inject(self.control.steering, self.agent.steering, "steer")
+        return events + self.inject("steer", self.agent.steering)
 
-    def inject(self, queue: list[str], mode: str, kind: Any) -> list[ev.Event]:
-        if not queue:
+    def inject(self, kind: Any, how: str) -> list[ev.Event]:
+        """The queued messages of `kind` delivered now (the first, or `all`): they leave the
+        state's queue as their `steering:injected` is applied."""
+        if not self.state.queued:
             return []
-        taken = queue[: len(queue) if mode == "all" else 1]
-        del queue[: len(taken)]
+        queue = [text for mode, text in self.state.queued if mode == kind]
+        taken = queue if how == "all" else queue[:1]
         return [ev.SteeringInjected(message=UserMessage(content=t), mode=kind) for t in taken]
 
     def started(self) -> ev.StepStarted:
@@ -261,7 +260,7 @@ class Steps:
             await agent.refresh_tools()
         request = model_request(
             system=agent.instructions,
-            messages=self.history.messages,
+            messages=self.state.history.messages,
             tools=agent.tool_specs,
             notes=notes,
             max_output_tokens=agent.max_output_tokens,
@@ -306,7 +305,7 @@ class Steps:
         stop (a reply without tools, or a batch whose every call said `terminate`) and no steering
         was, follow-ups or the stop hook's message go on instead. A reply without tools is first
         the answer `finish` checks: a cut one may go on, a wrong one is asked again."""
-        hooks, control, ending = self.agent.hooks, self.control, self.ending
+        hooks, ending = self.agent.hooks, self.ending
         if self.terminal is not None:
             return []
         if calls and ending is None and hooks.continuation:
@@ -315,16 +314,16 @@ class Steps:
                 self.stop(ev.LoopTerminated(reason=verdict.reason), verdict.reason, "terminated")
                 return []
         events = self.runner.arrived() if self.runner.late else []
-        queued = self.inject(control.steering, self.agent.steering, "steer")
+        queued = self.inject("steer", self.agent.steering)
         if not queued and not calls:  # a cut reply goes on, a wrong answer is asked again
             events, queued = self.finish.check(self.agent, reply, events)
         if not queued and (not calls or ending is not None):
-            queued = self.inject(control.follow_ups, self.agent.follow_up, "follow_up")
+            queued = self.inject("follow_up", self.agent.follow_up)
             if not queued and not calls and hooks.on_stop:
                 more = await call_hook(hooks.on_stop, self.info, reply.text)
-                if more:
-                    control.follow_ups.insert(0, more)
-                    queued = self.inject(control.follow_ups, "one", "follow_up")
+                if more:  # delivered as a follow-up, at once
+                    message = UserMessage(content=more)
+                    queued = [ev.SteeringInjected(message=message, mode="follow_up")]
             if not queued and ending is None:
                 answer = self.finish.answer
                 self.stop(loop_done(text=answer), answer, "completed")
@@ -389,7 +388,7 @@ class Steps:
     async def recover(self, recovery: Recovery) -> AsyncIterator[ev.Event]:
         """Close the batch of a run that died (SPEC §3.9, P3): see `Decider.recover`."""
         batch = Batch()
-        for event in self.decider.recover(recovery, batch, self.history.carry_over):
+        for event in self.decider.recover(recovery, batch, self.state.carry_over):
             yield event
         async for event in self.execute(batch, recovery.calls):
             yield event
@@ -446,7 +445,7 @@ class Steps:
             elif suspended is not None:
                 waits.append((f"the subagent {item.call.name}", suspended.pending_ids))
         if batch.deferred or waits:
-            self.history.checkpoint = self.paused(batch)
+            self.paused(batch)
             what = [
                 f"approval of {p.request.call.name}"
                 if isinstance(p.request, ApprovalRequest)
@@ -462,14 +461,14 @@ class Steps:
             self.ending = self.outcomes[scheduled[-1].call.id].content
         self.runner.reset()
 
-    def paused(self, batch: Batch) -> Checkpoint:
-        """The checkpoint of the batch the run pauses on, as the log derives it (`replay`),
-        with the values checked live for its deferred calls."""
+    def paused(self, batch: Batch) -> None:
+        """The run pauses on the batch: the values checked live for its deferred calls are kept
+        with it (its checkpoint, derived from the state, gives them to the resumption)."""
         assert self.state.batch is not None
-        paused = checkpoint(self.state.batch, self.tools)
+        checked = self.state.batch.checked
         for pending_id, item in batch.deferred.items():
-            paused.pending[pending_id].checked = item.checked
-        return paused
+            if item.checked is not None:
+                checked[pending_id] = item.checked
 
     def interrupt(self, *, cancelled: bool = False) -> list[ev.Event]:
         """Cancel or failure: every open call gets a result, and the history stays valid for

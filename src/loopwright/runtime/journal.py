@@ -41,7 +41,6 @@ from ..approvals import Answer, Approval, Approver
 from ..errors import CommitFailed, SessionBusy, UnknownPending, UnknownSession, describe
 from ..gate.decide import Resolution
 from ..loop.session import Session
-from ..state.history import History
 from ..state.replay import SessionState, apply
 from ..state.text import valid, valid_data
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
@@ -57,7 +56,7 @@ from .controls import log_later
 from .decisions import Owner, chain, descend, key_of, open_under, record
 from .fence import Ending, dead_ending, still_above
 from .lease import deadline, keep
-from .state import read_state, refill, save_snapshot
+from .state import is_paused, read_state, refill, save_snapshot, status_of
 
 if TYPE_CHECKING:
     from .live import Live
@@ -134,8 +133,8 @@ class LogJournal:
         try:
             await still_above(self.log, self.above, ttl)  # (a child: its parent's run holds)
             if claimed.died or claimed.last_seq != self.loaded_seq:
-                had_checkpoint = session.history.checkpoint is not None
-                refill(session.state, await self.load(died=claimed.died))
+                had_checkpoint = is_paused(session.state)
+                refill(session.state, await self.load(died=claimed.died), session.unlogged())
                 if claimed.died:
                     paused = await self.pause_dead_run(lease, session)
                     await self.close_unreachable(
@@ -147,13 +146,13 @@ class LogJournal:
                             f"session {self.key.id}: its run died waiting on pending items "
                             f"({', '.join(paused)}), paused on them now: resolve them, then resume"
                         )
-                if input is None and had_checkpoint and session.history.checkpoint is None:
+                if input is None and had_checkpoint and not is_paused(session.state):
                     raise StaleWriter(
                         f"session {self.key.id}: the paused run was finished elsewhere"
                     )
         except BaseException:
             with contextlib.suppress(StoreError):
-                await self.log.release(lease, _status_of(session.history))
+                await self.log.release(lease, status_of(session.state))
             raise
         self.lease, self.start_seq = lease, self.last_seq
         self.deadline = deadline(self.settings, asked)
@@ -274,7 +273,7 @@ class LogJournal:
                 await self.log.append(claimed.lease, events)
                 refill(session.state, await self.load(died=False))
         finally:
-            await self.log.release(claimed.lease, _status_of(session.history))
+            await self.log.release(claimed.lease, status_of(session.state))
 
     async def pause_dead_run(self, lease: Lease, session: Session) -> list[str]:
         """The items the run that died was waiting on, if it was (`fence.dead_ending`): the pause
@@ -284,7 +283,7 @@ class LogJournal:
         if ending is None:
             return []
         await self.log.append(lease, ending)
-        refill(session.state, await self.load(died=False))
+        refill(session.state, await self.load(died=False), session.unlogged())
         paused = ending[-2]
         return paused.pending_ids if isinstance(paused, ev.LoopPaused) else []
 
@@ -333,7 +332,7 @@ class LogJournal:
         mine = keys[: keys.index(self.key) + 1]
         owner = Owner(item, keys[0], descend(self.agent, mine), keys[-1], self.agent)
         outcome = await record(self.log, owner, approval, session.toolsets)
-        checkpoint = session.history.checkpoint
+        checkpoint = session.state.checkpoint
         if checkpoint is not None and pending_id in checkpoint.pending:  # the state takes the
             for stored in await self.log.read(self.key, after=self.last_seq):  # log's record
                 if isinstance(stored.event, ev.PendingDecided):
@@ -372,7 +371,7 @@ class LogJournal:
         neither in the paused batch nor under a subagent session the batch waits on. Items are
         looked for in the sessions this journal's runs used; `everywhere`, in every session
         under this one (a dead run's, which this process did not see)."""
-        checkpoint = session.history.checkpoint
+        checkpoint = session.state.checkpoint
         ids, nested = set[str](), list[str]()
         if checkpoint is not None and not checkpoint.closed:
             ids = {i for i, p in checkpoint.pending.items() if p.decision is None}
@@ -483,9 +482,7 @@ async def session_in_log(
     except UnknownSession:
         return session
     refill(session.state, await journal.load(died=record.status == "interrupted"))
-    for mode, text in session.history.queued:  # sent, logged, not delivered yet
-        (session.steer if mode == "steer" else session.follow_up)(text)
-    checkpoint = session.history.checkpoint
+    checkpoint = session.state.checkpoint
     for waiting in checkpoint.suspended.values() if checkpoint else ():
         if waiting.tool.subagent is not None:  # so that its items are this session's too
             await session.child(waiting.tool.subagent, waiting.session_id)
@@ -494,7 +491,3 @@ async def session_in_log(
 
 async def _open_in(log: ReadModels, key: SessionKey) -> list[PendingRecord]:
     return list((await log.pending(key.tenant, session=key, status="open", limit=1000)).items)
-
-
-def _status_of(history: History) -> SessionStatus:
-    return "paused" if history.checkpoint else "interrupted" if history.recovery else "idle"

@@ -1,32 +1,31 @@
 """One reducer for a session's state: what its log means, event by event.
 
 `apply(state, event)` is the only place where an event changes a session's state; `fold(events,
-tools)` applies a log in order. The state is the history the model sees (messages, carry-over,
-queued steering, the usage and compaction counters) and the batch still open: the calls of the
+tools)` applies a log in order. The state is the history the model sees (its messages, the usage
+and compaction counters), the carry-over, the queued steering and follow-ups (an in-memory
+session queues by applying `steering:queued` itself), and the batch still open: the calls of the
 last reply with tools, their results so far, which of them started, which were asked about
 (announced, tied to their call, decided by `pending:decided`) and which were suspended on a
 subagent. A batch joins the history — its results in call order — as soon as every call has its
-result. `continued(state, died=...)` gives the history a run continues from: the checkpoint of a
-paused batch (with the decisions recorded), or the recovery of the batch a dead run left.
+result. Two views are derived from it on each read, never stored: the checkpoint of a paused
+batch (with the decisions recorded) and the recovery of the batch a run that died left
+(`continued(state, died=...)` marks a state read from a log whose last run died).
 
-The state is serialisable (`to_snapshot` / `from_snapshot`): folding the events after a snapshot
+The state is serialisable (`snapshots`): folding the events after a snapshot
 into the restored state gives what folding the whole log gives.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .. import events as ev
-from .. import redact
 from ..approvals import ApprovalRequest, QuestionRequest
 from ..gate.decide import Checkpoint, Pending, Suspended
-from ..messages import AssistantMessage, Message, Recovery, ToolCall, ToolResultMessage
+from ..messages import Recovery, ToolCall, ToolResultMessage
 from ..tools import Tool
-from ..wire import loads, messages_from_json, messages_to_json, to_dict
 from ._values import maker
 from .compaction import apply as apply_compaction
 from .history import History
@@ -55,6 +54,15 @@ class OpenBatch:
     """Call id → what it waits on, until it starts again."""
     answers: dict[str, str] = field(default_factory=dict)
     """Pending id → the answer to a question, as the run took it (`question:resolved`)."""
+    checked: dict[str, tuple[dict[str, Any], dict[str, Any]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Pending id → the (arguments, validated values) a run of this process checked live for
+    a call it paused on (`decide.Pending.checked`): a cache the log does not hold, never
+    snapshotted; the checkpoint's items carry it."""
+
+
+Queue = list[tuple[Literal["steer", "follow_up"], str]]
 
 
 @dataclass(slots=True)
@@ -69,6 +77,33 @@ class SessionState:
     """The last run ended with `loop:paused`."""
     finished: bool = False
     """The last run reached its `done`."""
+    carry_over: str | None = None
+    """A note for the next run about a reply that was cut off (SPEC §3.9)."""
+    queued: Queue = field(default_factory=list)
+    """Steering and follow-up messages sent and not delivered yet, oldest first."""
+    died: bool = False
+    """The last run's process stopped before its `done` (its lease expired): known when the
+    state is read from its log (`continued`), not from its events; the next run clears it."""
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """The paused batch as a run resumes it: a view of `batch`, derived on each read
+        (`LookupError` when a paused call's tool no longer exists)."""
+        batch = self.batch
+        return checkpoint(batch, self.tools) if batch is not None and self.paused else None
+
+    @property
+    def recovery(self) -> Recovery | None:
+        """The unfinished batch of a run that died (derived on each read), or None."""
+        if not self.died or self.finished or (self.paused and self.batch is not None):
+            return None
+        batch = self.batch
+        return Recovery(
+            calls=batch.calls if batch else [],
+            results=dict(batch.results) if batch else {},
+            started=set(batch.started) if batch else set(),
+            args=dict(batch.args) if batch else {},
+        )
 
 
 def apply(state: SessionState, event: ev.Event) -> None:
@@ -90,23 +125,14 @@ def fold(
     return state
 
 
-def continued(state: SessionState, *, died: bool) -> History:
-    """The history a run continues from: the state's history with the checkpoint of a paused
-    batch, or — when the last run's process stopped before its `done` (`died`) — the recovery
-    of its unfinished batch. Both are derived (set here, cleared by the next run's `session`).
-    Raises `LookupError` when a paused call's tool no longer exists."""
-    history, batch = state.history, state.batch
-    history.checkpoint = history.recovery = None
-    if batch is not None and state.paused:
-        history.checkpoint = checkpoint(batch, state.tools)
-    elif died and not state.finished:
-        history.recovery = Recovery(
-            calls=batch.calls if batch else [],
-            results=dict(batch.results) if batch else {},
-            started=set(batch.started) if batch else set(),
-            args=dict(batch.args) if batch else {},
-        )
-    return history
+def continued(state: SessionState, *, died: bool) -> SessionState:
+    """The state a run continues from, read from a log whose last run stopped before its `done`
+    (`died`) or not: its `checkpoint` (of a paused batch) or `recovery` (of the batch a dead run
+    left) is derived from it. Raises `LookupError` when a paused call's tool no longer exists."""
+    state.died = died
+    if state.paused and state.batch is not None:  # (its tools looked up now, as it is read)
+        checkpoint(state.batch, state.tools)
+    return state
 
 
 def died_waiting(state: SessionState, run: Sequence[ev.Event]) -> list[ev.Event] | None:
@@ -165,9 +191,8 @@ def undecided(paused: Checkpoint) -> list[ToolCall]:
 
 
 def _input(state: SessionState, event: ev.InputReceived | ev.SteeringInjected) -> None:
-    history = state.history
-    history.carry_over = None
-    history.append(event.message)
+    state.carry_over = None
+    state.history.append(event.message)
 
 
 def _note(state: SessionState, event: ev.MessageTruncated | ev.OutputInvalid) -> None:
@@ -178,23 +203,23 @@ def _note(state: SessionState, event: ev.MessageTruncated | ev.OutputInvalid) ->
 
 def _injected(state: SessionState, event: ev.SteeringInjected) -> None:
     _input(state, event)
-    entry, queued = (event.mode, event.message.content), state.history.queued
+    entry, queued = (event.mode, event.message.content), state.queued
     if entry in queued:
         queued.remove(entry)
 
 
 def _queued(state: SessionState, event: ev.SteeringQueued) -> None:
-    state.history.queued.append((event.mode, event.text))
+    state.queued.append((event.mode, event.text))
 
 
 def _cleared(state: SessionState, event: ev.SteeringCleared) -> None:
-    queued, mode = state.history.queued, event.mode
+    queued, mode = state.queued, event.mode
     queued[:] = [entry for entry in queued if mode is not None and entry[0] != mode]
 
 
 def _reply(state: SessionState, event: ev.MessageCompleted) -> None:
     history, message = state.history, event.message
-    history.carry_over = None
+    state.carry_over = None
     history.append(message)
     history.note_usage(message.usage)
     calls = message.tool_calls
@@ -265,21 +290,19 @@ def _compacted(state: SessionState, event: ev.CompactionFinished) -> None:
 
 
 def _aborted(state: SessionState, event: ev.LoopAborted) -> None:
-    state.history.carry_over = event.carry_over
-    state.history.queued.clear()  # a cancel drops what was queued, as it does live
+    state.carry_over = event.carry_over
+    state.queued.clear()  # a cancel drops what was queued (live, at once: `Run.cancel`)
 
 
 def _partial(state: SessionState, event: ev.MessagePartial) -> None:
     """The reply's text so far: what its earlier partials gave before `offset`, then `text` (a
     partial at offset 0 replaces the carry-over: the first of a reply, or one of an old log,
     which holds the whole text so far)."""
-    history = state.history
-    history.carry_over = (history.carry_over or "")[: event.offset] + event.text
+    state.carry_over = (state.carry_over or "")[: event.offset] + event.text
 
 
 def _session(state: SessionState, event: ev.Session) -> None:
-    state.paused = state.finished = False
-    state.history.checkpoint = state.history.recovery = None  # the new run takes them over
+    state.paused = state.finished = state.died = False  # the new run takes the batch over
 
 
 def _done(state: SessionState, event: ev.Done) -> None:
@@ -335,7 +358,8 @@ def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
         if tool is None:
             raise LookupError(f"tool {call.name!r} of a paused call no longer exists")
         request = _request(pending_id, call, announced, tool)
-        pending[pending_id] = Pending(request=request, tool=tool, decided=batch.decided)
+        checked = batch.checked.get(pending_id)
+        pending[pending_id] = Pending(request, tool, checked, decided=batch.decided)
     suspended = {}
     for call_id, waits in batch.suspended.items():
         tool = tools.get(waits.tool)
@@ -382,98 +406,3 @@ def _request(
         reason=announced.reason,
         requested_at=announced.requested_at,
     )
-
-
-# ---- snapshots -------------------------------------------------------------------------------------
-
-_HEAD = '{"version":1,"state":'
-_MESSAGES = ',"messages":'
-
-
-def to_snapshot(state: SessionState) -> str:
-    """The state as one JSON object: `{"version": 1, "state": {...}, "messages": [...]}`.
-
-    `messages` (wire form) holds the history's messages, then — while a batch is open — one
-    assistant message holding its calls and the results it has so far; `state` holds the rest.
-    The derived checkpoint and recovery are not kept (`continued` derives them again)."""
-    history, batch = state.history, state.batch
-    messages: list[Message] = list(history.messages)
-    head: dict[str, Any] = {
-        "history": len(messages),
-        "carryOver": history.carry_over,
-        "chars": history.chars,
-        "reportedTokens": history.reported_tokens,
-        "charsAtReport": history.chars_at_report,
-        "compactedAt": history.compacted_at,
-        "queued": [list(entry) for entry in history.queued],
-        "paused": state.paused,
-        "finished": state.finished,
-        "batch": None,
-    }
-    if batch is not None:
-        messages.append(AssistantMessage(parts=tuple(batch.calls)))
-        messages += batch.results.values()
-        head["batch"] = {
-            "started": sorted(batch.started),
-            "args": batch.args,
-            "asked": [to_dict(e) for e in batch.asked.values()],
-            "askedCall": batch.asked_call,
-            "decided": [to_dict(e) for e in batch.decided.values()],
-            "suspended": [to_dict(e) for e in batch.suspended.values()],
-            "answers": batch.answers,
-        }
-    body = redact.json_text(json.dumps(head, ensure_ascii=False, separators=(",", ":")))  # (P11)
-    return f"{_HEAD}{body}{_MESSAGES}{messages_to_json(messages)}}}"
-
-
-def from_snapshot(data: str, tools: Mapping[str, Tool]) -> SessionState:
-    """The state `to_snapshot` wrote, with `tools` (looked up by name when a paused batch's
-    checkpoint is derived). `ValueError` for anything else, such as another version."""
-    try:
-        return _restore(data, tools)
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not a version 1 session snapshot ({exc!r})") from None
-
-
-def _restore(data: str, tools: Mapping[str, Tool]) -> SessionState:
-    if not (data.startswith(_HEAD) and data.endswith("}")):
-        raise ValueError("not a version 1 session snapshot")
-    head, end = json.JSONDecoder().raw_decode(data, len(_HEAD))
-    if not data.startswith(_MESSAGES, end):
-        raise ValueError("not a version 1 session snapshot")
-    messages = messages_from_json(data[end + len(_MESSAGES) : -1])
-    count = head["history"]
-    history = History(
-        messages=messages[:count],
-        carry_over=head["carryOver"],
-        chars=head["chars"],
-        reported_tokens=head["reportedTokens"],
-        chars_at_report=head["charsAtReport"],
-        compacted_at=head["compactedAt"],
-        queued=[(mode, text) for mode, text in head["queued"]],
-    )
-    state = SessionState(
-        tools=tools, history=history, paused=head["paused"], finished=head["finished"]
-    )
-    saved = head["batch"]
-    if saved is not None:
-        reply = messages[count]
-        if not isinstance(reply, AssistantMessage):
-            raise ValueError("not a version 1 session snapshot (no open batch's calls)")
-        results = [m for m in messages[count + 1 :] if isinstance(m, ToolResultMessage)]
-        state.batch = OpenBatch(
-            calls=reply.tool_calls,
-            results={m.call_id: m for m in results},
-            started=set(saved["started"]),
-            args=saved["args"],
-            asked={e.id: e for e in _events(saved["asked"])},
-            asked_call=saved["askedCall"],
-            decided={e.id: e for e in _events(saved["decided"])},
-            suspended={e.id: e for e in _events(saved["suspended"])},
-            answers=saved.get("answers", {}),  # (a snapshot written before answers were kept)
-        )
-    return state
-
-
-def _events(items: list[dict[str, Any]]) -> list[Any]:
-    return [loads(item) for item in items]

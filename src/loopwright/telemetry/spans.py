@@ -145,7 +145,7 @@ class RunSpans:
         ] = []  # decided in a resumed batch: bound by name when they run
         self.pending: dict[str, str] = {}  # pending item id → call id
         self.asked: dict[str, int] = {}  # approval id → when it was asked
-        checkpoint = session.history.checkpoint if session is not None else None
+        checkpoint = session.state.checkpoint if session is not None else None
         if checkpoint is not None:  # a paused batch resumes: its calls are decided again
             self.queued.extend(c for c in checkpoint.calls if c.id not in checkpoint.results)
             for pending_id, item in checkpoint.pending.items():
