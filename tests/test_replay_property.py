@@ -34,7 +34,8 @@ from loopwright.loop.steps import Steps
 from loopwright.runtime import LogJournal, Runtime, Settings, open_session
 from loopwright.runtime.decisions import decision_of
 from loopwright.state.compaction import SUMMARY_SYSTEM, Compaction
-from loopwright.state.replay import SessionState, continued, fold
+from loopwright.state.replay import continued, fold
+from loopwright.state.session_state import SessionState
 from loopwright.state.snapshots import from_snapshot, to_snapshot
 from loopwright.store.log import EventLog, SessionKey, Verdict
 from loopwright.store.opening import open_log

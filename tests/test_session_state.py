@@ -19,7 +19,8 @@ from loopwright.loop.session import Queued
 from loopwright.messages import UserMessage
 from loopwright.runtime import Runtime, open_session
 from loopwright.state import replay
-from loopwright.state.replay import SessionState, fold
+from loopwright.state.replay import fold
+from loopwright.state.session_state import SessionState
 from loopwright.store.log import SessionKey
 from loopwright.store.opening import open_log
 

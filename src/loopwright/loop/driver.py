@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .. import events as ev
 from ..errors import CommitFailed
 from ..state._values import frozen, maker
-from ..state.replay import HANDLERS, SessionState, apply
+from ..state.replay import HANDLERS, apply
+from ..state.session_state import SessionState
 from .finish import stop_detail
 from .observers import Observer, observing
 from .threads import Signal

@@ -28,7 +28,7 @@ from ..messages import Recovery, UserMessage
 from ..models import Model
 from ..state._values import maker
 from ..state.compaction import compaction_due
-from ..state.replay import SessionState
+from ..state.session_state import SessionState
 from .budget import check_budget
 from .hook_calls import observe
 from .steps import Steps

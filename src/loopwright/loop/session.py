@@ -1,8 +1,8 @@
 """Sessions and runs: the Python way to drive the loop.
 
-A `Session` is one conversation with one agent; it holds its state (`replay.SessionState`: the
-history, the batch still open), which each event of its runs changes as it goes by, and runs one
-input at a time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and
+A `Session` is one conversation with one agent; it holds its state (`SessionState`: the history,
+the queue, the batch still open), which each event of its runs changes as it goes by (the
+reducer, `replay.apply`, its only writer), and runs one input at a time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and
 its events reach the caller through a buffer; `steer`, `follow_up`, `clear_queue` and `cancel`
 work from anywhere while it runs, cancelling is cancelling that task, and any task may
 `await session.idle()` until no run is in progress. Leaving an `async with` block
@@ -35,7 +35,8 @@ from ..models.model_inputs import with_attachments
 from ..models.registry import get_model
 from ..state._values import maker
 from ..state.history import History
-from ..state.replay import SessionState, apply
+from ..state.replay import apply
+from ..state.session_state import SessionState
 from ..telemetry import observers as default_observers
 from ..toolsets import Toolsets
 from . import fallback

@@ -29,7 +29,8 @@ from ..agent import Agent
 from ..errors import UnknownSession
 from ..gate.decide import INTERRUPTED, MAY_HAVE_RUN, Checkpoint, record
 from ..loop.session import Session
-from ..state.replay import OpenBatch, died_waiting
+from ..state.replay import died_waiting
+from ..state.session_state import OpenBatch
 from ..store import StaleWriter
 from ..store.log import Lease, SessionKey, SessionRecord, Store
 from ..tools import Tool

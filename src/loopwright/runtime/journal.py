@@ -41,7 +41,8 @@ from ..approvals import Answer, Approval, Approver
 from ..errors import CommitFailed, SessionBusy, UnknownPending, UnknownSession, describe
 from ..gate.decide import Resolution
 from ..loop.session import Session
-from ..state.replay import SessionState, apply
+from ..state.replay import apply
+from ..state.session_state import SessionState
 from ..state.text import valid, valid_data
 from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
 from ..store.log import Lease, ReadModels, SessionKey, Store, Verdict

@@ -15,7 +15,8 @@ from dataclasses import fields, replace
 
 from .. import events as ev
 from ..state.history import History
-from ..state.replay import OpenBatch, SessionState, apply, continued, fold
+from ..state.replay import apply, continued, fold
+from ..state.session_state import OpenBatch, SessionState
 from ..state.snapshots import from_snapshot, to_snapshot
 from ..store import SessionStatus, StoredEvent, blobs
 from ..store.log import EventLog, Lease, SessionKey, Snapshot, Store

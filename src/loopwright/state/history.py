@@ -1,5 +1,6 @@
 """A session's history: its conversation as the model sees it (the messages themselves are
-`messages`; what else a session is — its open batch, carry-over, queue — is `replay.SessionState`)."""
+`messages`; what else a session is — its open batch, carry-over, queue — is
+`session_state.SessionState`)."""
 
 from __future__ import annotations
 

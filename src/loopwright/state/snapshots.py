@@ -12,7 +12,7 @@ from ..messages import AssistantMessage, Message, ToolResultMessage
 from ..tools import Tool
 from ..wire import loads, messages_from_json, messages_to_json, to_dict
 from .history import History
-from .replay import OpenBatch, SessionState
+from .session_state import OpenBatch, SessionState
 
 _HEAD = '{"version":1,"state":'
 _MESSAGES = ',"messages":'
