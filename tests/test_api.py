@@ -130,6 +130,7 @@ def test_module_size_budget():
         for n in (
             "loop/loop",
             "loop/steps",
+            "loop/calls",
             "events",
             "messages",
             "tools",
