@@ -2,11 +2,11 @@
 
 A `Session` is one conversation with one agent; it holds its state (`SessionState`: the history,
 the queue, the batch still open), which each event of its runs changes as it goes by (the
-reducer, `replay.apply`, its only writer), and runs one input at a time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and
-its events reach the caller through a buffer; `steer`, `follow_up`, `clear_queue` and `cancel`
-work from anywhere while it runs, cancelling is cancelling that task, and any task may
-`await session.idle()` until no run is in progress. Leaving an `async with` block
-early cancels the run. A `Journal` (the store seam) sees every event, in the run's task, before
+reducer, `replay.apply`, its only writer), and runs one input at a time. `session.run(text)`
+returns a `Run`: the loop runs in a task the run owns, and its events reach the caller through
+a buffer; `steer`, `follow_up`, `clear_queue` and `cancel` work from anywhere while it runs,
+cancelling is cancelling that task, and any task may `await session.idle()` until no run is in
+progress. Leaving an `async with` block early cancels the run. A `Journal` (the store seam) sees every event, in the run's task, before
 the loop goes on; `loopwright.store` implements it durably.
 """
 
