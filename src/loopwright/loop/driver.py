@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..errors import CommitFailed
-from ..state._values import frozen, maker
 from ..state.replay import HANDLERS, apply
 from ..state.session_state import SessionState
-from .finish import stop_detail
 from .observers import Observer, observing
+from .reader import RunReader
+from .result import RunResult as RunResult
+from .result import run_result
 from .threads import Signal
 
 if TYPE_CHECKING:
@@ -33,39 +34,12 @@ if TYPE_CHECKING:
     from .session import Journal, Session
 
 
-OutputT = TypeVar("OutputT")
-
-
-@frozen
-class RunResult(Generic[OutputT]):
-    """How a run ended: the final text, the stop reason and every event, in order. Generic in
-    its structured output: annotate `RunResult[City]` for an agent whose `output_type` is
-    `City` (`Run.result()` gives `RunResult[Any]`)."""
-
-    text: str
-    stop_reason: ev.RunStopReason
-    events: list[ev.Event]
-    session_id: str
-    output: OutputT | None = None
-    """The structured output (an agent's `output_type` instance, or the plain JSON value of its
-    `output_schema`) of a run that completed; None otherwise (docs/output.md)."""
-
-    @property
-    def stop_detail(self) -> str | None:
-        """`max_tokens` when a completed run's last reply was cut by the output limit."""
-        return stop_detail(self.events) if self.stop_reason == "completed" else None
-
-    @property
-    def pending_ids(self) -> list[str]:
-        return [p for e in self.events if isinstance(e, ev.LoopPaused) for p in e.pending_ids]
-
-
 HIGH_WATER = 1024
 """Events a run holds for a consumer that does not read: the loop then waits until the reader
 has read them all."""
 
 
-class Run:
+class Run(RunReader):
     """A run in progress: an async iterator of its events, produced by a task of its own.
 
     Use it as `async with session.run(...) as run: async for event in run: ...` or drain it
@@ -78,30 +52,23 @@ class Run:
     """
 
     __slots__ = (
-        "_buffer",
         "_cancelled",
         "_done",
         "_ending",
         "_entered",
         "_events",
-        "_exhausted",
         "_input",
         "_journal",
         "_observers",
         "_on_end",
         "_output",
         "_prepare",
-        "_reader",
-        "_room",
-        "_seqs",
         "_session",
         "_signals",
         "_state",
         "_task",
         "_unbounded",
-        "_waiter",
         "_watched",
-        "seq",
         "session_id",
     )
 
@@ -326,77 +293,11 @@ class Run:
         self._buffer.extend(held)
         held.clear()
 
-    def _wake_reader(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
     def _wake_all(self) -> None:
         self._wake_reader()
         ending, self._ending = self._ending, None
         if ending is not None and not ending.done():
             ending.set_result(None)
-
-    def _make_room(self) -> None:
-        room, self._room = self._room, None
-        if room is not None and not room.done():
-            room.set_result(None)
-
-    def __aiter__(self) -> AsyncIterator[ev.Event]:
-        self._reader = reader = self._read()
-        return reader
-
-    async def _read(self) -> AsyncGenerator[ev.Event, None]:
-        """What `async for` iterates: the events buffered, then a wait for more (one wake-up
-        per batch), until the run's task ends."""
-        buffer, seqs = self._buffer, self._seqs
-        while await self._filled():
-            if seqs is None:
-                while buffer:
-                    yield buffer.popleft()
-            else:
-                while buffer:
-                    self.seq = seqs.popleft()
-                    yield buffer.popleft()
-
-    async def __anext__(self) -> ev.Event:
-        if not await self._filled():
-            raise StopAsyncIteration
-        if self._seqs is not None:
-            self.seq = self._seqs.popleft()
-        return self._buffer.popleft()
-
-    async def _filled(self) -> bool:
-        """Wait until an event is buffered (True), or the run's task has ended (False)."""
-        buffer = self._buffer
-        while not buffer:
-            task = self._task or self._start()
-            if task.done():
-                self._end(task)
-                return False
-            if self._room is not None:  # all read: the loop may go on
-                self._make_room()
-            if self._waiter is not None:  # (it would wait forever: one wake-up slot)
-                raise RuntimeError("a run has one reader: another task is reading it already")
-            self._waiter = waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if self._waiter is waiter:
-                    self._waiter = None
-                self.cancel()  # the reader was cancelled while it waited: so is the run
-                raise
-        return True
-
-    def _end(self, task: asyncio.Task[None]) -> None:
-        """The run's task is over: raise what ended it without its `done` (a failing
-        journal), once."""
-        if self._exhausted:
-            return
-        self._exhausted = True
-        failure = None if task.cancelled() else task.exception()
-        if failure is not None:
-            raise failure
 
     async def aclose(self) -> None:
         """Stop listening: an unfinished run is cancelled and drained to its `done`."""
@@ -457,7 +358,6 @@ class Run:
         )
 
 
-run_result = maker(RunResult)  # (every run's: see `_values.maker`)
 _ASKS = (ev.ApprovalPending, ev.QuestionPending)
 """A run's own announcements of pending items: each is committed with the `pending:requested`
 after it, which names its call, and reaches the reader with it, so that nobody sees (and
