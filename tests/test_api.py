@@ -130,7 +130,7 @@ def test_module_size_budget():
         for n in (
             "loop/loop",
             "loop/steps",
-            "loop/calls",
+            "loop/batch_steps",
             "events",
             "messages",
             "tools",

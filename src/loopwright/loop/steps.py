@@ -33,7 +33,7 @@ from ..state.compaction import CompactionReason, compact
 from ..state.session_state import SessionState
 from ..tools import Outcome
 from .budget import context_budget
-from .calls import Calls
+from .batch_steps import Calls
 from .fallback import Fallback
 from .finish import Finish
 from .hook_calls import call_hook, observe
