@@ -55,7 +55,7 @@ done_event = maker(ev.Done)
 @dataclass(slots=True)
 class Steps(Calls):
     """One run's state between steps, and the steps `run_loop` takes by name (those about a
-    reply's calls: `calls.Calls`)."""
+    reply's calls: `batch_steps.Calls`)."""
 
     agent: Agent
     model: Model
