@@ -310,7 +310,7 @@ async def test_a_cancel_while_a_durable_run_releases_its_lease_drops_the_queue_i
         assert [e.type for e in stored][-3:] == ["done", "steering:queued", "steering:cleared"]
         assert stored[-1] == ev.SteeringCleared(mode=None)
         again = await open_session(agent, log, session.id)
-        assert not again.queued and again.history.queued == []
+        assert not again.queued and again.state.queued == []
         result = await drive(again.run("next"))
         assert "steering:injected" not in types(result.events)
         assert (await log.session(SessionKey("default", "a", session.id))).status == "idle"

@@ -92,8 +92,8 @@ def check_log(tmp: Path) -> None:
     last = runs(stored)[-1]
     check_events(last)  # the run after the crash is complete and well-formed
 
-    history = continued(fold((e.event for e in stored), {}), died=False)
-    assert_history_valid(history.messages)
+    state = continued(fold((e.event for e in stored), {}), died=False)
+    assert_history_valid(state.history.messages)
     assert record.status == "idle"
 
 

@@ -211,7 +211,7 @@ async def test_a_message_sent_to_a_run_survives_its_crash(tmp_path):
         return Reply(text=" | ".join(m.content for m in request.messages if m.role == "user"))
 
     session = await open_session(Agent(model=FunctionModel(heard)), log, "s")
-    assert session.history.queued == [
+    assert session.state.queued == [
         ("steer", "mind the budget"),
         ("follow_up", "and say goodbye"),
     ]
@@ -220,7 +220,7 @@ async def test_a_message_sent_to_a_run_survives_its_crash(tmp_path):
     assert injected == [("steer", "mind the budget"), ("follow_up", "and say goodbye")]
     assert result.text == "first | second | mind the budget | and say goodbye"
     again = await open_session(Agent(model=FunctionModel(heard)), log, "s")
-    assert again.history.queued == []  # delivered: nothing is sent twice
+    assert again.state.queued == []  # delivered: nothing is sent twice
     await log.close()
 
 
@@ -247,5 +247,5 @@ async def test_a_cancel_drops_what_was_queued_in_the_log_too(tmp_path):
     logged = [e.event.type for e in await log.read(SessionKey("default", "agent", "s"))]
     assert "steering:queued" in logged and "steering:injected" not in logged
     reopened = await open_session(Agent(model=ScriptedModel.from_script(["ok"])), log, "s")
-    assert reopened.history.queued == []
+    assert reopened.state.queued == []
     await log.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -244,7 +245,8 @@ async def test_a_dead_runs_edited_call_runs_again_on_the_edit_not_on_the_models_
         {"tool_calls": [call("transfer", "t1", account="X", amount=900)]}, "sent"
     )
     agent = Agent(name="bank", model=again_model, tools=[transfer], rules=rules)
-    session = Session(agent, history=continued(died, died=True))
+    session = Session(agent)
+    session.state = replace(continued(died, died=True), tools=agent._by_name)
     rerun = await drive(session.run())
     assert transferred == [10, 10]
     [interrupted] = [e for e in rerun.events if e.type == "run:interrupted"]

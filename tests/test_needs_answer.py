@@ -10,7 +10,8 @@ from conftest import call, drive, scripted
 from loopwright import Agent, Answer, Session, tool
 from loopwright.approvals import QuestionRequest
 from loopwright.messages import ToolResultMessage
-from loopwright.state.replay import fold, from_snapshot, to_snapshot
+from loopwright.state.replay import fold
+from loopwright.state.snapshots import from_snapshot, to_snapshot
 from loopwright.testing import types
 from loopwright.tools import NeedsAnswer, ToolContext
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)

@@ -65,8 +65,8 @@ async def test_a_cancel_while_a_paused_run_winds_down_leaves_it_paused_and_resum
     stored = await log.read(key, after=0)
     folded = continued(fold((s.event for s in stored), agent._by_name), died=False)
     assert folded.checkpoint is not None and list(folded.checkpoint.pending) == [item.id]
-    assert session.history.checkpoint is not None
-    assert list(session.history.checkpoint.pending) == [item.id]
+    assert session.state.checkpoint is not None
+    assert list(session.state.checkpoint.pending) == [item.id]
 
     # the item is resolvable and the session resumable, from the log alone
     again = Agent(name="till", model=model, tools=[pay], rules=RULES)

@@ -119,7 +119,7 @@ def test_any_script_keeps_the_grammar_and_a_valid_history(batches, answers, on_d
             result = await drive(session.resume(approver=approver))
         assert result.stop_reason in {"completed", "denied", "max_turns", "paused"}
         messages = session.messages
-        if session.history.checkpoint is not None:  # paused again: that reply waits
+        if session.state.checkpoint is not None:  # paused again: that reply waits
             messages = messages[:-1]
         assert_history_valid(messages)
         results = [m for m in messages if isinstance(m, ToolResultMessage)]

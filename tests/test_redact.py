@@ -27,7 +27,8 @@ from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, U
 from loopwright.project import load_project
 from loopwright.providers import Endpoint, make_model
 from loopwright.server import create_app
-from loopwright.state.replay import fold, from_snapshot, to_snapshot
+from loopwright.state.replay import fold
+from loopwright.state.snapshots import from_snapshot, to_snapshot
 from loopwright.testing import check_events
 
 KEY = "sk-proj-Rd4ct3dKeyThatTheProviderEchoes0123"
@@ -142,7 +143,7 @@ def test_a_snapshot_holds_no_secret():
     snapshot = to_snapshot(fold(events, {}))
     assert "AKIA" not in snapshot and "ghp_" not in snapshot
     restored = from_snapshot(snapshot, {})
-    assert restored.history.queued == [("steer", f"use {MARK} and {MARK}")]
+    assert restored.queued == [("steer", f"use {MARK} and {MARK}")]
 
 
 def test_the_log_filter_redacts_messages_and_tracebacks(caplog):

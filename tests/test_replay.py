@@ -12,7 +12,8 @@ import pytest
 from loopwright import events as ev
 from loopwright import tool
 from loopwright.messages import AssistantMessage, UserMessage
-from loopwright.state.replay import continued, fold, from_snapshot, to_snapshot
+from loopwright.state.replay import continued, fold
+from loopwright.state.snapshots import from_snapshot, to_snapshot
 from loopwright.testing import Reply
 from loopwright.wire import dumps, loads
 
@@ -55,8 +56,8 @@ def test_a_paused_call_whose_tool_is_gone_cannot_continue_but_a_finished_one_can
         ev.ToolOutput(id="p", tool="pay", content="denied", is_error=True),
         ev.Done(text="Stopped.", stop_reason="denied"),
     ]
-    history = continued(fold(resumed, {}, from_snapshot(snapshot, {})), died=False)
-    assert history.checkpoint is None and history.messages[-1].content == "denied"
+    state = continued(fold(resumed, {}, from_snapshot(snapshot, {})), died=False)
+    assert state.checkpoint is None and state.history.messages[-1].content == "denied"
     with pytest.raises(ValueError, match="not a version 1 session snapshot"):
         from_snapshot(snapshot.replace('"version":1', '"version":2'), BY_NAME)
     with pytest.raises(ValueError, match="not a version 1 session snapshot"):
@@ -105,7 +106,7 @@ async def test_an_approved_call_that_suspends_is_not_asked_about_again(tmp_path,
     paused = await drive((session := await opened(session)).resume())
     assert paused.stop_reason == "paused"
     session = await opened(session)
-    checkpoint = session.history.checkpoint
+    checkpoint = session.state.checkpoint
     assert (list(checkpoint.pending), list(checkpoint.suspended)) == ([], ["b"])
     [nested] = session.pending
     assert nested.call.name == "pay"
@@ -159,7 +160,7 @@ async def test_a_cancel_while_a_reply_is_committed_answers_its_calls_as_the_log_
     assert result.stop_reason == "aborted"
     assert [m.role for m in session.messages] == ["user", "assistant", "tool"]
     assert session.messages[-1].content == NOT_RUN
-    assert continued(fold(seen, BY_NAME), died=False).messages == session.messages
+    assert continued(fold(seen, BY_NAME), died=False).history.messages == session.messages
 
 
 def test_partials_of_old_logs_and_new_ones_give_the_same_carry_over():
@@ -172,8 +173,8 @@ def test_partials_of_old_logs_and_new_ones_give_the_same_carry_over():
     new = [ev.MessagePartial(text="ab"), ev.MessagePartial(text="cd", offset=2)]
     assert [e.offset for e in map(loads, map(dumps, new))] == [0, 2]
     for log in (old, new):
-        assert fold([*start, *log], {}).history.carry_over == "abcd"
+        assert fold([*start, *log], {}).carry_over == "abcd"
         restored = from_snapshot(to_snapshot(fold([*start, log[0]], {})), {})
-        assert fold(log[1:], {}, restored).history.carry_over == "abcd"
+        assert fold(log[1:], {}, restored).carry_over == "abcd"
     again = [*start, *new, ev.MessagePartial(text="x"), ev.MessagePartial(text="yz", offset=1)]
-    assert fold(again, {}).history.carry_over == "xyz"
+    assert fold(again, {}).carry_over == "xyz"

@@ -8,11 +8,9 @@ that commit; then the snapshot round trip at every point of each log.
 The live state is made by the same reducer, each event applied as the run yields it, before the
 journal sees it: at a commit it must equal the fold of the log up to that commit. What the run
 holds outside that state is compared too: the text it streamed so far (the log's carry-over
-while a reply streams) and its queues — a step takes the steering it delivers from the queue
-before it yields (and commits) its `steering:injected`, so the live queues may be the log's a
-few of those events later. Once a cancel is requested, the live queues are dropped at once (and
-may take a message sent after it) while the log drops them at `loop:aborted`: the queues are not
-compared then.
+while a reply streams). The queues of steering and follow-ups are the state's (`apply` is their
+only writer: a steer logs `steering:queued`, a cancel `steering:cleared`), so they are compared
+as the rest is, at every commit.
 """
 
 from __future__ import annotations
@@ -36,7 +34,9 @@ from loopwright.loop.steps import Steps
 from loopwright.runtime import LogJournal, Runtime, Settings, open_session
 from loopwright.runtime.decisions import decision_of
 from loopwright.state.compaction import SUMMARY_SYSTEM, Compaction
-from loopwright.state.replay import SessionState, continued, fold, from_snapshot, to_snapshot
+from loopwright.state.replay import continued, fold
+from loopwright.state.session_state import SessionState
+from loopwright.state.snapshots import from_snapshot, to_snapshot
 from loopwright.store.log import EventLog, SessionKey, Verdict
 from loopwright.store.opening import open_log
 from loopwright.testing import FunctionModel, Reply
@@ -128,44 +128,36 @@ def view_of(state: SessionState) -> dict[str, Any]:
     """What a run that died with this state would continue from (`continued(died=True)`): the
     history, and the batch it recovers (or the paused one) with the calls started but unfinished.
     """
-    history = continued(state, died=True)
-    batch = history.checkpoint or history.recovery
+    state = continued(state, died=True)
+    history, recovery = state.history, state.recovery
+    batch = state.checkpoint or recovery
     calls, results = (batch.calls, batch.results) if batch else ([], {})
-    started = history.recovery.started if history.recovery else set()
+    started = recovery.started if recovery else set()
     return {
         "messages": list(history.messages),
         "calls": [c.id for c in calls] if calls else None,
         "results": dict(results) if calls else None,
         "started": sorted(started - set(results)) if calls else None,
-        "carry_over": history.carry_over,
-        "steer": [text for mode, text in history.queued if mode == "steer"],
-        "follow_up": [text for mode, text in history.queued if mode == "follow_up"],
+        "carry_over": state.carry_over,
+        "steer": [text for mode, text in state.queued if mode == "steer"],
+        "follow_up": [text for mode, text in state.queued if mode == "follow_up"],
         "usage": (history.chars, history.reported_tokens, history.chars_at_report),
         "compacted_at": history.compacted_at,
-        "cancelled": False,
     }
 
 
 def live_view() -> dict[str, Any]:
     """The same of the live run: the state its events made (the driver applies each one to it
     with the reducer, before the journal sees it), with what the run holds outside it: the text
-    it streamed so far (the journal commits it as `message:partial`) and its queues."""
-    run, session = LIVE.steps, LIVE.session
-    state = session.state
-    # `continued` derives into the history: keep the live one as it is
-    mine = SessionState(
-        state.tools, replace(state.history), state.batch, state.paused, state.finished
-    )
+    it streamed so far (the journal commits it as `message:partial`)."""
+    run, state = LIVE.steps, LIVE.session.state
+    mine = replace(state, queued=list(state.queued))  # (`continued` marks it: a copy)
     return {
         **view_of(mine),
-        "carry_over": "".join(run.partial) if run.partial else state.history.carry_over,
-        "steer": list(session._control.steering),
-        "follow_up": list(session._control.follow_ups),
-        "cancelled": session._run is not None and session._run._cancelled,
+        "carry_over": "".join(run.partial) if run.partial else state.carry_over,
     }
 
 
-AHEAD = {"steering:injected"}  # a step takes what it delivers from the live queue before
 SEEN = {"loop:paused", "loop:aborted", "loop:error", "loop:denied", "loop:max_turns"}
 SEEN |= {"compaction:finished", "steering:queued", "steering:injected", "loop:skipped"}
 
@@ -198,15 +190,7 @@ def check_commits(log: list[ev.Event]) -> None:
         fold([item], BY_NAME, state)
         views.append(view_of(state))
     for n, live in LIVE.commits:
-        later = n  # the steering a step delivers leaves the live queue before it is logged
-        while later < len(log) and log[later].type in AHEAD:
-            later += 1
-        queues = [(views[m]["steer"], views[m]["follow_up"]) for m in range(n, later + 1)]
-        if live["cancelled"]:  # the queues are dropped at once live, at loop:aborted in the log
-            queues = [(live["steer"], live["follow_up"])]
-        assert (live["steer"], live["follow_up"]) in queues, (n, log[n - 1], live, views[n])
-        same = {"steer": None, "follow_up": None, "cancelled": False}
-        assert {**live, **same} == {**views[n], **same}, (n, log[n - 1], live, views[n])
+        assert live == views[n], (n, log[n - 1], live, views[n])
 
 
 # ---- random sessions ----------------------------------------------------------------------------
@@ -292,11 +276,11 @@ async def scenario(path: Path, plan: list[Any], live_answers: list[str], later: 
     try:
         for r, step in enumerate([*plan, None]):  # None: a last pause is resolved too
             LIVE.replies.clear()
-            paused = session.history.checkpoint is not None
+            paused = session.state.checkpoint is not None
             if step is None and not paused:
                 break
             if paused:  # decided through the runtime, then resumed
-                for pending_id in list(session.history.checkpoint.pending):
+                for pending_id in list(session.state.checkpoint.pending):
                     await decide(runtime, pending_id, approval(later[r % len(later)], "ops"))
                 session = await reopened()
                 await check_decisions(log, session)
@@ -349,13 +333,10 @@ async def check_end(log: EventLog, session: Any, door: str) -> None:
     every decision a run acted on is the one the log recorded before it (one authority)."""
     stored = [s.event for s in await log.read(KEY)]
     rebuilt = continued(fold(stored, BY_NAME), died=False)
-    live = session.history
-    for name in ("messages", "carry_over", "chars", "reported_tokens", "chars_at_report"):
-        assert getattr(rebuilt, name) == getattr(live, name), name
-    assert rebuilt.compacted_at == live.compacted_at and rebuilt.recovery is None
-    control = session._control
-    assert [text for mode, text in rebuilt.queued if mode == "steer"] == list(control.steering)
-    assert [t for mode, t in rebuilt.queued if mode == "follow_up"] == list(control.follow_ups)
+    live = session.state
+    assert rebuilt.history == live.history
+    assert (rebuilt.carry_over, rebuilt.queued) == (live.carry_over, live.queued)
+    assert rebuilt.recovery is None and live.recovery is None
     assert shape(rebuilt.checkpoint) == shape(live.checkpoint)
     snapshot = await log.snapshot(KEY)  # the run's own state when it is the log's
     if snapshot is not None:
@@ -397,7 +378,7 @@ async def check_decisions(log: EventLog, session: Any) -> None:
     them (a skipped item has none), and is the one the whole log folds to (the session may have
     been opened from a snapshot and the events after it)."""
     records = {p.id: p for p in (await log.pending(KEY.tenant, session=KEY, status=None)).items}
-    checkpoint = session.history.checkpoint
+    checkpoint = session.state.checkpoint
     for pending_id, item in checkpoint.pending.items():
         record = records[pending_id]
         if record.status in ("approved", "denied"):
@@ -426,9 +407,8 @@ def check_snapshots(log: list[ev.Event]) -> None:
         state = fold(log[n:], BY_NAME, restored)
         assert state == whole, n
         assert to_snapshot(state) == text
-        history = continued(state, died=True)
-        assert history == expected
-        assert shape(history.checkpoint) == shape(expected.checkpoint)
+        assert continued(state, died=True) == expected
+        assert shape(state.checkpoint) == shape(expected.checkpoint)
     state, late = SessionState(tools=BY_NAME), SessionState(tools=BY_NAME)
     for e in log:
         fold([e], BY_NAME, state)

@@ -232,6 +232,6 @@ async def test_an_in_memory_session_records_the_rule_books_events_in_its_state()
         (first.id, "denied", "bo", "too much"),
         (second.id, "skipped", f"closed by {first.id}", None),
     ]
-    checkpoint = session.history.checkpoint
+    checkpoint = session.state.checkpoint
     assert checkpoint is not None and checkpoint.closed and session.pending == []
     assert checkpoint.pending[first.id].decision == Approval.deny("too much", by="bo")

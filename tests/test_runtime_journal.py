@@ -342,7 +342,7 @@ async def test_sessions_open_from_their_newest_snapshot(logs, runtimes):
     whole = replay.continued(
         replay.fold((s.event for s in await log.read(KEY)), paused.journal.tools), died=False
     )
-    assert paused.messages == whole.messages and paused.messages  # as folding the whole log
+    assert paused.messages == whole.history.messages and paused.messages  # as folding the whole log
     assert [p.id for p in paused.pending] == [p.id for p in await runtime.pending("acme")]
     other = runtimes({"payer": agent}, await logs())  # another process, from the snapshot
     [item] = await other.pending("acme")
@@ -496,12 +496,12 @@ async def test_a_failed_reply_leaves_the_log_the_carry_over_the_run_keeps(logs):
     session = await session_in_log(log, agent, KEY, settings)
     result = await drive(session.run("go"))
     assert result.stop_reason == "error"
-    assert session.history.carry_over == "half of a reply"
+    assert session.state.carry_over == "half of a reply"
     stored = [s.event for s in await log.read(KEY)]
     assert [e.type for e in stored][-3:] == ["message:partial", "loop:error", "done"]
     assert (stored[-3].text, stored[-3].offset) == ("half of a reply", 0)  # type: ignore[union-attr]
     again = await session_in_log(log, agent, KEY, settings)
-    assert again.history.carry_over == "half of a reply"
+    assert again.state.carry_over == "half of a reply"
 
 
 @pytest.mark.parametrize("where", ["reading done", "on_run_end", "on_stop"])

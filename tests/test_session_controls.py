@@ -216,7 +216,7 @@ async def test_a_cancel_of_an_idle_durable_session_drops_its_logged_queue(tmp_pa
         session = await open_session(agent, log, "s1")
         assert session.queued == Queued(steering=("stale",), follow_ups=("stale too",))
         session.cancel()
-        assert session.queued == Queued() and session.history.queued == []
+        assert session.queued == Queued() and session.state.queued == []
         await session.journal.flushed()  # type: ignore[union-attr]
         stored = [s.event for s in await log.read(key)]
         assert [e.type for e in stored][-4:] == [
@@ -332,7 +332,7 @@ async def test_a_durable_sessions_cleared_queue_stays_cleared_in_its_log(tmp_pat
         ("steering:cleared", "steer"),
         ("steering:injected", "follow_up"),
     ]
-    assert fold(stored, agent._by_name).history.queued == [] == session.history.queued
+    assert fold(stored, agent._by_name).queued == [] == session.state.queued
     again = await open_session(agent, log, "s1")
-    assert again.history.queued == [] and users(again) == ["go", "kept"]
+    assert again.state.queued == [] and users(again) == ["go", "kept"]
     await log.close()

@@ -241,8 +241,8 @@ async def test_a_run_cut_off_mid_reply_leaves_carry_over(logs, runtimes):
     clock.advance(31)  # its lease expired: the run died
     heir = runtimes({"payer": agent()}, await logs(clock))
     recovered = await heir.open(KEY)
-    assert recovered.history.recovery is not None
-    assert recovered.history.carry_over == model.text
+    assert recovered.state.recovery is not None
+    assert recovered.state.carry_over == model.text
 
 
 async def test_a_long_reply_cut_off_is_logged_once_as_partials(logs, runtimes):
@@ -265,8 +265,8 @@ async def test_a_long_reply_cut_off_is_logged_once_as_partials(logs, runtimes):
     clock.advance(31)  # its lease expired: the run died
     heir = runtimes({"payer": agent()}, await logs(clock))
     recovered = await heir.open(KEY)
-    assert recovered.history.recovery is not None
-    assert recovered.history.carry_over == text
+    assert recovered.state.recovery is not None
+    assert recovered.state.carry_over == text
 
 
 async def test_a_question_is_answered_from_another_process(logs, runtimes):

@@ -16,7 +16,7 @@ Two kinds of text are replaced by `MARKER` (`[redacted]`):
 Where: `loopwright.wire` is the one JSON serialisation of events and messages, and every exit
 goes through it — the event log of both backends (`wire.dumps`, which the store's rows call),
 HTTP bodies, `/events`, SSE frames and their replay, `sessions export`, the CLI's JSON lines
-(`wire.to_dict`), session snapshots (`wire.messages_to_json`; `replay.to_snapshot` screens the
+(`wire.to_dict`), session snapshots (`wire.messages_to_json`; `snapshots.to_snapshot` screens the
 rest of its state). Beside it: the store's pending rows (args, reason, answer, note),
 the HTTP answer's `text`/`error` (read from `done` itself) and the CLI's human lines. Logs go
 through the application's handlers: `LogFilter` redacts them.

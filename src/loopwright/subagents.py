@@ -46,7 +46,7 @@ def subagent_tool(child: Agent) -> Tool:
             session = await _open(child, ctx, ctx.resumes)
         else:
             session = await _new(child, ctx)
-        if ctx.resumes is not None and session.history.checkpoint is not None:
+        if ctx.resumes is not None and session.state.checkpoint is not None:
             if session.pending:  # the parent resumed: so does the child, once it can
                 return Suspend(session_id=session.id, pending_ids=[p.id for p in session.pending])
             run = session.resume(approver=ctx.approver)

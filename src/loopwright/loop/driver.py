@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
 
 from .. import events as ev
 from ..errors import CommitFailed
-from ..state._values import frozen, maker
-from ..state.replay import HANDLERS, SessionState
-from .control import Control
-from .finish import stop_detail
+from ..state.replay import HANDLERS, apply
+from ..state.session_state import SessionState
 from .observers import ObservedSession, Observer, observing
+from .reader import RunReader
+from .result import RunResult as RunResult
+from .threads import Signal
 
 if TYPE_CHECKING:
     from .output import Output
@@ -42,39 +43,12 @@ class RunJournal(Protocol):
     def record(self, event: ev.Event, *, between_runs: bool = False) -> bool: ...
 
 
-OutputT = TypeVar("OutputT")
-
-
-@frozen
-class RunResult(Generic[OutputT]):
-    """How a run ended: the final text, the stop reason and every event, in order. Generic in
-    its structured output: annotate `RunResult[City]` for an agent whose `output_type` is
-    `City` (`Run.result()` gives `RunResult[Any]`)."""
-
-    text: str
-    stop_reason: ev.RunStopReason
-    events: list[ev.Event]
-    session_id: str
-    output: OutputT | None = None
-    """The structured output (an agent's `output_type` instance, or the plain JSON value of its
-    `output_schema`) of a run that completed; None otherwise (docs/output.md)."""
-
-    @property
-    def stop_detail(self) -> str | None:
-        """`max_tokens` when a completed run's last reply was cut by the output limit."""
-        return stop_detail(self.events) if self.stop_reason == "completed" else None
-
-    @property
-    def pending_ids(self) -> list[str]:
-        return [p for e in self.events if isinstance(e, ev.LoopPaused) for p in e.pending_ids]
-
-
 HIGH_WATER = 1024
 """Events a run holds for a consumer that does not read: the loop then waits until the reader
 has read them all."""
 
 
-class Run:
+class Run(RunReader):
     """A run in progress: an async iterator of its events, produced by a task of its own.
 
     Use it as `async with session.run(...) as run: async for event in run: ...` or drain it
@@ -88,37 +62,27 @@ class Run:
 
     __slots__ = (
         "_begin",
-        "_buffer",
         "_cancelled",
-        "_control",
         "_done",
-        "_ending",
         "_entered",
         "_events",
-        "_exhausted",
         "_finish",
         "_journal",
         "_observers",
         "_on_end",
-        "_output",
         "_prepare",
-        "_reader",
-        "_room",
-        "_seqs",
         "_session",
+        "_signals",
         "_state",
         "_task",
-        "_unbounded",
-        "_waiter",
         "_watched",
-        "seq",
         "session_id",
     )
 
     def __init__(
         self,
         events: AsyncGenerator[ev.Event, None],
-        control: Control,
+        signals: set[Signal],
         session_id: str,
         journal: RunJournal | None = None,
         session: ObservedSession | None = None,
@@ -129,7 +93,7 @@ class Run:
         prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._events = events
-        self._control = control
+        self._signals = signals  # the stop signals of its calls in flight
         self.session_id = session_id
         self._journal = journal
         self._session = session
@@ -179,8 +143,13 @@ class Run:
         if self._cancelled or self.past_done:
             return
         self._cancelled = True
-        if self._control.cancel() and self._journal is not None:  # (logged as it was queued,
-            self._journal.record(ev.SteeringCleared())  # even when the run paused already)
+        if self._state.queued:  # dropped (logged as it was queued, even when the run paused)
+            cleared = ev.SteeringCleared()
+            if self._journal is not None:
+                self._journal.record(cleared)
+            apply(self._state, cleared)  # (again, if the journal took it: no change)
+        for signal in self._signals:  # at once: a thread cannot be cancelled, and a job still
+            signal.set()  # waiting for a thread must never start
         if self._entered:
             assert self._task is not None
             self._task.cancel()
@@ -333,77 +302,11 @@ class Run:
         self._buffer.extend(held)
         held.clear()
 
-    def _wake_reader(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
     def _wake_all(self) -> None:
         self._wake_reader()
         ending, self._ending = self._ending, None
         if ending is not None and not ending.done():
             ending.set_result(None)
-
-    def _make_room(self) -> None:
-        room, self._room = self._room, None
-        if room is not None and not room.done():
-            room.set_result(None)
-
-    def __aiter__(self) -> AsyncIterator[ev.Event]:
-        self._reader = reader = self._read()
-        return reader
-
-    async def _read(self) -> AsyncGenerator[ev.Event, None]:
-        """What `async for` iterates: the events buffered, then a wait for more (one wake-up
-        per batch), until the run's task ends."""
-        buffer, seqs = self._buffer, self._seqs
-        while await self._filled():
-            if seqs is None:
-                while buffer:
-                    yield buffer.popleft()
-            else:
-                while buffer:
-                    self.seq = seqs.popleft()
-                    yield buffer.popleft()
-
-    async def __anext__(self) -> ev.Event:
-        if not await self._filled():
-            raise StopAsyncIteration
-        if self._seqs is not None:
-            self.seq = self._seqs.popleft()
-        return self._buffer.popleft()
-
-    async def _filled(self) -> bool:
-        """Wait until an event is buffered (True), or the run's task has ended (False)."""
-        buffer = self._buffer
-        while not buffer:
-            task = self._task or self._start()
-            if task.done():
-                self._end(task)
-                return False
-            if self._room is not None:  # all read: the loop may go on
-                self._make_room()
-            if self._waiter is not None:  # (it would wait forever: one wake-up slot)
-                raise RuntimeError("a run has one reader: another task is reading it already")
-            self._waiter = waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if self._waiter is waiter:
-                    self._waiter = None
-                self.cancel()  # the reader was cancelled while it waited: so is the run
-                raise
-        return True
-
-    def _end(self, task: asyncio.Task[None]) -> None:
-        """The run's task is over: raise what ended it without its `done` (a failing
-        journal), once."""
-        if self._exhausted:
-            return
-        self._exhausted = True
-        failure = None if task.cancelled() else task.exception()
-        if failure is not None:
-            raise failure
 
     async def aclose(self) -> None:
         """Stop listening: an unfinished run is cancelled and drained to its `done`."""
@@ -430,41 +333,7 @@ class Run:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def result(self) -> RunResult[Any]:
-        """Drain the run and return how it ended, with every event this call drained. A caller
-        cancelled meanwhile cancels the run (and waits for its end)."""
-        task = self._start()
-        self._unbounded = True
-        self._make_room()
-        if not task.done():
-            self._ending = asyncio.get_running_loop().create_future()
-            try:
-                await self._ending
-            except asyncio.CancelledError:
-                self.cancel()
-                await asyncio.wait((task,))
-                raise
-        events = list(self._buffer)
-        self._buffer.clear()
-        if self._seqs is not None:
-            self._seqs.clear()
-        self._end(task)
-        done = events[-1] if events else self._done  # (all read already: the one it had)
-        if not isinstance(done, ev.Done):  # its task was cancelled from outside
-            raise asyncio.CancelledError
-        output, value = self._output, None
-        if output is not None and done.stop_reason == "completed" and done.text:
-            value = output.value(done.text)  # the text a checked answer ended the run with
-        return run_result(
-            text=done.text,
-            stop_reason=done.stop_reason,
-            events=events,
-            session_id=self.session_id,
-            output=value,
-        )
 
-
-run_result = maker(RunResult)  # (every run's: see `_values.maker`)
 _ASKS = (ev.ApprovalPending, ev.QuestionPending)
 """A run's own announcements of pending items: each is committed with the `pending:requested`
 after it, which names its call, and reaches the reader with it, so that nobody sees (and

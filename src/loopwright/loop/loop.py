@@ -28,11 +28,11 @@ from ..messages import Recovery, UserMessage
 from ..models import Model
 from ..state._values import maker
 from ..state.compaction import compaction_due
-from ..state.replay import SessionState
+from ..state.session_state import SessionState
 from .budget import check_budget
-from .control import Control
 from .hook_calls import observe
 from .steps import Steps
+from .threads import Signal
 
 
 async def run_loop(
@@ -41,7 +41,7 @@ async def run_loop(
     gate: Gate,
     state: SessionState,
     info: RunInfo,
-    control: Control,
+    signals: set[Signal],
     *,
     input: str | UserMessage | None,
     approver: Approver | None = None,
@@ -49,7 +49,7 @@ async def run_loop(
     children: Any = None,
 ) -> AsyncGenerator[ev.Event, None]:
     """Run one input through the loop, yielding every event (each step of it: `Steps`)."""
-    run = Steps(agent, model, gate, state, info, control, approver, children)
+    run = Steps(agent, model, gate, state, info, signals, approver, children)
     opening = begin(run, input, compact)  # (before `session`, which takes over what it reads)
     try:
         yield session_event(session_id=info.session_id)
@@ -61,7 +61,7 @@ async def run_loop(
                 yield event
         while run.terminal is None and run.step < agent.max_turns:  # (then `wind_down` stops it)
             yield run.started()
-            yield (check := check_budget(run.history, run.budget))
+            yield (check := check_budget(state.history, run.budget))
             if (reason := compaction_due(agent.compaction, check, run.step)) is not None:
                 async for event in run.compact(reason):
                     yield event
@@ -103,8 +103,8 @@ def begin(
     """The run's opening after `session`, when it is more than `Steps.start` (None): the
     run-start hook, a dead run's batch closed or a paused one resumed, the input and steering,
     and a compaction on demand (all that run does)."""
-    history, hook = run.history, run.agent.hooks.on_run_start
-    recovery, checkpoint = history.recovery, history.checkpoint  # (`session` clears them)
+    state, hook = run.state, run.agent.hooks.on_run_start
+    recovery, checkpoint = state.recovery, state.checkpoint  # (`session` ends them)
     plain = hook is None and recovery is None and not compact
     if plain and (input is not None or checkpoint is None):
         return None

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .. import events as ev
     from ..agent import Agent
     from ..state.history import History
-    from ..state.replay import SessionState
+    from ..state.session_state import SessionState
 
 
 class ObservedRun(Protocol):

@@ -1,12 +1,12 @@
 """Sessions and runs: the Python way to drive the loop.
 
-A `Session` is one conversation with one agent; it holds its state (`replay.SessionState`: the
-history, the batch still open), which each event of its runs changes as it goes by, and runs one
-input at a time. `session.run(text)` returns a `Run`: the loop runs in a task the run owns, and
-its events reach the caller through a buffer; `steer`, `follow_up`, `clear_queue` and `cancel`
-work from anywhere while it runs, cancelling is cancelling that task, and any task may
-`await session.idle()` until no run is in progress. Leaving an `async with` block
-early cancels the run. A `Journal` (the store seam) sees every event, in the run's task, before
+A `Session` is one conversation with one agent; it holds its state (`SessionState`: the history,
+the queue, the batch still open), which each event of its runs changes as it goes by (the
+reducer, `replay.apply`, its only writer), and runs one input at a time. `session.run(text)`
+returns a `Run`: the loop runs in a task the run owns, and its events reach the caller through
+a buffer; `steer`, `follow_up`, `clear_queue` and `cancel` work from anywhere while it runs,
+cancelling is cancelling that task, and any task may `await session.idle()` until no run is in
+progress. Leaving an `async with` block early cancels the run. A `Journal` (the store seam) sees every event, in the run's task, before
 the loop goes on; `loopwright.store` implements it durably.
 """
 
@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from .. import events as ev
 from ..agent import Agent
@@ -35,15 +34,18 @@ from ..models.model_inputs import with_attachments
 from ..models.registry import get_model
 from ..state._values import maker
 from ..state.history import History
-from ..state.replay import SessionState, apply
+from ..state.replay import apply
+from ..state.session_state import SessionState
 from ..telemetry import observers as default_observers
 from ..toolsets import Toolsets
 from . import fallback
-from .control import Control
 from .driver import Run as Run
 from .driver import RunResult as RunResult
 from .loop import run_loop
 from .observers import Observer
+from .queueing import Queued as Queued
+from .queueing import Queueing
+from .threads import Signal
 
 
 class Journal(Protocol):
@@ -89,22 +91,12 @@ class Journal(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Queued:
-    """Steering and follow-up messages sent to a session and not yet delivered, oldest first."""
-
-    steering: tuple[str, ...] = ()
-    follow_ups: tuple[str, ...] = ()
-
-    def __len__(self) -> int:
-        return len(self.steering) + len(self.follow_ups)
-
-
 run_info = maker(RunInfo)  # (every run's: see `_values.maker`)
 
 
-class Session:
-    """One conversation with one agent; one run at a time."""
+class Session(Queueing):
+    """One conversation with one agent; one run at a time (what it queues for its runs:
+    `queueing.Queueing`)."""
 
     def __init__(
         self,
@@ -127,8 +119,9 @@ class Session:
         self.environment = environment or os.environ.get("LOOPWRIGHT_ENV", "production")
         self.state = SessionState(tools=agent._by_name, history=history or History())
         """The session's state: what its events made of it (`replay`), its history first."""
-        self.journal = journal
-        self._control = Control()
+        self.journal: Journal | None = journal
+        self._signals: set[Signal] = set()  # the stop signals of its run's calls in flight
+        self._unlogged: list[ev.SteeringQueued] = []  # (see `unlogged`)
         self._run: Run | None = None
         self._idle: list[asyncio.Future[None]] = []  # tasks waiting in `idle()`
         self._gate = agent.gate()
@@ -150,10 +143,6 @@ class Session:
     @property
     def messages(self) -> list[Message]:
         return self.history.messages
-
-    @property
-    def busy(self) -> bool:
-        return self._run is not None and not self._run.finished
 
     def compact(self) -> Run:
         """Compact the history now (SPEC §6, on demand); iterate or drain the returned run."""
@@ -191,7 +180,7 @@ class Session:
                 f"session {self.id} is already running (a run left unfinished stays running: "
                 "iterate it to the end, use `async with session.run(...)`, or `await run.aclose()`)"
             )
-        checkpoint = self.state.history.checkpoint
+        checkpoint = self.state.checkpoint
         if input is not None and checkpoint is not None:
             ids = ", ".join(p.request.id for p in checkpoint.pending.values() if p.decision is None)
             raise SessionBusy(
@@ -224,7 +213,7 @@ class Session:
             self._gate,
             self.state,
             info,
-            self._control,
+            self._signals,
             input=input,
             approver=approver,
             compact=compact,
@@ -234,7 +223,7 @@ class Session:
         journal = self.journal
         self._run = Run(
             events,
-            self._control,
+            self._signals,
             self.id,
             journal,
             self,
@@ -249,12 +238,13 @@ class Session:
     def _check_continuable(self) -> None:
         """A run without input needs something for the model to answer (pi-agent-core's
         `continue()` refuses the same states)."""
-        history = self.history
-        if history.checkpoint is not None or history.recovery is not None:
+        state = self.state
+        if (state.paused and state.batch is not None) or state.recovery is not None:
             return
-        if history.carry_over or self._control.steering:
+        if state.carry_over or any(mode == "steer" for mode, _ in state.queued):
             return
-        tail = history.messages[-1] if history.messages else None
+        messages = state.history.messages
+        tail = messages[-1] if messages else None
         if isinstance(tail, (UserMessage, ToolResultMessage)):
             return
         where = "its history is empty" if tail is None else "its history ends with a reply"
@@ -305,7 +295,7 @@ class Session:
     def pending(self) -> list[ApprovalRequest | QuestionRequest]:
         """The open pending items of the paused batch, in call order, with those of the
         subagents its suspended calls wait on."""
-        checkpoint = self.history.checkpoint
+        checkpoint = self.state.checkpoint
         if checkpoint is None or checkpoint.closed:
             return []
         items = [p.request for p in checkpoint.pending.values() if p.decision is None]
@@ -322,7 +312,7 @@ class Session:
         skipped); answering twice is a no-op. When nothing is outstanding, `resume()` finishes
         the batch and continues the run. Items of a subagent the batch waits on are resolved
         here too."""
-        checkpoint = self.history.checkpoint
+        checkpoint = self.state.checkpoint
         for waiting in checkpoint.suspended.values() if checkpoint else ():
             child = self._children.get(waiting.session_id)
             if child is not None and any(p.id == pending_id for p in child.pending):
@@ -344,76 +334,9 @@ class Session:
 
     def resume(self, *, approver: Approver | None = None) -> Run:
         """Continue a paused run once all its pending items are resolved."""
-        if self.history.checkpoint is None:
+        if not (self.state.paused and self.state.batch is not None):
             raise SessionBusy(f"session {self.id} has no paused run to resume")
         return self.run(None, approver=approver)
-
-    def steer(self, message: str) -> None:
-        """Deliver `message` at the next step boundary of the running run (or the next run).
-        A durable session's running run logs it at once, so a crash before its delivery does
-        not lose it; while no run goes, it waits in this object for the next (`Runtime.steer`
-        logs it at once either way). `SessionBusy` while a cancelled run is ending (the cancel
-        drops what is queued), and while a durable run past its `done` lets its lease go."""
-        self._check_not_ending()
-        self._log_queued(message, "steer")
-        self._control.steering.append(message)
-
-    def follow_up(self, message: str) -> None:
-        """Deliver `message` when the run would otherwise stop (logged like `steer`)."""
-        self._check_not_ending()
-        self._log_queued(message, "follow_up")
-        self._control.follow_ups.append(message)
-
-    def _check_not_ending(self) -> None:
-        run = self._run
-        if run is not None and run.cancelled and not run.finished:
-            raise SessionBusy(
-                f"session {self.id}'s run was cancelled and is ending (a cancel drops what is "
-                "queued): send the message again once it has ended"
-            )
-
-    def _log_queued(self, message: str, mode: Literal["steer", "follow_up"]) -> None:
-        if self.journal is None or not self.busy:
-            return
-        if self.journal.record(ev.SteeringQueued(text=message, mode=mode)) is False:
-            raise self._closing()
-
-    def _closing(self) -> SessionBusy:
-        """(The run let its lease go: the log takes nothing more from it.)"""
-        return SessionBusy(
-            f"session {self.id}'s run has ended and is closing its log: try again once it has "
-            "(`await session.idle()`)"
-        )
-
-    @property
-    def queued(self) -> Queued:
-        """What `steer` and `follow_up` sent that no run has delivered yet (a copy)."""
-        return Queued(tuple(self._control.steering), tuple(self._control.follow_ups))
-
-    def clear_queue(self, mode: Literal["steer", "follow_up"] | None = None) -> Queued:
-        """Drop the queued steering (`"steer"`), follow-ups (`"follow_up"`) or both (None), so
-        that no run delivers them; returns what was dropped. A durable session logs it
-        (`steering:cleared`) as it logs what was sent: its running run does (`SessionBusy` once
-        it is closing its log); with none, under a claim of its own if the log holds any."""
-        return self._clear(mode, through_run=self.busy)
-
-    def _clear(self, mode: Literal["steer", "follow_up"] | None, *, through_run: bool) -> Queued:
-        control = self._control
-        cleared = Queued(
-            tuple(control.steering) if mode != "follow_up" else (),
-            tuple(control.follow_ups) if mode != "steer" else (),
-        )
-        logged = cleared if through_run else self.history.queued  # (what the log may hold)
-        if self.journal is not None and logged:
-            event = ev.SteeringCleared(mode=mode)
-            if not self.journal.record(event, between_runs=not through_run) and through_run:
-                raise self._closing()
-            apply(self.state, event)  # (as the run's journal did, if it took it)
-        if mode != "follow_up":
-            control.steering.clear()
-        if mode != "steer":
-            control.follow_ups.clear()
-        return cleared
 
     def cancel(self) -> None:
         """Cancel the running run (see `Run.cancel`). With none in progress, or one past its

@@ -1,10 +1,12 @@
 """What a journal commits, and when: the events never stored, the commit points, the settings
-a runtime's journals write with, and the crash points tests set (`LOOPWRIGHT_CRASH_AFTER`)."""
+a runtime's journals write with, the crash points tests set (`LOOPWRIGHT_CRASH_AFTER`), and how
+a journal commits what it buffered (`Committing`, the base of `journal.LogJournal`)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import secrets
 import socket
@@ -14,8 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
+from ..errors import CommitFailed, describe
 from ..loop.observers import Observer
+from ..state.text import valid, valid_data
+from ..store import StaleWriter, StoredEvent, StoreError
+from ..store.log import Lease, SessionKey, Store
 from ..toolsets import Toolsets
+
+logger = logging.getLogger("loopwright.runtime")
 
 NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})
 COMMIT_AT = frozenset(
@@ -131,3 +139,97 @@ def crash_after(kind: str, points: dict[str, int] | None = None) -> None:
         points[kind] -= 1
         if points[kind] == 0:
             os._exit(86)
+
+
+class Committing:
+    """How a journal commits the events it buffered to its log, under its run's lease (the base
+    of `journal.LogJournal`, which holds the fields named here)."""
+
+    log: Store
+    key: SessionKey
+    lease: Lease | None
+    stale: StaleWriter | None
+    buffer: list[ev.Event]
+    seqs: dict[int, int]
+    held: list[ev.Event]
+    """The events `seqs` names, kept alive while the run lasts: an event freed meanwhile (a
+    `message:partial`, which no stream carries) would leave its id to a later event."""
+    loaded_seq: int
+    last_seq: int
+    last_commit: float
+    partial: list[str]
+    streamed: int
+    crash: dict[str, int]
+    on_foreign: Callable[[list[StoredEvent]], None] | None
+    _lock: asyncio.Lock
+
+    def seq_of(self, event: ev.Event) -> int | None:
+        return self.seqs.get(id(event))
+
+    def _partial(self) -> ev.MessagePartial:
+        """The reply's text streamed since its last `message:partial`."""
+        text, offset = "".join(self.partial), self.streamed
+        self.partial, self.streamed = [], offset + len(text)
+        return ev.MessagePartial(text=text, offset=offset)
+
+    async def _commit(self, extra: ev.Event | None = None) -> None:
+        cancelled = False
+        async with self._lock:
+            events = self.buffer if extra is None else [*self.buffer, extra]
+            if not events:
+                return
+            self.buffer = []
+            if self.stale is not None:
+                raise self.stale
+            if self.lease is None:
+                return  # the run ended: a late steering message is dropped with it
+            # (a log's future as it is: done already when it committed on the spot; a coroutine
+            # becomes a task, so a cancel cannot stop the commit halfway)
+            append = asyncio.ensure_future(self.log.append(self.lease, events))
+            while not append.done():
+                try:
+                    await asyncio.wait((append,))
+                except asyncio.CancelledError:  # the run is cancelled (Ctrl-C) as the log
+                    cancelled = True  # commits: the batch is accounted for, then it stops
+            try:
+                last = append.result()
+            except StaleWriter as exc:
+                self.stale = exc
+                raise
+            except StoreError:
+                raise  # the store failed (full, locked, unreachable): the run stops with it
+            except Exception as exc:  # the log took none of them (a lone surrogate, a bug):
+                self.buffer[:0] = map(valid_data, events)  # kept, made valid, for the next one
+                self.loaded_seq = -1  # the history in memory may not be the log's
+                if cancelled:
+                    raise asyncio.CancelledError from exc
+                kinds = ", ".join(dict.fromkeys(e.type for e in events))
+                raise CommitFailed(valid(f"a commit of {kinds} failed: {describe(exc)}")) from exc
+            first = last - len(events) + 1
+            if first > self.last_seq + 1 and self.on_foreign is not None:
+                gap = first - 1 - self.last_seq
+                self._foreign(await self.log.read(self.key, after=self.last_seq, limit=gap))
+            for seq, event in enumerate(events, first):
+                self.seqs[id(event)] = seq
+            self.held += events
+            if first == self.last_seq + 1 and self.loaded_seq == self.last_seq:
+                self.loaded_seq = last  # nobody else wrote: the history in memory is the log's
+            self.last_seq = last
+            self.last_commit = time.monotonic()
+        if self.crash:
+            maybe_crash(self.crash, events)
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _flush(self) -> None:
+        try:
+            await self._commit()
+        except (StoreError, CommitFailed) as exc:
+            logger.warning("session %s: a steering message was not logged: %s", self.key.id, exc)
+
+    def _foreign(self, stored: list[StoredEvent]) -> None:
+        self.loaded_seq = -1  # the history in memory no longer matches the log
+        self.seqs.update((id(item.event), item.seq) for item in stored)
+        self.held += [item.event for item in stored]
+        if self.on_foreign is not None:
+            self.on_foreign(stored)

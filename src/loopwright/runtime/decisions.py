@@ -23,6 +23,7 @@ from ..agent import Agent
 from ..approvals import Answer, Approval, Logged
 from ..errors import ConfigError
 from ..gate import rulebook
+from ..gate.decide import Checkpoint
 from ..gate.rulebook import Edits, Item
 from ..store import PendingRecord
 from ..store.log import EventLog, ReadModels, SessionKey, Store, Verdict
@@ -223,3 +224,36 @@ async def open_under(log: ReadModels, root: SessionKey) -> list[PendingRecord]:
         cursor = page.cursor
         if cursor is None:
             return out
+
+
+async def skip_unreachable(
+    log: Store,
+    key: SessionKey,
+    checkpoint: Checkpoint | None,
+    keys: list[SessionKey] | None,
+    by: str,
+    why: str,
+) -> None:
+    """Skip the open items that no resumption of the session `key` can reach: those neither in
+    its paused batch (`checkpoint`) nor under a subagent session the batch waits on. Items are
+    looked for in the sessions `keys`, or (None) in every session under `key`."""
+    ids, nested = set[str](), list[str]()
+    if checkpoint is not None and not checkpoint.closed:
+        ids = {i for i, p in checkpoint.pending.items() if p.decision is None}
+        nested = [  # (a call suspended on its own question waits on an item in `ids`)
+            s.session_id for s in checkpoint.suspended.values() if s.session_id != key.id
+        ]
+    if keys is None:
+        items = await open_under(log, key)
+    else:
+        items = [p for k in keys for p in await _open_in(log, k)]
+    for item in items:
+        if item.id in ids or any(
+            item.session_id == s or item.session_id.startswith(s + "/") for s in nested
+        ):
+            continue
+        await log.decide(key.tenant, item.id, Verdict("skipped", by=by, note=why))
+
+
+async def _open_in(log: ReadModels, key: SessionKey) -> list[PendingRecord]:
+    return list((await log.pending(key.tenant, session=key, status="open", limit=1000)).items)

@@ -30,7 +30,8 @@ from ..errors import UnknownSession
 from ..gate.batch import Checkpoint, record
 from ..gate.decide import INTERRUPTED, MAY_HAVE_RUN
 from ..loop.session import Session
-from ..state.replay import OpenBatch, died_waiting
+from ..state.replay import died_waiting
+from ..state.session_state import OpenBatch
 from ..store import StaleWriter
 from ..store.log import Lease, SessionKey, SessionRecord, Store
 from ..tools import Tool
@@ -114,7 +115,7 @@ async def fence_children(parent: Parent, session: Session) -> list[ev.ToolSuspen
                 continue  # (the last is this call's: paused, it may hold the call)
             child = await parent.child(session, tool.subagent, found.key.id)
             await child.journal.recover(child, abandoned)  # type: ignore[union-attr]
-            paused = child.history.checkpoint
+            paused = child.state.checkpoint
             if paused is not None and paused.pending and (held or _waits(paused)):
                 ids = list(paused.pending)
                 suspended.append(
@@ -139,7 +140,7 @@ def abandoned(child: Session) -> list[ev.Event]:
     closed now as a recovery closes one, every call interrupted (one it started may have run:
     its result says so, P3); empty when the child is paused or has no batch open."""
     batch = child.state.batch
-    if batch is None or child.history.checkpoint is not None:
+    if batch is None or child.state.checkpoint is not None:
         return []
     missing = [c for c in batch.calls if c.id not in batch.results]
     lost = [c.id for c in missing]

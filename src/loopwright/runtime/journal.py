@@ -16,14 +16,14 @@ prompt, or stopped before pausing) are closed too: an item is either resumable o
 
 A commit the store refuses (`StoreError`: full, locked, unreachable) ends the run with that
 error. Any other failure of a commit (an event it cannot encode, such as one holding a lone
-surrogate; a bug) took nothing: its events stay buffered, their text made valid
-(`loopwright.state.text`), and the run is told (`CommitFailed`): it ends with `loop:error`, committed
-with them. Whatever failed, the run's end releases the lease.
+surrogate; a bug) took nothing: its events stay buffered, their text made valid (`state.text`),
+and the run is told (`CommitFailed`): it ends with `loop:error`, committed with them (how it
+commits: `commits.Committing`). Whatever failed, the run's end releases the lease.
 
-A session opens from its newest snapshot and the events after it (`loopwright.state.replay` folds
-them); a run's end saves a new snapshot once `snapshot_every` events came since the last one:
-the run's own state, unless others wrote to the session or a reply was cut off (the state's
-carry-over may be ahead of the log's `message:partial`): then the log's, folded again.
+A session opens from its newest snapshot and the events after it (`state.replay` folds them);
+a run's end saves a new snapshot once `snapshot_every` events came since the last one: the run's
+own state, unless others wrote to the session or a reply was cut off (the state's carry-over
+may be ahead of the log's `message:partial`): then the log's, folded again.
 """
 
 from __future__ import annotations
@@ -37,26 +37,25 @@ from collections.abc import Callable, Mapping
 from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
-from ..errors import CommitFailed, SessionBusy, UnknownPending, UnknownSession, describe
+from ..errors import SessionBusy, UnknownPending, UnknownSession, describe
 from ..gate.decide import Resolution
 from ..loop.session import Session
-from ..state.history import History
-from ..state.replay import SessionState, apply
-from ..state.text import valid, valid_data
-from ..store import PendingRecord, SessionStatus, StaleWriter, StoredEvent, StoreError
-from ..store.log import Lease, ReadModels, SessionKey, Store, Verdict
+from ..state.replay import apply
+from ..state.session_state import SessionState
+from ..store import SessionStatus, StaleWriter, StoredEvent, StoreError
+from ..store.log import Lease, SessionKey, Store
 from ..tools import Tool
 from .commits import COMMIT_AT as COMMIT_AT
 from .commits import CRASH_ENV as CRASH_ENV
 from .commits import LEASE_ENV as LEASE_ENV
 from .commits import NOT_STORED as NOT_STORED
+from .commits import Committing, commits, crash_points_of_process, forwarded
 from .commits import Settings as Settings
-from .commits import commits, crash_points_of_process, forwarded, maybe_crash
 from .controls import log_later
-from .decisions import Owner, chain, descend, key_of, open_under, record
+from .decisions import Owner, chain, descend, key_of, open_under, record, skip_unreachable
 from .fence import Ending, dead_ending, still_above
 from .lease import deadline, keep
-from .state import read_state, refill, save_snapshot
+from .state import is_paused, read_state, refill, save_snapshot, status_of
 
 LiveApprover = Callable[[Approver, "LogJournal"], Approver]
 """Makes the approvers of a journal's runs (`LogJournal.live`): `runtime.approvers.racing`."""
@@ -64,7 +63,7 @@ LiveApprover = Callable[[Approver, "LogJournal"], Approver]
 logger = logging.getLogger("loopwright.runtime")
 
 
-class LogJournal:
+class LogJournal(Committing):
     """A `session.Journal` writing one session's runs to an `EventLog` under a lease."""
 
     def __init__(
@@ -97,9 +96,7 @@ class LogJournal:
         """The seq of the session's newest snapshot, as far as this journal knows."""
         self.seqs: dict[int, int] = {}
         """id(event) → its seq, for the events of the current run the log holds."""
-        self.held: list[ev.Event] = []
-        """The events `seqs` names, kept alive while the run lasts: an event freed meanwhile (a
-        `message:partial`, which no stream carries) would leave its id to a later event."""
+        self.held: list[ev.Event] = []  # (`Committing.held`)
         self.on_foreign: Callable[[list[StoredEvent]], None] | None = None
         """Called with events others appended to the session during the run (decisions)."""
         self.buffer: list[ev.Event] = []
@@ -133,8 +130,8 @@ class LogJournal:
         try:
             await still_above(self.log, self.above, ttl)  # (a child: its parent's run holds)
             if claimed.died or claimed.last_seq != self.loaded_seq:
-                had_checkpoint = session.history.checkpoint is not None
-                refill(session.state, await self.load(died=claimed.died))
+                had_checkpoint = is_paused(session.state)
+                refill(session.state, await self.load(died=claimed.died), session.unlogged())
                 if claimed.died:
                     paused = await self.pause_dead_run(lease, session)
                     await self.close_unreachable(
@@ -146,13 +143,13 @@ class LogJournal:
                             f"session {self.key.id}: its run died waiting on pending items "
                             f"({', '.join(paused)}), paused on them now: resolve them, then resume"
                         )
-                if input is None and had_checkpoint and session.history.checkpoint is None:
+                if input is None and had_checkpoint and not is_paused(session.state):
                     raise StaleWriter(
                         f"session {self.key.id}: the paused run was finished elsewhere"
                     )
         except BaseException:
             with contextlib.suppress(StoreError):
-                await self.log.release(lease, _status_of(session.history))
+                await self.log.release(lease, status_of(session.state))
             raise
         self.lease, self.start_seq = lease, self.last_seq
         self.deadline = deadline(self.settings, asked)
@@ -185,9 +182,6 @@ class LogJournal:
             return self.seqs.get(id(event))
         return None
 
-    def seq_of(self, event: ev.Event) -> int | None:
-        return self.seqs.get(id(event))
-
     def lose(self, why: StaleWriter) -> None:
         """The lease is lost (`runtime.lease`): the run ends at its next append, and its calls
         in flight are told at once (`Session.cancel`)."""
@@ -195,12 +189,6 @@ class LogJournal:
         logger.warning("%s: the run stops", why)
         if self._session is not None:
             self._session.cancel()
-
-    def _partial(self) -> ev.MessagePartial:
-        """The reply's text streamed since its last `message:partial`."""
-        text, offset = "".join(self.partial), self.streamed
-        self.partial, self.streamed = [], offset + len(text)
-        return ev.MessagePartial(text=text, offset=offset)
 
     def record(self, event: ev.Event, *, between_runs: bool = False) -> bool:
         if self.stale is not None or (self.lease is None and not between_runs):
@@ -273,7 +261,7 @@ class LogJournal:
                 await self.log.append(claimed.lease, events)
                 refill(session.state, await self.load(died=False))
         finally:
-            await self.log.release(claimed.lease, _status_of(session.history))
+            await self.log.release(claimed.lease, status_of(session.state))
 
     async def pause_dead_run(self, lease: Lease, session: Session) -> list[str]:
         """The items the run that died was waiting on, if it was (`fence.dead_ending`): the pause
@@ -283,7 +271,7 @@ class LogJournal:
         if ending is None:
             return []
         await self.log.append(lease, ending)
-        refill(session.state, await self.load(died=False))
+        refill(session.state, await self.load(died=False), session.unlogged())
         paused = ending[-2]
         return paused.pending_ids if isinstance(paused, ev.LoopPaused) else []
 
@@ -332,7 +320,7 @@ class LogJournal:
         mine = keys[: keys.index(self.key) + 1]
         owner = Owner(item, keys[0], descend(self.agent, mine), keys[-1], self.agent)
         outcome = await record(self.log, owner, approval, session.toolsets)
-        checkpoint = session.history.checkpoint
+        checkpoint = session.state.checkpoint
         if checkpoint is not None and pending_id in checkpoint.pending:  # the state takes the
             for stored in await self.log.read(self.key, after=self.last_seq):  # log's record
                 if isinstance(stored.event, ev.PendingDecided):
@@ -369,87 +357,8 @@ class LogJournal:
         neither in the paused batch nor under a subagent session the batch waits on. Items are
         looked for in the sessions this journal's runs used; `everywhere`, in every session
         under this one (a dead run's, which this process did not see)."""
-        checkpoint = session.history.checkpoint
-        ids, nested = set[str](), list[str]()
-        if checkpoint is not None and not checkpoint.closed:
-            ids = {i for i, p in checkpoint.pending.items() if p.decision is None}
-            nested = [  # (a call suspended on its own question waits on an item in `ids`)
-                s.session_id for s in checkpoint.suspended.values() if s.session_id != self.key.id
-            ]
-        if everywhere:
-            items = await open_under(self.log, self.key)
-        else:
-            items = [p for k in self.tree() for p in await _open_in(self.log, k)]
-        for item in items:
-            if item.id in ids or any(
-                item.session_id == s or item.session_id.startswith(s + "/") for s in nested
-            ):
-                continue
-            await self.log.decide(self.key.tenant, item.id, Verdict("skipped", by=by, note=why))
-
-    # ---- inside ------------------------------------------------------------------------------
-
-    async def _commit(self, extra: ev.Event | None = None) -> None:
-        cancelled = False
-        async with self._lock:
-            events = self.buffer if extra is None else [*self.buffer, extra]
-            if not events:
-                return
-            self.buffer = []
-            if self.stale is not None:
-                raise self.stale
-            if self.lease is None:
-                return  # the run ended: a late steering message is dropped with it
-            # (a log's future as it is: done already when it committed on the spot; a coroutine
-            # becomes a task, so a cancel cannot stop the commit halfway)
-            append = asyncio.ensure_future(self.log.append(self.lease, events))
-            while not append.done():
-                try:
-                    await asyncio.wait((append,))
-                except asyncio.CancelledError:  # the run is cancelled (Ctrl-C) as the log
-                    cancelled = True  # commits: the batch is accounted for, then it stops
-            try:
-                last = append.result()
-            except StaleWriter as exc:
-                self.stale = exc
-                raise
-            except StoreError:
-                raise  # the store failed (full, locked, unreachable): the run stops with it
-            except Exception as exc:  # the log took none of them (a lone surrogate, a bug):
-                self.buffer[:0] = map(valid_data, events)  # kept, made valid, for the next one
-                self.loaded_seq = -1  # the history in memory may not be the log's
-                if cancelled:
-                    raise asyncio.CancelledError from exc
-                kinds = ", ".join(dict.fromkeys(e.type for e in events))
-                raise CommitFailed(valid(f"a commit of {kinds} failed: {describe(exc)}")) from exc
-            first = last - len(events) + 1
-            if first > self.last_seq + 1 and self.on_foreign is not None:
-                gap = first - 1 - self.last_seq
-                self._foreign(await self.log.read(self.key, after=self.last_seq, limit=gap))
-            for seq, event in enumerate(events, first):
-                self.seqs[id(event)] = seq
-            self.held += events
-            if first == self.last_seq + 1 and self.loaded_seq == self.last_seq:
-                self.loaded_seq = last  # nobody else wrote: the history in memory is the log's
-            self.last_seq = last
-            self.last_commit = time.monotonic()
-        if self.crash:
-            maybe_crash(self.crash, events)
-        if cancelled:
-            raise asyncio.CancelledError
-
-    async def _flush(self) -> None:
-        try:
-            await self._commit()
-        except (StoreError, CommitFailed) as exc:
-            logger.warning("session %s: a steering message was not logged: %s", self.key.id, exc)
-
-    def _foreign(self, stored: list[StoredEvent]) -> None:
-        self.loaded_seq = -1  # the history in memory no longer matches the log
-        self.seqs.update((id(item.event), item.seq) for item in stored)
-        self.held += [item.event for item in stored]
-        if self.on_foreign is not None:
-            self.on_foreign(stored)
+        keys = None if everywhere else self.tree()
+        await skip_unreachable(self.log, self.key, session.state.checkpoint, keys, by, why)
 
     async def _stop_heartbeat(self) -> None:
         beat, self._heartbeat = self._heartbeat, None
@@ -482,18 +391,8 @@ async def session_in_log(
     except UnknownSession:
         return session
     refill(session.state, await journal.load(died=record.status == "interrupted"))
-    for mode, text in session.history.queued:  # sent, logged, not delivered yet
-        (session.steer if mode == "steer" else session.follow_up)(text)
-    checkpoint = session.history.checkpoint
+    checkpoint = session.state.checkpoint
     for waiting in checkpoint.suspended.values() if checkpoint else ():
         if waiting.tool.subagent is not None:  # so that its items are this session's too
             await session.child(waiting.tool.subagent, waiting.session_id)
     return session
-
-
-async def _open_in(log: ReadModels, key: SessionKey) -> list[PendingRecord]:
-    return list((await log.pending(key.tenant, session=key, status="open", limit=1000)).items)
-
-
-def _status_of(history: History) -> SessionStatus:
-    return "paused" if history.checkpoint else "interrupted" if history.recovery else "idle"

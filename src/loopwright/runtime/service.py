@@ -351,7 +351,7 @@ class Runtime(Reading):
             if await cancel_elsewhere(self.log, key, wait):
                 return True
             with contextlib.suppress(SessionBusy):  # (a run began meanwhile: it goes on)
-                if (await self.open(key)).history.queued:
+                if (await self.open(key)).state.queued:
                     await log_for_next_run(self.log, key, self.settings, ev.SteeringCleared())
             return False
         live.session.cancel()  # (past its `done`: it drops what is queued, logged once it let go)

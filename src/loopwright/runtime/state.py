@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import fields, replace
 
+from .. import events as ev
 from ..state.history import History
-from ..state.replay import OpenBatch, SessionState, continued, fold, from_snapshot, to_snapshot
-from ..store import StoredEvent, blobs
+from ..state.replay import apply, continued, fold
+from ..state.session_state import OpenBatch, SessionState
+from ..state.snapshots import from_snapshot, to_snapshot
+from ..store import SessionStatus, StoredEvent, blobs
 from ..store.log import EventLog, Lease, SessionKey, Snapshot, Store
 from ..tools import Tool
 
@@ -79,19 +83,35 @@ async def save_snapshot(
     return stored[-1].seq
 
 
-def refill(state: SessionState, fresh: SessionState) -> None:
+def refill(
+    state: SessionState, fresh: SessionState, unlogged: Sequence[ev.SteeringQueued] = ()
+) -> None:
     """Replace a session's state by another in place (a run holds the state and its history);
-    the state keeps its own tools."""
+    the state keeps its own tools, and what was queued in it but not logged (`unlogged`,
+    `Session.unlogged`) is queued again."""
     for f in fields(History):
         setattr(state.history, f.name, getattr(fresh.history, f.name))
-    state.batch, state.paused, state.finished = fresh.batch, fresh.paused, fresh.finished
+    for f in fields(SessionState):
+        if f.name not in ("tools", "history"):
+            setattr(state, f.name, getattr(fresh, f.name))
+    for queued in unlogged:
+        apply(state, queued)
+
+
+def is_paused(state: SessionState) -> bool:
+    """Whether the session is paused on a batch (it has a `checkpoint`), without deriving it."""
+    return state.paused and state.batch is not None
+
+
+def status_of(state: SessionState) -> SessionStatus:
+    """The session's status in the store as its state leaves it (no run holds it)."""
+    return "paused" if is_paused(state) else "interrupted" if state.recovery else "idle"
 
 
 def frozen(state: SessionState) -> SessionState:
     """A copy of the state that events applied to it later leave as it is (its messages and
     events are values: only the containers are copied)."""
     history = replace(state.history, messages=list(state.history.messages))
-    history.queued = list(history.queued)
     batch = state.batch
     if batch is not None:
         batch = OpenBatch(
@@ -105,7 +125,7 @@ def frozen(state: SessionState) -> SessionState:
             dict(batch.suspended),
             dict(batch.answers),
         )
-    return SessionState(state.tools, history, batch, state.paused, state.finished)
+    return replace(state, history=history, batch=batch, queued=list(state.queued))
 
 
 def _continued(

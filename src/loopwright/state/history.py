@@ -1,18 +1,17 @@
-"""A session's history: its conversation as the model sees it, and what a paused or interrupted
-run left (above `decide`, whose checkpoint it holds; the messages themselves are `messages`)."""
+"""A session's history: its conversation as the model sees it (the messages themselves are
+`messages`; what else a session is — its open batch, carry-over, queue — is
+`session_state.SessionState`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
-from ..gate.decide import Checkpoint
-from ..messages import Message, Recovery, Usage, message_chars
+from ..messages import Message, Usage, message_chars
 
 
 @dataclass(slots=True)
 class History:
-    """A session's conversation as the model sees it, plus what a paused or interrupted run left.
+    """A session's conversation as the model sees it: its messages and their size.
 
     It changes as the session's events are applied to it (`replay`, live and when the log is
     read). `messages` only grows during a run (compaction replaces it atomically between steps).
@@ -21,20 +20,12 @@ class History:
     """
 
     messages: list[Message] = field(default_factory=list)
-    carry_over: str | None = None
-    """A note for the next run about a reply that was cut off (SPEC §3.9)."""
-    checkpoint: Checkpoint | None = None
-    """The paused batch waiting on pending items, if any (derived from the open batch)."""
-    recovery: Recovery | None = None
-    """The unfinished batch of a run that died, found when the session was loaded (derived)."""
     chars: int = 0
     reported_tokens: int | None = None
     """Context size the provider last reported (input + output tokens of the last request)."""
     chars_at_report: int = 0
     compacted_at: int | None = None
     """Length of the history right after its last compaction (to tell "just compacted")."""
-    queued: list[tuple[Literal["steer", "follow_up"], str]] = field(default_factory=list)
-    """Steering and follow-up messages logged as sent but not yet delivered (durable sessions)."""
 
     def __post_init__(self) -> None:
         self.messages = list(self.messages)  # the caller's list stays the caller's

@@ -1,74 +1,32 @@
 """One reducer for a session's state: what its log means, event by event.
 
 `apply(state, event)` is the only place where an event changes a session's state; `fold(events,
-tools)` applies a log in order. The state is the history the model sees (messages, carry-over,
-queued steering, the usage and compaction counters) and the batch still open: the calls of the
+tools)` applies a log in order. The state is the history the model sees (its messages, the usage
+and compaction counters), the carry-over, the queued steering and follow-ups (an in-memory
+session queues by applying `steering:queued` itself), and the batch still open: the calls of the
 last reply with tools, their results so far, which of them started, which were asked about
 (announced, tied to their call, decided by `pending:decided`) and which were suspended on a
 subagent. A batch joins the history — its results in call order — as soon as every call has its
-result. `continued(state, died=...)` gives the history a run continues from: the checkpoint of a
-paused batch (with the decisions recorded), or the recovery of the batch a dead run left.
+result. Two views are derived from it on each read, never stored: the checkpoint of a paused
+batch (with the decisions recorded) and the recovery of the batch a run that died left
+(`continued(state, died=...)` marks a state read from a log whose last run died).
 
-The state is serialisable (`to_snapshot` / `from_snapshot`): folding the events after a snapshot
+The state is serialisable (`snapshots`): folding the events after a snapshot
 into the restored state gives what folding the whole log gives.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
-from .. import redact
-from ..approvals import ApprovalRequest, QuestionRequest
-from ..gate.decide import Checkpoint, Pending, Suspended
-from ..messages import AssistantMessage, Message, Recovery, ToolCall, ToolResultMessage
+from ..gate.decide import Checkpoint
+from ..messages import ToolCall, ToolResultMessage
 from ..tools import Tool
-from ..wire import loads, messages_from_json, messages_to_json, to_dict
 from ._values import maker
 from .compaction import apply as apply_compaction
-from .history import History
-
-Asked = ev.ApprovalPending | ev.QuestionPending
-
-
-@dataclass(slots=True)
-class OpenBatch:
-    """The calls of the last reply with tools, until each has its result."""
-
-    calls: list[ToolCall]
-    results: dict[str, ToolResultMessage] = field(default_factory=dict)
-    """Call id → its result, in the order the results came."""
-    started: set[str] = field(default_factory=set)
-    """Calls whose intent was committed (`tool:started`): they may have had effects."""
-    args: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Call id → the arguments it last started with (an approver may have edited them)."""
-    asked: dict[str, Asked] = field(default_factory=dict)
-    """Pending id → its announcement, in the order they were asked."""
-    asked_call: dict[str, str] = field(default_factory=dict)
-    """Pending id → the call it is about (`pending:requested`)."""
-    decided: dict[str, ev.PendingDecided] = field(default_factory=dict)
-    """Pending id → the first decision recorded for it."""
-    suspended: dict[str, ev.ToolSuspended] = field(default_factory=dict)
-    """Call id → what it waits on, until it starts again."""
-    answers: dict[str, str] = field(default_factory=dict)
-    """Pending id → the answer to a question, as the run took it (`question:resolved`)."""
-
-
-@dataclass(slots=True)
-class SessionState:
-    """A session's state as its log defines it (see the module docstring)."""
-
-    tools: Mapping[str, Tool] = field(default_factory=dict, compare=False, repr=False)
-    """The agent's tools by name, for the checkpoint of a paused batch."""
-    history: History = field(default_factory=History)
-    batch: OpenBatch | None = None
-    paused: bool = False
-    """The last run ended with `loop:paused`."""
-    finished: bool = False
-    """The last run reached its `done`."""
+from .session_state import Asked, OpenBatch, SessionState, checkpoint
 
 
 def apply(state: SessionState, event: ev.Event) -> None:
@@ -90,23 +48,14 @@ def fold(
     return state
 
 
-def continued(state: SessionState, *, died: bool) -> History:
-    """The history a run continues from: the state's history with the checkpoint of a paused
-    batch, or — when the last run's process stopped before its `done` (`died`) — the recovery
-    of its unfinished batch. Both are derived (set here, cleared by the next run's `session`).
-    Raises `LookupError` when a paused call's tool no longer exists."""
-    history, batch = state.history, state.batch
-    history.checkpoint = history.recovery = None
-    if batch is not None and state.paused:
-        history.checkpoint = checkpoint(batch, state.tools)
-    elif died and not state.finished:
-        history.recovery = Recovery(
-            calls=batch.calls if batch else [],
-            results=dict(batch.results) if batch else {},
-            started=set(batch.started) if batch else set(),
-            args=dict(batch.args) if batch else {},
-        )
-    return history
+def continued(state: SessionState, *, died: bool) -> SessionState:
+    """The state a run continues from, read from a log whose last run stopped before its `done`
+    (`died`) or not: its `checkpoint` (of a paused batch) or `recovery` (of the batch a dead run
+    left) is derived from it. Raises `LookupError` when a paused call's tool no longer exists."""
+    state.died = died
+    if state.paused and state.batch is not None:  # (its tools looked up now, as it is read)
+        checkpoint(state.batch, state.tools)
+    return state
 
 
 def died_waiting(state: SessionState, run: Sequence[ev.Event]) -> list[ev.Event] | None:
@@ -165,9 +114,8 @@ def undecided(paused: Checkpoint) -> list[ToolCall]:
 
 
 def _input(state: SessionState, event: ev.InputReceived | ev.SteeringInjected) -> None:
-    history = state.history
-    history.carry_over = None
-    history.append(event.message)
+    state.carry_over = None
+    state.history.append(event.message)
 
 
 def _note(state: SessionState, event: ev.MessageTruncated | ev.OutputInvalid) -> None:
@@ -178,23 +126,23 @@ def _note(state: SessionState, event: ev.MessageTruncated | ev.OutputInvalid) ->
 
 def _injected(state: SessionState, event: ev.SteeringInjected) -> None:
     _input(state, event)
-    entry, queued = (event.mode, event.message.content), state.history.queued
+    entry, queued = (event.mode, event.message.content), state.queued
     if entry in queued:
         queued.remove(entry)
 
 
 def _queued(state: SessionState, event: ev.SteeringQueued) -> None:
-    state.history.queued.append((event.mode, event.text))
+    state.queued.append((event.mode, event.text))
 
 
 def _cleared(state: SessionState, event: ev.SteeringCleared) -> None:
-    queued, mode = state.history.queued, event.mode
+    queued, mode = state.queued, event.mode
     queued[:] = [entry for entry in queued if mode is not None and entry[0] != mode]
 
 
 def _reply(state: SessionState, event: ev.MessageCompleted) -> None:
     history, message = state.history, event.message
-    history.carry_over = None
+    state.carry_over = None
     history.append(message)
     history.note_usage(message.usage)
     calls = message.tool_calls
@@ -265,21 +213,19 @@ def _compacted(state: SessionState, event: ev.CompactionFinished) -> None:
 
 
 def _aborted(state: SessionState, event: ev.LoopAborted) -> None:
-    state.history.carry_over = event.carry_over
-    state.history.queued.clear()  # a cancel drops what was queued, as it does live
+    state.carry_over = event.carry_over
+    state.queued.clear()  # a cancel drops what was queued (live, at once: `Run.cancel`)
 
 
 def _partial(state: SessionState, event: ev.MessagePartial) -> None:
     """The reply's text so far: what its earlier partials gave before `offset`, then `text` (a
     partial at offset 0 replaces the carry-over: the first of a reply, or one of an old log,
     which holds the whole text so far)."""
-    history = state.history
-    history.carry_over = (history.carry_over or "")[: event.offset] + event.text
+    state.carry_over = (state.carry_over or "")[: event.offset] + event.text
 
 
 def _session(state: SessionState, event: ev.Session) -> None:
-    state.paused = state.finished = False
-    state.history.checkpoint = state.history.recovery = None  # the new run takes them over
+    state.paused = state.finished = state.died = False  # the new run takes the batch over
 
 
 def _done(state: SessionState, event: ev.Done) -> None:
@@ -313,167 +259,3 @@ HANDLERS: dict[type, Callable[[SessionState, Any], None]] = {
     ev.Done: _done,
     ev.LoopPaused: _paused,
 }
-
-
-# ---- the checkpoint of a paused batch -----------------------------------------------------------
-
-
-def checkpoint(batch: OpenBatch, tools: Mapping[str, Tool]) -> Checkpoint:
-    """A paused batch as the run resumes it, a view of the batch (whose recorded decisions its
-    items read): its pending items and its suspended calls, each with its tool looked up by
-    name (`LookupError` when it is gone)."""
-    calls = {c.id: c for c in batch.calls}
-    pending: dict[str, Pending] = {}
-    for pending_id, announced in batch.asked.items():
-        call = calls[batch.asked_call[pending_id]]
-        waits = batch.suspended.get(call.id)
-        if call.id in batch.results or (
-            call.id in batch.started and (waits is None or pending_id not in waits.pending_ids)
-        ):
-            continue  # decided before the pause (it ran, or runs again as a suspended call)
-        tool = tools.get(call.name)
-        if tool is None:
-            raise LookupError(f"tool {call.name!r} of a paused call no longer exists")
-        request = _request(pending_id, call, announced, tool)
-        pending[pending_id] = Pending(request=request, tool=tool, decided=batch.decided)
-    suspended = {}
-    for call_id, waits in batch.suspended.items():
-        tool = tools.get(waits.tool)
-        if tool is None:
-            raise LookupError(f"tool {waits.tool!r} of a suspended call no longer exists")
-        args = batch.args.get(call_id, calls[call_id].args)
-        answers = {  # of the questions it asked in earlier pauses of this batch
-            announced.question: batch.answers[pending_id]
-            for pending_id, announced in batch.asked.items()
-            if batch.asked_call.get(pending_id) == call_id and pending_id in batch.answers
-            if isinstance(announced, ev.QuestionPending)
-        }
-        suspended[call_id] = Suspended(
-            calls[call_id], tool, args, waits.session_id, list(waits.pending_ids), answers
-        )
-    return Checkpoint(
-        calls=batch.calls,
-        results=batch.results,  # (the batch's own: a view, as its decisions are)
-        pending=pending,
-        decided=batch.decided,
-        suspended=suspended,
-    )
-
-
-def _request(
-    pending_id: str, call: ToolCall, announced: Asked, tool: Tool
-) -> ApprovalRequest | QuestionRequest:
-    if isinstance(announced, ev.QuestionPending):
-        return QuestionRequest(
-            id=pending_id,
-            call=call,
-            question=announced.question,
-            options=announced.options,
-            agent=announced.agent,
-            session_id=announced.session_id or "",
-            requested_at=announced.requested_at,
-        )
-    return ApprovalRequest(
-        id=pending_id,
-        call=call,
-        args=announced.args,
-        parameters=tool.parameters,
-        scope=announced.scope,
-        reason=announced.reason,
-        requested_at=announced.requested_at,
-    )
-
-
-# ---- snapshots -------------------------------------------------------------------------------------
-
-_HEAD = '{"version":1,"state":'
-_MESSAGES = ',"messages":'
-
-
-def to_snapshot(state: SessionState) -> str:
-    """The state as one JSON object: `{"version": 1, "state": {...}, "messages": [...]}`.
-
-    `messages` (wire form) holds the history's messages, then — while a batch is open — one
-    assistant message holding its calls and the results it has so far; `state` holds the rest.
-    The derived checkpoint and recovery are not kept (`continued` derives them again)."""
-    history, batch = state.history, state.batch
-    messages: list[Message] = list(history.messages)
-    head: dict[str, Any] = {
-        "history": len(messages),
-        "carryOver": history.carry_over,
-        "chars": history.chars,
-        "reportedTokens": history.reported_tokens,
-        "charsAtReport": history.chars_at_report,
-        "compactedAt": history.compacted_at,
-        "queued": [list(entry) for entry in history.queued],
-        "paused": state.paused,
-        "finished": state.finished,
-        "batch": None,
-    }
-    if batch is not None:
-        messages.append(AssistantMessage(parts=tuple(batch.calls)))
-        messages += batch.results.values()
-        head["batch"] = {
-            "started": sorted(batch.started),
-            "args": batch.args,
-            "asked": [to_dict(e) for e in batch.asked.values()],
-            "askedCall": batch.asked_call,
-            "decided": [to_dict(e) for e in batch.decided.values()],
-            "suspended": [to_dict(e) for e in batch.suspended.values()],
-            "answers": batch.answers,
-        }
-    body = redact.json_text(json.dumps(head, ensure_ascii=False, separators=(",", ":")))  # (P11)
-    return f"{_HEAD}{body}{_MESSAGES}{messages_to_json(messages)}}}"
-
-
-def from_snapshot(data: str, tools: Mapping[str, Tool]) -> SessionState:
-    """The state `to_snapshot` wrote, with `tools` (looked up by name when a paused batch's
-    checkpoint is derived). `ValueError` for anything else, such as another version."""
-    try:
-        return _restore(data, tools)
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not a version 1 session snapshot ({exc!r})") from None
-
-
-def _restore(data: str, tools: Mapping[str, Tool]) -> SessionState:
-    if not (data.startswith(_HEAD) and data.endswith("}")):
-        raise ValueError("not a version 1 session snapshot")
-    head, end = json.JSONDecoder().raw_decode(data, len(_HEAD))
-    if not data.startswith(_MESSAGES, end):
-        raise ValueError("not a version 1 session snapshot")
-    messages = messages_from_json(data[end + len(_MESSAGES) : -1])
-    count = head["history"]
-    history = History(
-        messages=messages[:count],
-        carry_over=head["carryOver"],
-        chars=head["chars"],
-        reported_tokens=head["reportedTokens"],
-        chars_at_report=head["charsAtReport"],
-        compacted_at=head["compactedAt"],
-        queued=[(mode, text) for mode, text in head["queued"]],
-    )
-    state = SessionState(
-        tools=tools, history=history, paused=head["paused"], finished=head["finished"]
-    )
-    saved = head["batch"]
-    if saved is not None:
-        reply = messages[count]
-        if not isinstance(reply, AssistantMessage):
-            raise ValueError("not a version 1 session snapshot (no open batch's calls)")
-        results = [m for m in messages[count + 1 :] if isinstance(m, ToolResultMessage)]
-        state.batch = OpenBatch(
-            calls=reply.tool_calls,
-            results={m.call_id: m for m in results},
-            started=set(saved["started"]),
-            args=saved["args"],
-            asked={e.id: e for e in _events(saved["asked"])},
-            asked_call=saved["askedCall"],
-            decided={e.id: e for e in _events(saved["decided"])},
-            suspended={e.id: e for e in _events(saved["suspended"])},
-            answers=saved.get("answers", {}),  # (a snapshot written before answers were kept)
-        )
-    return state
-
-
-def _events(items: list[dict[str, Any]]) -> list[Any]:
-    return [loads(item) for item in items]

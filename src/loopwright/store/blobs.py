@@ -20,7 +20,7 @@ from ..attachments import Attachment
 from ..messages import Message, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
-    from ..state.replay import SessionState
+    from ..state.session_state import SessionState
 
 SQLITE_TABLE = """
 CREATE TABLE attachments (

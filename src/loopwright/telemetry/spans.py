@@ -126,7 +126,7 @@ class RunSpans:
         self.step_start: int | None = None
         self.retries = 0
         self.chat_input: str | None = None
-        checkpoint = session.history.checkpoint if session is not None else None
+        checkpoint = session.state.checkpoint if session is not None else None
         self.tools = CallSpans(
             tracing.tracer,
             self.context,
