@@ -46,6 +46,7 @@ class Webhook:
     secret: str
     events: frozenset[str]
     timeout: float = 10.0
+    """Seconds for a whole attempt: connecting, sending and the whole answer."""
 
     def __repr__(self) -> str:  # never the secret
         url = public_name(self.url)  # (a URL's path or query may be its credential)
@@ -71,7 +72,8 @@ class NotifySettings:
     another worker post it again after that (at-least-once)."""
     max_age: float = 86_400.0
     """Seconds after which a notice is no longer sent to a webhook that has not seen it (one
-    configured later is not flooded with the past)."""
+    configured later is not flooded with the past), and a delivery not delivered by then is
+    given up (`failed`, expired: the outbox does not grow while a receiver is down)."""
 
     @classmethod
     def from_project(cls, settings: Mapping[str, Any]) -> NotifySettings:
