@@ -152,3 +152,16 @@ async def test_a_receiver_that_keeps_failing_backs_off_and_is_given_up_after_max
         ("failed", 1, expired),
     ]
     assert [b["id"] for b in dead.bodies] == ["p-1", "p-2", "p-3", "p-1", "p-2"]
+
+
+async def test_a_worker_closed_as_it_is_woken_ends(log: SQLiteLog) -> None:
+    nowhere = Webhook("nowhere", "http://127.0.0.1:9/hook", SECRET, ALL)
+    deliverer = worker(log, Clock(NOW), nowhere)
+    deliverer.start()
+    running = deliverer._task
+    async with asyncio.timeout(SAFETY):  # (a safety net: before, its task never ended)
+        while not deliverer._wake._waiters:  # type: ignore[attr-defined]  # (its task waits)
+            await asyncio.sleep(0)
+        deliverer.wake()  # (an attempt ended, or a run paused) at the moment it is closed
+        await deliverer.close()
+    assert running is not None and running.done()

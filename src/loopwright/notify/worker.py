@@ -233,16 +233,16 @@ class Deliverer:
         if self._sleep is not None:
             await self._sleep(seconds)
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+        with contextlib.suppress(TimeoutError):  # (not `wait_for`: on 3.11 it may swallow the
+            async with asyncio.timeout(seconds):  # cancel of `close` when woken at that moment)
+                await self._wake.wait()
         self._wake.clear()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:  # (gather: a cancel of the caller's own is not swallowed)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         flying = [task for target in self._targets.values() for task in target.flying]
         for task in flying:  # (their deliveries stay held: tried again once the hold ends)
             task.cancel()
