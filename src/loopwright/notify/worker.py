@@ -239,10 +239,10 @@ class Deliverer:
         self._wake.clear()
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:  # (gather: a cancel of the caller's own is not swallowed)
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        running, self._task = self._task, None
+        if running is not None:  # (gather: a cancel of the caller's own is not swallowed)
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
         flying = [task for target in self._targets.values() for task in target.flying]
         for task in flying:  # (their deliveries stay held: tried again once the hold ends)
             task.cancel()
