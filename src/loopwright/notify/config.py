@@ -13,7 +13,9 @@
     url = "https://hooks.example.com/loopwright"
     secret_env = "LOOPWRIGHT_WEBHOOK_SECRET"   # the variable holding the HMAC secret
     events = ["approval", "question", "resolved"]   # default: all three
-    name = "ops"                               # names its deliveries (default: the url)
+    name = "ops"                               # names its deliveries (default: the url; listed
+                                               # as its origin only: `public_name`)
+    timeout = 10                               # seconds for a whole attempt
 
 Secrets are read from the environment only, never from the file: an unset variable is a
 `ConfigError` that names it (and never shows a value), and the values are registered with
@@ -44,9 +46,13 @@ class Webhook:
     secret: str
     events: frozenset[str]
     timeout: float = 10.0
+    """Seconds for a whole attempt: connecting, sending and the whole answer."""
 
     def __repr__(self) -> str:  # never the secret
-        return f"Webhook(name={self.name!r}, url={self.url!r}, events={sorted(self.events)})"
+        url = public_name(self.url)  # (a URL's path or query may be its credential)
+        return (
+            f"Webhook(name={public_name(self.name)!r}, url={url!r}, events={sorted(self.events)})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,8 @@ class NotifySettings:
     another worker post it again after that (at-least-once)."""
     max_age: float = 86_400.0
     """Seconds after which a notice is no longer sent to a webhook that has not seen it (one
-    configured later is not flooded with the past)."""
+    configured later is not flooded with the past), and a delivery not delivered by then is
+    given up (`failed`, expired: the outbox does not grow while a receiver is down)."""
 
     @classmethod
     def from_project(cls, settings: Mapping[str, Any]) -> NotifySettings:
@@ -114,6 +121,21 @@ def _webhook(hook: Any, n: int) -> Webhook:
         raise ConfigError(f"{where} name must be a non-empty string")
     timeout = _positive(hook.get("timeout", 10), f"{where} timeout")
     return Webhook(name, url, secret, frozenset(events), timeout)
+
+
+def public_name(target: str) -> str:
+    """A delivery target's name as it may be shown (`GET /notifications`, logs): a name that is a
+    URL (an unnamed webhook's) becomes its scheme, host and port — never its path, query or
+    credentials, which a Slack-style or `?token=` URL is itself."""
+    parts = urlsplit(target)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return target
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:  # (a port that is not one: not shown)
+        port = ""
+    return f"{parts.scheme}://{host}{port}/…"
 
 
 def _url(value: Any, where: str) -> str:

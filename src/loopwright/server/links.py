@@ -10,7 +10,9 @@ route needs no bearer token); the Host and Origin checks apply as everywhere (a 
 site cannot post the form), and the answers are never cached.
 
 `GET /notifications` lists the tenant's webhook deliveries and every attempt (`?item=<id>`), a
-page at a time as every listing (`?limit`, `?cursor`, answering `nextCursor`: `pages`).
+page at a time as every listing (`?limit`, `?cursor`, answering `nextCursor`: `pages`): only the
+tenant's own, and a target that is a URL (an unnamed webhook) only as its origin
+(`notify.config.public_name`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from .. import notify, redact
 from ..approvals import Answer, Approval
 from ..errors import ConfigError, UnknownPending
-from ..notify.config import NotifySettings
+from ..notify.config import NotifySettings, public_name
 from ..notify.signing import LinkClaim, check
 from ..store import PendingRecord
 from ..store.outbox import Delivery
@@ -100,7 +102,11 @@ DELIVERY = {
     ],
     "properties": {
         "id": _TEXT,
-        "target": _TEXT,
+        "target": {
+            "type": "string",
+            "description": "The webhook's name; an unnamed one's as `scheme://host[:port]/…`, "
+            "never its URL's path, query or credentials.",
+        },
         "item": _TEXT,
         "event": {"enum": ["pending", "resolved"]},
         "state": {"enum": ["due", "delivered", "failed"]},
@@ -274,7 +280,7 @@ async def notifications(request: Request) -> JSONResponse:
 def _delivery(d: Delivery) -> dict[str, Any]:
     return {
         "id": d.id,
-        "target": d.target,
+        "target": public_name(d.target),
         "item": d.notice.item,
         "event": d.notice.event,
         "state": d.state,

@@ -128,6 +128,11 @@ class Outbox(Protocol):
         new to fan out (a cheap read instead of a write per look)."""
         ...
 
+    async def expire(self, before: str, error: str, now: float) -> int:
+        """Give up the deliveries still due that were made before `before` (an ISO time) and
+        that no worker holds at `now`: `failed`, with `error` (no attempt). Returns how many."""
+        ...
+
     async def prune(self, before: str) -> int:
         """Forget what is done with: deliveries delivered, failed or skipped that were made
         before `before` (an ISO time) with their attempts, and notices from before it that

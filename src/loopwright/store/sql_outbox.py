@@ -75,6 +75,9 @@ class SQLOutbox:
     async def notices(self) -> tuple[int, int]:
         return await self.log._program(notices)
 
+    async def expire(self, before: str, error: str, now: float) -> int:
+        return await self.log._program(lambda d: expire(d, before, error, now), write=True)
+
     async def prune(self, before: str) -> int:
         return await self.log._program(lambda d: prune(d, before), write=True)
 
@@ -222,6 +225,17 @@ def next_due(d: Dialect, targets: Collection[str]) -> Program[float | None]:
 def notices(d: Dialect) -> Program[tuple[int, int]]:
     rows = yield Rows(d("SELECT count(*), coalesce(max(id), 0) FROM {outbox}"))
     return int(rows[0][0]), int(rows[0][1])
+
+
+def expire(d: Dialect, before: str, error: str, now: float) -> Program[int]:
+    gone = yield Rows(
+        d(
+            "UPDATE {deliveries} SET state = 'failed', last_error = ? WHERE state = 'due' "
+            "AND created_at < ? AND (held_until IS NULL OR held_until <= ?) RETURNING 1"
+        ),
+        (error, before, now),
+    )
+    return len(gone)
 
 
 def prune(d: Dialect, before: str) -> Program[int]:
