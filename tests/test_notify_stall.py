@@ -16,6 +16,7 @@ import pytest
 from log_conformance import Clock, approval, reply, said
 from loopwright.notify import Deliverer, Links, NotifySettings, Webhook, WebhookNotifier
 from loopwright.notify.webhook import ANSWER_BYTES
+from loopwright.runtime import Runtime
 from loopwright.store.log import SessionKey
 from loopwright.store.outbox import Delivery, outbox_of
 from loopwright.store.sqlite_log import SQLiteLog
@@ -43,7 +44,7 @@ def worker(log: SQLiteLog, clock: Clock, *hooks: Webhook, **options: Any) -> Del
     links = Links("https://agents.example.com", "link-key-0123456789abcdef", 3600, clock)
     notifiers = [WebhookNotifier(hook) for hook in hooks]
     settings = NotifySettings(webhooks=hooks, **options)
-    return Deliverer(log, notifiers, settings, links, clock=clock, random=lambda: 0.5)
+    return Deliverer(Runtime({}, log), notifiers, settings, links, clock=clock, random=lambda: 0.5)
 
 
 async def listed(log: SQLiteLog, target: str) -> list[Delivery]:
