@@ -29,7 +29,7 @@ from ..models import Model
 from ..state._values import maker
 from ..state.compaction import compaction_due
 from ..state.replay import SessionState
-from .budget import check_budget
+from .budget import check_budget, read_budget
 from .control import Control
 from .hook_calls import observe
 from .steps import Steps
@@ -53,6 +53,8 @@ async def run_loop(
     opening = begin(run, input, compact)  # (before `session`, which takes over what it reads)
     try:
         yield session_event(session_id=info.session_id)
+        if hasattr(model, "read_context_window"):  # its server says its window (once a model)
+            run.budget = await read_budget(agent, model)
         if opening is None:  # the input and steering: all most runs open with
             for event in await run.start(input):
                 yield event
@@ -61,7 +63,7 @@ async def run_loop(
                 yield event
         while run.terminal is None and run.step < agent.max_turns:  # (then `wind_down` stops it)
             yield run.started()
-            yield (check := check_budget(run.history, run.budget))
+            yield (check := check_budget(run.history, run.budget, agent))
             if (reason := compaction_due(agent.compaction, check, run.step)) is not None:
                 async for event in run.compact(reason):
                     yield event
