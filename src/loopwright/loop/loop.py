@@ -53,8 +53,6 @@ async def run_loop(
     opening = begin(run, input, compact)  # (before `session`, which takes over what it reads)
     try:
         yield session_event(session_id=info.session_id)
-        if hasattr(model, "read_context_window"):  # its server says its window (once a model)
-            run.budget = await read_budget(agent, model)
         if opening is None:  # the input and steering: all most runs open with
             for event in await run.start(input):
                 yield event
@@ -103,11 +101,12 @@ def begin(
     run: Steps, input: str | UserMessage | None, compact: bool
 ) -> AsyncIterator[ev.Event] | None:
     """The run's opening after `session`, when it is more than `Steps.start` (None): the
-    run-start hook, a dead run's batch closed or a paused one resumed, the input and steering,
-    and a compaction on demand (all that run does)."""
+    model's window read from its server, the run-start hook, a dead run's batch closed or a
+    paused one resumed, the input and steering, and a compaction on demand (all that run does)."""
     history, hook = run.history, run.agent.hooks.on_run_start
     recovery, checkpoint = history.recovery, history.checkpoint  # (`session` clears them)
     plain = hook is None and recovery is None and not compact
+    plain = plain and not hasattr(run.model, "read_context_window")
     if plain and (input is not None or checkpoint is None):
         return None
     return _opening(run, input, compact, recovery, checkpoint)
@@ -120,6 +119,8 @@ async def _opening(
     recovery: Recovery | None,
     checkpoint: Checkpoint | None,
 ) -> AsyncIterator[ev.Event]:
+    if hasattr(run.model, "read_context_window"):  # its server says its window (once a model)
+        run.budget = await read_budget(run.agent, run.model)
     if run.agent.hooks.on_run_start is not None:
         for event in await observe(run.agent.hooks, "on_run_start", run.info):
             yield event
