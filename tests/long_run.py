@@ -28,6 +28,11 @@ def examples(quick: int, long: int) -> int:
     return long if _long else quick
 
 
+def is_long() -> bool:
+    """This is the long run (`--long`): for a test that runs only then (skipped by default)."""
+    return _long
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--long",

@@ -16,7 +16,7 @@ from aimock import aimock, chaos, journal
 from conftest import call, drive, scripted, verify
 from local_api import Answer, LocalAPI
 from loopwright import Agent, ConfigError, RetryPolicy, Session, get_model, tool
-from loopwright.events import MessageCompleted, ModelRetry
+from loopwright.events import MessageCompleted, ModelRetry, StepFinished
 from loopwright.loop.session import RunResult
 from loopwright.messages import (
     AssistantMessage,
@@ -335,11 +335,9 @@ async def test_stream_maps_deltas_usage_and_stop_reason():
     ("events", "error"),
     [
         (reply(text("Hel"), end=False), "the stream ended before the reply was complete"),
-        (reply(tool_use("clock", '{"tz": UTC}'), stop="tool_use"), "tool 'clock'"),
-        (reply(tool_use("clock", "[1]"), stop="tool_use"), "tool 'clock'"),
         ([*reply(text("Hel"))[:3], OVERLOADED], "overloaded_error"),
     ],
-    ids=["no-message-stop", "malformed-tool-json", "tool-input-not-an-object", "error-event"],
+    ids=["no-message-stop", "error-event"],
 )
 async def test_broken_streams_end_in_one_retryable_failure(events: list[Any], error: str):
     client, _ = fake(sse(*events))
@@ -376,13 +374,21 @@ async def test_an_error_event_no_retry_can_help_is_not_retried():
     )
 
 
-async def test_malformed_tool_json_is_retried_and_the_tool_runs_once(clock: Any, ran: list):
-    bad = sse(*reply(tool_use("clock", '{"tz": "UTC"'), stop="tool_use"))
+@pytest.mark.parametrize("wire", ['{"tz": "UTC"', "[1]"], ids=["not-json", "not-an-object"])
+async def test_malformed_tool_json_is_answered_and_the_model_corrects(
+    clock: Any, ran: list, wire: str
+):
+    """Issue 31, finding 15: an error result the model reads, not a retry of the same request."""
+    bad = sse(*reply(tool_use("clock", wire), stop="tool_use"))
     good = sse(*reply(tool_use("clock", '{"tz": "UTC"}'), stop="tool_use"))
     client, sent = fake(bad, good, sse(*reply(text(ANSWER))))
     result = await run_with(model_at("http://fake", http_client=client), clock)
     assert (result.stop_reason, ran, len(sent)) == ("completed", [{"tz": "UTC"}], 3)
-    assert ["clock" in r.error for r in of(result, ModelRetry)] == [True]
+    assert of(result, ModelRetry) == []
+    answered = sent[1]["messages"][-1]["content"][0]
+    assert answered["is_error"] and "the arguments are not a JSON object" in str(answered)
+    steps = of(result, StepFinished)
+    assert len(steps) == 3 and all(s.usage is not None for s in steps)  # each request's usage
 
 
 async def test_error_event_mid_reply_is_retried_with_the_partial_text_as_a_note():

@@ -189,7 +189,6 @@ SERVER_ERROR = error(500, "The server had an error", "server_error")
 FIRST_ATTEMPTS = {  # fault → (the first attempt's fixture, the retry's error, its delay)
     "429": (leg(RATE_LIMITED, seq=0), "HTTP 429", 0.1),  # Retry-After, not our backoff
     "500": (leg(SERVER_ERROR, seq=0), "HTTP 500", 0.01),
-    "malformed": (leg(BAD, seq=0), "malformed arguments for 'get_time'", 0.01),
 }
 
 
@@ -207,8 +206,24 @@ async def test_a_failed_attempt_is_retried_and_the_tool_runs_once(tmp_path, dial
     assert error_text in retry.error and retry.delay == pytest.approx(delay)
     first_try = types(result.events)[: types(result.events).index("model:retry")]
     assert "message:completed" not in first_try and "tool:started" not in first_try
-    if fault == "malformed":
-        assert "tool:delta" in first_try  # failed inside the tool call
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_malformed_arguments_are_an_error_result_the_model_corrects(tmp_path, dialect):
+    """Issue 31, finding 15: not a blind retry of the same request, whose usage was lost."""
+    ran: list[str] = []
+    fixtures = [leg(BAD), leg(CALL, tool_result=True, seq=0), leg(ANSWER, tool_result=True, seq=1)]
+    with aimock(tmp_path, fixtures) as url:
+        async with model_at(url, dialect) as model:
+            result = await ask(model, ran)
+        assert len(journal(url)) == 3
+    assert (result.stop_reason, ran, retries(result)) == ("completed", ["UTC"], [])
+    [error, _] = [e for e in result.events if e.type == "tool:output"]
+    assert error.is_error and error.content.startswith(
+        "Not run: the arguments are not a JSON object (Unterminated string"
+    )
+    steps = [e for e in result.events if isinstance(e, StepFinished)]
+    assert len(steps) == 3 and all(s.usage is not None for s in steps)  # each request's usage
 
 
 async def test_rate_limited_past_the_bound_never_reruns_the_tool(tmp_path):

@@ -76,6 +76,28 @@ class Attachment:
         return f"[{self.type}: {what}, {self.media_type}{size}]"
 
 
+IMAGE_TOKENS = 1_600
+"""An image's estimated cost in a request: about what Anthropic bills the largest it takes
+(OpenAI bills a large image at high detail about half of it)."""
+
+
+def estimated_chars(items: tuple[Attachment, ...] | None) -> int:
+    """What attachments weigh in a request, in characters of text (four a token, as the
+    context budget counts): an image `IMAGE_TOKENS`; a plain-text document its bytes; a PDF
+    a token for every 25 bytes (text and the page images providers make of it), at least
+    `IMAGE_TOKENS`."""
+    chars = 0
+    for item in items or ():
+        size = item.size or 0
+        if item.type == "image":
+            chars += IMAGE_TOKENS * 4
+        elif item.media_type == "text/plain":
+            chars += size
+        else:
+            chars += max(IMAGE_TOKENS, size // 25) * 4
+    return chars
+
+
 def max_bytes() -> int:
     """The bound on one attachment's size (`LOOPWRIGHT_MAX_ATTACHMENT_BYTES`, else 5 MB)."""
     raw = os.environ.get("LOOPWRIGHT_MAX_ATTACHMENT_BYTES")

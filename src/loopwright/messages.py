@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from .attachments import Attachment as Attachment
+from .attachments import estimated_chars
 from .state._values import value
 
 StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "error", "aborted"]
@@ -109,13 +110,15 @@ Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 
 
 def message_chars(message: Message) -> int:
-    """Rough size of a message for token estimates (about four characters a token)."""
+    """Rough size of a message for token estimates (about four characters a token), its
+    attachments' estimate included."""
     if isinstance(message, AssistantMessage):
         n = 0
         for p in message.parts:
             n += len(p.text) if not isinstance(p, ToolCall) else 16 + len(p.name) + len(str(p.args))
         return n + 12
-    return len(message.content) + 12
+    extra = estimated_chars(message.attachments) if message.attachments else 0
+    return len(message.content) + 12 + extra
 
 
 @dataclass(slots=True)

@@ -1,11 +1,14 @@
 """The context budget: how full the model's context is before each request (SPEC §6).
 
 `usedTokens` is the input the provider last reported plus an estimate (four characters a token)
-for what was appended since, so the check costs the same at step 5 and step 500.
+for what was appended since, so the check costs the same at step 5 and step 500. Before any
+report (a session's first step, or after a compaction) it is the estimate of everything sent:
+the system prompt and the tool schemas too, not only the messages (and their attachments).
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from ..events import BudgetCheck, Nudge
@@ -26,8 +29,10 @@ NUDGE_TEXT = (
 )
 
 
-def check_budget(history: History, budget_tokens: int) -> BudgetCheck:
+def check_budget(history: History, budget_tokens: int, agent: Agent | None = None) -> BudgetCheck:
     used = history.used_tokens()
+    if history.reported_tokens is None and agent is not None:  # (a report counts them)
+        used += prompt_tokens(agent)
     ratio = round(used / budget_tokens, 4) if budget_tokens > 0 else 1.0
     if ratio >= HARD_RATIO:
         return BudgetCheck(
@@ -47,12 +52,29 @@ def check_budget(history: History, budget_tokens: int) -> BudgetCheck:
 budget_ok = maker(BudgetCheck)  # (every step's: see `_values.maker`)
 
 
+def prompt_tokens(agent: Agent) -> int:
+    """The estimate of what every request carries besides the messages: the system prompt
+    and the tools' names, descriptions and schemas."""
+    chars = len(agent.instructions)
+    for spec in agent.tool_specs:
+        chars += len(spec.name) + len(spec.description) + len(json.dumps(spec.parameters))
+    return chars // 4
+
+
 def context_budget(agent: Agent, model: Model) -> int:
-    """The agent's budget, else the model's context window (its own `context_window`, or the
-    catalog's), else 100,000."""
+    """The agent's budget, else the model's context window (its own `context_window`: config's
+    or its server's, `read_budget`; else the catalog's), else 100,000."""
     if agent.context_budget is not None:
         return agent.context_budget
-    if hasattr(model, "context_window"):  # a model that states its window (the offline ones)
-        return getattr(model, "context_window") or DEFAULT_BUDGET  # noqa: B009
+    if window := getattr(model, "context_window", None):  # stated, or read from its server
+        return int(window)
     info = lookup(model.name.partition(":")[2] or model.name)
     return (info.context_window if info else None) or DEFAULT_BUDGET
+
+
+async def read_budget(agent: Agent, model: Model) -> int:
+    """`context_budget`, once a model that can read its window from its server has (once a
+    model: `providers._windows`)."""
+    if agent.context_budget is None:
+        await getattr(model, "read_context_window")()  # noqa: B009
+    return context_budget(agent, model)

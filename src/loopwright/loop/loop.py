@@ -29,7 +29,7 @@ from ..models import Model
 from ..state._values import maker
 from ..state.compaction import compaction_due
 from ..state.session_state import SessionState
-from .budget import check_budget
+from .budget import check_budget, read_budget
 from .hook_calls import observe
 from .steps import Steps
 from .threads import Signal
@@ -61,7 +61,7 @@ async def run_loop(
                 yield event
         while run.terminal is None and run.step < agent.max_turns:  # (then `wind_down` stops it)
             yield run.started()
-            yield (check := check_budget(state.history, run.budget))
+            yield (check := check_budget(state.history, run.budget, agent))
             if (reason := compaction_due(agent.compaction, check, run.step)) is not None:
                 async for event in run.compact(reason):
                     yield event
@@ -101,11 +101,12 @@ def begin(
     run: Steps, input: str | UserMessage | None, compact: bool
 ) -> AsyncIterator[ev.Event] | None:
     """The run's opening after `session`, when it is more than `Steps.start` (None): the
-    run-start hook, a dead run's batch closed or a paused one resumed, the input and steering,
-    and a compaction on demand (all that run does)."""
+    model's window read from its server, the run-start hook, a dead run's batch closed or a
+    paused one resumed, the input and steering, and a compaction on demand (all that run does)."""
     state, hook = run.state, run.agent.hooks.on_run_start
     recovery, checkpoint = state.recovery, state.checkpoint  # (`session` ends them)
     plain = hook is None and recovery is None and not compact
+    plain = plain and not hasattr(run.model, "read_context_window")
     if plain and (input is not None or checkpoint is None):
         return None
     return _opening(run, input, compact, recovery, checkpoint)
@@ -118,6 +119,8 @@ async def _opening(
     recovery: Recovery | None,
     checkpoint: Checkpoint | None,
 ) -> AsyncIterator[ev.Event]:
+    if hasattr(run.model, "read_context_window"):  # its server says its window (once a model)
+        run.budget = await read_budget(run.agent, run.model)
     if run.agent.hooks.on_run_start is not None:
         for event in await observe(run.agent.hooks, "on_run_start", run.info):
             yield event

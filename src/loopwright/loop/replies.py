@@ -13,6 +13,11 @@ sees it, so the history, the events and the log agree.
     name 42 or ""     →  name "invalid_tool_name" (error: the name must be a non-empty string)
     args [1, 2]       →  args {} (error: the arguments must be a JSON object)
     args {"n": 1e400} →  args {} (error: infinity and NaN are not JSON)
+    args `{"n": 1,`   →  args {} (error: the arguments are not JSON, with the text the model sent)
+
+The last is a provider's: arguments that do not parse are kept as `unparsed(text, problem)`, so
+the model reads what was wrong and sends the call again, instead of a blind retry of the same
+request (which fails again at temperature 0, and whose usage would be lost).
 """
 
 from __future__ import annotations
@@ -26,6 +31,21 @@ from ..messages import AssistantMessage, ToolCall
 INVALID_NAME = "invalid_tool_name"
 """The name a call whose tool name is not a non-empty string carries in the history (a name
 every provider accepts); the error result says what the model sent."""
+
+
+class Unparsed(dict[str, Any]):
+    """A call's arguments that did not parse: empty, with the text and the parser's problem."""
+
+    __slots__ = ("problem", "text")
+
+    def __init__(self, text: str, problem: str) -> None:
+        super().__init__()
+        self.text, self.problem = text, problem
+
+
+def unparsed(text: str, problem: str) -> dict[str, Any]:
+    """The arguments of a call whose JSON did not parse (`check_reply` answers it)."""
+    return Unparsed(text, problem)
 
 
 def wire_text(value: object) -> str:
@@ -60,7 +80,11 @@ def check_reply(message: AssistantMessage) -> tuple[AssistantMessage, dict[str, 
         if not isinstance(name, str) or not name:
             why.append(f"the tool name must be a non-empty string (got {_shown(name)})")
             name = INVALID_NAME
-        if not isinstance(args, dict):
+        if isinstance(args, Unparsed):
+            shown = args.text if len(args.text) <= 200 else args.text[:197] + "..."
+            why.append(f"the arguments are not a JSON object ({args.problem}): {shown!r}")
+            args = {}
+        elif not isinstance(args, dict):
             why.append(f"the arguments must be a JSON object (got {_shown(args)})")
             args = {}
         elif (problem := not_json(args)) is not None:  # no encoder writes it back as read
@@ -88,6 +112,7 @@ def _clean(calls: list[ToolCall]) -> bool:
             and isinstance(call.name, str)
             and call.name
             and isinstance(call.args, dict)
+            and not isinstance(call.args, Unparsed)
             and not_json(call.args) is None
         ):
             return False

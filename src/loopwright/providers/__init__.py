@@ -10,6 +10,13 @@ endpoint are presets, and users add their own in `loopwright.toml`:
     base_url = "http://10.0.0.5:8000/v1"
     api_key_env = "MYLAB_KEY"      # optional for local servers
     dialect = "openai-chat"
+    server = "llamacpp"            # read each model's context window from it (or ollama, vllm)
+    tool_calls_in_text = true      # recover calls the model writes as text
+    context_window = 8192          # every model's window here (else the server's, the catalog's)
+    [providers.mylab.models.qwen3]
+    context_window = 32768         # one model's
+
+A table named like a preset (`[providers.llamacpp]`) starts from the preset's values.
 
 Model strings are `endpoint:model` (`anthropic:claude-sonnet-4-5`, `ollama:qwen3`). Vendor SDK
 types never leave the dialect modules. A missing key fails before any request, naming the
@@ -20,6 +27,7 @@ to the `openai`/`anthropic` endpoints when no base URL is configured.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +72,23 @@ PRESETS: dict[str, Endpoint] = {
             base_url="https://generativelanguage.googleapis.com/v1beta/openai",
             api_key_env="GEMINI_API_KEY",
         ),
-        Endpoint(name="ollama", dialect="openai-chat", base_url="http://localhost:11434/v1"),
-        Endpoint(name="vllm", dialect="openai-chat", base_url="http://localhost:8000/v1"),
-        Endpoint(name="llamacpp", dialect="openai-chat", base_url="http://localhost:8080/v1"),
+        Endpoint(
+            name="ollama",
+            dialect="openai-chat",
+            base_url="http://localhost:11434/v1",
+            server="ollama",
+            tool_calls_in_text=True,
+        ),
+        Endpoint(
+            name="vllm", dialect="openai-chat", base_url="http://localhost:8000/v1", server="vllm"
+        ),
+        Endpoint(
+            name="llamacpp",
+            dialect="openai-chat",
+            base_url="http://localhost:8080/v1",
+            server="llamacpp",
+            tool_calls_in_text=True,
+        ),
     )
 }
 
@@ -122,28 +144,57 @@ def load_endpoints(path: str | Path) -> list[Endpoint]:
         raise ConfigError(f"cannot read providers: {exc}", source=str(source)) from None
     endpoints = []
     for name, table in (data.get("providers") or {}).items():
-        where = f"{source} [providers.{name}]"
-        if not isinstance(table, dict):
-            raise ConfigError("expected a table", source=where)
-        unknown = set(table) - {"base_url", "api_key_env", "dialect", "timeout"}
-        if unknown:
-            raise ConfigError(f"unknown keys {sorted(unknown)}", source=where)
-        dialect = table.get("dialect", "openai-chat")
-        if dialect not in ("openai-chat", "openai-responses", "anthropic"):
-            raise ConfigError(
-                f"unknown dialect {dialect!r} (openai-chat, openai-responses, anthropic)",
-                source=where,
-            )
-        endpoint = Endpoint(
-            name=name,
-            dialect=dialect,
-            base_url=table.get("base_url"),
-            api_key_env=table.get("api_key_env"),
-            timeout=float(table.get("timeout", 120.0)),
-        )
+        endpoint = _endpoint(name, table, f"{source} [providers.{name}]")
         register_endpoint(endpoint)
         endpoints.append(endpoint)
     return endpoints
+
+
+KEYS = {"base_url", "api_key_env", "dialect", "timeout", "context_window", "server"}
+KEYS |= {"tool_calls_in_text", "models"}
+
+
+def _endpoint(name: str, table: Any, where: str) -> Endpoint:
+    """One `[providers.NAME]` table, over the preset of that name if there is one."""
+    if not isinstance(table, dict):
+        raise ConfigError("expected a table", source=where)
+    unknown = set(table) - KEYS
+    if unknown:
+        raise ConfigError(f"unknown keys {sorted(unknown)}", source=where)
+    preset = PRESETS.get(name)
+    dialect = table.get("dialect", preset.dialect if preset else "openai-chat")
+    if dialect not in ("openai-chat", "openai-responses", "anthropic"):
+        raise ConfigError(
+            f"unknown dialect {dialect!r} (openai-chat, openai-responses, anthropic)",
+            source=where,
+        )
+    if table.get("server") not in (None, "llamacpp", "ollama", "vllm"):
+        raise ConfigError(
+            f"unknown server {table['server']!r} (llamacpp, ollama, vllm)", source=where
+        )
+    windows: dict[str, int] = {}
+    for model, settings in (table.get("models") or {}).items():
+        if not isinstance(settings, dict) or set(settings) != {"context_window"}:
+            raise ConfigError(f"models.{model}: expected context_window = TOKENS", source=where)
+        windows[model] = _window(settings["context_window"], f"models.{model}", where) or 0
+    preset = preset or Endpoint(name=name, dialect=dialect)
+    return replace(
+        preset,
+        dialect=dialect,
+        base_url=table.get("base_url", preset.base_url),
+        api_key_env=table.get("api_key_env", preset.api_key_env),
+        timeout=float(table.get("timeout", preset.timeout)),
+        context_window=_window(table.get("context_window"), "context_window", where),
+        windows=windows,
+        server=table.get("server", preset.server),
+        tool_calls_in_text=bool(table.get("tool_calls_in_text", preset.tool_calls_in_text)),
+    )
+
+
+def _window(value: Any, key: str, where: str) -> int | None:
+    if value is not None and (type(value) is not int or value <= 0):
+        raise ConfigError(f"{key} must be a positive number of tokens, not {value!r}", source=where)
+    return value
 
 
 def presets() -> dict[str, ModelFactory]:

@@ -19,6 +19,7 @@ from .. import redact
 from ..model_settings import ModelSettings
 from ._endpoint import Endpoint
 from ._settings import Fields
+from ._windows import read_window
 
 Client = TypeVar("Client")
 
@@ -51,6 +52,21 @@ class ClientModel(Generic[Client]):
         redact.register(api_key)  # never in what leaves the process or is stored (P11)
         self._sdk: Client | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._window: int | None = None  # as the server said (`read_context_window`)
+        self._window_read = False
+
+    @property
+    def context_window(self) -> int | None:
+        """This model's context window: as config states it, else as the server said (once
+        `read_context_window` read it), else None (the catalog's, `loop.budget`)."""
+        return self.endpoint.window(self.model) or self._window
+
+    async def read_context_window(self) -> int | None:
+        """Read the window from the endpoint's server, once per model (`_windows`)."""
+        if not self._window_read and self.endpoint.window(self.model) is None:
+            self._window = await read_window(self.endpoint, self.model, self.http_client)
+            self._window_read = True  # (not when cancelled: the next run reads it)
+        return self.context_window
 
     @property
     def name(self) -> str:

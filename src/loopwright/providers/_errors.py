@@ -10,7 +10,13 @@ from ..models import ModelFailure
 
 TOO_LONG = re.compile(
     r"prompt is too long|too many tokens|maximum context length|context_length_exceeded|"
-    r"context window|input length|exceeds the maximum|reduce the length",
+    r"context window|input length|exceeds the maximum|reduce the length|"
+    # llama.cpp: "request (6576 tokens) exceeds the available context size (4096 tokens)",
+    # type exceed_context_size_error; Ollama: "prompt too long; exceeded max context length",
+    # "the input length exceeds the context length"; vLLM: "This model's maximum context
+    # length is 4096 tokens. However, you requested 6576 tokens ..."
+    r"exceeds? the available context|exceed_context_size|context size|"
+    r"max(imum)? context length|prompt too long|exceeds the context length",
     re.IGNORECASE,
 )
 

@@ -14,8 +14,9 @@ import openai
 
 from ..events import MessageCompleted, ToolDelta
 from ..gate.arguments import not_json
+from ..loop.replies import unparsed
 from ..messages import AssistantMessage, Part, StopReason, Text, Thinking, ToolCall, Usage
-from ..models import ModelFailure, ModelRequest
+from ..models import ModelRequest
 from ..models.catalog import with_cost
 from ..state.text import valid_data
 from ._bounds import Tally
@@ -89,22 +90,16 @@ class ToolCallBuffer:
             return None
         return value if isinstance(value, dict) and not_json(value) is None else None
 
-    def parse(self) -> ToolCall | ModelFailure:
-        """The finished call, or a retryable failure when the arguments are not a JSON object
-        (so no tool ever runs with garbage)."""
+    def parse(self) -> ToolCall:
+        """The finished call; arguments that are not a JSON object are kept `unparsed`: the
+        loop answers the call with an error the model can act on, and no tool runs."""
         try:
             args = json.loads(self.arguments) if self.arguments.strip() else {}
         except ValueError as exc:
-            return _malformed(self.name, f"{exc}: {self.arguments[:200]!r}")
+            args = unparsed(self.arguments, str(exc))
         if not isinstance(args, dict):
-            return _malformed(self.name, f"expected a JSON object, got {self.arguments[:200]!r}")
+            args = unparsed(self.arguments, f"a JSON {type(args).__name__}, not an object")
         return ToolCall(id=self.id, name=self.name, args=args)
-
-
-def _malformed(tool: str, detail: str) -> ModelFailure:
-    return ModelFailure(
-        error=f"the model sent malformed arguments for {tool!r}: {detail}", retryable=True
-    )
 
 
 @dataclass(slots=True)
@@ -120,7 +115,7 @@ class ReplyParts:
 
     def complete(
         self, stop: StopReason, usage: Usage | None, *, model: str, name: str
-    ) -> MessageCompleted | ModelFailure:
+    ) -> MessageCompleted:
         parts: list[Part] = []
         if self.reasoning:
             parts.extend(self.reasoning)
@@ -128,11 +123,7 @@ class ReplyParts:
             parts.append(Thinking(text="".join(self.thinking)))
         if self.text:
             parts.append(Text(text="".join(self.text)))
-        for buffer in self.calls:
-            call = buffer.parse()
-            if isinstance(call, ModelFailure):
-                return call
-            parts.append(call)
+        parts.extend(buffer.parse() for buffer in self.calls)
         if usage is not None:
             usage = with_cost(model, usage)
         message = AssistantMessage(parts=tuple(parts), stop_reason=stop, usage=usage, model=name)

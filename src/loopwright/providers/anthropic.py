@@ -22,8 +22,9 @@ keeps its signature, and a `redacted_thinking` block becomes a `Thinking` part w
 signature is its data (marked `REDACTED`), so extended thinking survives a tool loop.
 
 Failures are data (the `Model` contract): an SDK exception, an `error` event inside the stream
-(e.g. `overloaded_error`), a stream that ends before `message_stop` and a `tool_use` block whose
-JSON does not parse all end the stream with one `ModelFailure`; only cancellation propagates.
+(e.g. `overloaded_error`) and a stream that ends before `message_stop` end the stream with one
+`ModelFailure`; only cancellation propagates. A `tool_use` block whose JSON does not parse is
+a call the loop answers with an error (`loop.replies.unparsed`), not a failure.
 SDK types never leave this module.
 """
 
@@ -39,7 +40,7 @@ import jiter
 
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..gate.arguments import not_json
-from ..loop.replies import wire_text
+from ..loop.replies import unparsed, wire_text
 from ..messages import (
     AssistantMessage,
     Message,
@@ -266,8 +267,8 @@ class _Reply:
             return self._delta(self.blocks.get(event["index"]), event.get("delta") or {})
         elif kind == "content_block_stop":
             block = self.blocks.get(event["index"])
-            failure = _finish_tool(block) if block is not None else None
-            return [failure] if failure is not None else []
+            if block is not None:
+                _finish_tool(block)
         elif kind == "message_delta":
             self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
             self._usage(event.get("usage"))
@@ -333,10 +334,14 @@ class _Reply:
             elif block.kind == "text" and block.text:
                 parts.append(Text(text=block.text))
             elif block.kind == "tool_use":
-                failure = _finish_tool(block)
-                if failure is not None:
-                    return failure
-                parts.append(ToolCall(id=block.id, name=block.name, args=block.args or {}))
+                _finish_tool(block)
+                parts.append(
+                    ToolCall(
+                        id=block.id,
+                        name=block.name,
+                        args=block.args if block.args is not None else {},
+                    )
+                )
         calls = any(isinstance(p, ToolCall) for p in parts)
         default: StopReason = "tool_use" if calls and self.stop is None else "end_turn"
         stop = STOP_REASONS.get(self.stop or "", default)  # no stop reason: judge by the calls
@@ -357,23 +362,19 @@ class _Reply:
         return catalog.with_cost(model, usage)
 
 
-def _finish_tool(block: _Block) -> ModelFailure | None:
-    """Parse a tool_use block's input once it is complete; garbage never reaches a tool."""
+def _finish_tool(block: _Block) -> None:
+    """Parse a tool_use block's input once it is complete. Garbage never reaches a tool: input
+    that is not a JSON object is kept `unparsed`, and the loop answers the call with an error
+    the model can act on (`loop.replies`)."""
     if block.kind != "tool_use" or block.args is not None:
-        return None
+        return
     if not block.text.strip():
         block.args = block.start_input
-        return None
+        return
     try:
         value = json.loads(block.text)
     except ValueError as exc:
         value, problem = None, str(exc)
     else:
-        problem = f"expected an object, got {type(value).__name__}"
-    if not isinstance(value, dict):
-        return ModelFailure(
-            error=f"the model sent malformed arguments for tool '{block.name}': {problem}",
-            retryable=True,
-        )
-    block.args = value
-    return None
+        problem = f"a JSON {type(value).__name__}, not an object"
+    block.args = value if isinstance(value, dict) else unparsed(block.text, problem)

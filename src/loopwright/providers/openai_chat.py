@@ -8,8 +8,10 @@ events, and the finish reason to our stop reason. On the wire a reply is a run o
 `index`, only the first carrying the id and name. `finish_reason` ends the choice and, with
 `stream_options.include_usage`, one last chunk with no choices carries the usage.
 
-Failures are data (SPEC §3.8): an SDK error, a stream that stops before its `finish_reason`, or
-final tool arguments that are not a JSON object end the stream with a `ModelFailure`.
+Failures are data (SPEC §3.8): an SDK error or a stream that stops before its `finish_reason`
+ends the stream with a `ModelFailure`; tool arguments that are not a JSON object are a call the
+loop answers with an error (`loop.replies.unparsed`). With the endpoint's `tool_calls_in_text`,
+calls a model wrote in its text are recovered as calls (`_text_calls`).
 Vendor SDK types never leave this module.
 """
 
@@ -32,6 +34,7 @@ from ..models import ModelFailure, ModelRequest, StreamItem
 from . import _attachments, _settings
 from ._errors import failure_from
 from ._openai_common import CUT, OpenAIClientModel, ReplyParts, ToolCallBuffer, notes_text, relay
+from ._text_calls import recover
 
 STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
@@ -66,7 +69,8 @@ class OpenAIChatModel(OpenAIClientModel):
             yield ModelFailure(error=CUT, retryable=True)
             return
         stop = STOP_REASONS.get(reader.finish, "end_turn")
-        yield reader.parts.complete(stop, reader.usage, model=self.model, name=self.name)
+        done = reader.parts.complete(stop, reader.usage, model=self.model, name=self.name)
+        yield recover(done, request.tools) if self.endpoint.tool_calls_in_text else done
 
     def _fields(self, settings: ModelSettings, session: str | None) -> _settings.Fields:
         return _settings.openai_chat(
