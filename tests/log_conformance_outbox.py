@@ -203,3 +203,26 @@ async def test_deliveries_are_listed_a_page_at_a_time_by_notice_then_target(
     for bad in (":", "2", "x:Zed", "-1:Zed", "1" * 19 + ":Zed"):
         with pytest.raises(ValueError, match="cursor"):
             await outbox.deliveries(limit=2, cursor=bad)
+
+
+async def test_what_stays_due_too_long_is_given_up_unless_a_worker_holds_it(
+    make_log: MakeLog,
+) -> None:
+    clock = Clock(NOW)
+    outbox = outbox_of(await _paused(make_log, clock, "p-1", "p-2", "p-3"))
+    await outbox.expand("hook", BOTH, NOW, max_age=3600)
+    first, second, third = await outbox.claim(["hook"], NOW, hold=30, owner="w1")
+    await outbox.record(first, AttemptOutcome("delivered", "t1", status=200))
+    await outbox.record(second, AttemptOutcome("due", "t1", status=503, due=NOW + 10))
+    # `third` is still held by w1 until NOW + 30
+    assert await outbox.expire(iso(NOW), "expired", NOW + 5) == 0  # none made before then
+    assert await outbox.expire(iso(NOW + 1), "expired", NOW + 5) == 1  # second; third held
+    states = {d.id: (d.state, d.last_error) for d in (await outbox.deliveries()).items}
+    assert states == {
+        first.id: ("delivered", None),
+        second.id: ("failed", "expired"),
+        third.id: ("due", None),
+    }
+    assert await outbox.expire(iso(NOW + 1), "expired", NOW + 30) == 1  # its hold lapsed
+    assert await outbox.next_due(["hook"]) is None
+    assert await outbox.claim(["hook"], NOW + 31, hold=30, owner="w2") == []
