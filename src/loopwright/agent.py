@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,6 +109,7 @@ class Agent:
     """Times a reply cut by the output limit (without tool calls) is continued: the model is
     asked to go on where it stopped and the pieces are joined (`message:truncated`)."""
     _specs: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
+    _spec_chars: int | None = field(default=None, init=False, repr=False, compare=False)
     _by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
     _live: tuple[Toolset, ...] = field(default=(), init=False, repr=False, compare=False)
     _listed: dict[int, tuple[int, tuple[Tool, ...]]] = field(
@@ -157,6 +159,19 @@ class Agent:
         return self._specs
 
     @property
+    def spec_chars(self) -> int:
+        """The characters the tools' names, descriptions and schemas add to every request
+        (counted once a listing: the budget's estimate before the provider reports)."""
+        if self._spec_chars is None:
+            chars = sum(
+                len(s.name) + len(s.description) + len(json.dumps(s.parameters))
+                for s in self._specs
+            )
+            object.__setattr__(self, "_spec_chars", chars)
+            return chars
+        return self._spec_chars
+
+    @property
     def current_tools(self) -> tuple[Tool, ...]:
         """Every tool the agent offers now: its own, and its live toolsets' as last listed."""
         return tuple(self._by_name.values())
@@ -203,6 +218,7 @@ class Agent:
         self._by_name.clear()
         self._by_name.update(table)
         object.__setattr__(self, "_specs", tuple(t.spec for t in table.values()))
+        object.__setattr__(self, "_spec_chars", None)
 
     def gate(self) -> Gate:
         """The permission gate this agent's calls go through (a rules file is loaded when the

@@ -8,7 +8,6 @@ the system prompt and the tool schemas too, not only the messages (and their att
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from ..events import BudgetCheck, Nudge
@@ -55,10 +54,7 @@ budget_ok = maker(BudgetCheck)  # (every step's: see `_values.maker`)
 def prompt_tokens(agent: Agent) -> int:
     """The estimate of what every request carries besides the messages: the system prompt
     and the tools' names, descriptions and schemas."""
-    chars = len(agent.instructions)
-    for spec in agent.tool_specs:
-        chars += len(spec.name) + len(spec.description) + len(json.dumps(spec.parameters))
-    return chars // 4
+    return (len(agent.instructions) + agent.spec_chars) // 4
 
 
 def context_budget(agent: Agent, model: Model) -> int:
