@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-import loopwright  # noqa: F401  (imports every module that declares values)
+import loopwright.agent
 import loopwright.events as ev
+import loopwright.loop.session  # noqa: F401
 import loopwright.messages as msg
 from loopwright.state import _values
 from loopwright.state._values import frozen, maker
