@@ -7,8 +7,9 @@ async for event in Session(agent).run("Where is my order?"):
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import exports
 
 if TYPE_CHECKING:
     from .agent import Agent, RetryPolicy
@@ -107,27 +108,7 @@ _WHERE = {
 the event classes until a program asks for them (issue 32 goal 5)."""
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, or a submodule (`loopwright.events`), imported the first time it is asked
-    for and kept in the module's namespace from then on."""
-    if name in _WHERE:
-        value = getattr(import_module(f".{_WHERE[name]}", __name__), name)
-    elif not name.startswith("_"):
-        try:
-            value = import_module(f".{name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
+__getattr__, __dir__ = exports(__name__, _WHERE, __all__)
 
 from . import telemetry as _telemetry  # noqa: E402
 
