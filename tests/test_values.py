@@ -13,7 +13,7 @@ import loopwright.messages as msg
 from loopwright.state import _values
 from loopwright.state._values import frozen, maker
 
-VALUES = sorted(_values._MAKERS, key=lambda cls: f"{cls.__module__}.{cls.__qualname__}")
+VALUES = sorted(_values.made(), key=lambda cls: f"{cls.__module__}.{cls.__qualname__}")
 
 
 def keywords(cls: type, *, every: bool) -> dict[str, object]:
@@ -127,7 +127,12 @@ def test_frozen_makes_the_dataclass_it_stands_for(body: str) -> None:
     assert sorted(vars(ours)) == sorted(vars(theirs))
     names = [f.name for f in dataclasses.fields(ours)]
     given = {name: [7] if name == "c" else 7 for name in names if name in ("a", "c")}
+    before = ours.__init__
     one, two, other = ours(**given), ours(**given), theirs(**given)
+    assert ours.__init__ is not before  # compiled on first use (`_first_init`), same signature:
+    assert [(p.name, p.kind, p.default) for p in inspect.signature(ours).parameters.values()] == [
+        (p.name, p.kind, p.default) for p in params[1]
+    ]
     assert repr(one) == repr(other).replace(theirs.__qualname__, ours.__qualname__)
     assert one == two and (one != two) is False and one.__eq__(other) is NotImplemented
     if "c" not in names:  # (a list is not hashable: neither class hashes it)

@@ -101,17 +101,64 @@ def _frozen(cls: type[T]) -> type[T]:
             raise FrozenInstanceError(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
 
-    made.__init__, _MAKERS[made] = _slot_init(made)
+    made.__init__ = _first_init(made, found)
     for method in (__eq__, __hash__, __repr__, __setattr__, __delattr__):
         method.__qualname__ = f"{made.__qualname__}.{method.__name__}"
         setattr(made, method.__name__, method)
     made.__getstate__, made.__setstate__ = _dataclass_getstate, _dataclass_setstate
     made.__dataclass_params__ = _PARAMS
     if not documented:  # the dataclass's, from its `__init__`'s signature (annotated)
-        made.__init__.__annotations__ = {**{f.name: f.type for f in found}, "return": None}
-        made.__doc__ = made.__name__ + str(inspect.signature(made)).replace(" -> None", "")
-        made.__init__.__annotations__ = {}
+        made.__doc__ = made.__name__ + str(_signature(found, annotated=True)).replace(
+            " -> None", ""
+        )
     return made  # type: ignore[no-any-return]
+
+
+def _first_init(cls: type[Any], found: tuple[Field[Any], ...]) -> Callable[..., None]:
+    """The class's `__init__` until it is first called or its maker is asked for: it compiles
+    the real one and the maker (`_slot_init`, a million instructions a class, which most event
+    classes never pay in a run), puts them in place and hands over. Its signature is the real
+    one's, for whoever inspects the class before."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _compiled(cls)(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__module__ = None  # type: ignore[assignment]  # (as `exec` leaves it, and its
+    __init__.__annotations__ = {}  # annotations)
+    self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    unannotated = _signature(found, annotated=False)
+    __init__.__signature__ = unannotated.replace(  # type: ignore[attr-defined]
+        parameters=[self, *unannotated.parameters.values()]
+    )
+    _LATER.add(cls)
+    return __init__
+
+
+def _compiled(cls: type[Any]) -> Callable[..., None]:
+    """The class's compiled `__init__`, compiled with its maker the first time it is needed."""
+    if cls in _LATER:
+        init, _MAKERS[cls] = _slot_init(cls)
+        cls.__init__ = init
+        _LATER.discard(cls)
+    return cls.__init__  # type: ignore[misc,no-any-return]
+
+
+def _signature(found: tuple[Field[Any], ...], *, annotated: bool) -> inspect.Signature:
+    """The signature `_slot_init`'s `__init__` has (less `self`): keyword-only, its defaults
+    (`<factory>` for a factory's); `annotated`, the dataclass's (each field's type, `-> None`)."""
+    empty = inspect.Parameter.empty
+    params = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=_FACTORY if f.default_factory is not MISSING else f.default,
+            annotation=f.type if annotated else empty,
+        )
+        for f in found
+    ]
+    params = [p.replace(default=empty) if p.default is MISSING else p for p in params]
+    return inspect.Signature(params, return_annotation=None if annotated else empty)
 
 
 def _values_of(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -158,10 +205,19 @@ def maker(cls: type[T]) -> type[T]:
     value of five fields; the maker 3 k). For the values made on the loop's hot path, named
     once at module level: `step_started = maker(ev.StepStarted)`. Typed as the class, so
     its keywords are checked; only call it."""
+    if cls in _LATER:
+        _compiled(cls)
     return _MAKERS[cls]  # type: ignore[return-value]
 
 
-_MAKERS: dict[type[Any], Callable[..., Any]] = {}  # (filled as classes are made, at import)
+_MAKERS: dict[type[Any], Callable[..., Any]] = {}  # (filled as classes are first used)
+_LATER: set[type[Any]] = set()
+"""The classes whose `__init__` and maker are not compiled yet (`_first_init`)."""
+
+
+def made() -> list[type[Any]]:
+    """Every class `frozen` has made so far, its `__init__` compiled or not."""
+    return [*_MAKERS, *_LATER]
 
 
 def _slot_init(cls: type[Any]) -> tuple[Any, Callable[..., Any]]:
