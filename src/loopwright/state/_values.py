@@ -58,8 +58,9 @@ def _frozen(cls: type[T]) -> type[T]:
     the methods it makes, for a third of the instructions (events are made at import): the
     dataclass machinery keeps the fields, slots and `__match_args__`, and none of its methods
     is compiled from source (each `exec` costs about half a million instructions). `__init__`
-    and the maker are compiled once, together (`_slot_init`); `__eq__`, `__hash__`, `__repr__`,
-    `__setattr__`, `__delattr__` are closures that do what the dataclass's do."""
+    and the maker are compiled together (`_slot_init`) when the class is first used
+    (`_first_init`); `__eq__`, `__hash__`, `__repr__`, `__setattr__`, `__delattr__` are closures
+    that do what the dataclass's do."""
     documented = bool(cls.__doc__)
     if not documented:  # (the dataclass would make one from `object.__init__`)
         cls.__doc__ = "made below"
