@@ -1,5 +1,6 @@
-"""bench/RESULTS.md is written by three scripts, each owning its sections (`## ` headings):
-run.py the first, callgrind.py "## Instructions", http_bench.py "## HTTP server"."""
+"""bench/RESULTS.md is written by four scripts, each owning its sections (`## ` headings):
+run.py the first, callgrind.py "## Instructions", http_bench.py "## HTTP server", imports.py
+"## Start-up (callgrind)"."""
 
 from __future__ import annotations
 

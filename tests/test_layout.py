@@ -115,7 +115,7 @@ FROM_THE_STORE = {
     },
     "store.opening": {"open_log", "log_at"},  # (opening it)
     "store.usage_report": {"UsageQuery", "GROUPS", "groups"},
-    "store.usage": {"as_json", "cost_text", "line"},  # usage as JSON and as text
+    "store.usage": {"as_json", "cost_text", "line", "GROUPS"},  # usage as JSON and as text
     "store.sql": {"iso"},  # a time as the store writes it
     "store.pg_schema": {"shown"},  # a database named without its password
     # the notification outbox, which the notify worker empties (claims, attempts, its link

@@ -58,8 +58,11 @@ MUTATORS = {
 
 ALLOWED = {
     # -- built once at import: a registry of constants, not state ------------------------------
-    "state/_values.py: _MAKERS mutated": "each frozen class's maker, added by `@frozen` as the class "
-    "is defined (at import); never written by a run",
+    "state/_values.py: _MAKERS mutated": "each frozen class's maker, compiled with its `__init__` "
+    "the first time the class is used (`_first_init`, issue 32: not at import): a cache of code, "
+    "the same whichever run fills it, holding nothing of a run",
+    "state/_values.py: _LATER mutated": "the frozen classes not compiled yet (`_first_init`): "
+    "each leaves it once, when it is first used",
     # -- process-wide by contract (documented), read or written by configuration, not by runs --
     "models/__init__.py: _PROVIDERS mutated": "the provider registry: `register_provider` (public, "
     "docs/providers.md) and the installed plugins' entry points; configuration of the process",

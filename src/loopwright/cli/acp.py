@@ -9,14 +9,14 @@ editor left paused can be resolved from `loopwright approvals` (see docs/acp.md)
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
+from typing import TYPE_CHECKING
 
-from ..agent import Agent
 from .common import EPILOG, CliError, Place, add_place_options
 from .logs import everything_to_stderr
-from .run import find_agent
-from .runner import opened
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +43,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def acp_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .run import find_agent
+
     try:
         import acp  # noqa: F401
     except ImportError:
@@ -61,6 +65,7 @@ def acp_command(args: argparse.Namespace) -> int:
 
 async def _serve(agent: Agent, place: Place) -> None:
     from ..acp import serve
+    from .runner import opened
 
     async with opened(place, {agent.name: agent}) as runtime:
         await serve(runtime, agent, place.tenant, str(place.root))

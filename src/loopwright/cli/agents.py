@@ -7,11 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agent import Agent
-from ..model_settings import as_data
-from ..project import rules_of
 from .common import (
     CliError,
     add_json_option,
@@ -25,6 +22,9 @@ from .common import (
     shown,
     table,
 )
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,6 +84,9 @@ def agents_command(args: argparse.Namespace) -> int:
 
 def describe(agent: Agent, folder: Path) -> dict[str, Any]:
     """The agent's resolved configuration as plain data."""
+    from ..model_settings import as_data
+    from ..project import rules_of
+
     tools = [
         {"name": t.name, "description": t.description, "parameters": t.parameters}
         for t in agent.current_tools

@@ -11,19 +11,13 @@ process that was to resume it died), resumes it here."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agent import Agent
-from ..approvals import Answer, Approval
 from ..errors import ConfigError
-from ..runtime import LiveRun, Resolved, Runtime
-from ..store import PendingRecord
-from ..store.log import Page, SessionKey
 from .common import (
     EXIT_CODES,
     CliError,
@@ -40,7 +34,14 @@ from .common import (
 )
 from .links import add_link_parser, print_link
 from .pages import add_page_options, pages
-from .runner import Display, explain_pause, opened, show_run
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..approvals import Answer, Approval
+    from ..runtime import LiveRun, Resolved, Runtime
+    from ..store import PendingRecord
+    from ..store.log import Page, SessionKey
+    from .runner import Display
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,6 +102,8 @@ def _list_options(parser: argparse.ArgumentParser) -> None:
 
 
 def approvals_command(args: argparse.Namespace) -> int:
+    import asyncio
+
     place = place_of(args)
     agents = place.agents()  # a dead run's items are closed before they are listed
     if (args.action or "list") == "list":
@@ -112,6 +115,8 @@ def approvals_command(args: argparse.Namespace) -> int:
 
 async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
     """One page of open items, in the order they were requested (every one with `--all`)."""
+    from .runner import opened
+
     session = opt(args, "session")
     items: list[PendingRecord] = []
     async with opened(place, agents) as runtime:
@@ -146,6 +151,8 @@ async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.N
 
 
 async def decide(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
+    from .runner import Display, opened
+
     output = Display(args)  # the prompt answers the resumed run's next ask, at a terminal
     async with opened(place, agents) as runtime:
         item = await runtime.item(place.tenant, args.id)
@@ -173,6 +180,8 @@ async def _after(
     output: Display,
 ) -> int:
     """Say what the decision did, and render the run it resumed here."""
+    from .runner import explain_pause
+
     say, item = sys.stderr.write, result.item
     if result.status == "invalid":
         raise CliError(
@@ -230,6 +239,8 @@ async def _render(
     runtime: Runtime, place: Place, root: SessionKey, run: LiveRun, output: Display
 ) -> int:
     """Stream the run resumed here; its exit status."""
+    from .runner import explain_pause, show_run
+
     done = await show_run(runtime, run, output)
     if done.stop_reason == "paused":
         ref = folder_ref(place.root) if place.bare else root.agent
@@ -238,6 +249,8 @@ async def _render(
 
 
 def _decision(args: argparse.Namespace, item: PendingRecord) -> Approval | Answer:
+    from ..approvals import Answer, Approval
+
     by = user_name()  # the terminal's user (`--by` is only a note: `decide`)
     if args.action == "answer":
         if item.kind != "question":

@@ -4,26 +4,23 @@ log are, how an agent is found (by name in a project, or by folder), and small o
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
 import shlex
 import sys
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import events as ev
-from ..agent import Agent
 from ..errors import ConfigError
-from ..project import NAME_RULE, Project, load_project
-from ..runtime.decisions import terminal_user
-from ..store import StoreError
-from ..store.log import Store, is_postgres
-from ..store.opening import open_log
+
+if TYPE_CHECKING:
+    from .. import events as ev
+    from ..agent import Agent
+    from ..project import Project
+    from ..store.log import Store
 
 EXIT_CODES: dict[ev.RunStopReason, int] = {
     "completed": 0,
@@ -138,6 +135,8 @@ class Place:
         return shown(self.root)
 
     def store_path(self) -> Path:
+        from ..project import Project
+
         if self.bare:
             home = os.environ.get("LOOPWRIGHT_HOME")
             return Path(home) / "loopwright.db" if home else self.root / ".loopwright/loopwright.db"
@@ -145,6 +144,8 @@ class Place:
 
     def store_url(self) -> str | Path:
         """Where the event log is (`Project.store_url`; a bare folder's file otherwise)."""
+        from ..project import Project
+
         if self.bare:
             return os.environ.get("LOOPWRIGHT_STORE_URL") or self.store_path()
         return Project(root=self.root, settings=self.settings()).store_url()
@@ -152,6 +153,8 @@ class Place:
     def store_pool_size(self) -> int | None:
         """A PostgreSQL log's pool size (`Project.store_pool_size`; only the environment's in a
         bare folder)."""
+        from ..project import Project
+
         if self.bare:
             return Project(root=self.root).store_pool_size()
         return Project(root=self.root, settings=self.settings()).store_pool_size()
@@ -159,6 +162,8 @@ class Place:
     def store_shown(self) -> str:
         """Where the event log is, as messages name it: the SQLite file, or the PostgreSQL
         database (never its password)."""
+        from ..store.log import is_postgres
+
         where = self.store_url()
         if isinstance(where, str) and is_postgres(where):
             from ..store.pg_schema import shown as database
@@ -170,6 +175,8 @@ class Place:
 
     def settings(self) -> dict[str, Any]:
         """loopwright.toml, read without loading any agent."""
+        import tomllib
+
         toml = self.root / "loopwright.toml"
         if not toml.is_file():
             return {}
@@ -184,6 +191,9 @@ class Place:
 
     async def log(self) -> Store:
         """The place's event log (created on first use, inside a project or a bare folder)."""
+        from ..store import StoreError
+        from ..store.opening import open_log
+
         if not os.environ.get("LOOPWRIGHT_HOME"):
             self.require_project()  # never create a log in a folder that is not ours
         try:
@@ -201,6 +211,8 @@ class Place:
         return dict(self.project().agents)
 
     def project(self) -> Project:
+        from ..project import load_project
+
         if self._project is None:
             try:
                 self._project = load_project(self.root)
@@ -267,6 +279,10 @@ def load_agent_folder(folder: Path) -> Agent:
 
 def load_agent_file(file: Path) -> Agent:
     """The `agent` exported by an agent.py (it may import its neighbours, like tools.py)."""
+    import importlib.util
+
+    from ..agent import Agent
+
     folder = file.resolve().parent
     name = "loopwright_agent_" + "".join(c if c.isalnum() else "_" for c in folder.name)
     spec = importlib.util.spec_from_file_location(name, file)
@@ -301,6 +317,8 @@ def load_agent_file(file: Path) -> Agent:
 
 
 def check_name(name: str, what: str = "agent name") -> str:
+    from ..project import NAME_RULE
+
     if not NAME.fullmatch(name):
         raise CliError(
             f"invalid {what} {name!r}: {NAME_RULE}", hint="e.g. `loopwright new support`"
@@ -334,6 +352,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def user_name() -> str:
     """Who decides at this terminal, as decisions record it (`runtime.decisions`)."""
+    from ..runtime.decisions import terminal_user
+
     return terminal_user()
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agent import Agent
 from ..errors import ConfigError
-from ..notify import NotifySettings, links_for
 from .common import CliError, Place, add_place_options, config_error
-from .runner import opened
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 
 def add_link_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +40,9 @@ def base_of(settings: Mapping[str, Any]) -> str:
 
 
 async def print_link(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
+    from ..notify import NotifySettings, links_for
+    from .runner import opened
+
     project = place.project().settings if place.is_project else {}
     try:
         settings = NotifySettings.from_project(project)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from ..errors import (
     ConfigError,
@@ -21,7 +22,6 @@ from ..errors import (
     UnknownPending,
     UnknownSession,
 )
-from ..store import StoreError
 from . import acp, agents, approvals, new, run, serve, sessions, usage
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 from .logs import redact_logs
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             raise CliError(f"{exc}", hint=hint + " (check --project and --tenant)") from None
         except SessionBusy as exc:
             raise CliError(str(exc), hint="one run at a time per session: wait for it") from None
-        except (StoreError, LoopwrightError) as exc:
+        except (_store_error(), LoopwrightError) as exc:  # (the store: loaded by then)
             raise CliError(str(exc), hint="see `loopwright --help`") from None
     except CliError as exc:
         print(f"loopwright: error: {exc}", file=sys.stderr)
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"loopwright {_version()}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.add_parser(commands)
     new.add_parsers(commands)
@@ -101,6 +101,21 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo import demo
 
     return demo(args)
+
+
+def _store_error() -> type[Exception]:
+    from ..store import StoreError
+
+    return StoreError
+
+
+class _Version(argparse._VersionAction):
+    """argparse's `version` action, with the version looked up only when it is asked for (the
+    package metadata costs more to import than the rest of the command line's start)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        self.version = f"loopwright {_version()}"
+        super().__call__(parser, *args, **kwargs)
 
 
 def _version() -> str:

@@ -8,10 +8,12 @@ import argparse
 import shlex
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..store.log import Page
 from .common import CliError, opt
+
+if TYPE_CHECKING:
+    from ..store.log import Page
 
 LIMIT = 50
 ALL_PAGE = 500

@@ -11,23 +11,12 @@ resumes a paused run.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from .. import events as ev
-from ..agent import Agent
-from ..attachments import AttachmentError, attachment, image
 from ..errors import ConfigError, SessionBusy, UnknownSession
-from ..messages import UserMessage
-from ..model_settings import ModelSettings
-from ..project import with_model
-from ..runtime import Runtime
-from ..store.log import SESSION_ID_RULE, SessionKey, valid_session_id
 from .common import (
     EPILOG,
     EXIT_CODES,
@@ -43,7 +32,13 @@ from .common import (
     place_of,
     tenant_of,
 )
-from .runner import Display, explain_pause, opened, show_run
+
+if TYPE_CHECKING:
+    from .. import events as ev
+    from ..agent import Agent
+    from ..messages import UserMessage
+    from ..model_settings import ModelSettings
+    from ..runtime import Runtime
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -125,6 +120,11 @@ def add_output_options(command: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..project import with_model
+    from ..store.log import SESSION_ID_RULE, valid_session_id
+
     if args.session is not None and not valid_session_id(args.session):
         raise CliError(
             f"--session must be {SESSION_ID_RULE}", hint="a session id is the text you choose"
@@ -155,6 +155,8 @@ async def _run(
     message: str | UserMessage | None,
     args: argparse.Namespace,
 ) -> ev.Done:
+    from .runner import Display, explain_pause, opened, show_run
+
     output = Display(args)  # before the log: the prompt's terminal is checked first
     async with opened(place, {agent.name: agent}) as runtime:
         new = not args.session or not await _exists(runtime, place, agent, args.session)
@@ -193,6 +195,10 @@ async def _run(
 
 def run_settings(given: list[str]) -> ModelSettings | None:
     """`--setting KEY=VALUE` options as the run's model settings (each VALUE read as YAML)."""
+    import yaml
+
+    from ..model_settings import ModelSettings
+
     if not given:
         return None
     values: dict[str, Any] = {}
@@ -211,6 +217,8 @@ def run_settings(given: list[str]) -> ModelSettings | None:
 
 
 async def _exists(runtime: Runtime, place: Place, agent: Agent, session_id: str) -> bool:
+    from ..store.log import SessionKey
+
     try:
         await runtime.session(SessionKey(place.tenant, agent.name, session_id))
     except UnknownSession:
@@ -248,6 +256,9 @@ def read_message(args: argparse.Namespace) -> str:
 
 def with_files(text: str, args: argparse.Namespace) -> str | UserMessage:
     """The message with the --image and --file attachments (read and checked now)."""
+    from ..attachments import AttachmentError, attachment, image
+    from ..messages import UserMessage
+
     try:
         found = [image(p) for p in args.image] + [attachment(p) for p in args.file]
     except AttachmentError as exc:

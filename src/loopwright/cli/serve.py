@@ -6,22 +6,19 @@ no new connections, open requests get a few seconds, live runs are cancelled and
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import dataclasses
-import signal
-import socket
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..notify.config import NotifySettings
-from ..store import StoreError
 from .common import CliError, add_place_options, config_error, place_of
 from .logs import redact_handlers
 
 if TYPE_CHECKING:
+    import socket
+
     import uvicorn
 
     from ..server import State
@@ -58,6 +55,9 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def serve_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..notify.config import NotifySettings
     from ..server import ServerSettings, create_app
     from ..server.limits import serve_config
 
@@ -111,7 +111,10 @@ async def _serve(
 ) -> None:
     """Open the event log (a bad [store] url is an error now, not at the first request), say
     where it serves, and serve until stopped."""
+    import asyncio
+
     from ..server.app import open_store
+    from ..store import StoreError
 
     try:
         await open_store(state)
@@ -137,6 +140,8 @@ async def _serve(
 
 
 def _listen(host: str, port: int) -> socket.socket:
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so (without
     # it every small response waits for the peer's delayed ACK, ~40 ms).
@@ -161,6 +166,9 @@ def say(text: str) -> None:
 def _server(config: uvicorn.Config) -> uvicorn.Server:
     """uvicorn's server with our signal handling: SIGINT/SIGTERM stop it gracefully (a second
     SIGINT at once), and the process then exits normally (uvicorn would re-raise the signal)."""
+    import asyncio
+    import signal
+
     import uvicorn
 
     class Server(uvicorn.Server):

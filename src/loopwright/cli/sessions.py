@@ -6,22 +6,13 @@ when the same id is used by several agents of the tenant."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from .. import events as ev
-from ..agent import Agent
 from ..errors import UnknownSession
-from ..runtime import Runtime
-from ..state.compaction import Compaction, compactability, why_not
-from ..store.log import Page, SessionKey, SessionRecord
-from ..store.usage import line as usage_line
-from ..store.usage_report import UsageQuery
-from ..wire import to_dict
 from .common import (
     EXIT_CODES,
     CliError,
@@ -35,7 +26,12 @@ from .common import (
     table,
 )
 from .pages import add_page_options, pages
-from .runner import Display, opened, show_run
+
+if TYPE_CHECKING:
+    from .. import events as ev
+    from ..agent import Agent
+    from ..runtime import Runtime
+    from ..store.log import Page, SessionKey, SessionRecord
 
 EXPORT_PAGE = 1000
 """Events (or sessions) read from the log at a time by `show`, `export` and the id lookup."""
@@ -79,6 +75,8 @@ def _list_options(parser: argparse.ArgumentParser) -> None:
 
 
 def sessions_command(args: argparse.Namespace) -> int:
+    import asyncio
+
     action = args.action or "list"
     if action == "compact":
         return compact(args)
@@ -90,6 +88,8 @@ def sessions_command(args: argparse.Namespace) -> int:
 async def list_sessions(place: Place, args: argparse.Namespace) -> int:
     """One page of sessions, newest first (every one with `--all`: JSON lines as they are
     read)."""
+    from .runner import opened
+
     records: list[SessionRecord] = []
     async with opened(place, {}) as runtime:
 
@@ -127,6 +127,10 @@ def as_row(record: SessionRecord) -> dict[str, Any]:
 
 
 async def show(place: Place, args: argparse.Namespace) -> int:
+    from ..store.usage import line as usage_line
+    from ..store.usage_report import UsageQuery
+    from .runner import opened
+
     async with opened(place, {}) as runtime:
         record = await find(runtime, place, args.id, args.agent)
         key = record.key
@@ -149,6 +153,8 @@ async def show(place: Place, args: argparse.Namespace) -> int:
 
 
 async def export(place: Place, args: argparse.Namespace) -> int:
+    from .runner import opened
+
     async with opened(place, {}) as runtime:
         key = (await find(runtime, place, args.id, args.agent)).key
         if not args.out:
@@ -164,6 +170,8 @@ async def export(place: Place, args: argparse.Namespace) -> int:
 async def export_jsonl(runtime: Runtime, key: SessionKey, out: IO[str]) -> int:
     """Write a session's log as JSON lines `{"seq", "at", "event"}`, reading it a page at a
     time; returns the line count."""
+    from ..wire import to_dict
+
     count = after = 0
     while stored := await runtime.read(key, after=after, limit=EXPORT_PAGE):
         for item in stored:
@@ -187,6 +195,8 @@ async def _using(runtime: Runtime, tenant: str, session_id: str) -> list[Session
 async def find(runtime: Runtime, place: Place, session_id: str, agent: str | None) -> SessionRecord:
     """The session `session_id` of `agent`, or of whichever agent uses that id (`UnknownSession`
     when none does; a usage error when several do and `agent` does not say which)."""
+    from ..store.log import SessionKey
+
     if agent is not None:
         return await runtime.session(SessionKey(place.tenant, agent, session_id))
     found = await _using(runtime, place.tenant, session_id)
@@ -203,6 +213,8 @@ async def find(runtime: Runtime, place: Place, session_id: str, agent: str | Non
 
 def conversation(events: Iterable[ev.Event]) -> list[str]:
     """The log as a person reads it: user, assistant and tool lines, decisions, run ends."""
+    from .. import events as ev
+
     lines: list[str] = []
     for event in events:
         match event:
@@ -247,11 +259,16 @@ def conversation(events: Iterable[ev.Event]) -> list[str]:
 
 
 def compact(args: argparse.Namespace) -> int:
+    import asyncio
+
     place = place_of(args)
     return asyncio.run(_compact(place, args))
 
 
 async def _compact(place: Place, args: argparse.Namespace) -> int:
+    from ..state.compaction import Compaction, compactability, why_not
+    from .runner import Display, opened, show_run
+
     output = Display(args)
     agents: dict[str, Agent] = {}  # the runtime's: the session's agent, once it is found
     async with opened(place, agents) as runtime:

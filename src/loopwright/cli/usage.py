@@ -4,13 +4,11 @@ session, day or model, read from the event log's usage rows (`store.usage_report
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Awaitable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from ..store.log import Page
-from ..store.usage import cost_text
-from ..store.usage_report import GROUPS, UsageQuery, groups
+from ..store.usage import GROUPS
 from .common import (
     CliError,
     Place,
@@ -22,7 +20,10 @@ from .common import (
     table,
 )
 from .pages import add_page_options, pages
-from .runner import opened
+
+if TYPE_CHECKING:
+    from ..store.log import Page
+    from ..store.usage_report import UsageQuery
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +50,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def usage_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..store.usage_report import UsageQuery, groups
+
     place = place_of(args)
     try:
         query = UsageQuery(
@@ -67,6 +72,9 @@ def usage_command(args: argparse.Namespace) -> int:
 
 
 async def _report(place: Place, args: argparse.Namespace, query: UsageQuery) -> int:
+    from ..store.usage import cost_text
+    from .runner import opened
+
     groups = []
     by = query.by
     async with opened(place, {}) as runtime:

@@ -27,15 +27,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
-import yaml
-
 from ..errors import ConfigError
 from ..events import DecisionKind, Scope
 from .rule_values import _ORDER, _kind
 from .rule_values import Condition as Condition
 from .rule_values import Op as Op
 from .rule_values import Rule as Rule
-from .rules_yaml import Parser
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +78,10 @@ class Rules:
     @classmethod
     def from_yaml(cls, text: str, *, source: str | None = None) -> Rules:
         """Parse a rules file; a mistake raises ConfigError naming `source` and the line."""
+        import yaml  # (here: a program with no rules file never loads a YAML parser)
+
+        from .rules_yaml import Parser
+
         label = source or "<rules>"
         try:
             loader = yaml.SafeLoader(text)

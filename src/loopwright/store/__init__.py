@@ -17,17 +17,22 @@ The records (`StoredEvent`, `PendingRecord`) and errors (`StoreError`, `StaleWri
 
 from __future__ import annotations
 
-from .log import EventLog, SessionKey, Store
-from .opening import open_log
-from .records import (
-    PendingRecord,
-    PendingStatus,
-    SessionStatus,
-    StaleWriter,
-    StoredEvent,
-    StoreError,
-    data_dir,
-)
+from typing import TYPE_CHECKING
+
+from .._lazy import exports
+
+if TYPE_CHECKING:
+    from .log import EventLog, SessionKey, Store
+    from .opening import open_log
+    from .records import (
+        PendingRecord,
+        PendingStatus,
+        SessionStatus,
+        StaleWriter,
+        StoredEvent,
+        StoreError,
+        data_dir,
+    )
 
 __all__ = [
     "EventLog",
@@ -42,3 +47,18 @@ __all__ = [
     "data_dir",
     "open_log",
 ]
+
+_WHERE = {
+    "EventLog": "log",
+    "SessionKey": "log",
+    "Store": "log",
+    "open_log": "opening",
+    "PendingRecord": "records",
+    "PendingStatus": "records",
+    "SessionStatus": "records",
+    "StaleWriter": "records",
+    "StoredEvent": "records",
+    "StoreError": "records",
+    "data_dir": "records",
+}
+__getattr__, __dir__ = exports(__name__, _WHERE, __all__)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+GROUPS = ("agent", "session", "day", "model")
+"""What usage can be grouped by (`store.usage_report`, `loopwright usage --by`)."""
 NAMES = {
     "requests": "requests",
     "input_tokens": "inputTokens",

@@ -17,8 +17,8 @@ from typing import Any
 
 from .records import Page
 from .sql import Dialect, Program, Rows
+from .usage import GROUPS as GROUPS
 
-GROUPS = ("agent", "session", "day", "model")
 """What a report may be grouped by, in the order the keys appear in each group."""
 # each group: its keys, then the sums (`cost` is null when no request of the group had a
 # price; `unpriced` counts the requests without one, so a partial cost is never silent)
