@@ -118,12 +118,11 @@ FROM_THE_STORE = {
     "store.usage": {"as_json", "cost_text", "line", "GROUPS"},  # usage as JSON and as text
     "store.sql": {"iso"},  # a time as the store writes it
     "store.pg_schema": {"shown"},  # a database named without its password
-    # the notification outbox, which the notify worker empties (claims, attempts, its link
-    # key): not through the runtime yet
-    "store.outbox": {"Delivery", "AttemptOutcome", "Outbox", "outbox_of"},
+    # the notification outbox's values (the worker reaches the outbox through the runtime)
+    "store.outbox": {"Delivery", "AttemptOutcome", "Outbox"},
 }
 """What a door may import from the store, by module (issue 30 point 4): values and pure
-functions of them, errors, opening the log, and (not yet through the runtime) the outbox."""
+functions of them, errors, and opening the log."""
 
 
 def _seam() -> set[str]:

@@ -52,6 +52,6 @@ async def print_link(place: Place, agents: Mapping[str, Agent], args: argparse.N
         item = await runtime.item(place.tenant, args.id)
         if item.status != "open":
             raise CliError(f"{item.id} is {item.status} already (by {item.decided_by})")
-        links = (await links_for(settings, runtime.log, base_of(project))).of(item)
+        links = (await links_for(settings, runtime, base_of(project))).of(item)
     print(json.dumps(links) if args.json else links["page"])
     return 0

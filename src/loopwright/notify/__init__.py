@@ -19,8 +19,6 @@ from typing import Any
 from ..errors import ConfigError
 from ..plugins import Notifier
 from ..runtime.reading import Reading
-from ..store.log import Store
-from ..store.outbox import outbox_of
 from .config import EVENTS, NotifySettings, Webhook
 from .links import Links, link_key
 from .signing import SIGNATURE_HEADER, signature, verify
@@ -44,9 +42,9 @@ __all__ = [
 ]
 
 
-async def links_for(settings: NotifySettings, log: Store, default_base: str) -> Links:
+async def links_for(settings: NotifySettings, runtime: Reading, default_base: str) -> Links:
     """The links of this project's server (`[notify] base_url`, else `default_base`)."""
-    key = await link_key(settings, outbox_of(log))
+    key = await link_key(settings, runtime.outbox)
     return Links(settings.base_url or default_base, key, settings.link_ttl)
 
 
@@ -73,7 +71,7 @@ async def start(
         return None
     notifiers: list[Notifier] = [WebhookNotifier(hook) for hook in settings.webhooks]
     notifiers += extra
-    links = await links_for(settings, runtime.log, default_base)
+    links = await links_for(settings, runtime, default_base)
     deliverer = Deliverer(runtime, notifiers, settings, links, **options)
     deliverer.start()
     return deliverer

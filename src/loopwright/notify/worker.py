@@ -36,7 +36,7 @@ from ..errors import UnknownPending
 from ..plugins import Notifier
 from ..runtime.commits import new_owner
 from ..runtime.reading import Reading
-from ..store.outbox import AttemptOutcome, Delivery, outbox_of
+from ..store.outbox import AttemptOutcome, Delivery
 from ..store.sql import iso
 from .config import NotifySettings, public_name
 from .links import Links
@@ -86,7 +86,7 @@ class Deliverer:
         poll: float = 0.5,
         in_flight: int = IN_FLIGHT,
     ) -> None:
-        self.reading, self.outbox = reading, outbox_of(reading.log)
+        self.reading, self.outbox = reading, reading.outbox
         self.notifiers = {n.name: n for n in notifiers}
         self.settings, self.links = settings, links
         self.clock, self.random, self.base, self.cap = clock, random, base, cap

@@ -16,7 +16,7 @@ from typing import Any
 from .. import events as ev
 from ..store import PendingRecord, PendingStatus, StoredEvent
 from ..store.log import Page, SessionKey, SessionRecord, Store
-from ..store.outbox import outbox_of
+from ..store.outbox import Outbox, outbox_of
 from ..store.usage_report import UsageQuery
 from . import follow as following
 from .decisions import chain, key_of, open_under
@@ -192,4 +192,9 @@ class Reading:
         self, tenant: str, *, item: str | None = None, limit: int = 100, cursor: str | None = None
     ) -> Page:
         """A page of the tenant's notification deliveries, newest first (`Outbox.deliveries`)."""
-        return await outbox_of(self.log).deliveries(tenant, item=item, limit=limit, cursor=cursor)
+        return await self.outbox.deliveries(tenant, item=item, limit=limit, cursor=cursor)
+
+    @property
+    def outbox(self) -> Outbox:
+        """The notifications' outbox kept with the log (the notify worker empties it)."""
+        return outbox_of(self.log)

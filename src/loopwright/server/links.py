@@ -138,7 +138,7 @@ async def _key(request: Request) -> str:
     if key is None:
         state = state_of(request)
         settings = NotifySettings.from_project(state.project.settings)
-        key = (await notify.links_for(settings, state.log, base_url(state))).key
+        key = (await notify.links_for(settings, state.runtime, base_url(state))).key
         request.app.state.link_key = key
     return key
 
