@@ -173,3 +173,22 @@ async def test_an_mcp_servers_question_is_cut() -> None:
     assert asked.question == f"{whole[:4_000]}… [{len(whole) - 4_000:,} characters cut]"
     assert asked.options == [str(i) for i in range(50)]
     assert (await elicit.answer("srv", None, "m" * 100_000, schema)) == asked
+
+
+async def test_a_result_keeps_at_most_max_attachments(runtimes: Any, logs: Any) -> None:
+    """Each attachment is bounded (5 MB), and so is their number: a result keeps the first
+    `MAX_ATTACHMENTS` and its text says how many more were dropped."""
+    from loopwright.attachments import document
+    from loopwright.loop.calls import MAX_ATTACHMENTS
+
+    @tool
+    async def pages() -> list[Any]:
+        """Returns many pages."""
+        return ["the pages", *(document(f"page {i}".encode(), name=f"p{i}.txt") for i in range(25))]
+
+    model = scripted({"tool_calls": [call("pages", "p1")]}, "ok")
+    events = await stored(runtimes, logs, Agent(model=model, tools=[pages]))
+    [output] = [e for e in events if isinstance(e, ev.ToolOutput)]
+    assert MAX_ATTACHMENTS == 20
+    assert output.content == "the pages\n[5 more attachments dropped]"
+    assert [a.name for a in output.attachments or ()] == [f"p{i}.txt" for i in range(20)]

@@ -27,6 +27,9 @@ from .threads import NOT_STARTED, Job
 
 log = logging.getLogger("loopwright.tools")
 
+MAX_ATTACHMENTS = 20
+"""Attachments one result keeps (in order); the result's text says how many more were dropped."""
+
 NOT_RUN = "[cancelled: the call did not start]"
 STOPPED = "[cancelled: the call was stopped while it ran; it may have done part of its work]"
 STILL_RUNNING = (  # (a thread that outlives the run's grace is logged for operators only)
@@ -124,6 +127,9 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
         terminate, is_error, value = value.terminate, value.is_error, value.content
     value, images = split_images(value)  # an image the tool returned goes beside its text
     content = valid(to_content(value))  # a result the log can take (no lone surrogate)
+    if images is not None and len(images) > MAX_ATTACHMENTS:  # (each is bounded: `max_bytes`)
+        content += f"\n[{len(images) - MAX_ATTACHMENTS} more attachments dropped]"
+        images = images[:MAX_ATTACHMENTS]
     name, cap = item.tool.name, cap_of(item, max_output)
     if len(content) > cap:
         return Outcome(
