@@ -200,11 +200,15 @@ async def keepalive(items: AsyncIterator[T], every: float) -> AsyncIterator[T | 
     task = asyncio.get_running_loop().create_task(pump())
     try:
         while True:
-            try:
-                got = await asyncio.wait_for(queue.get(), every)
-            except TimeoutError:
-                yield None
-                continue
+            if queue.empty():  # (only a wait needs a timer: what is queued is taken at once)
+                try:
+                    async with asyncio.timeout(every):
+                        got = await queue.get()
+                except TimeoutError:
+                    yield None
+                    continue
+            else:
+                got = queue.get_nowait()
             if got is None:
                 return
             if isinstance(got, BaseException):
