@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import events as ev
 from ..runtime.follow import Item, keepalive
-from ..wire import Profile, to_dict
+from ..wire import Profile, dumps, to_dict
 
 KEEPALIVE = ": keep-alive\n\n"
 
@@ -23,16 +23,18 @@ KEEPALIVE = ": keep-alive\n\n"
 def frame(event: ev.Event, seq: int | None, profile: Profile) -> str | None:
     """The SSE frame of one event, or None when `profile` leaves it out (v1: a failed run's
     `done` too, its `error` is the stream's last frame)."""
-    if profile == "v1" and isinstance(event, ev.Done) and event.stop_reason == "error":
-        return None
-    data = to_dict(event, profile)
-    if data is None:
-        return None
-    lines = [f"event: {data['type']}"]
-    if seq is not None:
-        lines.append(f"id: {seq}")
-    lines.append("data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-    return "\n".join(lines) + "\n\n"
+    if profile == "full":  # (serialised once: the JSON the log stores, redacted)
+        kind, text = event.type, dumps(event)
+    else:
+        if isinstance(event, ev.Done) and event.stop_reason == "error":
+            return None
+        data = to_dict(event, profile)
+        if data is None:
+            return None
+        kind, text = data["type"], json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if seq is None:
+        return f"event: {kind}\ndata: {text}\n\n"
+    return f"event: {kind}\nid: {seq}\ndata: {text}\n\n"
 
 
 class EventStream(StreamingResponse):
