@@ -5,12 +5,15 @@ stream carries is that of a committed event."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
+
+import pytest
 
 from conftest import call, scripted
 from loopwright import Agent, Approval
 from loopwright import events as ev
-from loopwright.runtime.follow import keepalive
+from loopwright.runtime.follow import batches, keepalive
 from loopwright.store.log import SessionKey
 from loopwright.testing import FunctionModel, Reply
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
@@ -422,3 +425,24 @@ async def test_a_steer_sent_as_a_run_releases_its_session_is_logged_for_the_next
     await ended(next_run)
     injected = [e for e in next_run.items if isinstance(e, ev.SteeringInjected)]
     assert [e.message.content for e in injected] == ["and this"]
+
+
+async def test_what_was_queued_while_the_reader_was_away_comes_as_one_batch() -> None:
+    """A stream's reader that falls behind sends on what was queued in one go (one SSE send),
+    in order; the end, or a failure, comes after the batch before it."""
+
+    async def burst() -> AsyncIterator[int]:
+        for i in range(5):
+            yield i  # (no await between: all five are queued before the reader is back)
+
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        yield 2
+        raise ValueError("the log went away")
+
+    assert [b async for b in batches(burst(), 10.0)] == [[0, 1, 2, 3, 4]]
+    got: list[list[int] | None] = []
+    with pytest.raises(ValueError, match="the log went away"):
+        async for batch in batches(failing(), 10.0):
+            got.append(batch)
+    assert got == [[1, 2]]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Protocol, TypeVar
 
 from .. import events as ev
@@ -184,9 +184,22 @@ def _retrieved(step: asyncio.Future[StoredEvent]) -> None:
 
 
 async def keepalive(items: AsyncIterator[T], every: float) -> AsyncIterator[T | None]:
-    """`items`, with a None after each `every` seconds of silence: a held stream stays open
-    through a long pause (an SSE comment line per None). A task of its own reads `items`, so a
-    silence never interrupts it mid-step; closing this iterator closes `items`."""
+    """`items`, with a None after each `every` seconds of silence (`batches`, one at a time)."""
+    async with contextlib.aclosing(batches(items, every)) as stream:
+        async for batch in stream:
+            if batch is None:
+                yield None
+            else:
+                for item in batch:
+                    yield item
+
+
+async def batches(items: AsyncIterator[T], every: float) -> AsyncGenerator[list[T] | None, None]:
+    """`items` in batches — each what was queued when the reader came back, in order, so a
+    reader slower than the run sends it on in one go — with a None after each `every` seconds
+    of silence: a held stream stays open through a long pause (an SSE comment line per None).
+    A task of its own reads `items`, so a silence never interrupts it mid-step; closing this
+    iterator closes `items`."""
     queue: asyncio.Queue[tuple[T] | BaseException | None] = asyncio.Queue()
 
     async def pump() -> None:
@@ -209,11 +222,18 @@ async def keepalive(items: AsyncIterator[T], every: float) -> AsyncIterator[T | 
                     continue
             else:
                 got = queue.get_nowait()
+            batch: list[T] = []
+            while isinstance(got, tuple):
+                batch.append(got[0])
+                if queue.empty():
+                    break
+                got = queue.get_nowait()
+            if batch:
+                yield batch
             if got is None:
                 return
             if isinstance(got, BaseException):
                 raise got
-            yield got[0]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import events as ev
-from ..runtime.follow import Item, keepalive
+from ..runtime.follow import Item, batches
 from ..wire import Profile, dumps, to_dict
 
 KEEPALIVE = ": keep-alive\n\n"
@@ -78,16 +78,18 @@ def response(
     """The SSE response of `items()` (made once the response starts), a keep-alive comment
     after `every` seconds of silence; `message:partial` (stored only) is never streamed."""
 
-    async def frames() -> AsyncIterator[str]:
-        async for item in keepalive(items(), every):
-            if item is None:
+    async def frames() -> AsyncIterator[str]:  # (what was queued meanwhile: one send)
+        async for batch in batches(items(), every):
+            if batch is None:
                 yield KEEPALIVE
                 continue
-            seq, event = item
-            if event.type == "message:partial":
-                continue
-            text = frame(event, seq, profile)
-            if text is not None:
-                yield text
+            texts = [
+                text
+                for seq, event in batch
+                if event.type != "message:partial"
+                and (text := frame(event, seq, profile)) is not None
+            ]
+            if texts:
+                yield "".join(texts)
 
     return EventStream(frames(), on_close)
