@@ -13,7 +13,7 @@ import pytest
 from conftest import call, scripted
 from loopwright import Agent, Approval
 from loopwright import events as ev
-from loopwright.runtime.follow import batches, keepalive
+from loopwright.runtime.follow import batches
 from loopwright.store.log import SessionKey
 from loopwright.testing import FunctionModel, Reply
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, runtimes)
@@ -265,11 +265,11 @@ async def test_a_held_stream_is_kept_alive_through_a_pause(logs, runtimes):
     runtime = runtimes({"payer": payer(*pays(1))}, await logs())
     await ended(await runtime.send("acme", "payer", "s1", "go"))
     end = (await runtime.session(KEY)).last_seq
-    stream = keepalive(runtime.events(KEY, after=end, follow=True), 0.01)
+    stream = batches(runtime.events(KEY, after=end, follow=True), 0.01)
     assert await anext(stream) is None  # nothing happens: a keep-alive
     [item] = await runtime.pending("acme")
     await runtime.resolve("acme", item.id, Approval.approve(by="ann"))
-    rest = [pair async for pair in stream if pair is not None]
+    rest = [pair async for batch in stream if batch is not None for pair in batch]
     assert kinds(rest)[:3] == ["pending:decided", "session", "approval:resolved"]
     assert rest[-1][1].type == "done" and rest[-1][1].stop_reason == "completed"
 

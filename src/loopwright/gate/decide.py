@@ -32,14 +32,9 @@ from ..redact import MARKER, holds_marker
 from ..state._values import maker
 from ..tools import NeedsAnswer, Scheduled, Tool, answered, is_question
 from .arguments import gate_decision, not_json, vet_edit, vet_values
+from .batch import Batch, Checkpoint, Pending, record
 
 # (also names of this module for now: steps, session, the reducer, history, the journal import them)
-from .batch import Batch as Batch
-from .batch import Checkpoint as Checkpoint
-from .batch import Pending as Pending
-from .batch import Resolution as Resolution
-from .batch import Suspended as Suspended
-from .batch import record as record
 from .permissions import Decision, Gate
 
 INTERRUPTED = "[interrupted: tool call did not complete]"  # (known not to have started)

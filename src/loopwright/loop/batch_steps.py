@@ -14,14 +14,16 @@ from dataclasses import replace
 from .. import events as ev
 from ..agent import Agent
 from ..approvals import ApprovalRequest
-from ..gate.decide import INTERRUPTED, Batch, Checkpoint, Decider, Pending, record
+from ..gate.batch import Batch, Checkpoint, Pending, record
+from ..gate.decide import INTERRUPTED, Decider
 from ..hooks import RunInfo
 from ..messages import AssistantMessage, Recovery, ToolCall
 from ..state.replay import apply, undecided
 from ..state.session_state import SessionState
 from ..tools import NeedsAnswer, Outcome
+from .calls import NOT_RUN, STOPPED, cancel_due, result_events
 from .hook_calls import call_hook
-from .runner import NOT_RUN, STOPPED, ToolRunner, cancel_due, result_events
+from .runner import ToolRunner
 
 
 class Calls:

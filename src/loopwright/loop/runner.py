@@ -33,11 +33,19 @@ from ..hooks import RunInfo
 from ..state._values import maker
 from ..tools import Outcome, Scheduled, ToolContext
 from . import threads
-from .calls import NOT_RUN as NOT_RUN  # (re-exported: `steps` imports these four from here)
-from .calls import STILL_RUNNING, WITHHELD, call_inline, cap_of, execute, settled, timed_out_text
-from .calls import STOPPED as STOPPED
-from .calls import cancel_due as cancel_due
-from .calls import result_events as result_events
+from .calls import (
+    NOT_RUN,
+    STILL_RUNNING,
+    STOPPED,
+    WITHHELD,
+    call_inline,
+    cancel_due,
+    cap_of,
+    execute,
+    result_events,
+    settled,
+    timed_out_text,
+)
 from .hook_calls import call_hook
 from .progress import CallEvents
 from .threads import NOT_STARTED, Flag, Job, Signal

@@ -24,7 +24,7 @@ from ..agent import Agent
 from ..approvals import Answer, Approval, ApprovalRequest, Approver, QuestionRequest, now_iso
 from ..attachments import Attachment
 from ..errors import SessionBusy, UnknownPending
-from ..gate.decide import Checkpoint, Pending, Resolution
+from ..gate.batch import Checkpoint, Pending, Resolution
 from ..gate.permissions import Gate
 from ..gate.rulebook import Edits, Item, Refusal, outcome, recorded, rule
 from ..hooks import RunInfo

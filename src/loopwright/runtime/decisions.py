@@ -23,7 +23,7 @@ from ..agent import Agent
 from ..approvals import Answer, Approval, Logged
 from ..errors import ConfigError
 from ..gate import rulebook
-from ..gate.decide import Checkpoint
+from ..gate.batch import Checkpoint
 from ..gate.rulebook import Edits, Item
 from ..store import PendingRecord
 from ..store.log import EventLog, ReadModels, SessionKey, Store, Verdict

@@ -183,17 +183,6 @@ def _retrieved(step: asyncio.Future[StoredEvent]) -> None:
         step.exception()
 
 
-async def keepalive(items: AsyncIterator[T], every: float) -> AsyncIterator[T | None]:
-    """`items`, with a None after each `every` seconds of silence (`batches`, one at a time)."""
-    async with contextlib.aclosing(batches(items, every)) as stream:
-        async for batch in stream:
-            if batch is None:
-                yield None
-            else:
-                for item in batch:
-                    yield item
-
-
 async def batches(items: AsyncIterator[T], every: float) -> AsyncGenerator[list[T] | None, None]:
     """`items` in batches — each what was queued when the reader came back, in order, so a
     reader slower than the run sends it on in one go — with a None after each `every` seconds

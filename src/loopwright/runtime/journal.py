@@ -38,7 +38,7 @@ from .. import events as ev
 from ..agent import Agent
 from ..approvals import Answer, Approval, Approver
 from ..errors import SessionBusy, UnknownPending, UnknownSession, describe
-from ..gate.decide import Resolution
+from ..gate.batch import Resolution
 from ..loop.session import Session
 from ..state.replay import apply
 from ..state.session_state import SessionState

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import events as ev
-from ..gate.decide import Checkpoint
+from ..gate.batch import Checkpoint
 from ..messages import ToolCall, ToolResultMessage
 from ..tools import Tool
 from ._values import maker

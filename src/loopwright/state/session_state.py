@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from .. import events as ev
 from ..approvals import ApprovalRequest, QuestionRequest
-from ..gate.decide import Checkpoint, Pending, Suspended
+from ..gate.batch import Checkpoint, Pending, Suspended
 from ..messages import Recovery, ToolCall, ToolResultMessage
 from ..tools import Tool
 from .history import History

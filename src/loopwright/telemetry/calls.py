@@ -17,7 +17,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import events as ev
 from .. import redact
-from ..gate.decide import Checkpoint
+from ..gate.batch import Checkpoint
 from ..messages import ToolCall
 from .content import dumps, error_kind, gate_reason
 
