@@ -56,7 +56,7 @@ async def test_append_numbers_only_the_events_it_committed(logs):
         (2, "input:received"),
         (None, "step:started"),
         (None, "budget:check"),
-        (5, "message:completed"),
+        (None, "message:completed"),  # committed with the call's intent
         (None, "actauth:decision"),
         (7, "tool:started"),
         (None, "toollane:result"),
@@ -65,7 +65,7 @@ async def test_append_numbers_only_the_events_it_committed(logs):
         (None, "step:finished"),
         (None, "step:started"),
         (None, "budget:check"),
-        (14, "message:completed"),
+        (None, "message:completed"),  # committed with the run's end
         (None, "step:finished"),
         (None, "loop:done"),
         (17, "done"),

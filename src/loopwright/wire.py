@@ -13,6 +13,7 @@ event log, checkpoints, HTTP bodies, SSE, exports. The events themselves keep ra
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 
@@ -86,6 +87,19 @@ def dumps(event: ev.Event, profile: Profile = "full") -> str | None:
         return redact.json_text(text)
     data = to_dict(event, profile)
     return None if data is None else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def dumps_all(events: Iterable[ev.Event]) -> list[str]:
+    """`dumps` of each event, the redaction's screens run once over them all (one search per
+    anchor for a commit's events, not per event): the same texts."""
+    serializer = _serializer
+    texts = [
+        serializer(type(e)).to_json(e, by_alias=True, exclude_none=True).decode()  # type: ignore[arg-type]
+        for e in events
+    ]
+    if len(texts) > 1 and not redact.may_hold("\n".join(texts)):  # (no JSON text holds "\n")
+        return texts
+    return [redact.json_text(text) for text in texts]
 
 
 def loads(data: str | bytes | dict[str, Any]) -> ev.Event:

@@ -20,17 +20,17 @@ from ..errors import CommitFailed, describe
 from ..loop.observers import Observer
 from ..state.text import valid, valid_data
 from ..store import StaleWriter, StoredEvent, StoreError
-from ..store.log import Lease, SessionKey, Store
+from ..store.log import Encoded, Lease, SessionKey, Store
 from ..toolsets import Toolsets
+from ..wire import dumps
 
 logger = logging.getLogger("loopwright.runtime")
 
 NOT_STORED = frozenset({"text:delta", "thinking:delta", "tool:delta"})
 COMMIT_AT = frozenset(
-    {
+    {  # (a reply, `message:completed`, is committed with what follows it: `Committing.encode`)
         "input:received",
         "steering:injected",
-        "message:completed",
         "pending:requested",  # with its item's announcement: seen (and decided) once both are in
         "tool:started",
         "tool:result",
@@ -161,6 +161,8 @@ class Committing:
     streamed: int
     crash: dict[str, int]
     on_foreign: Callable[[list[StoredEvent]], None] | None
+    encoded: dict[int, str]
+    """The JSON of buffered events encoded as they came (`encode`), by their id."""
     _lock: asyncio.Lock
 
     def seq_of(self, event: ev.Event) -> int | None:
@@ -172,6 +174,28 @@ class Committing:
         self.partial, self.streamed = [], offset + len(text)
         return ev.MessagePartial(text=text, offset=offset)
 
+    def encode(self, event: ev.Event) -> None:
+        """Encode a reply as it comes, before it is buffered. It is no commit point of its own:
+        it is committed with the call's intent after it, or with the run's end (a crash between
+        them loses it, and the model is asked again); but a reply the log cannot take (a lone
+        surrogate) fails now, as its own commit did (`CommitFailed`, the events before it kept,
+        made valid). The log stores the text as it is (`store.log.Encoded`)."""
+        try:
+            self.encoded[id(event)] = dumps(event)
+        except Exception as exc:
+            events, self.buffer = [*self.buffer, event], []
+            self._failed(events, exc, cancelled=False)
+
+    def _failed(self, events: list[ev.Event], exc: Exception, *, cancelled: bool) -> None:
+        """The log took none of `events` (a lone surrogate, a bug): they are kept, made valid,
+        for the next commit, and the run is told."""
+        self.buffer[:0] = map(valid_data, events)
+        self.loaded_seq = -1  # the history in memory may not be the log's
+        if cancelled:
+            raise asyncio.CancelledError from exc
+        kinds = ", ".join(dict.fromkeys(e.type for e in events))
+        raise CommitFailed(valid(f"a commit of {kinds} failed: {describe(exc)}")) from exc
+
     async def _commit(self, extra: ev.Event | None = None) -> None:
         cancelled = False
         async with self._lock:
@@ -179,6 +203,9 @@ class Committing:
             if not events:
                 return
             self.buffer = []
+            if self.encoded:  # (taken whatever follows: none is left behind)
+                encoded = self.encoded
+                events = Encoded(events, [encoded.pop(id(e), None) for e in events])
             if self.stale is not None:
                 raise self.stale
             if self.lease is None:
@@ -198,13 +225,8 @@ class Committing:
                 raise
             except StoreError:
                 raise  # the store failed (full, locked, unreachable): the run stops with it
-            except Exception as exc:  # the log took none of them (a lone surrogate, a bug):
-                self.buffer[:0] = map(valid_data, events)  # kept, made valid, for the next one
-                self.loaded_seq = -1  # the history in memory may not be the log's
-                if cancelled:
-                    raise asyncio.CancelledError from exc
-                kinds = ", ".join(dict.fromkeys(e.type for e in events))
-                raise CommitFailed(valid(f"a commit of {kinds} failed: {describe(exc)}")) from exc
+            except Exception as exc:  # the log took none of them (a lone surrogate, a bug)
+                self._failed(events, exc, cancelled=cancelled)
             first = last - len(events) + 1
             if first > self.last_seq + 1 and self.on_foreign is not None:
                 gap = first - 1 - self.last_seq

@@ -100,6 +100,7 @@ class LogJournal(Committing):
         self.on_foreign: Callable[[list[StoredEvent]], None] | None = None
         """Called with events others appended to the session during the run (decisions)."""
         self.buffer: list[ev.Event] = []
+        self.encoded: dict[int, str] = {}  # (`Committing.encoded`)
         self.partial: list[str] = []
         """The deltas of the reply streaming that no `message:partial` holds yet."""
         self.streamed = 0
@@ -170,6 +171,7 @@ class LogJournal(Committing):
             return None
         if kind == "message:completed":
             self.partial, self.streamed = [], 0
+            self.encode(event)  # (committed with what follows it)
         elif kind == "loop:error" and self.partial:  # the run keeps all it streamed: so does
             self.buffer.append(self._partial())  # the log (`loop:aborted` carries its own)
         self.buffer.append(event)

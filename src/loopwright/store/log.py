@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..errors import ConfigError
 from ..events import Event
+from ..wire import dumps_all
 from .records import Page as Page
 from .records import PendingRecord, PendingStatus, SessionStatus, StoredEvent
 from .records import SessionKey as SessionKey
@@ -141,6 +142,28 @@ class Snapshot:
 
     seq: int
     data: str
+
+
+class Encoded(list[Event]):
+    """Events to append with the JSON of some of them (`wire.dumps`, None for the others),
+    encoded by the caller as they came: a backend stores a text given as it is."""
+
+    __slots__ = ("texts",)
+
+    def __init__(self, events: Sequence[Event], texts: list[str | None]) -> None:
+        super().__init__(events)
+        self.texts = texts
+
+
+def encoded(events: Sequence[Event]) -> list[str]:
+    """The JSON each of `events` is stored as: the text given (`Encoded`) or `wire.dumps`'s."""
+    texts = getattr(events, "texts", None)
+    if texts is None:
+        return dumps_all(events)
+    if None not in texts:
+        return texts  # type: ignore[no-any-return]
+    made = iter(dumps_all(e for e, t in zip(events, texts, strict=True) if t is None))
+    return [next(made) if t is None else t for t in texts]
 
 
 def _row(text: str) -> int:

@@ -15,10 +15,9 @@ from psycopg.rows import TupleRow
 
 from .. import events as ev
 from ..errors import SessionBusy
-from ..wire import dumps
 from . import blobs
 from .derive import SessionRow, derive
-from .log import Claimed, Lease, SessionKey
+from .log import Claimed, Lease, SessionKey, encoded
 from .records import StaleWriter
 from .sql import POSTGRES, Do, Program, T, astuple, derived_rows, iso, unknown
 
@@ -127,7 +126,12 @@ async def commit(
     if events:
         await db.cursor().executemany(
             POSTGRES.insert_events,
-            [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
+            [
+                (sid, seq, e.type, text, at)
+                for seq, (e, text) in enumerate(
+                    zip(events, encoded(events), strict=True), state.last_seq + 1
+                )
+            ],
         )
         found = blobs.rows(events, at)  # their bytes, once per hash
         if found:

@@ -247,4 +247,25 @@ def unknown(key: SessionKey) -> UnknownSession:
 
 
 def iso(t: float) -> str:
+    """`t` (Unix seconds) as ISO 8601 in UTC to the millisecond, `2026-12-02T04:39:00.123Z`:
+    `datetime`'s (rounded to the microsecond, half to even, then cut), with the seconds' part
+    kept from the last call (a commit's time costs a twentieth of `datetime`'s)."""
+    if not 0 <= t < _LAST_SECOND:
+        return _iso(t)
+    second = int(t)
+    micro = round((t - second) * 1e6)  # (as `datetime.fromtimestamp` rounds)
+    if micro >= 1_000_000:
+        second, micro = second + 1, micro - 1_000_000
+    last = _second[0]  # (one read: another thread may put another second there)
+    if last[0] != second:
+        last = _second[0] = second, _iso(second)[:19]
+    return f"{last[1]}.{micro // 1000:03d}Z"
+
+
+def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_LAST_SECOND = 253402300799.0  # (9999-12-31T23:59:59Z: past it, `datetime` says why not)
+_second: list[tuple[int, str]] = [(-1, "")]
+"""The last whole second `iso` formatted, and its text up to the seconds."""

@@ -8,10 +8,9 @@ from typing import Any
 
 from .. import events as ev
 from ..errors import SessionBusy
-from ..wire import dumps
 from . import blobs
 from .derive import SessionRow, derive
-from .log import Claimed, Lease, SessionKey
+from .log import Claimed, Lease, SessionKey, encoded
 from .records import StaleWriter
 from .sql import SQLITE, Do, Program, T, derived_rows, unknown
 from .sql import iso as iso
@@ -127,7 +126,12 @@ def commit(
         return None
     db.executemany(
         SQLITE.insert_events,
-        [(sid, seq, e.type, dumps(e), at) for seq, e in enumerate(events, state.last_seq + 1)],
+        [
+            (sid, seq, e.type, text, at)
+            for seq, (e, text) in enumerate(
+                zip(events, encoded(events), strict=True), state.last_seq + 1
+            )
+        ],
     )
     attached = blobs.rows(events, at)
     if attached:  # their bytes, once per hash
