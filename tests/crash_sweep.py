@@ -65,18 +65,19 @@ async def every_boundary(open_log: OpenLog, sqlite: bool, name: str, record: Any
 
 
 CASES = [  # (window, scenario, boundary): each was a window of issue 30, and keeps P1-P4 now
+    # (boundaries as numbered since a reply is committed with what follows it, issue 32)
     ("window 1: decision before crash", "approval", "crash@resolve:decide#1:after"),
     ("window 1: the resumer died after its claim", "approval", "crash@resolve:claim#1:after"),
     ("window 1: the resumer froze after its claim", "approval", "freeze@resolve:claim#1:after"),
     ("window 1: an answer before crash", "question", "crash@resolve:claim#1:after"),
-    ("window 2: approval after CLI kill", "cli-prompt", "crash@prompt:append#2:after"),
-    ("window 4: takeover then late effect", "tool-call", "freeze@run:append#2:after"),
+    ("window 2: approval after CLI kill", "cli-prompt", "crash@prompt:append#1:after"),
+    ("window 4: takeover then late effect", "tool-call", "freeze@run:append#1:after"),
     ("an approved call cut at its intent", "approval", "crash@resolve:append#1:after"),
-    ("a prompt's approved call cut at its intent", "cli-prompt", "crash@prompt:append#3:after"),
-    ("a late release accepted after a takeover", "approval", "freeze@run:append#2:after"),
-    ("a subagent outlives its parent's takeover", "subagent-approval", "freeze@run:append#3:after"),
-    ("a subagent's approval lost in a crash", "subagent-approval", "crash@run:append#5:after"),
-    ("a paused subagent's late release", "subagent-approval", "freeze@run:append#6:after"),
+    ("a prompt's approved call cut at its intent", "cli-prompt", "crash@prompt:append#2:after"),
+    ("a late release accepted after a takeover", "approval", "freeze@run:append#1:after"),
+    ("a subagent outlives its parent's takeover", "subagent-approval", "freeze@run:append#2:after"),
+    ("a subagent's approval lost in a crash", "subagent-approval", "crash@run:append#3:after"),
+    ("a paused subagent's late release", "subagent-approval", "freeze@run:append#4:after"),
     (
         "a subagent released paused, its parent dead",
         "subagent-approval",
@@ -90,14 +91,14 @@ CASES = [  # (window, scenario, boundary): each was a window of issue 30, and ke
     (
         "a subagent claimed after its parent's takeover",
         "subagent-approval",
-        "freeze@run:append#1:after",
+        "freeze@send:append#2:after",
     ),
     (
         "a dead subagent's started call has a result",
         "subagent-approval",
         "crash@resolve:append#2:after",
     ),
-    ("a write in flight as its process froze", "subagent-approval", "freeze@run:append#5:after"),
+    ("a write in flight as its process froze", "subagent-approval", "freeze@run:append#3:after"),
 ]
 
 
