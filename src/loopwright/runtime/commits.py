@@ -231,8 +231,7 @@ class Committing:
             if first > self.last_seq + 1 and self.on_foreign is not None:
                 gap = first - 1 - self.last_seq
                 self._foreign(await self.log.read(self.key, after=self.last_seq, limit=gap))
-            for seq, event in enumerate(events, first):
-                self.seqs[id(event)] = seq
+            self.seqs.update(zip(map(id, events), range(first, last + 1), strict=True))
             self.held += events
             if first == self.last_seq + 1 and self.loaded_seq == self.last_seq:
                 self.loaded_seq = last  # nobody else wrote: the history in memory is the log's

@@ -193,16 +193,17 @@ class SQLiteLog:
             new = None
             if known is not None:  # fenced by the row's update: no read first
                 sid, state = known
-                new = sql.commit(db, sid, tenant, state, events, at, epoch=lease.epoch)
+                new = sql.commit(cursor, sid, tenant, state, events, at, epoch=lease.epoch)
             if new is None:  # unknown, or someone wrote since (or took the session over)
                 sid, state = sql.fence(db, lease)
-                new = sql.commit(db, sid, tenant, state, events, at)
+                new = sql.commit(cursor, sid, tenant, state, events, at)
                 assert new is not None  # the row was just read in this transaction
             if len(self._heads) >= HEADS:
                 self._heads.clear()
             self._heads[head] = (sid, new)
             return new.last_seq
 
+        cursor = self._runner.cursor  # (the connection's, used by one thread at a time)
         alone, self._appender = self._appender == (lease.key, lease.epoch), (lease.key, lease.epoch)
         try:
             if alone and self._now and not self._closed:

@@ -99,7 +99,7 @@ FENCED = ADVANCE + " AND epoch = ? AND owner IS NOT NULL"
 
 
 def commit(
-    db: sqlite3.Connection,
+    db: sqlite3.Connection | sqlite3.Cursor,
     sid: int,
     tenant: str,
     state: SessionRow,

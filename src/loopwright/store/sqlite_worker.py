@@ -66,6 +66,9 @@ class Worker:
         """`committed` runs on the callers' loop after each commit (before they are answered)."""
         self.db, self.path, self.checkpoints, self.committed = db, path, checkpoints, committed
         self.busy_ms = int(busy_timeout * 1000)
+        self.cursor = db.cursor()
+        """One cursor for the statements every write runs (BEGIN, COMMIT, an append's): no
+        cursor made and registered with the connection for each."""
         self._busy = threading.Lock()
         """Held while the connection is in use (by the thread, or by `now`)."""
         self._waiting = True
@@ -102,7 +105,7 @@ class Worker:
                 self._waiting = False
             if write:
                 try:
-                    db.execute("BEGIN IMMEDIATE")
+                    self.cursor.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error:  # the lock is held elsewhere: the worker waits for it
                     return False, None
                 job = DbJob(fn, None, None, True)  # type: ignore[arg-type]  # answered here
@@ -170,7 +173,7 @@ class Worker:
 
     def _transact(self, group: list[DbJob]) -> list[Answer]:
         try:
-            self.db.execute("BEGIN IMMEDIATE")
+            self.cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             hint = " (another process holds the write lock)" if "locked" in str(exc) else ""
             failed = StoreError(f"{self.path}: {exc}{hint}")
@@ -195,7 +198,7 @@ class Worker:
                     return self._rollback(group, error)
                 answers.append((job, None, error))
         try:
-            db.execute("COMMIT")
+            self.cursor.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             return self._rollback(group, self._error(exc))
         self.transactions += 1
