@@ -39,7 +39,9 @@ def child(kind: str, steps: int) -> None:
     """One run, in this process (under callgrind)."""
     sys.path[:0] = [str(SRC), str(BENCH)]
     import durable
+    from durable_stacks import STACKS
 
+    STACKS["runtime"].ttl = 3600.0  # (no lease lapses, nor is renewed, in a slowed-down run)
     directory = Path(tempfile.mkdtemp(prefix="durable-cg-"))
     if kind == "floor":
         assert durable.run_floor(steps, directory, checkpoints=False)["ok"]
@@ -66,7 +68,7 @@ def instructions(kind: str, steps: int, keep: Path | None) -> int:
         check=True,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=(where / f"{kind}.{steps}.err").open("w"),
     )
     for line in out.read_text(errors="replace").splitlines():
         if line.startswith(("summary:", "totals:")):

@@ -38,6 +38,10 @@ class RuntimeStack:
 
     name = "runtime"
 
+    ttl = 30.0
+    """The runs' lease (seconds): bench/durable_cg.py lengthens it, as a run under callgrind is
+    ~50× slower and its lease would lapse before the heartbeat renews it."""
+
     def __init__(self, directory: Path, agent: Agent) -> None:
         self.directory, self.agent = directory, agent
         self.building: dict[str, Any] = {}
@@ -48,7 +52,7 @@ class RuntimeStack:
         from loopwright.store.opening import open_log
 
         self.log = await open_log(self.directory / "loopwright.db")
-        self.runtime = Runtime({self.agent.name: self.agent}, self.log)
+        self.runtime = Runtime({self.agent.name: self.agent}, self.log, ttl=self.ttl)
         self.runtime.open = self._timed(self.runtime.open)  # type: ignore[method-assign]
 
     def _timed(self, open_: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:

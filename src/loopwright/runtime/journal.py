@@ -1,11 +1,12 @@
 """The journal of a session kept in an event log: a run's events go to the log as it goes.
 
-What is committed when (SPEC §7): every event but token deltas (a subagent's too), a commit at
-each point that matters: the input, each reply, each pending item with the call it names (before
-anyone sees it), each call's intent before it runs and its result after, the run's end. A reply
-streaming is committed as `message:partial` every `partial_every` seconds (each holds what came
-since the last, from its `offset`), so a crash leaves carry-over. An event's seq is known once it
-is committed (`seq_of`; `append` returns that of the event that made the commit).
+What is committed when (SPEC §7): every event but token deltas (a subagent's too), a commit at each
+point that matters: the input, each pending item with the call it names (before anyone sees it),
+each call's intent before it runs (with its reply: a crash before loses it, asked again) and its
+result after, the run's end. A reply streaming is committed as `message:partial` every
+`partial_every` seconds (each holds what came since the last, from its `offset`), so a crash leaves
+carry-over. An event's seq is known once it is committed (`seq_of`; `append` returns that of the
+event that made the commit).
 
 A run holds its session under a lease renewed by a heartbeat; an expired lease is taken over by
 the next run (a dead run that waited on a human is logged paused on its items; else its batch is
@@ -99,8 +100,7 @@ class LogJournal(Committing):
         self.held: list[ev.Event] = []  # (`Committing.held`)
         self.on_foreign: Callable[[list[StoredEvent]], None] | None = None
         """Called with events others appended to the session during the run (decisions)."""
-        self.buffer: list[ev.Event] = []
-        self.encoded: dict[int, str] = {}  # (`Committing.encoded`)
+        self.buffer, self.encoded = [], {}  # (typed in `Committing`)
         self.partial: list[str] = []
         """The deltas of the reply streaming that no `message:partial` holds yet."""
         self.streamed = 0
