@@ -77,7 +77,8 @@ def instructions(kind: str, steps: int, keep: Path | None) -> int:
 
 
 class Counted:
-    """A connection whose `execute`/`executemany` calls are counted (the rest passes through)."""
+    """A connection (or cursor) whose `execute`/`executemany` calls are counted (the rest
+    passes through)."""
 
     def __init__(self, db: Any) -> None:
         self.db, self.calls = db, 0
@@ -107,10 +108,11 @@ def calls(steps: int) -> tuple[float, float]:
         await stack.open()
         runner = stack.log._runner
         counted = runner.db = Counted(runner.db)
+        cursor = runner.cursor = Counted(runner.cursor)  # (BEGIN, COMMIT, an append's)
         before = runner.transactions
         await stack.message(durable.SESSION, f"{n} pings")
-        done = runner.transactions - before, counted.calls
-        runner.db = counted.db
+        done = runner.transactions - before, counted.calls + cursor.calls
+        runner.db, runner.cursor = counted.db, cursor.db
         await stack.close()
         return done
 
