@@ -69,6 +69,15 @@ class Calls:
         verdict = await call_hook(hook, self.info, shown) if hook else None
         return self.decider.check(call, verdict, batch)
 
+    def checked(
+        self, reply: AssistantMessage, call: ToolCall, batch: Batch
+    ) -> tuple[list[ev.Event], Pending | None] | None:
+        """`decide` without awaiting, for a call of a well-formed reply when no `before_tool`
+        hook is set (most calls); None when `decide` is needed."""
+        if self.agent.hooks.before_tool or reply.stop_reason == "max_tokens" or self.problems:
+            return None
+        return self.decider.check(call, None, batch)
+
     async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
         """Finish a paused batch with the humans' answers, then let the run go on."""
         batch, closed = Batch(), Batch()
@@ -118,7 +127,8 @@ class Calls:
             if reply.text:
                 yield ev.AssistantText(text=reply.text)
             for call in calls:  # in model order: the hook, the gate, for `ask` a human
-                events, pending = await self.decide(reply, call, batch)
+                decided = self.checked(reply, call, batch)
+                events, pending = decided or await self.decide(reply, call, batch)
                 for event in events:
                     yield event
                 if pending is not None:
@@ -139,7 +149,8 @@ class Calls:
             if cancel_due():
                 await asyncio.sleep(0)  # it lands before the call starts
             yield runner.started(scheduled[0])
-            for event in await runner.one(scheduled[0]):
+            done = runner.now(scheduled[0])  # (an inline call: without a coroutine)
+            for event in done if done is not None else await runner.one(scheduled[0]):
                 yield event
         else:
             async for event in runner.run(scheduled):

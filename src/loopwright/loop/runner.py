@@ -101,8 +101,22 @@ class ToolRunner:
         self.items[call.id] = self.latest[call.id] = item
         return tool_started(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
 
-    async def one(self, item: Scheduled) -> list[Event]:
+    def now(self, item: Scheduled) -> tuple[Event, ...] | None:
+        """A lone inline call that reports nothing and has no `after_tool` hook, run at once:
+        its result's events (None: `one` runs it)."""
+        tool = item.tool
+        if not tool.inline or tool.context_param is not None or self.after is not None:
+            return None
+        outcome = self.outcomes[item.call.id] = call_inline(item, None, self.max_output)
+        return result_events(item, outcome)
+
+    async def one(self, item: Scheduled) -> list[Event] | tuple[Event, ...]:
         """Run a lone sync call (after its `tool:started` went out)."""
+        if (done := self.now(item)) is not None:
+            return done
+        if item.tool.context_param is None and self.after is None:  # nothing it reports, nor after
+            outcome = self.outcomes[item.call.id] = await self._threaded(item, _unheard)
+            return result_events(item, outcome)
         updates: list[Event] = []
         outcome = await self._finish(item, updates.append)
         return [*updates, *result_events(item, outcome)]
@@ -312,6 +326,10 @@ def _from_thread(emit: Callable[[Event], None], signal: threading.Event) -> Call
             loop.call_soon_threadsafe(deliver, event)
 
     return post
+
+
+def _unheard(event: Event) -> None:
+    """The `emit` of a call whose tool sees no `ToolContext`: nothing is ever reported."""
 
 
 def _log_late(item: Scheduled, late: ev.ToolLateResult, when: str) -> None:
