@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
+from itertools import chain
 from typing import Any
 
 from .. import events as ev
@@ -82,8 +83,13 @@ async def run_loop(
             if agent.hooks.after_reply is not None:
                 for event in await observe(agent.hooks, "after_reply", info, reply):
                     yield event
-            if calls:  # decided in model order, then run
-                async for event in run.execute(Batch(), calls, reply):
+            if calls and (lone := run.lone(calls, reply, batch := Batch())) is not None:
+                for event in lone:  # one call nothing can hold, decided at once: run as below
+                    yield event
+                for event in chain(await run.runner.lone(batch.scheduled), run.ran(batch, calls)):
+                    yield event
+            elif calls:  # decided in model order, then run
+                async for event in run.execute(batch, calls, reply):
                     yield event
             yield run.finished()
             for event in await run.proceed(reply, calls):  # steering, follow-ups, or the end

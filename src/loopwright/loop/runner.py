@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,21 +101,20 @@ class ToolRunner:
         self.items[call.id] = self.latest[call.id] = item
         return tool_started(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
 
-    def now(self, item: Scheduled) -> tuple[Event, ...] | None:
-        """A lone inline call that reports nothing and has no `after_tool` hook, run at once:
-        its result's events (None: `one` runs it)."""
+    async def lone(self, scheduled: list[Scheduled]) -> Sequence[Event]:
+        """Run the one sync call of a batch, if it has one (after its `tool:started` went out):
+        its events. One that reports nothing and has no `after_tool` hook is run here (inline,
+        on the loop; else in a thread); any other as a call of a group is (`_finish`)."""
+        if not scheduled:
+            return ()
+        item = scheduled[0]
         tool = item.tool
-        if not tool.inline or tool.context_param is not None or self.after is not None:
-            return None
-        outcome = self.outcomes[item.call.id] = call_inline(item, None, self.max_output)
-        return result_events(item, outcome)
-
-    async def one(self, item: Scheduled) -> list[Event] | tuple[Event, ...]:
-        """Run a lone sync call (after its `tool:started` went out)."""
-        if (done := self.now(item)) is not None:
-            return done
-        if item.tool.context_param is None and self.after is None:  # nothing it reports, nor after
-            outcome = self.outcomes[item.call.id] = await self._threaded(item, _unheard)
+        if tool.context_param is None and self.after is None:
+            if tool.inline:
+                outcome = call_inline(item, None, self.max_output)
+            else:
+                outcome = await self._threaded(item, _unheard)
+            self.outcomes[item.call.id] = outcome
             return result_events(item, outcome)
         updates: list[Event] = []
         outcome = await self._finish(item, updates.append)
@@ -129,7 +128,7 @@ class ToolRunner:
             for item in group:
                 yield self.started(item)
             if self.alone(group):
-                for event in await self.one(group[0]):
+                for event in await self.lone(group):
                     yield event
                 continue
             async for event in self._concurrently(group):
