@@ -515,6 +515,31 @@ async def test_runs_on_one_loop_share_one_deadline_timer_and_each_is_due_on_time
     assert [h for h in loop._scheduled if not h.cancelled()] == []  # type: ignore[attr-defined]
 
 
+async def test_a_run_between_requests_is_not_held_by_the_loops_deadline_watch():
+    """The loop's watch holds a run's deadline only while a request is due: a run dropped while
+    a tool runs (or a reader holds it up) is not kept alive by it."""
+    from loopwright.loop import retry
+
+    release = asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Waits to be released."""
+        await release.wait()
+        return "released"
+
+    agent = Agent(model=scripted({"tool_calls": [call("hold", "h")]}, "done"), tools=[hold])
+    events = []
+    async with Session(agent).run("go") as run:
+        async for event in run:
+            events.append(event)
+            if event.type == "tool:started":  # its request ended: no longer watched
+                assert retry._watch().deadlines == set()
+                release.set()
+    verify(events)
+    assert events[-1].text == "done"
+
+
 @virtual
 async def test_deadlines_bound_each_request_alone():
     """Requests of several runs at once, each with its own deadline; a request that ended in

@@ -80,6 +80,8 @@ class Deadline:
         if timeout.when() is not None:  # due, and its expiry not yet run: it will not
             timeout.reschedule(None)
         self.due = None
+        if (watch := self.watch) is not None:  # (watched only while due: nothing holds a run
+            watch.deadlines.discard(self)  # that was dropped between requests)
         return True
 
     async def stop(self, exc: BaseException | None = None) -> bool:
@@ -89,6 +91,8 @@ class Deadline:
             return False
         timeout, self.timeout, self.due = self.timeout, None, None
         assert timeout is not None
+        if (watch := self.watch) is not None:
+            watch.deadlines.discard(self)
         kind = type(exc) if exc is not None else None
         try:
             await timeout.__aexit__(kind, exc, exc.__traceback__ if exc is not None else None)
