@@ -490,6 +490,31 @@ async def test_each_request_of_a_run_is_due_from_its_own_start():
 
 
 @virtual
+async def test_runs_on_one_loop_with_different_deadlines_are_each_cut_at_their_own_due():
+    """Runs on one loop with different deadlines, one started while the other's request is
+    due: each is cut at its own due; once both are over, no timer is left on the loop."""
+    from loopwright import RetryPolicy
+
+    loop = asyncio.get_running_loop()
+    ended: dict[str, float] = {}
+
+    async def timed(name: str, deadline: float) -> list[str]:
+        model = scripted({"stall": 30}, "done")
+        agent = Agent(model=model, retry=RetryPolicy(deadline=deadline, backoff=0), name=name)
+        result = await drive(Session(agent).run("go"))
+        ended[name] = loop.time()
+        return [e.error for e in result.events if e.type == "model:retry"]
+
+    slow = asyncio.create_task(timed("slow", 5))
+    await asyncio.sleep(0.1)  # its request is in flight: the loop's timer is armed for 5.0
+    fast = await timed("fast", 0.2)
+    assert fast == ["no complete reply within 0.2s"]
+    assert await slow == ["no complete reply within 5s"]
+    assert ended == {"fast": pytest.approx(0.3), "slow": pytest.approx(5.0)}
+    assert [h for h in loop._scheduled if not h.cancelled()] == []  # type: ignore[attr-defined]
+
+
+@virtual
 async def test_deadlines_bound_each_request_alone():
     """Requests of several runs at once, each with its own deadline; a request that ended in
     time is never cancelled afterwards (its tool runs past the deadline untouched)."""

@@ -150,3 +150,19 @@ async def test_a_steer_logged_elsewhere_reaches_a_durable_session_held_idle(tmp_
         await runtime.close()
     finally:
         await log.close()
+
+
+def test_a_batch_opened_at_once_is_the_batch_the_class_makes() -> None:
+    """`OpenBatch.of` (every reply with calls opens one) sets every field as `OpenBatch(calls)`
+    does: a field added to the class and not to `of` fails here (unset, or shared)."""
+    from loopwright.messages import ToolCall
+    from loopwright.state.session_state import OpenBatch
+
+    calls = [ToolCall(id="c1", name="ping", args={})]
+    made, opened = OpenBatch(calls), OpenBatch.of(calls)
+    assert opened == made and opened.checked == made.checked
+    for f in fields(OpenBatch):
+        value = getattr(opened, f.name)
+        assert value == getattr(made, f.name)
+        if f.name != "calls":  # a container of its own, not another batch's
+            assert value is not getattr(OpenBatch.of(calls), f.name)

@@ -35,7 +35,7 @@ from .arguments import gate_decision, not_json, vet_edit, vet_values
 from .batch import Batch, Checkpoint, Pending, record
 
 # (also names of this module for now: steps, session, the reducer, history, the journal import them)
-from .permissions import Decision, Gate
+from .permissions import AllowAll, Decision, Gate
 
 INTERRUPTED = "[interrupted: tool call did not complete]"  # (known not to have started)
 MAY_HAVE_RUN = (  # (its intent was logged, its result was not: what it did is not known)
@@ -110,6 +110,17 @@ class Decider:
         )
         requested = ev.PendingRequested(id=request.id, call_id=call.id)
         return [announce, requested], Pending(request=request, tool=tool, checked=(args, kwargs))
+
+    def at_once(self, call: ToolCall, batch: Batch) -> list[ev.Event] | None:
+        """`check` of a call of a sync tool that nothing can hold (the gate allows every call:
+        no rules; not a question), with no hook's verdict; None, deciding nothing, for any other
+        call. Its arguments may still be invalid (its error result, nothing scheduled)."""
+        tool = self.tools.get(call.name)
+        if tool is None or tool.is_async or is_question(tool):
+            return None
+        if tool.gated and type(self.gate) is not AllowAll:
+            return None
+        return self.check(call, None, batch)[0]
 
     def question(
         self, call: ToolCall, tool: Tool, kwargs: dict[str, Any]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 from .. import events as ev
@@ -69,6 +69,15 @@ class Calls:
         verdict = await call_hook(hook, self.info, shown) if hook else None
         return self.decider.check(call, verdict, batch)
 
+    def checked(
+        self, reply: AssistantMessage, call: ToolCall, batch: Batch
+    ) -> tuple[list[ev.Event], Pending | None] | None:
+        """`decide` without awaiting, for a call of a well-formed reply when no `before_tool`
+        hook is set (most calls); None when `decide` is needed."""
+        if self.agent.hooks.before_tool or reply.stop_reason == "max_tokens" or self.problems:
+            return None
+        return self.decider.check(call, None, batch)
+
     async def resume(self, checkpoint: Checkpoint) -> AsyncIterator[ev.Event]:
         """Finish a paused batch with the humans' answers, then let the run go on."""
         batch, closed = Batch(), Batch()
@@ -118,7 +127,8 @@ class Calls:
             if reply.text:
                 yield ev.AssistantText(text=reply.text)
             for call in calls:  # in model order: the hook, the gate, for `ask` a human
-                events, pending = await self.decide(reply, call, batch)
+                decided = self.checked(reply, call, batch)
+                events, pending = decided or await self.decide(reply, call, batch)
                 for event in events:
                     yield event
                 if pending is not None:
@@ -139,21 +149,44 @@ class Calls:
             if cancel_due():
                 await asyncio.sleep(0)  # it lands before the call starts
             yield runner.started(scheduled[0])
-            for event in await runner.one(scheduled[0]):
+            for event in await runner.lone(scheduled):
                 yield event
         else:
             async for event in runner.run(scheduled):
                 yield event
+        for event in self.ran(batch, calls):
+            yield event
+
+    def lone(
+        self, calls: list[ToolCall], reply: AssistantMessage, batch: Batch
+    ) -> list[ev.Event] | None:
+        """A reply's one call when nothing can hold it (no hook, no rules, no human: a sync
+        tool) and no cancel is due, decided at once: its text, its decision and its start (the
+        runner's `lone` runs it, then `ran`). None, deciding nothing: `execute` takes it."""
+        if len(calls) != 1 or self.agent.hooks.before_tool or self.problems or cancel_due():
+            return None
+        if reply.stop_reason == "max_tokens":
+            return None
+        if (decided := self.decider.at_once(calls[0], batch)) is None:
+            return None
+        text = [ev.AssistantText(text=reply.text)] if reply.text else []
+        return [*text, *decided, *map(self.runner.started, batch.scheduled)]
+
+    def ran(self, batch: Batch, calls: list[ToolCall]) -> Iterator[ev.Event]:
+        """The allowed calls ran: the batch closes (the run stops after this step when every
+        call said `terminate`), or the run pauses on the calls that wait (suspended, or deferred
+        to a human), the questions they ask first. (Taken as they are yielded: a cancel that
+        lands at one of them finds the run not paused yet.)"""
+        scheduled, outcomes = batch.scheduled, self.outcomes
         waits: list[tuple[str, list[str]]] = []  # (what, pending ids) of the suspended calls
         terminate = len(scheduled) == len(calls)  # every call of the reply ran and says so
         for item in scheduled:
-            outcome = self.outcomes[item.call.id]
+            outcome = outcomes[item.call.id]
             terminate = terminate and outcome.terminate
             suspended = outcome.suspended
             if isinstance(suspended, NeedsAnswer):  # its question, then the call waits on it
                 asked = self.decider.needs_answer(item.call, suspended)
-                for event in asked:
-                    yield event
+                yield from asked
                 ids = [e.id for e in asked if isinstance(e, ev.QuestionPending)]
                 waits.append(("an answer to a question", ids))
             elif suspended is not None:
@@ -172,7 +205,7 @@ class Calls:
             self.stop(ev.LoopPaused(pending_ids=waiting), text, "paused")
             return
         if terminate and scheduled:  # the run stops after this step (`proceed`)
-            self.ending = self.outcomes[scheduled[-1].call.id].content
+            self.ending = outcomes[scheduled[-1].call.id].content
         self.runner.reset()
 
     def paused(self, batch: Batch) -> None:

@@ -214,8 +214,8 @@ class Run(RunReader):
                 if handler is not None:
                     handler(state, event)
                 if plain:  # the common case in few steps: no reader waits, room is left
-                    push(event)
-                    if self._waiter is None and len(buffer) < limit:
+                    push(event)  # (or `result()` drains: the loop never waits for room)
+                    if self._waiter is None and (len(buffer) < limit or self._unbounded):
                         event = await step()
                         continue
                 elif observe is not None:

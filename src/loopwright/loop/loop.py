@@ -15,41 +15,26 @@ the loop ends with `loop:aborted`; the model's deadline is an `asyncio.timeout` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from itertools import chain
 
 from .. import events as ev
-from ..agent import Agent
-from ..approvals import Approver
 from ..gate.batch import Batch, Checkpoint
-from ..gate.permissions import Gate
-from ..hooks import RunInfo
 from ..messages import Recovery, UserMessage
-from ..models import Model
 from ..state._values import maker
 from ..state.compaction import compaction_due
-from ..state.session_state import SessionState
 from .budget import check_budget, read_budget
 from .hook_calls import observe
 from .steps import Steps
-from .threads import Signal
 
 
 async def run_loop(
-    agent: Agent,
-    model: Model,
-    gate: Gate,
-    state: SessionState,
-    info: RunInfo,
-    signals: set[Signal],
-    *,
-    input: str | UserMessage | None,
-    approver: Approver | None = None,
-    compact: bool = False,
-    children: Any = None,
+    steps: Callable[[], Steps], input: str | UserMessage | None, compact: bool = False
 ) -> AsyncGenerator[ev.Event, None]:
-    """Run one input through the loop, yielding every event (each step of it: `Steps`)."""
-    run = Steps(agent, model, gate, state, info, signals, approver, children)
+    """Run one input through the loop, yielding every event (each step of it: `Steps`, made as
+    the run starts: its session's state is read then)."""
+    run = steps()
+    agent, state, info = run.agent, run.state, run.info
     opening = begin(run, input, compact)  # (before `session`, which takes over what it reads)
     try:
         yield session_event(session_id=info.session_id)
@@ -82,8 +67,13 @@ async def run_loop(
             if agent.hooks.after_reply is not None:
                 for event in await observe(agent.hooks, "after_reply", info, reply):
                     yield event
-            if calls:  # decided in model order, then run
-                async for event in run.execute(Batch(), calls, reply):
+            if calls and (lone := run.lone(calls, reply, batch := Batch())) is not None:
+                for event in lone:  # one call nothing can hold, decided at once: run as below
+                    yield event
+                for event in chain(await run.runner.lone(batch.scheduled), run.ran(batch, calls)):
+                    yield event
+            elif calls:  # decided in model order, then run
+                async for event in run.execute(batch, calls, reply):
                     yield event
             yield run.finished()
             for event in await run.proceed(reply, calls):  # steering, follow-ups, or the end

@@ -42,8 +42,9 @@ class Deadline:
     One timer a run watches the dues: armed at the first request, it is moved only when it fires
     (a request that ends leaves it armed and the next sets its own due: no timer is made and
     cancelled per request), and `close()` turns it off as the run ends. `start()` before a
-    request; after it, `done()` when it completed, else `stop()` with what it raised (True:
-    `lapsed`, its expiry, a retryable failure). (Not `async with`: it costs more a request.)"""
+    request (`enter()` first when `timeout` is None); after it, `done()` when it completed, else
+    `stop()` with what it raised (True: `lapsed`, its expiry, a retryable failure). (Not
+    `async with`: it costs more a request.)"""
 
     __slots__ = ("due", "lapsed", "limit", "timeout", "timer")
 
@@ -56,10 +57,13 @@ class Deadline:
         self.lapsed = False
         """The last request ran past its due (and what it raised for it was taken)."""
 
-    async def start(self) -> None:
+    async def enter(self) -> None:
+        """Enter the run's timeout (at its first request, and after one that expired)."""
+        self.timeout = await asyncio.timeout(None).__aenter__()
+
+    def start(self) -> None:
+        """A request starts (the timeout entered: `enter`)."""
         self.lapsed = False
-        if self.timeout is None:
-            self.timeout = await asyncio.timeout(None).__aenter__()
         if self.limit is not None:
             loop = asyncio.get_running_loop()
             due = self.due = loop.time() + self.limit

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,8 +101,21 @@ class ToolRunner:
         self.items[call.id] = self.latest[call.id] = item
         return tool_started(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
 
-    async def one(self, item: Scheduled) -> list[Event]:
-        """Run a lone sync call (after its `tool:started` went out)."""
+    async def lone(self, scheduled: list[Scheduled]) -> Sequence[Event]:
+        """Run the one sync call of a batch, if it has one (after its `tool:started` went out):
+        its events. One that reports nothing and has no `after_tool` hook is run here (inline,
+        on the loop; else in a thread); any other as a call of a group is (`_finish`)."""
+        if not scheduled:
+            return ()
+        item = scheduled[0]
+        tool = item.tool
+        if tool.context_param is None and self.after is None:
+            if tool.inline:
+                outcome = call_inline(item, None, self.max_output)
+            else:
+                outcome = await self._threaded(item, _unheard)
+            self.outcomes[item.call.id] = outcome
+            return result_events(item, outcome)
         updates: list[Event] = []
         outcome = await self._finish(item, updates.append)
         return [*updates, *result_events(item, outcome)]
@@ -115,7 +128,7 @@ class ToolRunner:
             for item in group:
                 yield self.started(item)
             if self.alone(group):
-                for event in await self.one(group[0]):
+                for event in await self.lone(group):
                     yield event
                 continue
             async for event in self._concurrently(group):
@@ -312,6 +325,10 @@ def _from_thread(emit: Callable[[Event], None], signal: threading.Event) -> Call
             loop.call_soon_threadsafe(deliver, event)
 
     return post
+
+
+def _unheard(event: Event) -> None:
+    """The `emit` of a call whose tool sees no `ToolContext`: nothing is ever reported."""
 
 
 def _log_late(item: Scheduled, late: ev.ToolLateResult, when: str) -> None:

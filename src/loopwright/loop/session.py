@@ -45,6 +45,7 @@ from .loop import run_loop
 from .observers import Observer
 from .queueing import Queued as Queued
 from .queueing import Queueing
+from .steps import Steps
 from .threads import Signal
 
 
@@ -207,18 +208,18 @@ class Session(Queueing):
         if self._children:  # keep only the subagents the paused batch waits on
             waiting = {s.session_id for s in checkpoint.suspended.values()} if checkpoint else ()
             self._children = {k: v for k, v in self._children.items() if k in waiting}
-        events = run_loop(
+        steps = partial(
+            Steps,
             self.agent,
             model,
             self._gate,
             self.state,
             info,
             self._signals,
-            input=input,
-            approver=approver,
-            compact=compact,
-            children=self.child,
+            approver,
+            self.child,
         )
+        events = run_loop(steps, input, compact)
         text = input.content if isinstance(input, UserMessage) else input
         journal = self.journal
         self._run = Run(

@@ -269,7 +269,9 @@ class Steps(Calls):
         if agent.hooks.before_request:
             request = await call_hook(agent.hooks.before_request, self.info, request) or request
         model = get_model(request.model) if request.model is not None else self.model
-        await self.deadline.start()
+        if self.deadline.timeout is None:
+            await self.deadline.enter()
+        self.deadline.start()
         return answering(model, agent.output, agent.output_mode).stream(request)
 
     def streamed(self, item: Any) -> Any:

@@ -146,7 +146,7 @@ def _reply(state: SessionState, event: ev.MessageCompleted) -> None:
     history.append(message)
     history.note_usage(message.usage)
     calls = message.tool_calls
-    state.batch = OpenBatch(calls) if calls else None
+    state.batch = OpenBatch.of(calls) if calls else None
 
 
 def _started(state: SessionState, event: ev.ToolStarted) -> None:

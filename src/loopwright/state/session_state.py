@@ -49,6 +49,18 @@ class OpenBatch:
     a call it paused on (`decide.Pending.checked`): a cache the log does not hold, never
     snapshotted; the checkpoint's items carry it."""
 
+    @classmethod
+    def of(cls, calls: list[ToolCall]) -> OpenBatch:
+        """`OpenBatch(calls)` for a third of the work (every reply with calls opens one)."""
+        batch = _new(cls)
+        batch.calls, batch.results, batch.started, batch.args = calls, {}, set(), {}
+        batch.asked, batch.asked_call, batch.decided, batch.suspended = {}, {}, {}, {}
+        batch.answers, batch.checked = {}, {}
+        return batch
+
+
+_new = object.__new__
+
 
 Queue = list[tuple[Literal["steer", "follow_up"], str]]
 
