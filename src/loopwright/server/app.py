@@ -34,15 +34,15 @@ log = logging.getLogger("loopwright.server")
 
 def build(state: State) -> Starlette:
     session = "/agents/{name}/sessions/{id}"
-    table = [
+    table = [  # (the busiest first: routing tries each in turn; no two match the same path)
+        Route("/agents/{name}/messages", routes.post_message, methods=["POST"]),
+        Route("/agents/{name}/messages/stream", routes.post_message, methods=["POST"]),
+        Route("/health", routes.health, methods=["GET"]),
         Route("/", lambda _: RedirectResponse("/playground"), methods=["GET"]),
         Route("/playground", playground, methods=["GET"]),
-        Route("/health", routes.health, methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/agents", routes.list_agents, methods=["GET"]),
         Route("/agents/{name}/config", routes.agent_config, methods=["GET"]),
-        Route("/agents/{name}/messages", routes.post_message, methods=["POST"]),
-        Route("/agents/{name}/messages/stream", routes.post_message, methods=["POST"]),
         Route("/agents/{name}/sessions", routes.list_sessions, methods=["GET"]),
         Route(session, routes.show_session, methods=["GET"]),
         Route(f"{session}/events", routes.session_events, methods=["GET"]),
