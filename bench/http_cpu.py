@@ -382,8 +382,6 @@ def instructions(root: Path, n: int, runs: int) -> None:
     print(f"bare Starlette POST: {floor / 1e3:,.0f} k instructions  [load {loadavg()}]")
     print(f"loopwright one-step POST: {ours / 1e3:,.0f} k instructions  [load {loadavg()}]")
     print(f"  ratio {ours / floor:.2f} x (instructions, {n} requests each)")
-    run = per_unit(lambda k: inproc(k, "post"), small, n + small, n)
-    print(f"  (the same run in-process, no HTTP: {run / 1e3:,.0f} k instructions)")
 
     def streams(count: int) -> int:
         return server_instructions("loopwright", root, lambda url, _: sse_cpu(url, None, count, 1))
@@ -395,6 +393,8 @@ def instructions(root: Path, n: int, runs: int) -> None:
         subprocess.run(under_callgrind(argv, out), check=True, env=env, capture_output=True)
         return total(out)
 
+    run = per_unit(lambda k: inproc(k, "post"), small, n + small, n)
+    print(f"  (the same run in-process, no HTTP: {run / 1e3:,.0f} k instructions)")
     deltas = runs * DELTAS
     base = per_unit(inproc, 1, runs + 1, deltas)
     sse = per_unit(streams, 1, runs + 1, deltas)
