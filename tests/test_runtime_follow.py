@@ -446,3 +446,40 @@ async def test_what_was_queued_while_the_reader_was_away_comes_as_one_batch() ->
         async for batch in batches(failing(), 10.0):
             got.append(batch)
     assert got == [[1, 2]]
+
+
+async def test_a_stream_has_one_silence_timer_not_one_per_item(monkeypatch) -> None:
+    """`batches` arms one timer a stream, moved on lazily (issue 32: a timer armed and
+    cancelled per delta, times a thousand streams, was a heap entry per delta); a silence of
+    `every` still gives a keep-alive."""
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    call_at = loop.call_at
+
+    def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        armed.append(when)
+        return call_at(when, callback, *args, **kwargs)
+
+    go_on = asyncio.Event()
+
+    async def paced() -> AsyncIterator[int]:
+        for i in range(100):
+            await asyncio.sleep(0)  # (the reader takes each before the next)
+            yield i
+        await go_on.wait()  # a silence, then the end
+        yield 100
+
+    monkeypatch.setattr(loop, "call_at", counted)
+    stream = batches(paced(), 60.0)
+    got = [await anext(stream) for _ in range(100)]
+    assert got == [[i] for i in range(100)] and len(armed) == 1
+    monkeypatch.setattr(loop, "call_at", call_at)
+    silent = batches(paced(), 0.01)
+    seen: list[int] = []
+    while len(seen) < 100:  # (a slow machine may see a keep-alive between two items)
+        seen += await anext(silent) or []
+    assert seen == list(range(100))
+    assert await anext(silent) is None  # the silence: a keep-alive
+    go_on.set()
+    assert [b async for b in silent if b is not None] == [[100]]
+    await stream.aclose()

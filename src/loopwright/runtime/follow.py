@@ -188,29 +188,43 @@ async def batches(items: AsyncIterator[T], every: float) -> AsyncGenerator[list[
     reader slower than the run sends it on in one go — with a None after each `every` seconds
     of silence: a held stream stays open through a long pause (an SSE comment line per None).
     A task of its own reads `items`, so a silence never interrupts it mid-step; closing this
-    iterator closes `items`."""
-    queue: asyncio.Queue[tuple[T] | BaseException | None] = asyncio.Queue()
+    iterator closes `items`. One timer a stream, moved on lazily: it fires at most once per
+    `every` seconds, not armed and cancelled per item (with a thousand streams, a timer per
+    item was a heap push and a cancelled entry per delta)."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[T] | BaseException | _Silence | None] = asyncio.Queue()
+    heard = loop.time()  # when something last came (an item, or a keep-alive)
 
     async def pump() -> None:
+        nonlocal heard
         try:
             async for item in items:
                 queue.put_nowait((item,))
+                heard = loop.time()
             queue.put_nowait(None)
         except Exception as exc:
             queue.put_nowait(exc)
 
-    task = asyncio.get_running_loop().create_task(pump())
+    timer: asyncio.TimerHandle | None = None
+
+    def tick() -> None:
+        nonlocal heard, timer
+        now = loop.time()
+        if now < heard + every:  # something came meanwhile: wait out the rest of `every`
+            timer = loop.call_at(heard + every, tick)
+            return
+        queue.put_nowait(SILENCE)
+        heard = now
+        timer = loop.call_at(now + every, tick)
+
+    task = loop.create_task(pump())
+    timer = loop.call_at(heard + every, tick)
     try:
         while True:
-            if queue.empty():  # (only a wait needs a timer: what is queued is taken at once)
-                try:
-                    async with asyncio.timeout(every):
-                        got = await queue.get()
-                except TimeoutError:
-                    yield None
-                    continue
-            else:
-                got = queue.get_nowait()
+            got = await queue.get()
+            if got is SILENCE:
+                yield None
+                continue
             batch: list[T] = []
             while isinstance(got, tuple):
                 batch.append(got[0])
@@ -224,9 +238,18 @@ async def batches(items: AsyncIterator[T], every: float) -> AsyncGenerator[list[
             if isinstance(got, BaseException):
                 raise got
     finally:
+        if timer is not None:
+            timer.cancel()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         close = getattr(items, "aclose", None)
         if close is not None:
             with contextlib.suppress(RuntimeError):  # closed already by its own end
                 await close()
+
+
+class _Silence:
+    """The keep-alive mark `batches`' timer queues (a silence of `every` seconds)."""
+
+
+SILENCE = _Silence()

@@ -65,6 +65,7 @@ class LiveRun:
         self._on_end = on_end
         self._foreign: list[StoredEvent] = []
         self._queues: set[asyncio.Queue[ev.Event | None]] = set()
+        self._ended: list[Callable[[], None]] = []
         self._first: asyncio.Future[None] = loop.create_future()
         self._first.add_done_callback(_retrieve)
         self._listener: Listener | None = None
@@ -105,6 +106,13 @@ class LiveRun:
         """Wait until the run has its first events in the log, or has ended (whatever ended
         it is in `failure`)."""
         await asyncio.wait((self._first,))
+
+    def when_finished(self, callback: Callable[[], None]) -> None:
+        """Call `callback` as the run finishes (at once when it has): no task waits for it."""
+        if self.finished.is_set():
+            callback()
+        else:
+            self._ended.append(callback)
 
     async def wait(self) -> ev.Done | None:
         """Wait for the run's end: its `done`, or None when it ended without one."""
@@ -154,6 +162,12 @@ class LiveRun:
             self.finished.set()
             for queue in self._queues:
                 queue.put_nowait(None)
+            ended, self._ended = self._ended, []
+            for callback in ended:
+                try:
+                    callback()
+                except Exception:
+                    logger.exception("as the run of session %s finished", self.key.id)
             self._registry.forget(self)
         if self._on_end is not None:
             try:

@@ -10,7 +10,7 @@ Every route goes through one `loopwright.runtime.Runtime` over the project's eve
 SQLite file where the project keeps its sessions). Runs are durable: an `ask` waits for a decision
 while a client holds the run's stream, and pauses the run otherwise, until a client (or the CLI,
 or another server) decides it. Sessions are named by (tenant, agent, id). Modules: `app` (routes
-list, errors, middleware), `routes` (agents and sessions), `resolve` (pending items),
+list, errors, middleware: `front`), `routes` (agents and sessions), `resolve` (pending items),
 `elsewhere` (a decision waiting on a run in another process, which may die), `state` (what
 routes share), `sse`, `views` (the API's shapes), `guard` (Host check, tokens and tenants, body
 size), `settings`, `openapi`, `config` (an agent's resolved configuration), `dev` (reload on

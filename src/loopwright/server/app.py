@@ -1,6 +1,6 @@
-"""The Starlette application: one routes list, the error shape, the middleware stack (Host
-check, CORS when configured, authentication and body size, the budget of requests served at
-once) and the lifespan (live runs are cancelled and recorded on shutdown, then the event log is
+"""The Starlette application: one routes list, the error shape, the one middleware layer
+(`front`: the /v1 prefix, security headers, Host check, CORS when configured, authentication
+and body size, the budget of requests served at once) and the lifespan (live runs are cancelled and recorded on shutdown, then the event log is
 closed)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -23,9 +22,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
 from . import links, openapi, resolve, routes
-from .guard import Guard, HostCheck, SecurityHeaders
-from .limits import Budget
-from .prefix import V1Prefix
+from .front import Front
 from .settings import version
 from .state import State
 from .usage import usage
@@ -37,15 +34,15 @@ log = logging.getLogger("loopwright.server")
 
 def build(state: State) -> Starlette:
     session = "/agents/{name}/sessions/{id}"
-    table = [
+    table = [  # (the busiest first: routing tries each in turn; no two match the same path)
+        Route("/agents/{name}/messages", routes.post_message, methods=["POST"]),
+        Route("/agents/{name}/messages/stream", routes.post_message, methods=["POST"]),
+        Route("/health", routes.health, methods=["GET"]),
         Route("/", lambda _: RedirectResponse("/playground"), methods=["GET"]),
         Route("/playground", playground, methods=["GET"]),
-        Route("/health", routes.health, methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/agents", routes.list_agents, methods=["GET"]),
         Route("/agents/{name}/config", routes.agent_config, methods=["GET"]),
-        Route("/agents/{name}/messages", routes.post_message, methods=["POST"]),
-        Route("/agents/{name}/messages/stream", routes.post_message, methods=["POST"]),
         Route("/agents/{name}/sessions", routes.list_sessions, methods=["GET"]),
         Route(session, routes.show_session, methods=["GET"]),
         Route(f"{session}/events", routes.session_events, methods=["GET"]),
@@ -70,22 +67,14 @@ def build(state: State) -> Starlette:
         Route("/notifications", links.notifications, methods=["GET"]),
         Mount("/static", app=Static()),
     ]
-    middleware = [
-        Middleware(V1Prefix),  # (first: every other layer sees the path without /v1)
-        Middleware(SecurityHeaders),
-        Middleware(HostCheck, settings=lambda: state.settings),
-    ]
+    cors = None
     if state.settings.cors_origins:
-        middleware.append(
-            Middleware(
-                CORSMiddleware,
-                allow_origins=list(state.settings.cors_origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
-            )
-        )
-    middleware.append(Middleware(Guard, settings=lambda: state.settings))
-    middleware.append(Middleware(Budget, settings=lambda: state.settings))
+        cors = {
+            "allow_origins": list(state.settings.cors_origins),
+            "allow_methods": ["GET", "POST"],
+            "allow_headers": ["Authorization", "Content-Type", "Last-Event-ID"],
+        }
+    middleware = [Middleware(Front, settings=lambda: state.settings, cors=cors)]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -2,8 +2,8 @@
 then who the caller is (a bearer token names the tenant; with no token configured only loopback
 clients are served, as tenant `default`), then the declared body size.
 
-Both are plain ASGI middleware; the tenant travels in the scope under `TENANT`. Tokens are
-compared in constant time, every configured token each time.
+`front.Front` runs both (one ASGI layer); the tenant travels in the scope under `TENANT`.
+Tokens are compared in constant time, every configured token each time.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from collections.abc import Callable
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope, Send
 
 from .settings import ServerSettings
 
@@ -21,6 +20,7 @@ TENANT = "loopwright.tenant"
 PRINCIPAL = "loopwright.principal"
 """Who the request is (`ServerSettings.principal`, or `loopback` without tokens): the decider
 every decision made through it is recorded as."""
+LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC = ("/health", "/openapi.json", "/", "/playground")
 """Served without a token (they hold no tenant data); everything under /static/ too, and the
@@ -54,92 +54,54 @@ HEADERS = [
 its own script, and nothing is sniffed or leaked in a Referer."""
 
 
-class SecurityHeaders:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                own = {bytes(name).lower() for name, _ in headers}  # (a route's own policy wins)
-                message["headers"] = [*headers, *(h for h in HEADERS if h[0] not in own)]
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
+HEADER_NAMES = frozenset(name for name, _ in HEADERS)
 
 
-class HostCheck:
-    """403 unless the Host header names this server (loopback names, any port, plus
-    `allowed_hosts`): a page on another site cannot reach it through DNS rebinding. A request
-    that changes something and comes from a page of another origin (its `Origin` is neither this
-    server nor one of `cors_origins`) is refused too: no cross-site request forgery."""
-
-    def __init__(self, app: ASGIApp, settings: Callable[[], ServerSettings]) -> None:
-        self.app = app
-        self.settings = settings
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        host = _header(scope, b"host")
-        if host_name(host) not in self.settings().host_names():
-            await send_error(send, 403, "host not allowed")
-            return
-        origin = _header(scope, b"origin")
-        if (
-            origin
-            and scope["method"] not in SAFE_METHODS
-            and origin.partition("://")[2].lower() != host.strip().lower()
-            and origin not in self.settings().cors_origins
-        ):  # a page of another site posting here (CSRF): browsers always send Origin
-            await send_error(send, 403, "cross-site request refused")
-            return
-        await self.app(scope, receive, send)
+def refused_host(scope: Scope, settings: ServerSettings, names: frozenset[str]) -> str | None:
+    """Why the request is refused (403), or None: the Host header must name this server
+    (loopback names, any port, plus `allowed_hosts`), so that a page on another site cannot
+    reach it through DNS rebinding; and a request that changes something from a page of another
+    origin (its `Origin` is neither this server nor one of `cors_origins`) is refused too: no
+    cross-site request forgery. `names`: `settings.host_names()`."""
+    host = _header(scope, b"host")
+    if host_name(host) not in names:
+        return "host not allowed"
+    origin = _header(scope, b"origin")
+    if (
+        origin
+        and scope["method"] not in SAFE_METHODS
+        and origin.partition("://")[2].lower() != host.strip().lower()
+        and origin not in settings.cors_origins
+    ):  # a page of another site posting here (CSRF): browsers always send Origin
+        return "cross-site request refused"
+    return None
 
 
-class Guard:
-    """Authentication, tenant and body size (see the module docstring)."""
-
-    def __init__(self, app: ASGIApp, settings: Callable[[], ServerSettings]) -> None:
-        self.app = app
-        self.settings = settings
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        settings = self.settings()
-        path: str = scope["path"]
-        public = path in PUBLIC or path.startswith(("/static/", "/links/"))
-        if not settings.tokens:
-            client = scope.get("client")
-            if client is not None and not is_loopback(client[0]):
-                await send_error(
-                    send, 403, "only loopback clients are served when no token is configured"
-                )
-                return
-            scope[TENANT], scope[PRINCIPAL] = "default", "loopback"
-        elif not public:
-            token = token_of(settings, _header(scope, b"authorization"))
-            if token is None:
-                await send_error(
-                    send, 401, "authorization required", {"WWW-Authenticate": "Bearer"}
-                )
-                return
-            scope[TENANT], scope[PRINCIPAL] = settings.tokens[token], settings.principal(token)
-        length = _header(scope, b"content-length")
-        if length and (
-            not (length.isascii() and length.isdigit()) or int(length) > settings.max_body_bytes
-        ):
-            await send_error(send, 413, f"the request body is over {settings.max_body_bytes} bytes")
-            return
-        await self.app(scope, receive, send)
+async def admit(scope: Scope, settings: ServerSettings, send: Send) -> bool:
+    """Authentication, tenant and body size (see the module docstring): whether the request
+    goes on (its tenant and principal set in the scope), or was answered with its refusal."""
+    path: str = scope["path"]
+    if not settings.tokens:
+        client = scope.get("client")
+        if client is not None and not is_loopback(client[0]):
+            await send_error(
+                send, 403, "only loopback clients are served when no token is configured"
+            )
+            return False
+        scope[TENANT], scope[PRINCIPAL] = "default", "loopback"
+    elif not (path in PUBLIC or path.startswith(("/static/", "/links/"))):
+        token = token_of(settings, _header(scope, b"authorization"))
+        if token is None:
+            await send_error(send, 401, "authorization required", {"WWW-Authenticate": "Bearer"})
+            return False
+        scope[TENANT], scope[PRINCIPAL] = settings.tokens[token], settings.principal(token)
+    length = _header(scope, b"content-length")
+    if length and (
+        not (length.isascii() and length.isdigit()) or int(length) > settings.max_body_bytes
+    ):
+        await send_error(send, 413, f"the request body is over {settings.max_body_bytes} bytes")
+        return False
+    return True
 
 
 def token_of(settings: ServerSettings, authorization: str) -> str | None:
@@ -157,6 +119,9 @@ def token_of(settings: ServerSettings, authorization: str) -> str | None:
 
 
 def is_loopback(host: str) -> bool:
+    """Whether the client address is a loopback one (the usual two without parsing)."""
+    if host in LOOPBACK_ADDRESSES:
+        return True
     try:
         address = ipaddress.ip_address(host)
     except ValueError:

@@ -100,8 +100,8 @@ def deadlines(settings: ServerSettings) -> type[asyncio.Protocol]:
 
 
 class Budget:
-    """At most `max_connections` requests served at once, counted once authenticated (this
-    middleware comes after `Guard`); past it, 503 with `Retry-After`; and at most a tenant's
+    """At most `max_connections` requests served at once, counted once authenticated (after
+    `guard.admit`, in `front.Front`); past it, 503 with `Retry-After`; and at most a tenant's
     share of them for each tenant (429 past it)."""
 
     def __init__(self, app: ASGIApp, settings: Callable[[], ServerSettings]) -> None:

@@ -13,7 +13,7 @@ import re
 from urllib.parse import unquote
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 KEPT = re.compile(r"(%2[Ff]|%25)")
 PREFIX = "/v1"
@@ -21,25 +21,23 @@ V1 = "loopwright.profile.v1"
 """The scope key set on requests that came through the prefix."""
 
 
-class V1Prefix:
-    """ASGI middleware: strips `/v1` from the path (and marks the request v1), and keeps `%2F`
-    escaped in the path routing sees."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket"):
-            scope = dict(scope)
-            path = routing_path(scope)
-            if path == PREFIX or path.startswith(PREFIX + "/"):
-                path = path[len(PREFIX) :] or "/"
-                scope[V1] = True
-                raw = scope.get("raw_path")
-                if isinstance(raw, bytes) and raw.startswith(PREFIX.encode()):
-                    scope["raw_path"] = raw[len(PREFIX) :] or b"/"
-            scope["path"] = path
-        await self.app(scope, receive, send)
+def unprefixed(scope: Scope) -> Scope:
+    """The scope routing sees (`front.Front` calls it first, so every later check does): `/v1`
+    stripped from the path (and the request marked v1), and `%2F` kept escaped in it. The
+    server's own scope when nothing changes, else a copy."""
+    path = routing_path(scope)
+    v1 = path == PREFIX or path.startswith(PREFIX + "/")
+    if not v1 and path == scope["path"]:
+        return scope
+    scope = dict(scope)
+    if v1:
+        path = path[len(PREFIX) :] or "/"
+        scope[V1] = True
+        raw = scope.get("raw_path")
+        if isinstance(raw, bytes) and raw.startswith(PREFIX.encode()):
+            scope["raw_path"] = raw[len(PREFIX) :] or b"/"
+    scope["path"] = path
+    return scope
 
 
 def routing_path(scope: Scope) -> str:
@@ -52,6 +50,8 @@ def routing_path(scope: Scope) -> str:
         text = raw.decode("ascii").split("?", 1)[0]
     except UnicodeDecodeError:  # (a server that passes raw bytes: its own decoding stands)
         return str(scope["path"])
+    if "%" not in text:  # (nothing to decode: the usual path)
+        return text
     parts = KEPT.split(text)  # (the kept escapes at odd places)
     return "".join(p.upper() if i % 2 else unquote(p) for i, p in enumerate(parts))
 

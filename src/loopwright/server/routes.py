@@ -81,7 +81,7 @@ async def post_message(request: Request) -> Response:
     if session_id is not None:
         key = SessionKey(tenant, agent.name, session_id)
         await check_open(state, key, profile, principal_of(request))
-    stream = request.url.path.endswith("/stream")
+    stream = request.scope["path"].endswith("/stream")
     places = state.places(tenant, run=True, stream=stream)
     try:
         live = await state.runtime.send(

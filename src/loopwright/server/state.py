@@ -4,10 +4,10 @@ the first item it paused on."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -21,7 +21,7 @@ from ..runtime import LiveRun, Runtime
 from ..runtime.journal import NOT_STORED
 from ..store import StoreError
 from ..store.log import SessionKey, Store
-from ..wire import Profile
+from ..wire import Profile, dumps
 from .limits import TenantLimits
 from .settings import ServerSettings
 from .views import ApiError, final_body, paused_body
@@ -107,15 +107,31 @@ async def ended(
         if waiting:
             return JSONResponse(paused_body(waiting, key, events, profile), status_code=202)
     output = state.agent(key.agent).output if key.agent in state.project.agents else None
+    if profile == "full":
+        return FullBody(final_body(key.id, done, events, profile, output, raw=True))
     return JSONResponse(final_body(key.id, done, events, profile, output))
+
+
+class FullBody(JSONResponse):
+    """A full-profile final body whose `events` are the events: each serialised once
+    (`wire.dumps`, the JSON the log stores, redacted) into the body's JSON, instead of made a
+    dict (`to_dict`) that the body's `json.dumps` serialises again."""
+
+    def render(self, content: Any) -> bytes:
+        keys = list(content)
+        at = keys.index("events")
+        head = super().render({k: content[k] for k in keys[:at]})  # (`{...}`, or `{}`)
+        tail = super().render({k: content[k] for k in keys[at + 1 :]})
+        events = b",".join(dumps(event).encode() for event in content["events"])
+        opened = head[:-1] + (b"," if len(head) > 2 else b"")
+        closed = b"," + tail[1:] if len(tail) > 2 else b"}"
+        return b"".join((opened, b'"events":[', events, b"]", closed))
 
 
 class Places:
     """A request's places in its tenant's limits: taken at once (or a 429 before anything is
     done), each given back exactly once — the run's when the run it started ends (`ran`), the
     stream's when its response closes (`on_close`), and whatever is left by `close`."""
-
-    _ending: set[asyncio.Task[bool]] = set()
 
     def __init__(self, limits: TenantLimits, tenant: str, *, run: bool, stream: bool) -> None:
         self.limits, self.tenant = limits, tenant
@@ -132,17 +148,10 @@ class Places:
         give_back, self.run = self.run, None
         if give_back is None:
             return
-        if live is None or live.finished.is_set():
+        if live is None:
             give_back()
             return
-        ending = asyncio.ensure_future(live.finished.wait())
-        self._ending.add(ending)  # (a task nobody refers to may be collected before it ends)
-
-        def ended(task: asyncio.Task[bool]) -> None:
-            self._ending.discard(task)
-            give_back()
-
-        ending.add_done_callback(ended)
+        live.when_finished(give_back)
 
     def counted(self, live: LiveRun | None) -> None:
         """`live` was resumed by a decision (never refused): it counts from now on, whatever

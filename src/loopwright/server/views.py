@@ -57,6 +57,8 @@ def profile_of(request: Request) -> Profile:
     if is_v1(request):
         return "v1"
     default = request.app.state.loopwright.settings.profile
+    if not request.scope.get("query_string"):  # (no query: no parsing)
+        return "v1" if default == "v1" else "full"
     profile = request.query_params.get("profile", default)
     if profile not in ("full", "v1"):
         raise ApiError(400, "profile must be 'full' or 'v1'")
@@ -133,11 +135,14 @@ def final_body(
     events: Sequence[ev.Event],
     profile: Profile,
     output: Output | None = None,
+    *,
+    raw: bool = False,
 ) -> dict[str, Any]:
     """200: the run (or turn) ended. v1: `stopReason` only when v1 knows it (`max_turns`,
     `denied`), and a failed run is a 500 `{"error": message}`. Else also, for a completed run,
     `output` (the JSON value of an agent's structured output) and `stopDetail` (`max_tokens`:
-    its answer was cut by the output limit)."""
+    its answer was cut by the output limit). `raw` (full profile): `events` are the events
+    themselves, for `state.FullBody` to serialise."""
     if profile == "v1":
         if done.stop_reason == "error":
             raise ApiError(500, redact.text(done.text) or "the run failed")
@@ -152,7 +157,7 @@ def final_body(
     body: dict[str, Any] = {
         "text": redact.text(done.text),
         "sessionId": session_id,
-        "events": events_json(events, profile),
+        "events": list(events) if raw else events_json(events, profile),
         "stopReason": done.stop_reason,
     }
     if done.stop_reason == "error":
