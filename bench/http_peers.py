@@ -1,25 +1,26 @@
-"""`loopwright serve` against an HTTP peer, LangGraph's API server, on the same requests.
+"""`loopwright serve` against HTTP peers, LangGraph's and Google ADK's API servers, on the same
+requests.
 
-usage: python bench/http_peers.py [-n 200] [--deltas 1000] [--write]
+usage: python bench/http_peers.py [-n 200] [--deltas 1000] [--peers langgraph,adk] [--write]
 
-Both servers run on 127.0.0.1 at once, each a subprocess in a session of its own, with instant
-fake models: loopwright serve on a throwaway project (bench/http_bench.py's `echo` and `tool`
-agents, plus `stream`), and `langgraph dev --no-browser --no-reload` (langgraph-cli[inmem]:
-the in-memory runtime) on a throwaway graph project whose chat model is a fake class of the
-graph's own. The peer comes from the peers' virtualenv (bench/peers/install.sh; or
-$LOOPWRIGHT_PEERS_VENV). Requests, each checked:
+The servers run on 127.0.0.1 at once, each a subprocess in a session of its own, with instant
+fake models (bench/peers/http_servers.py: how each starts, its requests and checks):
+`loopwright serve` on a throwaway project; `langgraph dev` (langgraph-cli[inmem], the in-memory
+runtime) and `adk api_server` (google-adk, sessions in its local SQLite) from the peers'
+virtualenvs (bench/peers/install.sh); a peer that is not installed is skipped with a note.
+Requests, each answer checked:
 
-    one step   the model answers "ok"
-    tool step  the model calls a sync `ping` tool, then answers "done"
-    SSE        one answer streamed as --deltas text deltas: time to the first event and to the
-               end of the stream, events/s as the client sees them
+    echo       one step: the model answers "ok"
+    tool       the model calls a sync `ping` tool, then answers "done"
+    stream     SSE: one answer streamed as --deltas text deltas: time to the first event and to
+               the end of the stream, events/s as the client sees them
     8 clients  concurrent one-step requests (a connection each): requests/s
 
-Sequential latency is p50/p99 over -n requests; server CPU per request is the utime + stime
-(of the server's process, its threads and any children: every process of its session) read
-from /proc before and after each block. Blocks alternate between the servers in rounds, so
-drift spreads over both. `--write` replaces the "## HTTP peer" section of bench/RESULTS.md.
-Not a test: there is no target.
+Sequential latency is p50/p99 over -n requests; server CPU per request is the utime + stime of
+every process of the server's session, read from /proc before and after each block of requests,
+less what the idle server spends meanwhile. Blocks rotate over the servers in rounds, so drift
+spreads over all. `--write` replaces the "## HTTP peer" section of bench/RESULTS.md. Not a test:
+there is no target.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -36,119 +36,43 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 from _results import write_section
-from http_bench import FILES, HEAD, make_project
-from run import PEER_PYTHON, PEERS_VENV, git_rev, machine_line
+from run import git_rev, machine_line
 
 BENCH = Path(__file__).resolve().parent
-TOKENS = [f"{n % 1000:03d} " for n in range(100_000)]  # 4 characters a delta, as scenario D
+sys.path.insert(0, str(BENCH / "peers"))
+from http_servers import CONCURRENT_RUNS, SPECS, Spec, deltas_text  # noqa: E402
+
 ROUNDS, WARMUP = 4, 20
 IDLE_S = 10.0  # how long the idle servers' CPU is read (/proc counts in 10 ms ticks)
 CLIENTS, EACH = 8, 50
-HI = "hi"
-
-STREAM_AGENT = """
-DELTAS = int(Path(__file__).with_name("deltas").read_text())
-TEXT = "".join(f"{n % 1000:03d} " for n in range(DELTAS))
-agent = Agent(name="stream", model=FunctionModel(lambda _: Reply(text=TEXT, chunk=4, usage=USAGE)))
-"""
-
-GRAPHS = '''"""Three graphs for the benchmark, the prebuilt ReAct agent over a fake chat model."""
-
-import warnings
-from pathlib import Path
-
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from langgraph.prebuilt import create_react_agent
-
-DELTAS = int(Path(__file__).with_name("deltas").read_text())
-PING = {"name": "ping", "args": {}, "id": "p1", "type": "tool_call"}
-
-
-class Fake(BaseChatModel):
-    """"ok"; or a `ping` call, then "done"; or DELTAS streamed deltas of 4 characters."""
-
-    kind: str
-
-    @property
-    def _llm_type(self):
-        return "bench-fake"
-
-    def bind_tools(self, tools, **kwargs):
-        return self
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        if self.kind == "tool" and not isinstance(messages[-1], ToolMessage):
-            reply = AIMessage(content="", tool_calls=[PING])
-        else:
-            reply = AIMessage(content="done" if self.kind == "tool" else "ok")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-        return self._generate(messages)
-
-    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
-        for n in range(DELTAS):
-            token = f"{n % 1000:03d} "
-            chunk = ChatGenerationChunk(message=AIMessageChunk(content=token))
-            if run_manager is not None:
-                await run_manager.on_llm_new_token(token, chunk=chunk)
-            yield chunk
-
-
-def ping() -> str:
-    """Answer pong."""
-    return "pong"
-
-
-echo = create_react_agent(Fake(kind="echo"), [])
-tool = create_react_agent(Fake(kind="tool"), [ping])
-stream = create_react_agent(Fake(kind="stream"), [])
-'''
-LANGGRAPH_JSON = {
-    "dependencies": ["."],
-    "graphs": {g: f"./graphs.py:{g}" for g in ("echo", "tool", "stream")},
-}
-# langgraph dev runs one job at a time by default; 8 lets the 8 clients' runs go at once
-# (loopwright serve has no such limit). No analytics, no LangSmith tracing: nothing leaves.
-LANGGRAPH_ARGS = ["dev", "--no-browser", "--no-reload", "--n-jobs-per-worker", str(CLIENTS)]
-QUIET = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"}
-PEER_VERSIONS = (
-    "langgraph-cli",
-    "langgraph-api",
-    "langgraph-runtime-inmem",
-    "langgraph",
-    "langchain-core",
-    "uvicorn",
-)
-
-
-# ---- the two servers: the same requests, each answer checked
+assert CLIENTS == CONCURRENT_RUNS
 
 
 @dataclass
 class Server:
-    name: str
+    spec: Spec
     url: str
     pid: int
-    one: Callable[[httpx.Client], None]
-    tool: Callable[[httpx.Client], None]
-    stream: tuple[str, dict]  # path, body
-    delta: Callable[[str, str], str | None]  # (event, data) -> the delta, or None
-    one_async: Callable[[httpx.AsyncClient], object]
     samples: dict[str, list[float]] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)  # CPU s, requests, wall s
     idle: float = 0.0  # CPU s per s of the idle server (its background loops)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def check(self, kind: str, response: httpx.Response) -> None:
+        if response.status_code != 200 or not self.spec.answer(kind, response.json()):
+            raise RuntimeError(
+                f"{self.name} {kind}: unexpected answer {response.status_code} "
+                f"{response.text[:500]}"
+            )
 
     @contextlib.contextmanager
     def metered(self, key: str, requests: int) -> Iterator[None]:
@@ -163,97 +87,6 @@ class Server:
         """Seconds of server CPU a request, less what the server spends idle in that time."""
         cpu, requests, wall = self.cpu[key]
         return (cpu - self.idle * wall) / requests
-
-
-def expect(ok: bool, what: str, response: httpx.Response) -> None:
-    if response.status_code != 200 or not ok:
-        raise RuntimeError(
-            f"{what}: unexpected answer {response.status_code} {response.text[:500]}"
-        )
-
-
-def lw_check(agent: str, answer: str) -> Callable[[httpx.Response], None]:
-    def check(r: httpx.Response) -> None:
-        body = r.json() if r.status_code == 200 else {}
-        ok = body.get("text") == answer
-        if agent == "tool":
-            ok = ok and any(e["type"] == "tool:result" for e in body["events"])
-        expect(ok, f"loopwright {agent}", r)
-
-    return check
-
-
-def lg_check(graph: str, answer: str) -> Callable[[httpx.Response], None]:
-    def check(r: httpx.Response) -> None:
-        messages = r.json().get("messages", []) if r.status_code == 200 else []
-        ok = bool(messages) and messages[-1].get("content") == answer
-        if graph == "tool":
-            ok = ok and any(m["type"] == "tool" and m["content"] == "pong" for m in messages)
-        expect(ok, f"langgraph {graph}", r)
-
-    return check
-
-
-def lw_body(agent: str) -> tuple[str, dict]:
-    return f"/agents/{agent}/messages", {"message": HI}
-
-
-def lg_body(graph: str) -> tuple[str, dict]:
-    """A stateless run (`/runs/wait`: a thread made for the run and deleted after it), as each
-    loopwright message here opens a new session."""
-    return "/runs/wait", {
-        "assistant_id": graph,
-        "input": {"messages": [{"role": "user", "content": HI}]},
-    }
-
-
-def sync_post(body: tuple[str, dict], check: Callable[[httpx.Response], None]):
-    return lambda c: check(c.post(body[0], json=body[1]))
-
-
-def async_post(body: tuple[str, dict], check: Callable[[httpx.Response], None]):
-    async def post(c: httpx.AsyncClient) -> None:
-        check(await c.post(body[0], json=body[1]))
-
-    return post
-
-
-def lw_delta(event: str, data: str) -> str | None:
-    return json.loads(data)["delta"] if event == "text:delta" else None
-
-
-def lg_delta(event: str, data: str) -> str | None:
-    if event != "messages":
-        return None
-    chunk = json.loads(data)[0]
-    return chunk["content"] if chunk.get("type") == "AIMessageChunk" and chunk["content"] else None
-
-
-def loopwright_server(url: str, pid: int) -> Server:
-    return Server(
-        "loopwright",
-        url,
-        pid,
-        one=sync_post(lw_body("echo"), lw_check("echo", "ok")),
-        tool=sync_post(lw_body("tool"), lw_check("tool", "done")),
-        stream=("/agents/stream/messages/stream", {"message": HI}),
-        delta=lw_delta,
-        one_async=async_post(lw_body("echo"), lw_check("echo", "ok")),
-    )
-
-
-def langgraph_server(url: str, pid: int) -> Server:
-    _, body = lg_body("stream")
-    return Server(
-        "langgraph",
-        url,
-        pid,
-        one=sync_post(lg_body("echo"), lg_check("echo", "ok")),
-        tool=sync_post(lg_body("tool"), lg_check("tool", "done")),
-        stream=("/runs/stream", body | {"stream_mode": "messages-tuple"}),
-        delta=lg_delta,
-        one_async=async_post(lg_body("echo"), lg_check("echo", "ok")),
-    )
 
 
 # ---- measuring
@@ -281,7 +114,8 @@ def stream_once(server: Server, c: httpx.Client, deltas: int) -> tuple[float, fl
     t0 = time.perf_counter()
     first, events, got = 0.0, 0, []
     event, data = "", []
-    with c.stream("POST", server.stream[0], json=server.stream[1]) as r:
+    path, body = server.spec.request("stream")
+    with c.stream("POST", path, json=body) as r:
         for line in r.iter_lines():
             if line.startswith("event: "):
                 event = line[7:]
@@ -290,12 +124,12 @@ def stream_once(server: Server, c: httpx.Client, deltas: int) -> tuple[float, fl
             elif line == "" and (event or data):  # the end of a frame
                 first = first or time.perf_counter() - t0
                 events += 1
-                delta = server.delta(event, "\n".join(data))
+                delta = server.spec.delta(event, "\n".join(data))
                 if delta is not None:
                     got.append(delta)
                 event, data = "", []
     end = time.perf_counter() - t0
-    if r.status_code != 200 or "".join(got) != "".join(TOKENS[:deltas]) or len(got) != deltas:
+    if r.status_code != 200 or "".join(got) != deltas_text(deltas) or len(got) != deltas:
         raise RuntimeError(f"{server.name} stream: status {r.status_code}, {len(got)} deltas")
     return first, end, events
 
@@ -314,13 +148,14 @@ def block(server: Server, c: httpx.Client, kind: str, n: int, deltas: int) -> No
         add("delivery", [(r[2] - 1) / (r[1] - r[0]) for r in runs])  # after the first event
         add("events", [float(r[2]) for r in runs])
         return
-    once = server.one if kind == "one" else server.tool
     times = []
     with server.metered(kind, n):
         for _ in range(n):
+            path, body = server.spec.request(kind)
             t0 = time.perf_counter()
-            once(c)
+            response = c.post(path, json=body)
             times.append(time.perf_counter() - t0)
+            server.check(kind, response)
     add(kind, times)
 
 
@@ -331,7 +166,8 @@ async def concurrent(server: Server) -> None:
     async def client() -> None:
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as c:
             for i in range(EACH + 1):
-                await server.one_async(c)
+                path, body = server.spec.request("echo")
+                server.check("echo", await c.post(path, json=body))
                 if i == 0:  # a warm connection, then all start together
                     await ready.wait()
 
@@ -349,20 +185,20 @@ def measure(servers: list[Server], n: int, deltas: int) -> None:
     streams = max(ROUNDS, n // 4)
     try:
         for s in servers:  # uncounted: connections, imports, caches
-            for kind in ("one", "tool"):
+            for kind in ("echo", "tool"):
                 block(s, clients[s.name], kind, WARMUP, deltas)
             block(s, clients[s.name], "stream", 2, deltas)
             s.samples.clear()
             s.cpu.clear()
-        idle0 = [cpu_seconds(s.pid) for s in servers]  # both idle: their background work
+        idle0 = [cpu_seconds(s.pid) for s in servers]  # all idle: their background work
         time.sleep(IDLE_S)
         for s, cpu0 in zip(servers, idle0, strict=True):
             s.idle = (cpu_seconds(s.pid) - cpu0) / IDLE_S
-        for i in range(ROUNDS):  # each round: every kind on both servers, the order alternating
-            for kind, count in (("one", n), ("tool", n), ("stream", streams)):
-                for s in servers if i % 2 == 0 else servers[::-1]:
+        for i in range(ROUNDS):  # each round: every kind on every server, the order alternating
+            for kind, count in (("echo", n), ("tool", n), ("stream", streams)):
+                for s in servers[i % len(servers) :] + servers[: i % len(servers)]:
                     block(s, clients[s.name], kind, count // ROUNDS, deltas)
-        for s in servers if ROUNDS % 2 == 0 else servers[::-1]:
+        for s in servers:
             asyncio.run(concurrent(s))
     finally:
         for c in clients.values():
@@ -402,34 +238,13 @@ def serving(argv: list[str], cwd: Path, env: dict[str, str], health: str) -> Ite
         server.wait()
 
 
-def loopwright_argv(port: int, root: Path) -> tuple[list[str], dict[str, str]]:
-    exe = Path(sys.executable).with_name("loopwright")
-    argv = [str(exe) if exe.exists() else "loopwright", "serve", "--project", str(root)]
-    src = str(BENCH.parent / "src")  # this checkout's loopwright, whatever the venv installed
-    path = os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])
-    return [*argv, "--host", "127.0.0.1", "--port", str(port)], {"PYTHONPATH": path}
-
-
-def make_projects(root: Path, deltas: int) -> tuple[Path, Path]:
-    lw, lg = root / "loopwright", root / "langgraph"
-    lw.mkdir()
-    lg.mkdir()
-    make_project(lw)
-    (lw / "agents" / "stream").mkdir()
-    (lw / "agents" / "stream" / "agent.py").write_text(HEAD + STREAM_AGENT)
-    (lw / "agents" / "stream" / "deltas").write_text(str(deltas))
-    assert "echo/agent.py" in FILES and "tool/agent.py" in FILES
-    (lg / "graphs.py").write_text(GRAPHS)
-    (lg / "deltas").write_text(str(deltas))
-    (lg / "langgraph.json").write_text(json.dumps(LANGGRAPH_JSON))
-    return lw, lg
-
-
-def peer_versions() -> str:
+def versions(spec: Spec) -> str:
+    if spec.python is None:
+        return f"loopwright git {git_rev()}"
     code = "import sys; from importlib.metadata import version as v; "
     code += "print(', '.join(f'{d} {v(d)}' for d in sys.argv[1:]))"
     p = subprocess.run(
-        [str(PEER_PYTHON), "-c", code, *PEER_VERSIONS], capture_output=True, text=True, timeout=60
+        [str(spec.python), "-c", code, *spec.versions], capture_output=True, text=True, timeout=60
     )
     return p.stdout.strip() if p.returncode == 0 else "?"
 
@@ -438,111 +253,133 @@ def peer_versions() -> str:
 
 
 def render(servers: list[Server], meta: dict) -> str:
-    lw, lg = servers
+    lw = servers[0]
+    deltas = meta["deltas"]
 
     def pct(s: Server, key: str, q: int) -> float:
-        values = sorted(s.samples[key])
+        values = s.samples[key]
         return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
-    def cpu_ms(s: Server, key: str) -> float:
-        return s.cpu_per_request(key) * 1e3
+    def times(a: float, b: float) -> str:
+        return f"{a / b:.1f}" if b > 0 else "–"
 
-    def row(what: str, key: str) -> str:
-        cells = []
+    def rows(what: str, key: str, cpu: bool) -> list[str]:
+        out = []
         for s in servers:
-            cells += [f"{pct(s, key, 50) * 1e3:.2f}", f"{pct(s, key, 99) * 1e3:.2f}"]
-            cells.append(f"{cpu_ms(s, key):.2f}" if key in s.cpu else "")
-        ratio = pct(lg, key, 50) / pct(lw, key, 50)
-        cpu_ratio = f"{cpu_ms(lg, key) / cpu_ms(lw, key):.1f}" if key in lw.cpu else ""
-        return f"| {what} | {' | '.join(cells)} | {ratio:.1f} | {cpu_ratio} |"
+            p50, p99 = pct(s, key, 50), pct(s, key, 99)
+            c = s.cpu_per_request(key) if cpu else 0.0
+            cells = [
+                what if s is lw else "",
+                s.name,
+                f"{p50 * 1e3:.2f}",
+                f"{p99 * 1e3:.2f}",
+                f"{c * 1e3:.2f}" if cpu else "",
+                "" if s is lw else times(p50, pct(lw, key, 50)),
+                "" if s is lw or not cpu else times(c, lw.cpu_per_request(key)),
+            ]
+            out.append("| " + " | ".join(cells) + " |")
+        return out
 
-    deltas, n = meta["deltas"], len(lw.samples["one"])
-    streams = len(lw.samples["end"])
-    rps = {s.name: s.samples["rps"][0] for s in servers}
-    eps = {s.name: statistics.median(s.samples["events/s"]) for s in servers}
-    rate = {s.name: statistics.median(s.samples["delivery"]) for s in servers}
-    events = {s.name: int(statistics.median(s.samples["events"])) for s in servers}
-    per_delta = {s.name: s.cpu_per_request("end") / deltas * 1e6 for s in servers}
-    return "\n".join(
-        [
-            "## HTTP peer",
-            "",
-            f"Date: {meta['date']}  ",
-            f"Machine: {machine_line()}; /proc/loadavg {meta['load_before']} before, "
-            f"{meta['load_after']} after  ",
-            f"loopwright git {git_rev()}; peer: {meta['peer_versions']}  ",
-            f"`{meta['command']}`: `loopwright serve` and `langgraph dev --no-browser --no-reload "
-            f"--n-jobs-per-worker {CLIENTS}` (in-memory runtime) on 127.0.0.1 at once, instant "
-            f"fake models; the httpx client in another process; {ROUNDS} interleaved rounds "
-            f"after {WARMUP} uncounted requests of each kind. loopwright keeps every session in "
-            "its SQLite event log; the peer keeps its threads in memory (a stateless run: a "
-            "thread made and deleted per request). The peer's latency is mostly its run queue's "
-            "poll (the in-memory runtime's `Runs.next` sleeps 0.5 s when it found no run); its "
-            "CPU is not. Server CPU: utime + stime of the server's processes from /proc around "
-            "each block, less the idle server's. See bench/README.md.",
-            "",
-            "| request | loopwright p50 ms | p99 ms | server CPU ms/req | LangGraph p50 ms "
-            "| p99 ms | server CPU ms/req | LangGraph / loopwright p50 | CPU |",
-            "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
-            row(f'one step (model answers "ok"), n={n}', "one"),
-            row(f'tool step (sync `ping`, then "done"), n={n}', "tool"),
-            row(f"SSE, {deltas:,} deltas: first event, n={streams}", "first"),
-            row(f"SSE, {deltas:,} deltas: end of the stream (CPU: per stream)", "end"),
-            "",
-            "| | loopwright | LangGraph | LangGraph / loopwright |",
-            "|---|--:|--:|--:|",
-            f"| SSE events per stream ({deltas:,} deltas) | {events['loopwright']:,} "
-            f"| {events['langgraph']:,} | |",
-            f"| SSE events/s, client-observed (median) | {eps['loopwright']:,.0f} "
-            f"| {eps['langgraph']:,.0f} | {eps['langgraph'] / eps['loopwright']:.2f} |",
-            f"| SSE events/s after the first event (median) | {rate['loopwright']:,.0f} "
-            f"| {rate['langgraph']:,.0f} | {rate['langgraph'] / rate['loopwright']:.2f} |",
-            f"| SSE server CPU per delta, µs | {per_delta['loopwright']:.1f} "
-            f"| {per_delta['langgraph']:.1f} | {per_delta['langgraph'] / per_delta['loopwright']:.1f} |",
-            f"| {CLIENTS} concurrent clients × {EACH} one-step requests, requests/s "
-            f"| {rps['loopwright']:,.0f} | {rps['langgraph']:,.0f} "
-            f"| {rps['langgraph'] / rps['loopwright']:.2f} |",
-            f"| the same, server CPU ms/request | {cpu_ms(lw, 'rps'):.2f} "
-            f"| {cpu_ms(lg, 'rps'):.2f} | {cpu_ms(lg, 'rps') / cpu_ms(lw, 'rps'):.1f} |",
-            f"| idle server CPU, ms/s (taken off the CPU figures above) "
-            f"| {lw.idle * 1e3:.1f} | {lg.idle * 1e3:.1f} | |",
+    def median(s: Server, key: str) -> float:
+        return statistics.median(s.samples[key])
+
+    n, streams = len(lw.samples["echo"]), len(lw.samples["end"])
+    lines = [
+        "## HTTP peer",
+        "",
+        f"Date: {meta['date']}  ",
+        f"Machine: {machine_line()}; /proc/loadavg {meta['load_before']} before, "
+        f"{meta['load_after']} after  ",
+        *(f"{s.name}: {meta['versions'][s.name]}  " for s in servers),
+        f"`{meta['command']}`: the servers on 127.0.0.1 at once, instant fake models, the httpx "
+        f"client in another process; {ROUNDS} rounds rotating over the servers after {WARMUP} "
+        "uncounted requests of each kind; each request a new session (loopwright: in its SQLite "
+        "event log; ADK: in its local SQLite; LangGraph: a stateless run, its thread in memory). "
+        "LangGraph's latency is mostly its run queue's poll (the in-memory runtime's `Runs.next` "
+        "sleeps 0.5 s when it found no run); its CPU is not. Server CPU: utime + stime of the "
+        "server's processes from /proc around each block, less the idle server's. "
+        "See bench/README.md.",
+        "",
+        "| request | server | p50 ms | p99 ms | server CPU ms/req | p50 × loopwright "
+        "| CPU × loopwright |",
+        "|---|---|--:|--:|--:|--:|--:|",
+        *rows(f'one step ("ok"), n={n}', "echo", True),
+        *rows(f'tool step (sync `ping`, then "done"), n={n}', "tool", True),
+        *rows(f"SSE, {deltas:,} deltas: first event, n={streams}", "first", False),
+        *rows(f"SSE, {deltas:,} deltas: end of the stream (CPU: a stream)", "end", True),
+        "",
+        f"| server | SSE events a stream | SSE events/s, client-observed | the same after the "
+        f"first event | SSE server CPU µs/delta | {CLIENTS} clients × {EACH} one-step requests: "
+        "requests/s | server CPU ms/req | idle server CPU ms/s |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for s in servers:
+        per_delta = s.cpu_per_request("end") / deltas * 1e6
+        rps, cpu = s.samples["rps"][0], s.cpu_per_request("rps") * 1e3
+        if s is not lw:
+            lw_delta = lw.cpu_per_request("end") / deltas * 1e6
+            lw_rps, lw_cpu = lw.samples["rps"][0], lw.cpu_per_request("rps") * 1e3
+            per_delta_s = f"{per_delta:.1f} ({times(per_delta, lw_delta)} ×)"
+            rps_s, cpu_s = (
+                f"{rps:,.0f} ({rps / lw_rps:.2f} ×)",
+                f"{cpu:.2f} ({times(cpu, lw_cpu)} ×)",
+            )
+        else:
+            per_delta_s, rps_s, cpu_s = f"{per_delta:.1f}", f"{rps:,.0f}", f"{cpu:.2f}"
+        cells = [
+            s.name,
+            f"{median(s, 'events'):,.0f}",
+            f"{median(s, 'events/s'):,.0f}",
+            f"{median(s, 'delivery'):,.0f}",
+            per_delta_s,
+            rps_s,
+            cpu_s,
+            f"{s.idle * 1e3:.1f}",
         ]
-    )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=200, help="timed requests of each kind (default 200)")
     ap.add_argument("--deltas", type=int, default=1000, help="text deltas of the SSE answer")
+    ap.add_argument("--peers", default="langgraph,adk", help="comma list of langgraph, adk")
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = ap.parse_args()
-    langgraph = PEERS_VENV / "bin" / "langgraph"
-    if not langgraph.exists():
-        sys.exit(f"no {langgraph}: bench/peers/install.sh installs the peer")
+    specs = [SPECS["loopwright"]]
+    for name in filter(None, args.peers.split(",")):
+        if name not in SPECS or name == "loopwright":
+            ap.error(f"unknown peer {name!r}")
+        if SPECS[name].installed():
+            specs.append(SPECS[name])
+        else:
+            print(f"note: {name} is not installed, skipped (bench/peers/install.sh)", flush=True)
     os.environ.pop("LOOPWRIGHT_HOME", None)  # the store lives in the throwaway project
     load_before = Path("/proc/loadavg").read_text().strip()
-    with tempfile.TemporaryDirectory(prefix="loopwright-http-peers-") as tmp:
-        lw_root, lg_root = make_projects(Path(tmp), args.deltas)
-        lw_port, lg_port = free_port(), free_port()
-        lw_argv, lw_env = loopwright_argv(lw_port, lw_root)
-        lg_argv = [str(langgraph), *LANGGRAPH_ARGS, "--host", "127.0.0.1", "--port", str(lg_port)]
-        lw_url, lg_url = f"http://127.0.0.1:{lw_port}", f"http://127.0.0.1:{lg_port}"
-        with (
-            serving(lw_argv, lw_root, lw_env, f"{lw_url}/health") as lw_pid,
-            serving(lg_argv, lg_root, QUIET, f"{lg_url}/ok") as lg_pid,
-        ):
-            servers = [loopwright_server(lw_url, lw_pid), langgraph_server(lg_url, lg_pid)]
-            measure(servers, args.n, args.deltas)
+    with (
+        tempfile.TemporaryDirectory(prefix="loopwright-http-peers-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        servers = []
+        for spec in specs:
+            root, port = Path(tmp) / spec.name, free_port()
+            root.mkdir()
+            argv, env = spec.start(root, port, args.deltas)
+            url = f"http://127.0.0.1:{port}"
+            pid = stack.enter_context(serving(argv, root, env, url + spec.health))
+            servers.append(Server(spec, url, pid))
+        measure(servers, args.n, args.deltas)
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "load_before": load_before,
         "load_after": Path("/proc/loadavg").read_text().strip(),
-        "peer_versions": peer_versions(),
+        "versions": {s.name: versions(s.spec) for s in servers},
         "deltas": args.deltas,
         "command": " ".join(["python bench/http_peers.py", *sys.argv[1:]]),
     }
     section = render(servers, meta)
-    print(section)
+    print(section, end="")
     if args.write:
         write_section("## HTTP peer", section)
 
