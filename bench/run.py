@@ -9,9 +9,9 @@ The floor and loopwright need nothing beside the repo. `--peers` adds the peer f
 and they run with the python of their own virtualenv (bench/peers/install.sh makes it in
 bench/.venv-peers, or $LOOPWRIGHT_PEERS_VENV); a peer that is not installed there is skipped
 with a note. Every (adapter, scenario) run is a fresh process (bench/_run_one.py), N rounds
-interleaved so machine drift spreads over every adapter. One uncounted warm-up per adapter comes first. Medians go to stdout
-and bench/RESULTS.md (rewritten each time); --json writes every run. Not a test: it exits 0
-even when a target is missed.
+interleaved so machine drift spreads over every adapter. One uncounted warm-up per adapter comes
+first. Medians go to stdout and bench/RESULTS.md (rewritten each time); --json writes every run.
+Not a test: it exits 0 even when a target is missed.
 """
 
 from __future__ import annotations
@@ -62,12 +62,8 @@ TARGET_B_S = 0.06  # B wall s
 TARGET_D_US = 3.0  # D µs/delta
 TARGET_FLAT = 1.3  # A: last 50 steps ≤ 1.3 × steps 2..51
 IN_INSTRUCTIONS = "reported (the target, ≤ 3 × floor, is in instructions: bench/callgrind.py)"
-KEPT = (
-    "\n## Instructions",
-    "\n## HTTP server",
-    "\n## Start-up",
-    "\n## HTTP peer",
-)  # other scripts' sections
+# other scripts' sections (callgrind.py, http_bench.py, imports.py, http_peers.py)
+KEPT = ("\n## Instructions", "\n## HTTP server", "\n## Start-up", "\n## HTTP peer")
 
 
 PROBE = """import importlib.util, json, sys
