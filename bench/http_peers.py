@@ -136,8 +136,6 @@ def stream_once(server: Server, c: httpx.Client, deltas: int) -> tuple[float, fl
 
 def block(server: Server, c: httpx.Client, kind: str, n: int, deltas: int) -> None:
     """`n` sequential requests of one kind, timed, with the server's CPU around them."""
-    if os.environ.get("HTTP_PEERS_TRACE"):
-        print(f"{time.strftime('%H:%M:%S')} {server.name} {kind} x{n}", flush=True)
     add = lambda key, values: server.samples.setdefault(key, []).extend(values)  # noqa: E731
     if kind == "stream":
         with server.metered("end", n):
@@ -194,10 +192,12 @@ def measure(servers: list[Server], n: int, deltas: int) -> None:
         time.sleep(IDLE_S)
         for s, cpu0 in zip(servers, idle0, strict=True):
             s.idle = (cpu_seconds(s.pid) - cpu0) / IDLE_S
-        for i in range(ROUNDS):  # each round: every kind on every server, the order alternating
+        for i in range(ROUNDS):  # each round: every kind on every server, the order rotating
+            print(f"{time.strftime('%H:%M:%S')} round {i + 1}/{ROUNDS}", file=sys.stderr)
             for kind, count in (("echo", n), ("tool", n), ("stream", streams)):
                 for s in servers[i % len(servers) :] + servers[: i % len(servers)]:
                     block(s, clients[s.name], kind, count // ROUNDS, deltas)
+        print(f"{time.strftime('%H:%M:%S')} {CLIENTS} clients", file=sys.stderr)
         for s in servers:
             asyncio.run(concurrent(s))
     finally:
