@@ -238,6 +238,10 @@ def serving(argv: list[str], cwd: Path, env: dict[str, str], health: str) -> Ite
         server.wait()
 
 
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def versions(spec: Spec) -> str:
     if spec.python is None:
         return f"loopwright git {git_rev()}"
@@ -356,7 +360,7 @@ def main() -> None:
         else:
             print(f"note: {name} is not installed, skipped (bench/peers/install.sh)", flush=True)
     os.environ.pop("LOOPWRIGHT_HOME", None)  # the store lives in the throwaway project
-    load_before = Path("/proc/loadavg").read_text().strip()
+    load_before = loadavg()
     with (
         tempfile.TemporaryDirectory(prefix="loopwright-http-peers-") as tmp,
         contextlib.ExitStack() as stack,
@@ -373,7 +377,7 @@ def main() -> None:
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "load_before": load_before,
-        "load_after": Path("/proc/loadavg").read_text().strip(),
+        "load_after": loadavg(),
         "versions": {s.name: versions(s.spec) for s in servers},
         "deltas": args.deltas,
         "command": " ".join(["python bench/http_peers.py", *sys.argv[1:]]),

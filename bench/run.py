@@ -197,7 +197,7 @@ def render(results: list[dict], meta: dict) -> str:
         "# loopwright benchmark: framework overhead with an instant fake model",
         "",
         f"Date: {meta['date']}  ",
-        f"Machine: {meta['machine']}  ",
+        f"Machine: {meta['machine']}; /proc/loadavg {meta.get('load', '?')}  ",
         f"Versions: {meta['versions']}  ",
         f"Command: `{meta['command']}`; {meta['runs']} runs per cell, each a fresh process, "
         "interleaved; cells are medians. Scenarios, tools and floor: bench/scenarios.py and "
@@ -431,6 +431,7 @@ def main() -> None:
     def cells(a: str) -> list[str]:
         return [s for s in scenarios if s not in OWN or a in ("loopwright", "loopwright_inline")]
 
+    load = Path("/proc/loadavg").read_text().split()[:3]
     for a in adapters:  # one uncounted warm-up per adapter (file cache, bytecode)
         run_once(a, "streaming", args.timeout)
     results = []
@@ -460,6 +461,9 @@ def main() -> None:
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "machine": machine_line(),
+        "load": f"{' '.join(load)} at the start, "
+        + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+        + " at the end",
         "versions": versions_line(adapters, peers),
         "runs": args.n,
         "adapters": adapters,
