@@ -1,6 +1,6 @@
-"""bench/RESULTS.md is written by four scripts, each owning its sections (`## ` headings):
+"""bench/RESULTS.md is written by five scripts, each owning its sections (`## ` headings):
 run.py the first, callgrind.py "## Instructions", http_bench.py "## HTTP server", imports.py
-"## Start-up (callgrind)"."""
+"## Start-up (callgrind)", http_peers.py "## HTTP peer"."""
 
 from __future__ import annotations
 

@@ -4,13 +4,13 @@
     python bench/_run_one.py --flatness [STEPS] [--inline]  # loopwright: A's per-step profile
     python bench/_run_one.py --store [STEPS] [--inline]     # loopwright: A with the SQLite store
 
-MODULE is an adapter module name. Ours (`floor`, `loopwright_adapter`, in bench/adapters/) run
-here: the module's import is timed, its scenario function builds the agent (untimed) and
-returns an async thunk; only awaiting the thunk is timed; then `scenarios.check` looks at the
-output and the tools' call counters, and one JSON line is printed (the fields of the peer
-harness's runner: adapter, scenario, ok, count, seconds, us_per_unit, import_s, rss_ready_kb,
-rss_peak_kb, version). Any other MODULE is a peer: the run is handed to the shared harness's
-own `run_one.py` (found as in run.py), which measures the same way.
+MODULE is an adapter module name: ours in bench/adapters/ (`floor`, `loopwright_adapter`), the
+peers' in bench/peers/adapters/ (`langgraph_peer`, ...; run with the peers' own virtualenv's
+python, see bench/peers/install.sh). The module's import is timed, its scenario function builds
+the agent (untimed) and returns an async thunk; only awaiting the thunk is timed; then
+`scenarios.check` looks at the output and the tools' call counters, and one JSON line is
+printed (adapter, scenario, ok, count, seconds, us_per_unit, import_s, rss_ready_kb,
+rss_peak_kb, version).
 
 `--flatness` prints one JSON line: {"ok", "ratio", "first_us", "last_us", "seconds", "steps"}
 where ratio = cost of the last 50 tool steps / cost of steps 2..51 (see
@@ -22,27 +22,20 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
-import os
 import resource
-import runpy
 import sys
 import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 OURS = BENCH / "adapters"
+PEERS = BENCH / "peers" / "adapters"  # run by the peers' virtualenv (bench/peers/install.sh)
 # The loopwright measured is this checkout's, whichever one the environment has installed.
 sys.path.insert(0, str(BENCH.parent / "src"))
 
 
-def peers_dir() -> Path:
-    """The shared peer harness, where $LOOPWRIGHT_PEERS_DIR names it (without it, the repo runs
-    floor and loopwright alone)."""
-    return Path(os.environ.get("LOOPWRIGHT_PEERS_DIR") or "/nonexistent/peer-harness").resolve()
-
-
 def run_scenario(module: str, scenario: str) -> int:
-    sys.path[:0] = [str(OURS), str(BENCH)]
+    sys.path[:0] = [str(OURS), str(PEERS), str(BENCH)]
     import scenarios
 
     started = time.perf_counter()
@@ -141,13 +134,9 @@ def main() -> None:
         steps = int(numbers[0]) if numbers else 500  # scenarios.LONG_STEPS
         sys.exit((run_store if sys.argv[1] == "--store" else run_flatness)(steps, inline))
     module, scenario = sys.argv[1:3]
-    if (OURS / f"{module}.py").exists():
-        sys.exit(run_scenario(module, scenario))
-    runner = peers_dir() / "run_one.py"
-    if not runner.exists():
-        sys.exit(f"{module} is a peer, and the shared harness is not there: {runner.parent}")
-    sys.argv = [str(runner), module, scenario]
-    runpy.run_path(str(runner), run_name="__main__")
+    if not any((where / f"{module}.py").exists() for where in (OURS, PEERS)):
+        sys.exit(f"no adapter {module!r} in {OURS} or {PEERS}")
+    sys.exit(run_scenario(module, scenario))
 
 
 if __name__ == "__main__":

@@ -2,22 +2,22 @@
 (plain asyncio) and any installed peer, on the four scenarios of bench/scenarios.py.
 
 usage: python bench/run.py [-n 5] [--scenarios long_loop,...] [--adapters floor,loopwright,...]
-                           [--json out.json] [--timeout 300]
+                           [--peers] [--json out.json] [--timeout 300]
 
-The floor and loopwright need nothing beside the repo. The peer frameworks run only where the
-shared peer harness is found ($LOOPWRIGHT_PEERS_DIR names it; never looked for beside the
-repo) and they are installed; otherwise a note says they were skipped. Every (adapter,
-scenario) run is a fresh process (bench/_run_one.py), N rounds interleaved so machine drift
-spreads over every adapter. One uncounted warm-up per adapter comes first. Medians go to stdout
-and bench/RESULTS.md (rewritten each time); --json writes every run. Not a test: it exits 0
-even when a target is missed.
+The floor and loopwright need nothing beside the repo. `--peers` adds the peer frameworks
+(langgraph, smolagents, pydantic-ai, openai-agents): their adapters are in bench/peers/adapters/
+and they run with the python of their own virtualenv (bench/peers/install.sh makes it in
+bench/.venv-peers, or $LOOPWRIGHT_PEERS_VENV); a peer that is not installed there is skipped
+with a note. Every (adapter, scenario) run is a fresh process (bench/_run_one.py), N rounds
+interleaved so machine drift spreads over every adapter. One uncounted warm-up per adapter comes
+first. Medians go to stdout and bench/RESULTS.md (rewritten each time); --json writes every run.
+Not a test: it exits 0 even when a target is missed.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import platform
@@ -31,9 +31,9 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 RUN_ONE = BENCH / "_run_one.py"
-PEERS = Path(os.environ.get("LOOPWRIGHT_PEERS_DIR") or "/nonexistent/peer-harness").resolve()
-"""The shared peer harness, only where `$LOOPWRIGHT_PEERS_DIR` names it (never beside the repo)."""
-HARNESS = (PEERS / "run_one.py").exists()  # the peers come with the shared harness only
+PEERS_VENV = Path(os.environ.get("LOOPWRIGHT_PEERS_VENV") or BENCH / ".venv-peers")
+"""The peers' own virtualenv (bench/peers/install.sh), never the project's environment."""
+PEER_PYTHON = PEERS_VENV / "bin" / "python"
 
 SCENARIOS = ["long_loop", "wide_batch", "many_sessions", "streaming"]
 FLATNESS = "flatness"  # loopwright's own: A's last 50 steps vs steps 2..51, in-process stamps
@@ -42,17 +42,18 @@ TARGET_STORE_US = 400.0  # 300 on the machine it was set on, scaled by the refer
 OWN = (FLATNESS, STORE)
 
 # adapter name -> (module, import name that must be available, distribution); floor and
-# loopwright are ours (bench/adapters/), the others are the shared harness's adapters
+# loopwright are ours (bench/adapters/), the peers' are in bench/peers/adapters/
 ADAPTERS = {
     "floor": ("floor", None, None),
     "loopwright": ("loopwright_adapter", "loopwright", "loopwright"),
     "loopwright_inline": ("loopwright_inline", "loopwright", "loopwright"),
-    "pydantic_ai": ("pydantic_ai", "pydantic_ai", "pydantic-ai-slim"),
-    "openai_agents": ("openai_agents", "agents", "openai-agents"),
-    "langgraph": ("langgraph", "langgraph", "langgraph"),
-    "smolagents": ("smolagents", "smolagents", "smolagents"),
+    "langgraph": ("langgraph_peer", "langgraph", "langgraph"),
+    "smolagents": ("smolagents_peer", "smolagents", "smolagents"),
+    "pydantic_ai": ("pydantic_ai_peer", "pydantic_ai", "pydantic-ai-slim"),
+    "openai_agents": ("openai_agents_peer", "agents", "openai-agents"),
 }
 ALWAYS = ["floor", "loopwright", "loopwright_inline"]  # _inline: its sync tool on the loop
+PEERS = [a for a in ADAPTERS if a not in ALWAYS]
 
 # Targets for loopwright judged in wall time. A's and C's ratios to the floor are judged in
 # instructions (bench/callgrind.py, which does not move with the CPU); their wall ratios are
@@ -61,21 +62,38 @@ TARGET_B_S = 0.06  # B wall s
 TARGET_D_US = 3.0  # D µs/delta
 TARGET_FLAT = 1.3  # A: last 50 steps ≤ 1.3 × steps 2..51
 IN_INSTRUCTIONS = "reported (the target, ≤ 3 × floor, is in instructions: bench/callgrind.py)"
-KEPT = ("\n## Instructions", "\n## HTTP server", "\n## Start-up")  # other scripts' sections
+# other scripts' sections (callgrind.py, http_bench.py, imports.py, http_peers.py)
+KEPT = ("\n## Instructions", "\n## HTTP server", "\n## Start-up", "\n## HTTP peer")
 
 
-def available(name: str) -> bool:
-    module, probe, _ = ADAPTERS[name]
+PROBE = """import importlib.util, json, sys
+from importlib.metadata import version
+print(json.dumps({d: version(d) for p, d in json.loads(sys.argv[1]) if importlib.util.find_spec(p)}))
+"""
+
+
+def peer_versions() -> dict[str, str]:
+    """Distribution -> version of the peers installed in the peers' virtualenv (none without it)."""
+    if not PEER_PYTHON.exists():
+        return {}
+    probes = json.dumps([ADAPTERS[a][1:] for a in PEERS])
+    p = subprocess.run(
+        [str(PEER_PYTHON), "-c", PROBE, probes], capture_output=True, text=True, timeout=120
+    )
+    return json.loads(p.stdout) if p.returncode == 0 else {}
+
+
+def available(name: str, peers: dict[str, str]) -> bool:
+    module, _, dist = ADAPTERS[name]
     if name in ALWAYS:
         return (BENCH / "adapters" / f"{module}.py").exists()
-    if not HARNESS or not (PEERS / "adapters" / f"{module}.py").exists():
-        return False
-    return probe is None or importlib.util.find_spec(probe) is not None
+    return dist in peers
 
 
 def run_once(adapter: str, scenario: str, timeout: float) -> dict:
     module = ADAPTERS[adapter][0]
-    argv = [sys.executable, str(RUN_ONE)]
+    python = str(PEER_PYTHON) if adapter in PEERS else sys.executable
+    argv = [python, str(RUN_ONE)]
     argv += [f"--{scenario}"] if scenario in OWN else [module, scenario]
     if scenario in OWN and adapter == "loopwright_inline":
         argv.append("--inline")
@@ -179,13 +197,17 @@ def render(results: list[dict], meta: dict) -> str:
         "# loopwright benchmark: framework overhead with an instant fake model",
         "",
         f"Date: {meta['date']}  ",
-        f"Machine: {meta['machine']}  ",
+        f"Machine: {meta['machine']}; /proc/loadavg {meta.get('load', '?')}  ",
         f"Versions: {meta['versions']}  ",
         f"Command: `{meta['command']}`; {meta['runs']} runs per cell, each a fresh process, "
         "interleaved; cells are medians. Scenarios, tools and floor: bench/scenarios.py and "
-        "bench/adapters/ (the parameters of the shared peer harness"
-        + (", whose adapters ran the peers" if meta["peers"] else "")
-        + "). See bench/README.md.",
+        "bench/adapters/"
+        + (
+            "; the peers' adapters: bench/peers/adapters/, run in their own virtualenv"
+            if meta["peers"]
+            else ""
+        )
+        + ". See bench/README.md.",
         "",
         "| adapter | version | A long loop µs/step | A ×floor | B wide batch s (ideal 0.05) "
         "| C 200 sessions s | C ×floor | D streaming µs/delta | D ×floor | A peak RSS MB | import s |",
@@ -216,6 +238,9 @@ def render(results: list[dict], meta: dict) -> str:
             )
             + " |"
         )
+
+    if meta["peers"]:
+        lines += peer_ratios(g, meta["peers"])
 
     lw = lambda s, k: med(g("loopwright", s), k)  # noqa: E731
     li = lambda s, k: med(g("loopwright_inline", s), k)  # noqa: E731
@@ -316,18 +341,44 @@ def render(results: list[dict], meta: dict) -> str:
         ),
     ]
     if meta.get("skipped"):
-        why = "not installed" if HARNESS else "the shared peer harness was not found"
         lines.append(
-            f"Peers skipped ({why}): {', '.join(meta['skipped'])}. See bench/README.md to add them."
+            f"Peers skipped (not installed in {PEERS_VENV.name}): {', '.join(meta['skipped'])}. "
+            "See bench/README.md (bench/peers/install.sh)."
         )
     return "\n".join(lines) + "\n"
 
 
-def versions_line(adapters: list[str]) -> str:
+def peer_ratios(g, peers: list[str]) -> list[str]:
+    """How many times loopwright's time each peer takes, in this run: A (µs/step), C (s), D
+    (µs/delta), against loopwright with its sync tool in a thread (as the peers but smolagents
+    run theirs) and inline (as smolagents and the floor do)."""
+    keys = {"long_loop": "us_per_unit", "many_sessions": "seconds", "streaming": "us_per_unit"}
+    ours = {a: {s: med(g(a, s), k) for s, k in keys.items()} for a in ALWAYS[1:]}
+    lines = [
+        "",
+        "Each peer's time over loopwright's, same run (A µs/step, C s, D µs/delta; "
+        "loopwright with its sync tool in a thread / inline):",
+        "",
+        "| peer | A × loopwright | C × loopwright | D × loopwright |",
+        "|---|--:|--:|--:|",
+    ]
+    for a in peers:
+        cells = []
+        for s, k in keys.items():
+            theirs = med(g(a, s), k)
+            both = [ratio(theirs, ours[w][s]) for w in ALWAYS[1:]]
+            cells.append(" / ".join(fmt(r, 0 if r and r >= 10 else 1) for r in both))
+        lines.append("| " + " | ".join([a, *cells]) + " |")
+    return lines
+
+
+def versions_line(adapters: list[str], peers: dict[str, str]) -> str:
     out = []
     for name in adapters:
         dist = ADAPTERS[name][2]
-        if dist and not any(o.startswith(f"{dist} ") for o in out):  # (two rows, one package)
+        if name in PEERS and dist in peers:
+            out.append(f"{dist} {peers[dist]} (peers' virtualenv)")
+        elif dist and not any(o.startswith(f"{dist} ") for o in out):  # (two rows, one package)
             with contextlib.suppress(PackageNotFoundError):
                 out.append(f"{dist} {version(dist)}")
     for dist in ["pydantic", "pydantic-core"]:
@@ -349,6 +400,11 @@ def main() -> None:
         default=None,
         help="comma list (default: floor, loopwright and every installed peer)",
     )
+    ap.add_argument(
+        "--peers",
+        action="store_true",
+        help="add every peer installed in the peers' virtualenv (bench/peers/install.sh)",
+    )
     ap.add_argument("--json", metavar="OUT", help="also write every run to this JSON file")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per process")
     args = ap.parse_args()
@@ -357,29 +413,25 @@ def main() -> None:
     unknown = [s for s in scenarios if s not in [*SCENARIOS, *OWN]]
     if unknown:
         ap.error(f"unknown scenarios {unknown}")
-    wanted = args.adapters.split(",") if args.adapters else list(ADAPTERS)
+    wanted = args.adapters.split(",") if args.adapters else ALWAYS + (PEERS if args.peers else [])
     unknown = [a for a in wanted if a not in ADAPTERS]
     if unknown:
         ap.error(f"unknown adapters {unknown} (known: {', '.join(ADAPTERS)})")
+    peers = peer_versions() if any(a in PEERS for a in wanted) else {}
     adapters, skipped = [], []
     for a in wanted:
-        (adapters if available(a) else skipped).append(a)
-    if skipped and not HARNESS:
+        (adapters if available(a, peers) else skipped).append(a)
+    if skipped:
         print(
-            f"note: peers skipped ({', '.join(skipped)}): no shared peer harness "
-            "(set LOOPWRIGHT_PEERS_DIR to run them)",
-            flush=True,
-        )
-    elif skipped:
-        print(
-            f"note: not installed, skipped: {', '.join(skipped)} "
-            f"(pip install -r {PEERS / 'requirements.txt'})",
+            f"note: not installed in {PEERS_VENV}, skipped: {', '.join(skipped)} "
+            "(bench/peers/install.sh installs them)",
             flush=True,
         )
 
     def cells(a: str) -> list[str]:
         return [s for s in scenarios if s not in OWN or a in ("loopwright", "loopwright_inline")]
 
+    load = Path("/proc/loadavg").read_text().split()[:3]
     for a in adapters:  # one uncounted warm-up per adapter (file cache, bytecode)
         run_once(a, "streaming", args.timeout)
     results = []
@@ -409,11 +461,14 @@ def main() -> None:
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "machine": machine_line(),
-        "versions": versions_line(adapters),
+        "load": f"{' '.join(load)} at the start, "
+        + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+        + " at the end",
+        "versions": versions_line(adapters, peers),
         "runs": args.n,
         "adapters": adapters,
         "skipped": skipped,
-        "peers": [a for a in adapters if a not in ALWAYS],
+        "peers": [a for a in adapters if a in PEERS],
         "command": "python bench/run.py " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
     }
     md = render(results, meta)

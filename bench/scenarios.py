@@ -9,6 +9,8 @@ that skipped a call fails its check.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Sequence
 
 LONG_STEPS = 500  # A: one `ping` call per step, then the final answer
@@ -43,6 +45,18 @@ async def wait(i: int) -> str:
     """Async tool that awaits WIDE_SLEEP seconds."""
     await asyncio.sleep(WIDE_SLEEP)
     CALLS["wait"] += 1
+    return f"waited {i}"
+
+
+_WAIT_LOCK = threading.Lock()
+
+
+def wait_blocking(i: int) -> str:
+    """`wait` for a framework whose tools are sync only (smolagents, in bench/peers/): blocks its
+    thread for WIDE_SLEEP seconds; the tools run in a pool, so the counter takes a lock."""
+    time.sleep(WIDE_SLEEP)
+    with _WAIT_LOCK:
+        CALLS["wait"] += 1
     return f"waited {i}"
 
 
