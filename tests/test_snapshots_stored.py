@@ -153,9 +153,13 @@ EVERY_FIELD = [
 def test_decode_makes_what_pydantic_makes():
     text = wire.messages_to_json(EVERY_FIELD)
     assert stored.decode(text) == wire.messages_from_json(text) == EVERY_FIELD
-    unknown = text.replace('"role":"user"}', '"role":"user","later":1}', 1)
-    with pytest.raises(ValueError):  # a key it does not know is pydantic's to judge
-        stored.decode(unknown)
+    for known in ('"role":"user"}', '"type":"text"}', '"cacheWriteTokens":4', '"isError":true'):
+        assert known in text
+        unknown = text.replace(
+            known, f'{known[:-1]},"later":1}}' if known[-1] == "}" else f'{known},"later":1', 1
+        )
+        with pytest.raises(ValueError):  # a key it does not know is pydantic's to judge
+            stored.decode(unknown)
     with pytest.raises(ValueError):
         stored.decode('{"role":"user"}')
 

@@ -40,7 +40,8 @@ THINKING = frozenset({"text", "signature", "type"})
 CALL = frozenset({"id", "name", "args", "type"})
 USAGE = frozenset({"inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens", "cost"})
 """The wire keys the fast path makes each value from (tests/test_snapshots_stored.py checks
-them against the values' fields): an object with any other key is pydantic's to read."""
+them against the values' fields): an object with any other key is pydantic's to read (told
+by its number of keys: each key read is there, or the read fails)."""
 
 
 class _NotOurs(Exception):
@@ -62,22 +63,22 @@ def decode(array: str) -> list[Message]:
 
 
 def _message(m: dict[str, Any]) -> Message:
+    """The message of `m` (`_NotOurs` when `m` holds a key beside those it reads: the number
+    of keys says so, each it reads being there)."""
     role = m["role"]
     if role == "assistant":
-        if not m.keys() <= ASSISTANT:
+        usage, model = m.get("usage"), m.get("model")
+        if len(m) != 3 + (usage is not None) + (model is not None):
             raise _NotOurs
-        usage = m.get("usage")
         return _assistant(
             parts=tuple(map(_part, m["parts"])),
             stop_reason=m["stopReason"],
             usage=None if usage is None else _usage_of(usage),
-            model=m.get("model"),
+            model=model,
         )
-    if role == "user":
-        if not m.keys() <= USER:
-            raise _NotOurs
+    if role == "user" and len(m) == 2:
         return _user(content=m["content"])
-    if role == "tool" and m.keys() <= RESULT:
+    if role == "tool" and len(m) == 5:
         return _result(
             call_id=m["callId"], tool=m["tool"], content=m["content"], is_error=m["isError"]
         )
@@ -86,22 +87,25 @@ def _message(m: dict[str, Any]) -> Message:
 
 def _part(p: dict[str, Any]) -> Text | Thinking | ToolCall:
     kind = p["type"]
-    if kind == "text" and p.keys() <= TEXT:
+    if kind == "text" and len(p) == 2:
         return _text(text=p["text"])
-    if kind == "tool_call" and p.keys() <= CALL:
+    if kind == "tool_call" and len(p) == 4:
         return _call(id=p["id"], name=p["name"], args=p["args"])
-    if kind == "thinking" and p.keys() <= THINKING:
-        return _thinking(text=p["text"], signature=p.get("signature"))
+    if kind == "thinking":
+        signature = p.get("signature")
+        if len(p) == 2 + (signature is not None):
+            return _thinking(text=p["text"], signature=signature)
     raise _NotOurs
 
 
 def _usage_of(u: dict[str, Any]) -> Usage:
-    if not u.keys() <= USAGE:
+    cost = u.get("cost")
+    if len(u) != 4 + (cost is not None):
         raise _NotOurs
     return _usage(
         input_tokens=u["inputTokens"],
         output_tokens=u["outputTokens"],
         cache_read_tokens=u["cacheReadTokens"],
         cache_write_tokens=u["cacheWriteTokens"],
-        cost=u.get("cost"),
+        cost=cost,
     )
