@@ -10,18 +10,35 @@ deliveries.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from .. import events as ev
+from ..loop.session import Session
+from ..state.snapshots import encoded
 from ..store import PendingRecord, PendingStatus, StoredEvent
 from ..store.log import Page, SessionKey, SessionRecord, Store
 from ..store.outbox import Outbox, outbox_of
 from ..store.usage_report import UsageQuery
+from ..wire import messages_to_json
 from . import follow as following
 from .decisions import chain, key_of, open_under
 from .follow import Item
+from .journal import LogJournal
 from .live import Follower, Live
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    """Messages of a session's history as JSON (`Reading.history`): `text` holds the objects
+    of messages `start` to `end` (exclusive) of `length`, joined by commas (redacted)."""
+
+    text: str
+    start: int
+    end: int
+    length: int
 
 
 class Reading:
@@ -29,6 +46,11 @@ class Reading:
 
     log: Store
     live: Live
+    _idle: OrderedDict[SessionKey, Session]
+
+    async def open(self, key: SessionKey) -> Session:
+        """The session as its log leaves it (`Runtime.open`)."""
+        raise NotImplementedError
 
     async def _recover(self, key: SessionKey) -> bool:
         """Close what a dead run of the session left open; whether it had died (`Runtime`)."""
@@ -171,6 +193,29 @@ class Reading:
             out += page.items
             if (cursor := page.cursor) is None:
                 return out
+
+    async def history(
+        self, key: SessionKey, last_seq: int, *, limit: int | None = None, end: int | None = None
+    ) -> HistoryPage:
+        """The session's history as JSON, as of its log's `last_seq`: from the session this
+        runtime keeps after its last run when it is the log's (nothing parsed: the JSON its
+        snapshots keep, `snapshots.encoded`, plus the messages since), else opened from the
+        log. All of it; or, with `limit`, the `limit` messages before message `end` (None:
+        the newest), a page read backwards (`ValueError` for an `end` past the history)."""
+        session = self._idle.get(key)
+        journal = session.journal if session is not None else None
+        if session is None or not isinstance(journal, LogJournal) or journal.loaded_seq != last_seq:
+            session = await self.open(key)
+        history = session.state.history
+        length = len(history.messages)
+        if limit is None:
+            return HistoryPage(encoded(history).text, 0, length, length)
+        stop = length if end is None else end
+        if not 0 <= stop <= length:
+            raise ValueError(f"the history has {length} messages")
+        start = max(0, stop - limit)
+        text = messages_to_json(history.messages[start:stop])[1:-1]
+        return HistoryPage(text, start, stop, length)
 
     async def usage(self, tenant: str, key: SessionKey | None = None) -> dict[str, Any]:
         return await self.log.usage(tenant, key=key)

@@ -71,7 +71,9 @@ async def save_snapshot(
     `live`: the run's state and the seq up to which it is the log's, kept as it is instead of
     the log being read and folded again."""
     if live is not None:
-        data = await asyncio.to_thread(to_snapshot, frozen(live[0]))
+        copy = frozen(live[0])
+        data = await asyncio.to_thread(to_snapshot, copy)
+        live[0].history.encoded = copy.history.encoded  # (its messages' JSON, for the next)
         await log.save_snapshot(lease, Snapshot(live[1], data))
         return live[1]
     state, after = await restore(log, lease.key, tools)

@@ -175,15 +175,21 @@ def document(version: str) -> Schema:
             session: {
                 "get": _op(
                     "A session: status, history, open items (v1: `{sessionId, history}` in "
-                    "v1's message shape, and 200 with an empty history for an unknown session)",
+                    "v1's message shape, and 200 with an empty history for an unknown session). "
+                    "With `limit` or `cursor` (full profile), one page of the history, read "
+                    "backwards: the newest `limit` messages, then `nextCursor` reads the ones "
+                    "before them (null at the first message); a page adds `historyStart` (the "
+                    "index of its first message), `historyLength` and `nextCursor`",
                     {
                         "200": ok,
-                        "400": error("Bad profile."),
+                        "400": error("Bad profile, limit or cursor."),
                         "404": error("Unknown session (full profile)."),
                     },
                     NAME,
                     ID,
                     PROFILE,
+                    LIMIT,
+                    CURSOR,
                 )
             },
             f"{session}/events": {

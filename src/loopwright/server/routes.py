@@ -5,8 +5,6 @@ is another session, and another tenant's id is an unknown one (404)."""
 
 from __future__ import annotations
 
-import json
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -19,10 +17,10 @@ from ..state.compaction import Compaction, compactability, why_not
 from ..store.log import SessionKey, SessionRecord
 from ..store.usage import as_json
 from ..store.usage_report import UsageQuery
-from ..wire import Profile, messages_to_json
+from ..wire import Profile
 from . import pages, sse
 from .config import configuration, run_settings, summary
-from .history import v1_history
+from .history import history_response, page_of, v1_history
 from .prefix import path_id
 from .settings import version
 from .state import Places, State, plain_answer, run_events, state_of
@@ -195,9 +193,10 @@ async def list_sessions(request: Request) -> JSONResponse:
     return JSONResponse(pages.page_body("sessions", listed, cursor))
 
 
-async def show_session(request: Request) -> JSONResponse:
-    """The session: its status, history and open items; v1: `{sessionId, history}` in v1's
-    message shape, and an unknown session's history empty (200)."""
+async def show_session(request: Request) -> Response:
+    """The session: its status, history (all of it, or a page: `server.history`) and open
+    items; v1: `{sessionId, history}` in v1's message shape, and an unknown session's history
+    empty (200)."""
     state = state_of(request)
     if profile_of(request) == "v1":
         name = request.path_params["name"]
@@ -208,23 +207,23 @@ async def show_session(request: Request) -> JSONResponse:
         except UnknownSession:
             messages = []
         return JSONResponse({"sessionId": key.id, "history": v1_history(messages)})
+    limit, end = page_of(request)
     record = await session_record(state, request)
-    session = await state.runtime.open(record.key)
-    waiting = await open_items(state.runtime, record.key)
     key = record.key
+    try:
+        page = await state.runtime.history(key, record.last_seq, limit=limit, end=end)
+    except ValueError as exc:
+        raise ApiError(400, f"cursor is past the history ({exc})") from None
+    waiting = await open_items(state.runtime, key)
     spent = await state.runtime.usage_report(
         UsageQuery(tenant=key.tenant, agent=key.agent, session=key.id)
     )
-    return JSONResponse(
-        {
-            "sessionId": key.id,
-            "status": record.status,
-            "lastSeq": record.last_seq,
-            "history": json.loads(messages_to_json(session.messages)),
-            "pending": [p.listed(typed=True) for p in waiting],
-            "usage": as_json(spent.items[0]),  # with its subagents' sessions
-        }
-    )
+    head = {"sessionId": key.id, "status": record.status, "lastSeq": record.last_seq}
+    tail = {
+        "pending": [p.listed(typed=True) for p in waiting],
+        "usage": as_json(spent.items[0]),  # with its subagents' sessions
+    }
+    return history_response(head, page, tail, limit is not None)
 
 
 async def session_events(request: Request) -> Response:

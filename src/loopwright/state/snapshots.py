@@ -1,18 +1,27 @@
 """A session's state kept as one JSON text (`to_snapshot` / `from_snapshot`): folding the events
-after a snapshot into the state it restores gives what folding the whole log gives (`replay`)."""
+after a snapshot into the state it restores gives what folding the whole log gives (`replay`).
+
+A long session's snapshot costs what it adds, not its length: each message is serialised and
+redacted once — its JSON is kept with the history (`History.encoded`) as a snapshot writes it or
+reads it back, and the next snapshot writes the text kept for the messages it still has plus
+the new ones' — and read back by `stored.decode` (its fast path makes the message values
+directly from the parsed JSON, without pydantic's validation per message).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from operator import is_
 from typing import Any
 
 from .. import redact
 from ..messages import AssistantMessage, Message, ToolResultMessage
 from ..tools import Tool
-from ..wire import loads, messages_from_json, messages_to_json, to_dict
-from .history import History
+from ..wire import loads, messages_to_json, to_dict
+from .history import Encoded, History
 from .session_state import OpenBatch, SessionState
+from .stored import decode
 
 _HEAD = '{"version":1,"state":'
 _MESSAGES = ',"messages":'
@@ -25,9 +34,8 @@ def to_snapshot(state: SessionState) -> str:
     assistant message holding its calls and the results it has so far; `state` holds the rest.
     The derived checkpoint and recovery are not kept (they are derived on each read)."""
     history, batch = state.history, state.batch
-    messages: list[Message] = list(history.messages)
     head: dict[str, Any] = {
-        "history": len(messages),
+        "history": len(history.messages),
         "carryOver": state.carry_over,
         "chars": history.chars,
         "reportedTokens": history.reported_tokens,
@@ -38,9 +46,11 @@ def to_snapshot(state: SessionState) -> str:
         "finished": state.finished,
         "batch": None,
     }
+    text = encoded(history).text
     if batch is not None:
-        messages.append(AssistantMessage(parts=tuple(batch.calls)))
-        messages += batch.results.values()
+        tail: list[Message] = [AssistantMessage(parts=tuple(batch.calls))]
+        tail += batch.results.values()
+        text = _joined(text, messages_to_json(tail)[1:-1])
         head["batch"] = {
             "started": sorted(batch.started),
             "args": batch.args,
@@ -51,7 +61,29 @@ def to_snapshot(state: SessionState) -> str:
             "answers": batch.answers,
         }
     body = redact.json_text(json.dumps(head, ensure_ascii=False, separators=(",", ":")))  # (P11)
-    return f"{_HEAD}{body}{_MESSAGES}{messages_to_json(messages)}}}"
+    return f"{_HEAD}{body}{_MESSAGES}[{text}]}}"
+
+
+def encoded(history: History) -> Encoded:
+    """The history's messages as JSON (redacted), kept with it (`History.encoded`): only those
+    its last encoding did not hold are serialised (all of them after a compaction)."""
+    messages, kept = history.messages, history.encoded
+    text, done = "", 0
+    if (
+        kept is not None
+        and len(kept.messages) <= len(messages)
+        and all(map(is_, kept.messages, messages))
+    ):
+        text, done = kept.text, len(kept.messages)
+        if done == len(messages):
+            return kept
+    fresh = Encoded(messages[:], _joined(text, messages_to_json(messages[done:])[1:-1]))
+    history.encoded = fresh
+    return fresh
+
+
+def _joined(text: str, more: str) -> str:
+    return f"{text},{more}" if text and more else text or more
 
 
 def from_snapshot(data: str, tools: Mapping[str, Tool]) -> SessionState:
@@ -69,7 +101,8 @@ def _restore(data: str, tools: Mapping[str, Tool]) -> SessionState:
     head, end = json.JSONDecoder().raw_decode(data, len(_HEAD))
     if not data.startswith(_MESSAGES, end):
         raise ValueError("not a version 1 session snapshot")
-    messages = messages_from_json(data[end + len(_MESSAGES) : -1])
+    array = data[end + len(_MESSAGES) : -1]
+    messages = decode(array)
     count = head["history"]
     history = History(
         messages=messages[:count],
@@ -78,6 +111,8 @@ def _restore(data: str, tools: Mapping[str, Tool]) -> SessionState:
         chars_at_report=head["charsAtReport"],
         compacted_at=head["compactedAt"],
     )
+    if count == len(messages) and array.startswith("[") and array.endswith("]"):
+        history.encoded = Encoded(history.messages[:], array[1:-1])  # (as it was written)
     state = SessionState(
         tools=tools,
         history=history,
