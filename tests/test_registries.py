@@ -99,6 +99,7 @@ ALLOWED = {
     "server/settings.py: cache version": "pure: the installed package's version",
     "tools.py: cache _ask_user_tool": "a constant tool, built on first use (pydantic is imported "
     "only then)",
+    "store/sql.py: cache _whole_second": "pure: a second's ISO text, kept for the commits within it",
     "wire.py: cache _adapter": "pure: a pydantic TypeAdapter per type",
     "wire.py: cache _serializer": "pure: a serializer per type",
     "wire.py: cache _event_adapter": "pure: the events' TypeAdapter",

@@ -29,7 +29,7 @@ from conftest import drive, verify
 from long_run import examples
 from loopwright import DEFER, Agent, Approval, Rules, tool
 from loopwright import events as ev
-from loopwright.loop import loop as loop_module
+from loopwright.loop import session as loop_module
 from loopwright.loop.steps import Steps
 from loopwright.runtime import LogJournal, Runtime, Settings, open_session
 from loopwright.runtime.decisions import decision_of

@@ -20,7 +20,7 @@ from ..errors import CommitFailed, describe
 from ..loop.observers import Observer
 from ..state.text import valid, valid_data
 from ..store import StaleWriter, StoredEvent, StoreError
-from ..store.log import Encoded, Lease, SessionKey, Store
+from ..store.log import EncodedEvents, Lease, SessionKey, Store
 from ..toolsets import Toolsets
 from ..wire import dumps
 
@@ -179,7 +179,7 @@ class Committing:
         it is committed with the call's intent after it, or with the run's end (a crash between
         them loses it, and the model is asked again); but a reply the log cannot take (a lone
         surrogate) fails now, as its own commit did (`CommitFailed`, the events before it kept,
-        made valid). The log stores the text as it is (`store.log.Encoded`)."""
+        made valid). The log stores the text as it is (`store.log.EncodedEvents`)."""
         try:
             self.encoded[id(event)] = dumps(event)
         except Exception as exc:
@@ -205,7 +205,7 @@ class Committing:
             self.buffer = []
             if self.encoded:  # (taken whatever follows: none is left behind)
                 encoded = self.encoded
-                events = Encoded(events, [encoded.pop(id(e), None) for e in events])
+                events = EncodedEvents(events, [encoded.pop(id(e), None) for e in events])
             if self.stale is not None:
                 raise self.stale
             if self.lease is None:

@@ -10,7 +10,7 @@ from ..messages import Message, Usage, message_chars
 
 
 @dataclass(slots=True)
-class Encoded:
+class EncodedMessages:
     """The wire JSON of a history's first messages, kept with it so that a snapshot serialises
     and redacts each message once (`snapshots.to_snapshot`): `text` is the JSON objects of
     `messages` — these very objects, in order — joined by commas, redacted (P11)."""
@@ -36,7 +36,7 @@ class History:
     chars_at_report: int = 0
     compacted_at: int | None = None
     """Length of the history right after its last compaction (to tell "just compacted")."""
-    encoded: Encoded | None = field(default=None, compare=False, repr=False)
+    encoded: EncodedMessages | None = field(default=None, compare=False, repr=False)
     """The JSON of its messages as its last snapshot wrote or read them (a cache: valid for as
     many of `messages` as are still the objects it names)."""
 

@@ -19,7 +19,7 @@ from .. import redact
 from ..messages import AssistantMessage, Message, ToolResultMessage
 from ..tools import Tool
 from ..wire import loads, messages_to_json, to_dict
-from .history import Encoded, History
+from .history import EncodedMessages, History
 from .session_state import OpenBatch, SessionState
 from .stored import decode
 
@@ -64,7 +64,7 @@ def to_snapshot(state: SessionState) -> str:
     return f"{_HEAD}{body}{_MESSAGES}[{text}]}}"
 
 
-def encoded(history: History) -> Encoded:
+def encoded(history: History) -> EncodedMessages:
     """The history's messages as JSON (redacted), kept with it (`History.encoded`): only those
     its last encoding did not hold are serialised (all of them after a compaction)."""
     messages, kept = history.messages, history.encoded
@@ -77,7 +77,7 @@ def encoded(history: History) -> Encoded:
         text, done = kept.text, len(kept.messages)
         if done == len(messages):
             return kept
-    fresh = Encoded(messages[:], _joined(text, messages_to_json(messages[done:])[1:-1]))
+    fresh = EncodedMessages(messages[:], _joined(text, messages_to_json(messages[done:])[1:-1]))
     history.encoded = fresh
     return fresh
 
@@ -112,7 +112,7 @@ def _restore(data: str, tools: Mapping[str, Tool]) -> SessionState:
         compacted_at=head["compactedAt"],
     )
     if count == len(messages) and array.startswith("[") and array.endswith("]"):
-        history.encoded = Encoded(history.messages[:], array[1:-1])  # (as it was written)
+        history.encoded = EncodedMessages(history.messages[:], array[1:-1])  # (as it was written)
     state = SessionState(
         tools=tools,
         history=history,

@@ -144,7 +144,7 @@ class Snapshot:
     data: str
 
 
-class Encoded(list[Event]):
+class EncodedEvents(list[Event]):
     """Events to append with the JSON of some of them (`wire.dumps`, None for the others),
     encoded by the caller as they came: a backend stores a text given as it is."""
 
@@ -156,7 +156,7 @@ class Encoded(list[Event]):
 
 
 def encoded(events: Sequence[Event]) -> list[str]:
-    """The JSON each of `events` is stored as: the text given (`Encoded`) or `wire.dumps`'s."""
+    """The JSON each of `events` is stored as: the text given (`EncodedEvents`) or `wire.dumps`'s."""
     texts = getattr(events, "texts", None)
     if texts is None:
         return dumps_all(events)

@@ -16,6 +16,7 @@ thread (`sqlite_rows.run`), PostgreSQL's on a pooled connection, awaiting each s
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass
@@ -256,10 +257,13 @@ def iso(t: float) -> str:
     micro = round((t - second) * 1e6)  # (as `datetime.fromtimestamp` rounds)
     if micro >= 1_000_000:
         second, micro = second + 1, micro - 1_000_000
-    last = _second[0]  # (one read: another thread may put another second there)
-    if last[0] != second:
-        last = _second[0] = second, _iso(second)[:19]
-    return f"{last[1]}.{micro // 1000:03d}Z"
+    return f"{_whole_second(second)}.{micro // 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=2)
+def _whole_second(second: int) -> str:
+    """A whole second's text up to the seconds (kept for the calls within that second)."""
+    return _iso(second)[:19]
 
 
 def _iso(t: float) -> str:
@@ -267,5 +271,3 @@ def _iso(t: float) -> str:
 
 
 _LAST_SECOND = 253402300799.0  # (9999-12-31T23:59:59Z: past it, `datetime` says why not)
-_second: list[tuple[int, str]] = [(-1, "")]
-"""The last whole second `iso` formatted, and its text up to the seconds."""
