@@ -175,7 +175,7 @@ class LogJournal(Committing):
         elif kind == "loop:error" and self.partial:  # the run keeps all it streamed: so does
             self.buffer.append(self._partial())  # the log (`loop:aborted` carries its own)
         self.buffer.append(event)
-        if commits(event):
+        if kind in COMMIT_AT or (isinstance(event, ev.SubagentEvent) and commits(event)):
             await self._commit()
             if kind == "tool:started" and self.settings.clock() >= self.deadline:
                 self.stale = StaleWriter(f"session {self.key.id}: its lease's deadline passed")

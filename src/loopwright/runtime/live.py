@@ -130,13 +130,17 @@ class LiveRun:
 
     async def _drive(self) -> None:
         try:
+            items, queues, first = self.items, self._queues, self._first
             async for event in self._run:
-                self._publish_foreign()
-                self._publish(event)
+                if self._foreign:  # (none, but after a foreign writer's commit)
+                    self._publish_foreign()
+                items.append(event)  # (`_publish`, inline: once an event)
+                for queue in queues:
+                    queue.put_nowait(event)
                 if type(event) is ev.Done:
                     self.done = event
-                if not self._first.done() and self._run.seq is not None:
-                    self._first.set_result(None)
+                if not first.done() and self._run.seq is not None:
+                    first.set_result(None)
                     self._listen()
         except Exception as exc:
             self.failure = exc

@@ -46,10 +46,15 @@ def in_events(events: Iterable[ev.Event]) -> Iterator[Attachment]:
             yield from event.attachments or ()
 
 
+_CARRYING = frozenset({"input:received", "steering:injected", "tool:output"})
+"""The types of the events `in_events` finds attachments in."""
+
+
 def rows(events: Sequence[ev.Event], at: str) -> list[Row]:
     """The attachment rows to store with `events`: one per hash whose bytes are at hand."""
     found: dict[str, Row] = {}
-    for item in in_events(events):
+    carrying = [e for e in events if e.type in _CARRYING]  # (most commits: none)
+    for item in in_events(carrying) if carrying else ():
         data = item.data
         if item.sha256 is not None and data is not None and item.sha256 not in found:
             found[item.sha256] = (item.sha256, item.media_type, len(data), data, at)

@@ -98,14 +98,16 @@ class Derived:
 
 def derive(state: SessionRow, events: Sequence[ev.Event]) -> Derived:
     """The row after appending `events` (seqs `state.last_seq + 1` onwards) and what they derive."""
-    seq, reply, status = state.last_seq, state.last_reply_seq, state.status
-    ops: list[Op] = []
-    for event in events:
-        seq += 1
-        kind = event.type  # most events derive nothing: one set lookup passes them
-        if kind not in _DERIVING:
+    reply, status = state.last_reply_seq, state.status
+    for event in reversed(events):  # the status: the last event's but a decision's
+        if event.type != "pending:decided":  # (a decision leaves it as it was)
             status = "running"  # the run's own events: it has not ended (yet)
-            continue
+            if type(event) is ev.Done:
+                status = "paused" if event.stop_reason == "paused" else "idle"
+            break
+    ops: list[Op] = []
+    first = state.last_seq + 1  # (most events derive nothing: one set lookup passes them)
+    for seq, event in [(n, e) for n, e in enumerate(events, first) if e.type in _DERIVING]:
         match event:
             case ev.MessageCompleted(message=message):
                 reply = seq
@@ -167,11 +169,7 @@ def derive(state: SessionRow, events: Sequence[ev.Event]) -> Derived:
                         event.reason,
                     )
                 )
-            case ev.Done(stop_reason=stop):
-                status = "paused" if stop == "paused" else "idle"
-        if kind != "done" and kind != "pending:decided":
-            status = "running"  # the run's own events: it has not ended (yet)
-    return Derived(SessionRow(seq, reply, status), ops)
+    return Derived(SessionRow(state.last_seq + len(events), reply, status), ops)
 
 
 _DERIVING = frozenset(

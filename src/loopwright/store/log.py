@@ -162,7 +162,7 @@ def encoded(events: Sequence[Event]) -> list[str]:
         return dumps_all(events)
     if None not in texts:
         return texts  # type: ignore[no-any-return]
-    made = iter(dumps_all(e for e, t in zip(events, texts, strict=True) if t is None))
+    made = iter(dumps_all([e for e, t in zip(events, texts, strict=True) if t is None]))
     return [next(made) if t is None else t for t in texts]
 
 

@@ -64,6 +64,8 @@ from .usage_report import UsageQuery, report
 
 T = TypeVar("T")
 HEADS = 1024
+Head = tuple[str, str, str, int]
+"""A run's place in `_heads`: its session's key and lease's epoch."""
 """Rows remembered for appends without a read (forgotten all at once beyond that)."""
 
 
@@ -104,14 +106,14 @@ class SQLiteLog:
         self._checkpoints = Checkpointer(
             self.path, synchronous, every=checkpoint_every, wait=busy_timeout
         )
-        self._heads: dict[tuple[SessionKey, int], tuple[int, SessionRow]] = {}
+        self._heads: dict[Head, tuple[int, SessionRow]] = {}
         """Per lease (key, epoch), the session's row as this log's last append left it (used
         with the connection only): the next append under it fences by updating that row."""
         self._closed = False
         self._waits = Watch(self._submit, poll_interval)
         self._runner = Worker(db, self.path, self._checkpoints, self._waits.notify, busy_timeout)
         self._now = durability == "normal" and inline_appends
-        self._appender: tuple[SessionKey, int] | None = None
+        self._appender: Head | None = None
         """The lease of the last append: one that follows an append under another lease
         goes to the worker, where appends of several runs at once share transactions."""
         self._worker = self._runner.thread
@@ -161,7 +163,7 @@ class SQLiteLog:
         claimed = await self._briefly(
             lambda db: sql.claim(db, key, owner, ttl, parent, self.clock), write=True
         )
-        self._appender = (key, claimed.lease.epoch)  # its run's first append: on the loop too
+        self._appender = _head(claimed.lease)  # its run's first append: on the loop too
         return claimed
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
@@ -175,7 +177,7 @@ class SQLiteLog:
 
     async def release(self, lease: Lease, status: SessionStatus) -> None:
         def job(db: sqlite3.Connection) -> None:
-            self._heads.pop((lease.key, lease.epoch), None)
+            self._heads.pop(_head(lease), None)
             sid = sql.fence(db, lease)[0]
             db.execute(SQLITE.release, (status, sql.iso(self.clock()), sid))
 
@@ -187,7 +189,6 @@ class SQLiteLog:
         waiting for it, costs no task and no turn of the loop.)"""
 
         def job(db: sqlite3.Connection) -> int:
-            head = (lease.key, lease.epoch)
             known = self._heads.pop(head, None)
             at, tenant = sql.iso(self.clock()), lease.key.tenant
             new = None
@@ -204,7 +205,9 @@ class SQLiteLog:
             return new.last_seq
 
         cursor = self._runner.cursor  # (the connection's, used by one thread at a time)
-        alone, self._appender = self._appender == (lease.key, lease.epoch), (lease.key, lease.epoch)
+        key = lease.key  # (its strings: hashed without a call of the key's `__hash__`)
+        head = (key.tenant, key.agent, key.id, lease.epoch)
+        alone, self._appender = self._appender == head, head
         try:
             if alone and self._now and not self._closed:
                 done, last_seq = self._runner.now(job)  # on the loop, when nothing would wait
@@ -386,3 +389,8 @@ def _settled(value: Any, error: BaseException | None = None) -> asyncio.Future[A
     else:
         future.set_exception(error)
     return future
+
+
+def _head(lease: Lease) -> Head:
+    key = lease.key
+    return key.tenant, key.agent, key.id, lease.epoch
