@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import call, scripted
-from loopwright import Agent, Approval
+from loopwright import Agent, Approval, Hooks
 from loopwright import events as ev
 from loopwright.runtime.follow import batches
 from loopwright.store.log import SessionKey
@@ -289,6 +289,34 @@ async def test_no_token_delta_takes_the_seq_of_a_carry_over_commit(logs, runtime
     stored = await runtime.log.read(KEY)
     assert "message:partial" in [s.event.type for s in stored]
     committed_as_logged(items, stored)
+
+
+async def test_a_stream_shows_a_reply_only_once_the_log_holds_it(logs, runtimes):
+    """A reply is committed with what follows it (its call's intent, or the run's end): the run
+    holds it from its streams until then, so no stream shows a reply a crash could lose (P8).
+    Between the two, a `before_tool` hook waits: the reply is not published meanwhile."""
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def before_tool(info: Any, call: Any) -> None:
+        entered.set()
+        await release.wait()
+
+    agent = payer(
+        {"tool_calls": [call("look", "c1", n=1)]}, "seen", hooks=Hooks(before_tool=before_tool)
+    )
+    runtime = runtimes({"payer": agent}, await logs())
+    live = await runtime.send("acme", "payer", "s1", "go", hold=True)
+    stream = live.stream()
+    reading = asyncio.ensure_future(until(stream, "step:finished"))
+    await entered.wait()  # the run waits between its reply and the call's intent
+    shown = [e.type for e in live.items if not e.type.endswith(":delta")]
+    assert shown == ["session", "input:received", "step:started", "budget:check"]
+    release.set()
+    items = await reading + [pair async for pair in stream]
+    replies = [(seq, e.message.text) for seq, e in items if e.type == "message:completed"]
+    assert [text for _, text in replies] == ["", "seen"]
+    assert None not in [seq for seq, _ in replies]
+    committed_as_logged(items, await runtime.log.read(KEY))
 
 
 async def test_a_follower_past_the_end_of_a_session_that_ended_ends_at_once(logs, runtimes):

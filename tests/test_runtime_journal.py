@@ -56,8 +56,8 @@ async def test_append_numbers_only_the_events_it_committed(logs):
         (2, "input:received"),
         (None, "step:started"),
         (None, "budget:check"),
-        (None, "message:completed"),  # committed with the call's intent
-        (None, "actauth:decision"),
+        (5, "message:completed"),  # committed with the call's intent: held until then (P8)
+        (6, "actauth:decision"),  # (held behind it)
         (7, "tool:started"),
         (None, "toollane:result"),
         (None, "tool:output"),
@@ -65,9 +65,9 @@ async def test_append_numbers_only_the_events_it_committed(logs):
         (None, "step:finished"),
         (None, "step:started"),
         (None, "budget:check"),
-        (None, "message:completed"),  # committed with the run's end
-        (None, "step:finished"),
-        (None, "loop:done"),
+        (14, "message:completed"),  # committed with the run's end: held until then
+        (15, "step:finished"),
+        (16, "loop:done"),
         (17, "done"),
     ]
     assert await logged(log, KEY) == [kind for _, kind in numbered]

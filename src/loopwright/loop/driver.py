@@ -206,7 +206,7 @@ class Run(RunReader):
         step, push = events.__anext__, buffer.append
         plain = seqs is None and observe is None  # nothing but the state and the buffer
         pushed, failed = True, False
-        held: list[ev.Event] = []  # (see `_ASKS`)
+        held: list[ev.Event] = []  # (see `_HELD`)
         try:
             event = await step()
             while True:  # until the loop, past its `done`, ends (StopAsyncIteration)
@@ -231,7 +231,9 @@ class Run(RunReader):
                             stop = event.stop_reason
                         assert journal is not None
                         seq = await journal.append(self.session_id, event)
-                        if type(event) in _ASKS:
+                        if type(event) in _HELD or (
+                            held and seq is None and type(event) is not done
+                        ):
                             held.append(event)
                         else:
                             if held:
@@ -295,8 +297,8 @@ class Run(RunReader):
                 self._wake_all()  # the task ends in this step: whoever wakes sees it done
 
     def _release(self, held: list[ev.Event]) -> None:
-        """Hand the reader the announcements held (`_ASKS`), each with its seq if it is in the
-        log (committed with the event after it)."""
+        """Hand the reader the events held (`_HELD`), each with its seq if it is in the log
+        (committed with an event after it)."""
         assert self._journal is not None and self._seqs is not None
         self._seqs.extend(map(self._journal.seq_of, held))
         self._buffer.extend(held)
@@ -334,10 +336,13 @@ class Run(RunReader):
         await self.aclose()
 
 
-_ASKS = (ev.ApprovalPending, ev.QuestionPending)
-"""A run's own announcements of pending items: each is committed with the `pending:requested`
-after it, which names its call, and reaches the reader with it, so that nobody sees (and
-decides) an item whose call the log does not name."""
+_HELD = (ev.ApprovalPending, ev.QuestionPending, ev.MessageCompleted)
+"""Events a run with a journal holds from its reader, with every event after them, until an
+event after them is committed (or the run ends): a run's own announcements of pending items,
+each committed with the `pending:requested` after it, which names its call, so that nobody sees
+(and decides) an item whose call the log does not name; and a reply, committed with what
+follows it (its calls' intent, a pending item, or the run's end), so that no stream shows a
+reply the log could lose in a crash (RELIABILITY P8)."""
 _ENDING = frozenset(
     {
         ev.LoopDone,
