@@ -263,7 +263,7 @@ class Steps(Calls):
             notes=notes,
             max_output_tokens=agent.max_output_tokens,
             settings=self.info.settings.over(agent.settings),
-            output=agent.output.format if agent.output is not None else None,
+            output=output.format if (output := agent.output) is not None else None,
             session_id=self.info.session_id,
         )
         if agent.hooks.before_request:
@@ -272,7 +272,7 @@ class Steps(Calls):
         if self.deadline.timeout is None:
             await self.deadline.enter()
         self.deadline.start()
-        return answering(model, agent.output, agent.output_mode).stream(request)
+        return answering(model, output, agent.output_mode).stream(request)
 
     def streamed(self, item: Any) -> Any:
         """One item of the reply's stream, as the loop yields it: the complete reply with its
