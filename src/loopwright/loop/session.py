@@ -230,7 +230,7 @@ class Session(Queueing):
             self,
             partial(journal.begin, self, text) if journal is not None else None,
             partial(journal.end, self) if journal is not None else None,
-            self.agent.output,
+            self.agent._output,
             self.observers,
             partial(self.toolsets.enter_all, self.agent._live) if self.agent._live else None,
         )

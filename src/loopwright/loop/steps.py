@@ -259,11 +259,11 @@ class Steps(Calls):
         request = model_request(
             system=agent.instructions,
             messages=self.state.history.messages,
-            tools=agent.tool_specs,
+            tools=agent._specs,  # (`tool_specs`, without its frame)
             notes=notes,
             max_output_tokens=agent.max_output_tokens,
             settings=self.info.settings.over(agent.settings),
-            output=output.format if (output := agent.output) is not None else None,
+            output=output.format if (output := agent._output) is not None else None,
             session_id=self.info.session_id,
         )
         if agent.hooks.before_request:
