@@ -314,7 +314,7 @@ class Steps(Calls):
                 self.stop(ev.LoopTerminated(reason=verdict.reason), verdict.reason, "terminated")
                 return []
         events = self.runner.arrived() if self.runner.late else []
-        queued = self.inject("steer", self.agent.steering)
+        queued = self.inject("steer", self.agent.steering) if self.state.queued else []
         if not queued and not calls:  # a cut reply goes on, a wrong answer is asked again
             events, queued = self.finish.check(self.agent, reply, events)
         if not queued and (not calls or ending is not None):
@@ -329,5 +329,6 @@ class Steps(Calls):
                 self.stop(loop_done(text=answer), answer, "completed")
         if queued:
             self.ending = None
-        self.terminated()
+        elif self.ending is not None:  # (most steps: no frame to find that out)
+            self.terminated()
         return events + queued
