@@ -133,8 +133,9 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     if images is not None and len(images) > MAX_ATTACHMENTS:  # (each is bounded: `max_bytes`)
         content += f"\n[{len(images) - MAX_ATTACHMENTS} more attachments dropped]"
         images = images[:MAX_ATTACHMENTS]
-    name, cap = item.tool.name, cap_of(item, max_output)
-    if len(content) > cap:
+    tool = item.tool
+    name, cap = tool.name, tool.max_output if tool.max_output is not None else max_output
+    if len(content) > cap:  # (`cap_of`, without its frame)
         return Outcome(
             content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
             f"The first {cap} characters:\n{redact.head(content, cap)}",

@@ -226,7 +226,7 @@ class Steps(Calls):
                 return events
             message = replace(given, content=f"{text}\n\n{extra}") if extra else given
             events.append(input_received(message=message))
-        return events + self.inject("steer", self.agent.steering)
+        return events + self.inject("steer", self.agent.steering) if self.state.queued else events
 
     def inject(self, kind: Any, how: str) -> list[ev.Event]:
         """The queued messages of `kind` delivered now (the first, or `all`): they leave the
