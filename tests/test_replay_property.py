@@ -29,7 +29,7 @@ from conftest import drive, verify
 from long_run import examples
 from loopwright import DEFER, Agent, Approval, Rules, tool
 from loopwright import events as ev
-from loopwright.loop import session as loop_module
+from loopwright.loop import session as session_module  # (it makes each run's Steps)
 from loopwright.loop.steps import Steps
 from loopwright.runtime import LogJournal, Runtime, Settings, open_session
 from loopwright.runtime.decisions import decision_of
@@ -466,8 +466,8 @@ def test_the_state_rebuilt_from_the_log_is_the_live_state(
     plan, live_answers, later, on_deny, max_turns, policy, door, snapshot_every
 ):
     compaction = Compaction(mode=policy, every_steps=2, keep_last=2) if policy else None
-    original = loop_module.Steps
-    loop_module.Steps = RecordedSteps  # type: ignore[misc]
+    original = session_module.Steps
+    session_module.Steps = RecordedSteps  # type: ignore[misc]
     LIVE.commits.clear()
     event(door)
     options = {"on_deny": on_deny, "max_turns": max_turns, "compaction": compaction, "door": door}
@@ -478,4 +478,4 @@ def test_the_state_rebuilt_from_the_log_is_the_live_state(
                 scenario(path, plan, live_answers, later, snapshot_every=snapshot_every, **options)
             )
     finally:
-        loop_module.Steps = original  # type: ignore[misc]
+        session_module.Steps = original  # type: ignore[misc]

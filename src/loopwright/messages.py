@@ -87,11 +87,19 @@ class AssistantMessage:
     @property
     def text(self) -> str:
         """All text parts joined (thinking excluded)."""
-        return "".join(p.text for p in self.parts if isinstance(p, Text))
+        texts = []  # (a loop: no generator or comprehension frame, read a few times a step)
+        for p in self.parts:
+            if isinstance(p, Text):
+                texts.append(p.text)
+        return "".join(texts)
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return [p for p in self.parts if isinstance(p, ToolCall)]
+        calls = []
+        for p in self.parts:
+            if isinstance(p, ToolCall):
+                calls.append(p)
+        return calls
 
 
 @value

@@ -173,7 +173,8 @@ class RulesFile:
         return self.last_error
 
 
-_ALLOWED = Decision("allow", "no rules: allowed")
+ALLOWED = Decision("allow", "no rules: allowed")
+"""`AllowAll`'s every decision."""
 
 
 class AllowAll:
@@ -181,7 +182,7 @@ class AllowAll:
 
     def decide(self, tool: str, args: dict[str, Any], scope: Scope) -> Decision:
         """Allow."""
-        return _ALLOWED
+        return ALLOWED
 
 
 # ---- evaluation: True, False, or _Unknown (why the arguments could not be evaluated) ----------

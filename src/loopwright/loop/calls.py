@@ -120,18 +120,22 @@ def cap_of(item: Scheduled, max_output: int) -> int:
 
 def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     """What a call that returned `value` produced, as the model will read it."""
-    if isinstance(value, Suspend | NeedsAnswer):
-        return Outcome(content="", suspended=value)
     terminate = is_error = False
-    if isinstance(value, ToolReturn):
-        terminate, is_error, value = value.terminate, value.is_error, value.content
-    value, images = split_images(value)  # an image the tool returned goes beside its text
-    content = valid(to_content(value))  # a result the log can take (no lone surrogate)
+    if type(value) is str:  # (most tools: text alone, nothing to take apart)
+        content, images = valid(value), None
+    else:
+        if isinstance(value, Suspend | NeedsAnswer):
+            return Outcome(content="", suspended=value)
+        if isinstance(value, ToolReturn):
+            terminate, is_error, value = value.terminate, value.is_error, value.content
+        value, images = split_images(value)  # an image the tool returned goes beside its text
+        content = valid(to_content(value))  # a result the log can take (no lone surrogate)
     if images is not None and len(images) > MAX_ATTACHMENTS:  # (each is bounded: `max_bytes`)
         content += f"\n[{len(images) - MAX_ATTACHMENTS} more attachments dropped]"
         images = images[:MAX_ATTACHMENTS]
-    name, cap = item.tool.name, cap_of(item, max_output)
-    if len(content) > cap:
+    tool = item.tool
+    name, cap = tool.name, tool.max_output if tool.max_output is not None else max_output
+    if len(content) > cap:  # (`cap_of`, without its frame)
         return Outcome(
             content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
             f"The first {cap} characters:\n{redact.head(content, cap)}",

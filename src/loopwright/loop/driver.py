@@ -215,7 +215,7 @@ class Run(RunReader):
                     handler(state, event)
                 if plain:  # the common case in few steps: no reader waits, room is left
                     push(event)  # (or `result()` drains: the loop never waits for room)
-                    if self._waiter is None and (len(buffer) < limit or self._unbounded):
+                    if self._waiter is None and (self._unbounded or len(buffer) < limit):
                         event = await step()
                         continue
                 elif observe is not None:

@@ -44,7 +44,7 @@ def models(agent: Agent) -> list[Model]:
 def check(agent: Agent, model: Model, settings: ModelSettings) -> None:
     """Raise `ConfigError` if the run's model or any fallback model cannot take `settings`."""
     check_model(model, settings)
-    for fallback in models(agent):
+    for fallback in models(agent) if agent.fallback_models else ():  # (most agents: none)
         check_model(fallback, settings)
 
 

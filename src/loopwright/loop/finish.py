@@ -64,7 +64,7 @@ class Finish:
             events = [*events, ev.MessageTruncated(detail="max_tokens")]
         self.parts.clear()
         self.answer = text
-        output = agent.output
+        output = agent._output
         if output is None:
             return events, []
         self.answer, errors = output.check(text)

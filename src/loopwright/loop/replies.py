@@ -59,7 +59,7 @@ def check_reply(message: AssistantMessage) -> tuple[AssistantMessage, dict[str, 
 
     A reply with nothing wrong is returned as it is (the same object), with no problems."""
     calls = message.tool_calls
-    if _clean(calls):
+    if not calls or _clean(calls):
         return message, {}
     taken = {c.id for c in calls if isinstance(c.id, str) and c.id}
     used: set[str] = set()

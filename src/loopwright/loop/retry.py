@@ -46,7 +46,7 @@ class Deadline:
     `stop()` with what it raised (True: `lapsed`, its expiry, a retryable failure). (Not
     `async with`: it costs more a request.)"""
 
-    __slots__ = ("due", "lapsed", "limit", "timeout", "timer")
+    __slots__ = ("due", "given", "lapsed", "limit", "timeout", "timer")
 
     def __init__(self, limit: float | None) -> None:
         self.limit = limit
@@ -56,10 +56,12 @@ class Deadline:
         self.timer: asyncio.TimerHandle | None = None
         self.lapsed = False
         """The last request ran past its due (and what it raised for it was taken)."""
+        self.given = False
+        """The timeout was given a due (`_fired`): only then may it expire (it is ours alone)."""
 
     async def enter(self) -> None:
         """Enter the run's timeout (at its first request, and after one that expired)."""
-        self.timeout = await asyncio.timeout(None).__aenter__()
+        self.timeout, self.given = await asyncio.timeout(None).__aenter__(), False
 
     def start(self) -> None:
         """A request starts (the timeout entered: `enter`)."""
@@ -79,6 +81,7 @@ class Deadline:
             self.timer = loop.call_at(due, self._fired)
         else:  # past it: the timeout expires (its task is cancelled where it waits)
             timeout.reschedule(due)
+            self.given = True
 
     def done(self) -> bool:
         """The request ended: it is no longer due. False when it expired meanwhile: `stop()`
@@ -86,10 +89,12 @@ class Deadline:
         timeout = self.timeout
         if timeout is None:
             return True
-        if timeout.expired():
-            return False
-        if timeout.when() is not None:  # due, and its expiry not yet run: it will not
-            timeout.reschedule(None)
+        if self.given:  # (most requests: never given a due, nothing to ask it)
+            if timeout.expired():
+                return False
+            if timeout.when() is not None:  # due, and its expiry not yet run: it will not
+                timeout.reschedule(None)
+            self.given = False
         self.due = None
         return True
 

@@ -27,7 +27,7 @@ from ..errors import SessionBusy, UnknownPending
 from ..gate.batch import Checkpoint, Pending, Resolution
 from ..gate.permissions import Gate
 from ..gate.rulebook import Edits, Item, Refusal, outcome, recorded, rule
-from ..hooks import RunInfo
+from ..hooks import RunInfo, deployment
 from ..messages import Message, ToolResultMessage, UserMessage
 from ..model_settings import ModelSettings, resolve
 from ..models.model_inputs import with_attachments
@@ -117,7 +117,7 @@ class Session(Queueing):
         self.agent = agent
         self.id = session_id or os.urandom(16).hex()  # (what secrets.token_hex(16) makes)
         self.tenant = tenant
-        self.environment = environment or os.environ.get("LOOPWRIGHT_ENV", "production")
+        self.environment = environment or deployment()
         self.state = SessionState(tools=agent._by_name, history=history or History())
         """The session's state: what its events made of it (`replay`), its history first."""
         self.journal: Journal | None = journal
@@ -230,7 +230,7 @@ class Session(Queueing):
             self,
             partial(journal.begin, self, text) if journal is not None else None,
             partial(journal.end, self) if journal is not None else None,
-            self.agent.output,
+            self.agent._output,
             self.observers,
             partial(self.toolsets.enter_all, self.agent._live) if self.agent._live else None,
         )

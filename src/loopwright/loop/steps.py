@@ -226,7 +226,7 @@ class Steps(Calls):
                 return events
             message = replace(given, content=f"{text}\n\n{extra}") if extra else given
             events.append(input_received(message=message))
-        return events + self.inject("steer", self.agent.steering)
+        return events + self.inject("steer", self.agent.steering) if self.state.queued else events
 
     def inject(self, kind: Any, how: str) -> list[ev.Event]:
         """The queued messages of `kind` delivered now (the first, or `all`): they leave the
@@ -259,11 +259,11 @@ class Steps(Calls):
         request = model_request(
             system=agent.instructions,
             messages=self.state.history.messages,
-            tools=agent.tool_specs,
+            tools=agent._specs,  # (`tool_specs`, without its frame)
             notes=notes,
             max_output_tokens=agent.max_output_tokens,
             settings=self.info.settings.over(agent.settings),
-            output=agent.output.format if agent.output is not None else None,
+            output=output.format if (output := agent._output) is not None else None,
             session_id=self.info.session_id,
         )
         if agent.hooks.before_request:
@@ -272,7 +272,7 @@ class Steps(Calls):
         if self.deadline.timeout is None:
             await self.deadline.enter()
         self.deadline.start()
-        return answering(model, agent.output, agent.output_mode).stream(request)
+        return answering(model, output, agent.output_mode).stream(request)
 
     def streamed(self, item: Any) -> Any:
         """One item of the reply's stream, as the loop yields it: the complete reply with its
@@ -314,7 +314,7 @@ class Steps(Calls):
                 self.stop(ev.LoopTerminated(reason=verdict.reason), verdict.reason, "terminated")
                 return []
         events = self.runner.arrived() if self.runner.late else []
-        queued = self.inject("steer", self.agent.steering)
+        queued = self.inject("steer", self.agent.steering) if self.state.queued else []
         if not queued and not calls:  # a cut reply goes on, a wrong answer is asked again
             events, queued = self.finish.check(self.agent, reply, events)
         if not queued and (not calls or ending is not None):
@@ -329,5 +329,6 @@ class Steps(Calls):
                 self.stop(loop_done(text=answer), answer, "completed")
         if queued:
             self.ending = None
-        self.terminated()
+        elif self.ending is not None:  # (most steps: no frame to find that out)
+            self.terminated()
         return events + queued

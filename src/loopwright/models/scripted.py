@@ -151,7 +151,7 @@ class Reply:
             yield self.fail
             return
         for call in self.tool_calls:
-            encoded = json.dumps(call.args)
+            encoded = _json(call.args)
             for i in range(0, len(encoded), self.chunk):
                 if self.delay:
                     await asyncio.sleep(self.delay)
@@ -168,6 +168,7 @@ class Reply:
 # (what a reply streams is made by the values' makers: see `_values.maker`)
 text_delta, thinking_delta = maker(TextDelta), maker(ThinkingDelta)
 tool_delta, text_part = maker(ToolDelta), maker(Text)
+_json = json.JSONEncoder().encode  # (what `json.dumps` calls with no options, without its frame)
 assistant, completed = maker(AssistantMessage), maker(MessageCompleted)
 
 
