@@ -111,6 +111,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def healthy(
+    url: str, server: subprocess.Popen[bytes], *, within: float, poll: float, timeout: float
+) -> bool:
+    """Whether the server at `url` answers `/health` within `within` seconds (polled every
+    `poll`; False as soon as its process ends)."""
+    deadline = time.monotonic() + within
+    while server.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            httpx.get(f"{url}/health", timeout=timeout)
+            return True
+        time.sleep(poll)
+    return False
+
+
 @contextlib.contextmanager
 def started(argv: list[str], port: int, cwd: Path) -> Iterator[tuple[str, int]]:
     """A server subprocess until the block ends: its URL and pid once /health (or any route)
@@ -123,13 +137,7 @@ def started(argv: list[str], port: int, cwd: Path) -> Iterator[tuple[str, int]]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while server.poll() is None and time.monotonic() < deadline:
-            with contextlib.suppress(httpx.TransportError):
-                httpx.get(f"{url}/health", timeout=1)
-                break
-            time.sleep(0.05)
-        else:
+        if not healthy(url, server, within=60, poll=0.05, timeout=1):
             raise RuntimeError(f"the server did not start:\n{log.read_text()}")
         yield url, server.pid
     finally:
@@ -344,13 +352,7 @@ def server_instructions(kind: str, root: Path, work: Callable[[str, int], None])
     server = subprocess.Popen(under_callgrind(argv, out), cwd=root, stdout=log, stderr=log, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 600
-        while server.poll() is None and time.monotonic() < deadline:
-            with contextlib.suppress(httpx.TransportError):
-                httpx.get(f"{url}/health", timeout=30)
-                break
-            time.sleep(0.5)
-        else:
+        if not healthy(url, server, within=600, poll=0.5, timeout=30):
             raise RuntimeError(f"the server did not start under callgrind (see {log.name})")
         work(url, server.pid)
     finally:

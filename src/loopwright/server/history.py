@@ -24,7 +24,7 @@ from ..messages import Message
 from ..runtime.reading import HistoryPage
 from ..wire import messages_to_json
 from . import pages
-from .views import ApiError
+from .views import ApiError, spliced
 
 
 def page_of(request: Request) -> tuple[int | None, int | None]:
@@ -51,12 +51,8 @@ def history_response(
             "historyLength": page.length,
             "nextCursor": pages.encode(str(page.start)) if page.start > 0 else None,
         }
-    body = f'{_dumps(head)[:-1]},"history":[{page.text}],{_dumps(tail)[1:]}'
-    return Response(body.encode(), media_type="application/json")
-
-
-def _dumps(value: dict[str, Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    body = spliced(head, "history", page.text, tail)
+    return Response(body, media_type="application/json")
 
 
 def v1_history(messages: list[Message]) -> list[dict[str, Any]]:

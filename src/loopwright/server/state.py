@@ -24,7 +24,7 @@ from ..store.log import SessionKey, Store
 from ..wire import Profile, dumps
 from .limits import TenantLimits
 from .settings import ServerSettings
-from .views import ApiError, final_body, paused_body
+from .views import ApiError, final_body, paused_body, spliced
 
 
 @dataclass(slots=True)
@@ -120,12 +120,9 @@ class FullBody(JSONResponse):
     def render(self, content: Any) -> bytes:
         keys = list(content)
         at = keys.index("events")
-        head = super().render({k: content[k] for k in keys[:at]})  # (`{...}`, or `{}`)
-        tail = super().render({k: content[k] for k in keys[at + 1 :]})
-        events = b",".join(dumps(event).encode() for event in content["events"])
-        opened = head[:-1] + (b"," if len(head) > 2 else b"")
-        closed = b"," + tail[1:] if len(tail) > 2 else b"}"
-        return b"".join((opened, b'"events":[', events, b"]", closed))
+        events = ",".join(dumps(event) for event in content["events"])
+        head, tail = {k: content[k] for k in keys[:at]}, {k: content[k] for k in keys[at + 1 :]}
+        return spliced(head, "events", events, tail)
 
 
 class Places:

@@ -116,6 +116,19 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
+def spliced(head: Mapping[str, Any], key: str, items: str, tail: Mapping[str, Any]) -> bytes:
+    """The JSON body `{**head, key: [items], **tail}` as `JSONResponse` renders it, `items` (JSON
+    values joined by commas, serialised already) put in as they are: not parsed and serialised
+    again."""
+    opened = _compact(head)[:-1] + ("," if head else "")
+    closed = "," + _compact(tail)[1:] if tail else "}"
+    return f'{opened}"{key}":[{items}]{closed}'.encode()
+
+
+def _compact(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def events_json(events: Iterable[ev.Event], profile: Profile) -> list[dict[str, Any]]:
     return [d for d in (to_dict(e, profile) for e in events) if d is not None]
 

@@ -64,9 +64,10 @@ from .usage_report import UsageQuery, report
 
 T = TypeVar("T")
 HEADS = 1024
-Head = tuple[str, str, str, int]
-"""A run's place in `_heads`: its session's key and lease's epoch."""
 """Rows remembered for appends without a read (forgotten all at once beyond that)."""
+Head = tuple[str, str, str, int]
+"""A run's place in `_heads`: its session's key (as its strings: hashed without a call of the
+key's `__hash__`) and its lease's epoch (`_head`)."""
 
 
 class SQLiteLog:
@@ -205,8 +206,7 @@ class SQLiteLog:
             return new.last_seq
 
         cursor = self._runner.cursor  # (the connection's, used by one thread at a time)
-        key = lease.key  # (its strings: hashed without a call of the key's `__hash__`)
-        head = (key.tenant, key.agent, key.id, lease.epoch)
+        head = _head(lease)
         alone, self._appender = self._appender == head, head
         try:
             if alone and self._now and not self._closed:
