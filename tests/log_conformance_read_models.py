@@ -43,6 +43,19 @@ async def test_a_session_record_is_its_row_as_stored(make_log: MakeLog) -> None:
     assert (page.items, page.cursor) == ([idle, child], None)
 
 
+async def test_tenants_are_those_with_a_session_sorted_once_each(make_log: MakeLog) -> None:
+    """`tenants`: every tenant with a session (a subagent's too), each once, in order; none
+    before the first session."""
+    log = await make_log(clock=Clock(T0))
+    assert await log.tenants() == []
+    await log.claim(SessionKey("globex", "support", "s-1"), "run", ttl=30)
+    lease = (await log.claim(KEY, "run", ttl=30)).lease
+    await log.claim(CHILD, "run", ttl=30, parent=KEY)
+    await log.claim(SessionKey("acme", "support", "s-2"), "run", ttl=30)
+    await log.append(lease, [said("hi")])
+    assert await log.tenants() == ["acme", "globex"]
+
+
 async def test_sessions_updated_at_the_same_time_page_newest_row_first(
     make_log: MakeLog,
 ) -> None:

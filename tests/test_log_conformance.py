@@ -53,7 +53,7 @@ def test_the_event_log_is_at_most_eight_methods() -> None:
         "snapshot",
         "save_snapshot",
     ]
-    assert [len(methods(seam)) for seam in SEAMS] == [8, 2, 4, 7, 1, 9]
+    assert [len(methods(seam)) for seam in SEAMS] == [8, 2, 4, 8, 1, 9]
 
 
 def test_the_suite_calls_every_method_of_every_seam() -> None:

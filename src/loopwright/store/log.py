@@ -289,6 +289,10 @@ class ReadModels(Protocol):
         """`SessionRecord`s, most recently updated first."""
         ...
 
+    async def tenants(self) -> list[str]:
+        """Every tenant that has a session, sorted (what a project-wide read goes through)."""
+        ...
+
     async def pending(
         self,
         tenant: str,

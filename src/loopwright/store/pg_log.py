@@ -291,6 +291,9 @@ class PostgresLog:
             lambda d: rm.sessions(d, tenant, agent, limit, cursor, self._now)
         )
 
+    async def tenants(self) -> list[str]:
+        return await self._program(rm.tenants)
+
     async def pending(
         self,
         tenant: str,

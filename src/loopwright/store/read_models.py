@@ -77,6 +77,12 @@ def sessions(
     return Page(items, None if last is None else f"{last[12]}:{last[6]}")
 
 
+def tenants(d: Dialect) -> Program[list[str]]:
+    """Every tenant with a session, in order."""
+    rows = yield Rows(d("SELECT DISTINCT tenant FROM {sessions} ORDER BY tenant"), ())
+    return [row[0] for row in rows]
+
+
 def pending(
     d: Dialect,
     tenant: str,

@@ -346,6 +346,9 @@ class SQLiteLog:
             lambda d: rm.sessions(d, tenant, agent, limit, cursor, self._clock)
         )
 
+    async def tenants(self) -> list[str]:
+        return await self._program(rm.tenants)
+
     async def pending(
         self,
         tenant: str,
