@@ -22,7 +22,7 @@ from ..errors import (
     UnknownPending,
     UnknownSession,
 )
-from . import acp, agents, approvals, new, run, serve, sessions, usage
+from . import acp, agents, approvals, new, rules, run, serve, sessions, usage
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 from .logs import redact_logs
 
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_parser(commands)
     approvals.add_parser(commands)
     usage.add_parser(commands)
+    rules.add_parser(commands)
     serve.add_parsers(commands)
     acp.add_parser(commands)
     demo = commands.add_parser(
