@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
-from . import links, openapi, resolve, routes
+from . import links, openapi, resolve, routes, rules_check
 from .front import Front
 from .settings import version
 from .state import State
@@ -57,6 +57,7 @@ def build(state: State) -> Starlette:
         Route(f"{session}/questions", resolve.agent_items, methods=["GET"]),
         Route("/pending", resolve.all_items, methods=["GET"]),
         Route("/usage", usage, methods=["GET"]),
+        Route("/rules/check", rules_check.check, methods=["POST"]),
         Route("/approvals/{id}/approve", resolve.approve, methods=["POST"]),
         Route("/approvals/{id}/deny", resolve.deny, methods=["POST"]),
         Route("/questions/{id}/answer", resolve.answer, methods=["POST"]),

@@ -5,7 +5,7 @@ the paths and their operations; the parameters, bodies and component schemas the
 
 from __future__ import annotations
 
-from . import links, usage
+from . import links, rules_check, usage
 from .openapi_schemas import (
     AFTER,
     ANSWER,
@@ -311,6 +311,7 @@ def document(version: str) -> Schema:
                 "Answer a question (loopengine v1's durable route)", ANSWER
             ),
             **links.PATHS,
+            **rules_check.PATHS,
             "/notifications": {
                 "get": _op(
                     "The tenant's webhook deliveries, newest first, with every attempt (a page)",
