@@ -299,7 +299,7 @@ async def _calls(runtime: Runtime, key: SessionKey) -> AsyncIterator[_Found]:
     """The session's calls, batch by batch, a page of events at a time; a call's first record
     in its batch tells what the gate decided (call ids may repeat across replies, never within
     one)."""
-    after, batch, asks = 0, dict[str, _Found](), dict[str, ev.ApprovalPending]()
+    after, batch, asks = 0, dict[str, _Found](), dict[str, tuple[ev.ApprovalPending, int]]()
     outputs: dict[str, str] = {}
     items: dict[str, _Found] = {}
     while True:
@@ -312,17 +312,21 @@ async def _calls(runtime: Runtime, key: SessionKey) -> AsyncIterator[_Found]:
                         yield found
                     batch, asks, outputs, items = {}, {}, {}, {}
                 case ev.ApprovalPending():
-                    asks[event.id] = event
+                    asks[event.id] = event, seq
                 case ev.PendingRequested(id=item, call_id=call) if call not in batch:
-                    if (asked := asks.get(item)) is None:  # a question: never gated
+                    if item not in asks:  # a question: never gated
                         batch[call] = _Found(key, seq, at, call, "", None, None, "")
                     else:
+                        asked, seq = asks[item]
                         found = _Found(key, seq, at, call, asked.tool, asked.args, "ask")
                         found.reason, found.scope = asked.reason, asked.scope
                         batch[call] = items[item] = found
                 case ev.PendingDecided(id=item, status=status) if item in items:
                     if items[item].human is None and status != "skipped":
-                        items[item].human = status
+                        items[item].human = status  # (recorded, then acted on)
+                case ev.ApprovalResolved(id=item, decision=said) if item in items:
+                    if items[item].human is None:  # (a live approver's)
+                        items[item].human = "approved" if said == "approve" else "denied"
                 case ev.ToolStarted(id=call) if call not in batch:
                     found = _Found(key, seq, at, call, event.tool, event.args, "allow")
                     found.reason = event.detail_text
