@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import textwrap
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from live_server import LiveServer
 from loopwright import Approval
 from loopwright.approvals import ApprovalRequest
 from loopwright.gate.permissions import Rules
@@ -26,7 +26,6 @@ from loopwright.server import create_app
 from loopwright.store.log import SessionKey
 from loopwright.store.opening import open_log
 from loopwright.testing import ScriptedModel
-from live_server import LiveServer
 from test_cli import LOOPWRIGHT
 
 AGENT_PY = '''\
