@@ -323,10 +323,7 @@ async def _calls(runtime: Runtime, key: SessionKey) -> AsyncIterator[_Found]:
                         batch[call] = items[item] = found
                 case ev.PendingDecided(id=item, status=status) if item in items:
                     if items[item].human is None and status != "skipped":
-                        items[item].human = status  # (recorded, then acted on)
-                case ev.ApprovalResolved(id=item, decision=said) if item in items:
-                    if items[item].human is None:  # (a live approver's)
-                        items[item].human = "approved" if said == "approve" else "denied"
+                        items[item].human = status  # (live decisions are recorded too)
                 case ev.ToolStarted(id=call) if call not in batch:
                     found = _Found(key, seq, at, call, event.tool, event.args, "allow")
                     found.reason = event.detail_text
