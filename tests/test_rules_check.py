@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -375,3 +376,42 @@ def test_since_reads_iso_times_and_durations() -> None:
     assert since_of("2026-05-01T14:00+02:00") == "2026-05-01T12:00:00.000Z"
     with pytest.raises(ValueError, match="neither an ISO date"):
         since_of("soon")
+
+
+# ---- docs/rules-check.md ------------------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "rules-check.md"
+
+
+def test_the_docs_worked_example_runs_as_written(tmp_path: Path) -> None:
+    """The example's shell lines, run in a copy of examples/: the run pauses (3), the approval
+    resumes it, the rules as they are change nothing (0), the strict file changes the refund
+    (1), printing the report the page shows."""
+    from test_examples import copy_examples
+    from test_readme import FENCE
+
+    text = DOC.read_text()
+    [shell] = [m[2] for m in FENCE.finditer(text) if m[1] == "sh"]
+    [shown] = [m[2] for m in FENCE.finditer(text) if m[1] == "" and "tried on the rules" in m[2]]
+    cwd = copy_examples(tmp_path).parent
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPWRIGHT_HOME", "LOOPWRIGHT_ENV")}
+    env |= {"NO_COLOR": "1", "PATH": f"{Path(LOOPWRIGHT).parent}{os.pathsep}{os.environ['PATH']}"}
+    statuses, session, pending, last = [], "", "", ""
+    for line in shell.splitlines():
+        if line.startswith("cd "):
+            cwd = cwd / line.removeprefix("cd ").strip()
+            continue
+        line = line.replace("ID", pending)
+        out = subprocess.run(
+            ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        )
+        statuses.append(out.returncode)
+        printed = out.stdout + out.stderr
+        session = (re.findall(r"\bsession ([0-9a-f]{32})\b", printed) or [session])[0]
+        pending = (re.findall(r"\b(apr_[\w-]{8,})", printed) or [pending])[0]
+        last = out.stdout
+    assert statuses == [3, 0, 0, 1]
+    def seq(text: str) -> str:  # (a `message:partial` is logged as time passes: the seq varies)
+        return re.sub(r" seq \d+:", " seq N:", text)
+
+    assert seq(last) == seq(shown.replace("SESSION", session))
