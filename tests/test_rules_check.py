@@ -411,6 +411,7 @@ def test_the_docs_worked_example_runs_as_written(tmp_path: Path) -> None:
         pending = (re.findall(r"\b(apr_[\w-]{8,})", printed) or [pending])[0]
         last = out.stdout
     assert statuses == [3, 0, 0, 1]
+
     def seq(text: str) -> str:  # (a `message:partial` is logged as time passes: the seq varies)
         return re.sub(r" seq \d+:", " seq N:", text)
 
