@@ -8,9 +8,10 @@ said to it, its result, the final answer and the stop reason. A run with no inpu
 resume a paused one (one continued after steering, a manual compaction) is a turn of its own.
 
 Calls are matched by position: the n-th call of a turn (in model order) is compared with the
-n-th call of the same turn. The gate's verdict on a call is `ask` whenever a human was asked
-about it (`approval:pending`), whatever the human said; the run logs a second `actauth:decision`
-for an asked call once it is decided, which the trace reads as the human's answer instead.
+n-th call of the same turn. The verdict on a call is `ask` whenever a human was asked about it
+(an approval, or a question: `pending:requested`), whatever the human said; the run logs a
+second `actauth:decision` for an asked call once it is decided, which the trace reads as the
+human's answer instead.
 """
 
 from __future__ import annotations
@@ -93,13 +94,11 @@ class Tracer:
                 waiting = [c for c in self._batch if c.tool == tool]  # (model order, by tool)
                 if waiting:
                     self._batch.remove(call := waiting[0])
-                    call.decision = "ask" if call.kind == "approval" else decision
+                    call.decision = "ask" if call.kind is not None else decision
             case ev.PendingRequested(id=item, call_id=call_id, kind=kind):
                 if (asked := self._by_id.get(call_id)) is not None:
-                    asked.kind = kind
+                    asked.kind, asked.decision = kind, "ask"
                     self._items[item] = asked
-                    if kind == "approval":
-                        asked.decision = "ask"
             case ev.ApprovalResolved(id=item, decision=said, by=by, args=args, reason=reason):
                 self._decided(item, "approved" if said == "approve" else "denied", by, args, reason)
             case ev.QuestionResolved(id=item, answer=answer, by=by):
