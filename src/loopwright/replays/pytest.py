@@ -55,6 +55,8 @@ def pytest_configure(config: pytest.Config) -> None:
     folder = _setting(config, "replay")
     if folder is None:
         return
+    if _setting(config, "agent") is None:
+        raise pytest.UsageError("--loopwright-replay needs --loopwright-agent NAME")
     root = Path(folder)
     config.pluginmanager.register(Replays(config, root.resolve()), "loopwright-replays")
     given = [Path(a.split("::")[0]).resolve() for a in config.args]
@@ -92,9 +94,7 @@ class Replays:
 
 
 def _agent(config: pytest.Config) -> Agent:
-    name = _setting(config, "agent")
-    if name is None:
-        raise pytest.UsageError("--loopwright-replay needs --loopwright-agent NAME")
+    name = str(_setting(config, "agent"))
     if ":" in name:
         module, _, attribute = name.partition(":")
         found = getattr(importlib.import_module(module), attribute, None)
