@@ -9,9 +9,9 @@ resume a paused one (one continued after steering, a manual compaction) is a tur
 
 Calls are matched by position: the n-th call of a turn (in model order) is compared with the
 n-th call of the same turn. The verdict on a call is `ask` whenever a human was asked about it
-(an approval, or a question: `pending:requested`), whatever the human said; the run logs a
-second `actauth:decision` for an asked call once it is decided, which the trace reads as the
-human's answer instead.
+(an approval, or a question: `pending:requested`), whatever the human said (that is `human`);
+a paused call's second `actauth:decision`, logged as its run resumes, finds it out of its
+batch already and changes nothing.
 """
 
 from __future__ import annotations
@@ -69,17 +69,12 @@ class Tracer:
         self._by_id: dict[str, CallTrace] = {}
         self._batch: list[CallTrace] = []  # the latest reply's calls, awaiting their verdicts
         self._items: dict[str, CallTrace] = {}  # pending item id → its call
-        self._resuming = False  # between a run's `session` and its first step: a resumed batch
         self._replies = 0
 
     def read(self, event: ev.Event) -> None:
         trace = self.trace
         trace.events.append(event)
         match event:
-            case ev.Session():
-                self._resuming = True
-            case ev.InputReceived() | ev.StepStarted():
-                self._resuming = False
             case ev.MessageCompleted(message=message):
                 self._replies += 1
                 calls = [p for p in message.parts if isinstance(p, ToolCall)]
@@ -90,7 +85,7 @@ class Tracer:
                 self._replies += 1
             case ev.SteeringInjected():
                 trace.steering.append((self._replies, event))
-            case ev.ActauthDecision(tool=tool, decision=decision) if not self._resuming:
+            case ev.ActauthDecision(tool=tool, decision=decision):
                 waiting = [c for c in self._batch if c.tool == tool]  # (model order, by tool)
                 if waiting:
                     self._batch.remove(call := waiting[0])
