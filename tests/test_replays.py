@@ -284,6 +284,28 @@ async def test_steering_enters_where_it_entered() -> None:
     assert (await replay_session(agent, events, model=FunctionModel(reader))).ok
 
 
+async def test_a_follow_up_enters_where_it_entered() -> None:
+    session: Session
+
+    def followed(request: Any) -> Any:
+        if len(request.messages) == 1:
+            session.follow_up("one more thing")
+            return "first answer"
+        return f"then: {request.messages[-1].content}"
+
+    agent = Agent(name="shop", model=FunctionModel(followed))
+    session = Session(agent)
+    events = [e async for e in session.run("hello")]
+    injected = [e for e in events if e.type == "steering:injected"]
+    assert [(e.mode, e.message.content) for e in injected] == [("follow_up", "one more thing")]
+    assert events[-1].text == "then: one more thing"
+    assert (await replay_session(agent, events)).ok
+    live = FunctionModel(
+        lambda r: "first answer" if len(r.messages) == 1 else f"then: {r.messages[-1].content}"
+    )
+    assert (await replay_session(agent, events, model=live)).ok
+
+
 def reader(request: Any) -> Any:
     """A live model that looks A1 up, then says what the last message said."""
     if len(request.messages) == 1:
