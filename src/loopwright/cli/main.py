@@ -23,6 +23,7 @@ from ..errors import (
     UnknownSession,
 )
 from . import acp, agents, approvals, new, rules, run, serve, sessions, usage
+from . import replay as replays
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 from .logs import redact_logs
 
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_parser(commands)
     serve.add_parsers(commands)
     acp.add_parser(commands)
+    replays.add_parser(commands)
     demo = commands.add_parser(
         "demo",
         help="run the bundled support agent end to end (offline)",

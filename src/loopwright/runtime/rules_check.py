@@ -131,7 +131,7 @@ class Skipped:
 
 
 @dataclass(slots=True)
-class Change:
+class Shift:
     """Calls of one tool whose decision changes the same way, by the same rules."""
 
     tool: str
@@ -161,7 +161,7 @@ class Report:
     checked: int = 0
     """Calls the new rules were tried on."""
     unchanged: int = 0
-    changed: list[Change] = field(default_factory=list)
+    changed: list[Shift] = field(default_factory=list)
     skipped: dict[str, list[Skipped]] = field(default_factory=dict)
     """Why → the first few calls skipped for it (`skipped_counts` has how many)."""
     skipped_counts: dict[str, int] = field(default_factory=dict)
@@ -179,7 +179,7 @@ class Report:
         key = (call.tool, call.old, call.new, rule_of(call.old_reason), rule_of(call.new_reason))
         group = next((g for g in self.changed if _key(g) == key), None)
         if group is None:
-            self.changed.append(group := Change(*key))
+            self.changed.append(group := Shift(*key))
         group.count += 1
         if len(group.examples) < self.examples:
             group.examples.append(call)
@@ -209,7 +209,7 @@ class Report:
         }
 
 
-def _key(group: Change) -> tuple[str, str, str, str | None, str | None]:
+def _key(group: Shift) -> tuple[str, str, str, str | None, str | None]:
     return group.tool, group.old, group.new, group.rule_then, group.rule_now
 
 

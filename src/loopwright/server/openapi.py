@@ -253,6 +253,16 @@ def document(version: str) -> Schema:
                     PROFILE,
                 )
             },
+            f"{session}/replay": {
+                "post": _op(
+                    "Replay the stored session against the agent as it is now (docs/replay.md)",
+                    {"200": ok, "400": error("Invalid JSON, or an unknown model.")},
+                    NAME,
+                    ID,
+                    body=obj([], model=STRING),
+                    required=False,
+                )
+            },
             "/agents/{name}/approvals": {
                 "get": _op(
                     "Open approvals (a page)",
