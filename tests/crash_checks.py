@@ -63,6 +63,7 @@ class Result:
     """Process A's writes, in order."""
     completed: bool
     violations: list[str] = field(default_factory=list)
+    ledger: Ledger = field(default_factory=Ledger)
 
 
 def runtime(process: Process, real: EventLog, gate: asyncio.Event) -> Runtime:
@@ -106,7 +107,7 @@ async def run_case(
         assert a.stopped.is_set(), f"{scenario.name}: stuck at {a.step} with no fault"
         if fault is not None and fault.kind == "freeze":
             client.cancel()  # (its client hangs up)
-    result = Result(list(a.writes), completed)
+    result = Result(list(a.writes), completed, ledger=ledger)
     b = Process("B", ledger)
     b_clock = Clock(clock.now)
     real_b = await open_log(b_clock)
@@ -256,10 +257,10 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
     ran = Counter(what.removeprefix("tool ") for _, what in ctx.ledger.entries if "tool " in what)
     out += [f"P3: {call} ran {n} times" for call, n in ran.items() if n > 1]
     started = Counter(e.id for e in events if isinstance(e, ev.ToolStarted))
-    results = Counter(e.id for e in events if isinstance(e, ev.ToolResult))
-    for call in started:  # P3: each intent has exactly one result
+    intents, results = per_call(logs, ev.ToolStarted), per_call(logs, ev.ToolResult)
+    for call in intents:  # P3: each intent has exactly one result
         if results[call] != 1:
-            out.append(f"P3: {call} was started and has {results[call]} results")
+            out.append(f"P3: {call[2]} was started and has {results[call]} results")
     said = outputs(logs)
     for item in items.values():  # P4
         call = item.call_id
@@ -274,10 +275,53 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
                     out.append(f"P4: {call} was answered and the answer never reached the run")
         elif ran[call]:
             out.append(f"P4: {call} was {item.status} and ran")
+    out += keys_kept(logs, ctx.ledger)
     if scenario.outbox:  # P1 for notifications
         sent = {what for _, what in ctx.ledger.entries if what.startswith("webhook ")}
         for item in items.values():
             for event in ("pending", "resolved") if item.status != "open" else ("pending",):
                 if f"webhook {event} {item.id}" not in sent:
                     out.append(f"P1: the {event} notice of {item.call_id} was never delivered")
+    return out
+
+
+def per_call(logs: dict[Any, list[Any]], kind: type) -> Counter[tuple[str, int, str]]:
+    """The events of `kind` by call: (session, its reply's ordinal, call id); a call id may be
+    used again in a later reply."""
+    found: Counter[tuple[str, int, str]] = Counter()
+    for key, stored in logs.items():
+        replies = 0
+        for s in stored:
+            if isinstance(s.event, ev.MessageCompleted):
+                replies += 1
+            elif isinstance(s.event, kind):
+                found[(key.id, replies, s.event.id)] += 1
+    return found
+
+
+def keys_kept(logs: dict[Any, list[Any]], ledger: Ledger) -> list[str]:
+    """P3 with idempotency keys: every call the model made (a session's n-th reply's call id)
+    is logged started with one key, another for each call; each attempt of a call in the ledger
+    carried the key logged for it, so the bank books it at most once."""
+    out: list[str] = []
+    keys: dict[tuple[Any, int, str], set[str | None]] = {}
+    for key, stored in logs.items():
+        replies = 0
+        for s in stored:
+            if isinstance(s.event, ev.MessageCompleted):
+                replies += 1
+            elif isinstance(s.event, ev.ToolStarted):
+                keys.setdefault((key.id, replies, s.event.id), set()).add(s.event.idempotency_key)
+    owner: dict[str | None, tuple[Any, int, str]] = {}
+    for call, seen in keys.items():
+        if len(seen) != 1 or None in seen:
+            out.append(f"P3: the call {call} was started with keys {sorted(map(str, seen))}")
+        for k in seen:
+            if owner.setdefault(k, call) != call:
+                out.append(f"P3: the calls {owner[k]} and {call} share the key {k}")
+    for _, what in ledger.entries:
+        if what.startswith("attempt "):
+            _, call_id, k = what.split(" ")
+            if k not in owner or owner[k][2] != call_id:
+                out.append(f"P3: {call_id} ran with the key {k}, which its start did not log")
     return out

@@ -98,6 +98,9 @@ class Ledger:
     entries: list[tuple[str, str]] = field(default_factory=list)
     acks: list[str] = field(default_factory=list)
     """The client calls that returned, as `step` names (P1 holds the log to them)."""
+    booked: dict[str, str] = field(default_factory=dict)
+    """A bank's table outside the session log: idempotency key -> the charge it booked for it
+    (`pay`: an effect attempted again with a key already booked books nothing)."""
 
     def state(self) -> tuple[int, int]:
         return len(self.entries), len(self.acks)

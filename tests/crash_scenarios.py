@@ -3,7 +3,9 @@ the runtime service (as every door does), and how each pending item is decided.
 
 The agent `payer` answers a user message by its first word: `refund k` calls `refund` (asked
 about), `pair k` calls `fetch` twice in one batch (allowed), `ask k` calls `ask_user`,
-`delegate k` calls the subagent `billing` (whose `refund` is asked about), `slow k` waits
+`delegate k` calls the subagent `billing` (whose `refund` is asked about), `pay k` calls the
+idempotent `pay` twice with the same arguments and the same call ids in every reply (each
+attempt is a ledger entry; the bank books each idempotency key once), `slow k` waits
 until the scenario lets the model answer (so that a steer, a follow-up or a cancel reaches a
 run in flight); anything else gets "ok", and a tool result gets "done". Every tool is a
 coroutine recording each real execution in the case's ledger (`Process.tool`).
@@ -49,6 +51,17 @@ async def fetch(n: int, ctx: ToolContext) -> str:
     return f"fetched {n}"
 
 
+@tool(idempotent=True)
+async def pay(amount: int, ctx: ToolContext) -> str:
+    """Pay through a bank that books each idempotency key once (re-run after a crash)."""
+    process = here()
+    await process.alive()
+    ledger, key = process.ledger, ctx.idempotency_key
+    ledger.entries.append((process.name, f"attempt {ctx.call_id} {key}"))
+    charge = ledger.booked.setdefault(key, f"ch_{len(ledger.booked) + 1}")
+    return f"paid {amount}: {charge}"
+
+
 def _words(request: ModelRequest) -> tuple[str, str] | None:
     last = request.messages[-1]
     if isinstance(last, UserMessage) and " " in last.content:
@@ -70,6 +83,9 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
         if word == "pair":
             calls = tuple(ToolCall(id=f"fetch-{k}{x}", name="fetch", args={"n": 2}) for x in "ab")
             return Reply(text="fetching", tool_calls=calls)
+        if word == "pay":
+            calls = tuple(ToolCall(id=f"pay-{x}", name="pay", args={"amount": 5}) for x in "ab")
+            return Reply(tool_calls=calls)
         if word == "ask":
             args = {"question": "Which card?", "options": ["visa", "amex"]}
             return Reply(tool_calls=(ToolCall(id=f"ask-{k}", name="ask_user", args=args),))
@@ -100,7 +116,7 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
     main = Agent(
         name="payer",
         model=FunctionModel(payer),
-        tools=[refund, fetch, ask_user, subagent_tool(child)],
+        tools=[refund, fetch, pay, ask_user, subagent_tool(child)],
         rules=ASKED,
         compaction=Compaction(keep_last=1),
     )

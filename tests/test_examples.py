@@ -30,11 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 LOOPWRIGHT = str(Path(sys.executable).with_name("loopwright"))
 ENV = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
-AGENTS = ["concierge", "support", "writer"]
+AGENTS = ["concierge", "payments", "support", "writer"]
 MESSAGES = {
     "support": "Hi, my order A-1001 arrived damaged. Can I get a refund?",
     "concierge": "Hi! Could I get an invoice for one of my orders?",
     "writer": "Please write the release notes for version 1.2.0.",
+    "payments": "Please pay invoice INV-7: 120 EUR.",
 }
 NOTES = Path("agents/writer/workspace/release-notes/1.2.0.md")
 
@@ -137,7 +138,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cli
     server = Served(project)
     try:
         assert server.banner.startswith(
-            "loopwright: serving 3 agent(s) (concierge, support, writer) at http://127.0.0.1:"
+            "loopwright: serving 4 agent(s) (concierge, payments, support, writer) at "
+            "http://127.0.0.1:"
         )
         with httpx.Client(base_url=server.url, timeout=60) as http:
             yield http, project

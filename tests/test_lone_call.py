@@ -40,13 +40,14 @@ def curious(text: str) -> NeedsAnswer | str:
 
 
 def described(events: list) -> list[tuple]:  # type: ignore[type-arg]
-    """The stream without what differs per run (ids the run makes, the session id)."""
+    """The stream without what differs per run (ids the run makes, the session id and the
+    idempotency keys made of it)."""
     out = []
     for e in events:
         fields = {
             f.name: getattr(e, f.name)
             for f in dataclasses.fields(e)
-            if f.name not in ("session_id", "id", "pending_ids", "requested_at")
+            if f.name not in ("session_id", "id", "pending_ids", "requested_at", "idempotency_key")
         }
         out.append((e.type, tuple(sorted((k, repr(v)) for k, v in fields.items()))))
     return out

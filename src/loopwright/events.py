@@ -1,7 +1,7 @@
 """Every event a run can emit: typed values with a literal `type`, one class per type.
 
 The seventeen loopengine v1 types keep their exact names and fields; everything else is additive
-and travels in its own type (never as a new field of a v1 type). The legal order of one run:
+and travels in its own type (never as a new field of a v1 type's v1 form). The order of one run:
 
     session hook:failed? [resumed batch] input:received? steering:injected*
       ( step:started budget:check
@@ -85,6 +85,7 @@ class ToolStarted:
     tool: str
     args: dict[str, Any]
     detail_text: str
+    idempotency_key: str | None = None
     type: Literal["tool:started"] = "tool:started"
 
 
@@ -418,8 +419,7 @@ class ToolSuspended:
 
 @value
 class PendingRequested:
-    """Which tool call the pending item announced just before (`approval:pending` or
-    `question:pending`) is about."""
+    """The call the item announced just before (approval:pending, question:pending) is about."""
 
     id: str
     call_id: str

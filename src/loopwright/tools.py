@@ -61,6 +61,9 @@ class ToolContext:
     resumes: str | None = None
     """The session this call was suspended on (`Suspend`), when it runs again because the run
     resumed: a subagent's call finds its own child session by it."""
+    idempotency_key: str = ""
+    """Send it on (an `Idempotency-Key` header): the same on every attempt of this call (crash
+    recovery, takeover, resume), another for every other call (docs/idempotency.md)."""
     _emit: Callable[[Event], None] | None = None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
@@ -144,7 +147,7 @@ class Tool:
     sequential: bool = False
     """Calls to this tool run alone, and make their whole batch run one call at a time."""
     idempotent: bool = False
-    """Safe to re-run automatically after a crash interrupted it."""
+    """Safe to re-run after a crash cut it short (P3): e.g. it sends its idempotency key on."""
     timeout: float | None = None
     """Seconds before the call is cancelled (None: the agent's default)."""
     max_output: int | None = None
@@ -206,9 +209,8 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool from a sync or async function: name from the function, description and
     parameter descriptions from its docstring (`Args:` section), schema from its type hints.
-
-    Sync functions run in a worker thread; pass `inline=True` for a cheap pure function that
-    may run on the event loop. (`blocking=` is deprecated: threads are the default.)"""
+    Sync functions run in a worker thread; `inline=True` runs a cheap pure one on the event
+    loop (`blocking=` is deprecated: threads are the default)."""
     if blocking is not None:
         warnings.warn(
             "@tool(blocking=...) is deprecated: sync tools run in a worker thread by default; "

@@ -134,6 +134,8 @@ def _to_v1(event: ev.Event) -> dict[str, Any] | None:
     assert data is not None
     if isinstance(event, ev.Done) and event.stop_reason not in V1_STOP_REASONS:
         del data["stopReason"]
+    elif isinstance(event, ev.ToolStarted):
+        data.pop("idempotencyKey", None)  # (additive: not a v1 field)
     return data
 
 
@@ -169,8 +171,8 @@ def event_schema() -> dict[str, Any]:
 
 def v1_event_schema() -> dict[str, Any]:
     """JSON Schema of the loopengine v1 profile: every object `to_dict(event, "v1")` can give,
-    generated from the v1 classes and refined as `_to_v1` and the v1 wire are: `done.stopReason`
-    is optional and only `max_turns` or `denied`, numbers are JSON numbers (v1 has no integer
+    generated from the v1 classes and refined as `_to_v1` and the v1 wire are (no
+    `tool:started.idempotencyKey`): `done.stopReason` is optional and only `max_turns` or `denied`, numbers are JSON numbers (v1 has no integer
     type) and `requestedAt` is an RFC 3339 date-time."""
     schema = _v1_event_adapter().json_schema(by_alias=True, mode="serialization")
     definitions: dict[str, Any] = schema.get("$defs", {})
@@ -181,6 +183,7 @@ def v1_event_schema() -> dict[str, Any]:
                 prop["type"] = "number"
             if name == "requestedAt":
                 prop["format"] = "date-time"
+    del definitions["ToolStarted"]["properties"]["idempotencyKey"]  # (left out, as `_to_v1` does)
     done = definitions["Done"]
     done["properties"]["stopReason"] = {"enum": sorted(V1_STOP_REASONS), "type": "string"}
     done["required"].remove("stopReason")

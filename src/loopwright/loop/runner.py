@@ -30,6 +30,7 @@ from typing import Any
 from .. import events as ev
 from ..events import Event
 from ..hooks import RunInfo
+from ..messages import ToolCall
 from ..state._values import maker
 from ..tools import Outcome, Scheduled, ToolContext
 from . import threads
@@ -88,6 +89,9 @@ class ToolRunner:
     strays: set[Job] = field(default_factory=set)
     late: list[tuple[Scheduled, ev.ToolLateResult]] = field(default_factory=list)
     latest: dict[str, Scheduled] = field(default_factory=dict)
+    keys: Callable[[ToolCall], str] | None = None
+    """A call's idempotency key (`keys.CallKeys`), made as it starts; its context gets it."""
+    key: dict[str, str | None] = field(default_factory=dict)
     _arrival: asyncio.Future[None] | None = None
     _closed: bool = False
 
@@ -99,7 +103,10 @@ class ToolRunner:
     def started(self, item: Scheduled) -> ev.ToolStarted:
         call = item.call
         self.items[call.id] = self.latest[call.id] = item
-        return tool_started(id=call.id, tool=call.name, args=item.args, detail_text=item.reason)
+        key = self.key[call.id] = self.keys(call) if self.keys is not None else None
+        return tool_started(
+            id=call.id, tool=call.name, args=item.args, detail_text=item.reason, idempotency_key=key
+        )
 
     async def lone(self, scheduled: list[Scheduled]) -> Sequence[Event]:
         """Run the one sync call of a batch, if it has one (after its `tool:started` went out):
@@ -139,6 +146,14 @@ class ToolRunner:
         self.outcomes.clear()
         self.items.clear()
         self.unfinished.clear()
+        self.key.clear()
+
+    def _context(
+        self, item: Scheduled, emit: Callable[[Event], None], signal: threading.Event
+    ) -> ToolContext:
+        ctx = self.make_context(item, emit, signal)
+        ctx.idempotency_key = self.key.get(item.call.id) or ""
+        return ctx
 
     def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Awaitable[Outcome]:
         """Run one call to its outcome. What its `ToolContext` emits is bounded (`progress`);
@@ -156,13 +171,13 @@ class ToolRunner:
     async def _settle(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
         tool, call_id = item.tool, item.call.id
         if tool.inline:
-            ctx = None if tool.context_param is None else self.make_context(item, emit, NEVER)
+            ctx = None if tool.context_param is None else self._context(item, emit, NEVER)
             outcome = call_inline(item, ctx, self.max_output)
         elif tool.is_async:
             ctx, signal = None, None
             if tool.context_param is not None:  # a signal only a tool that sees it needs
                 signal = threading.Event()
-                ctx = self.make_context(item, emit, signal)
+                ctx = self._context(item, emit, signal)
                 self.signals.add(signal)
             self.unfinished[call_id] = STOPPED
             try:
@@ -193,7 +208,7 @@ class ToolRunner:
             signal = Flag()  # only the pool reads it
         else:
             signal = threading.Event()
-            ctx = self.make_context(item, _from_thread(emit, signal), signal)
+            ctx = self._context(item, _from_thread(emit, signal), signal)
             if limit is not None:
                 ctx.deadline = time.monotonic() + limit
             kwargs = {**kwargs, tool.context_param: ctx}

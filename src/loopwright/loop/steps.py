@@ -37,6 +37,7 @@ from .budget import context_budget
 from .fallback import Fallback
 from .finish import Finish
 from .hook_calls import call_hook, observe
+from .keys import CallKeys
 from .output import answering
 from .replies import check_reply
 from .retry import Deadline, ModelFailed, next_retry, partial_note
@@ -109,6 +110,7 @@ class Steps(Calls):
             partial(after, hook, info) if hook else None,
             self.signals,
             agent.tool_grace,
+            keys=CallKeys(info, self.state),
         )
 
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:

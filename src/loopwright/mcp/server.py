@@ -6,7 +6,8 @@ per server process and listed again after `notifications/tools/list_changed` (th
 `version` changes, so runs list it again). Each tool is an ordinary `Tool` named
 `mcp__<server>__<tool>`, whose arguments are checked against the server's input schema before
 the gate sees them. A server's elicitation is answered as `elicit` says; one nobody can answer
-now stops the call (cancelled on the server), which returns `NeedsAnswer`.
+now stops the call (cancelled on the server), which returns `NeedsAnswer`. Each call carries
+its idempotency key in its request's `_meta`, as `IDEMPOTENCY_KEY` (docs/idempotency.md).
 
 Nothing that goes wrong with the server escapes a call: a server that fails to start, crashes
 or breaks the connection gives an error result naming the server, and is started again on the
@@ -42,6 +43,8 @@ START_TIMEOUT = 30.0
 RETRY_AFTER = 30.0
 """Seconds before listing tries again to start a server that failed to (a call always tries)."""
 CONNECTION_CLOSED = -32000
+IDEMPOTENCY_KEY = "dev.loopwright/idempotencyKey"
+"""The `_meta` key of a `tools/call` that holds the call's `ToolContext.idempotency_key`."""
 
 
 class Unavailable(Exception):
@@ -159,8 +162,10 @@ class MCPServer(Toolset):
                 said = redact(message, conn.secrets) if message else shown
                 ctx.progress(said, done / total if total else None)
 
+        key = ctx.idempotency_key if ctx is not None else ""
+        meta = {IDEMPOTENCY_KEY: key} if key else None
         running = asyncio.ensure_future(
-            conn.client.call_tool(tool, args, progress_callback=progress)
+            conn.client.call_tool(tool, args, progress_callback=progress, meta=meta)
         )
         try:
             await asyncio.wait({running, this.question}, return_when=asyncio.FIRST_COMPLETED)

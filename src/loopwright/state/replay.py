@@ -143,6 +143,7 @@ def _cleared(state: SessionState, event: ev.SteeringCleared) -> None:
 def _reply(state: SessionState, event: ev.MessageCompleted) -> None:
     history, message = state.history, event.message
     state.carry_over = None
+    state.replies += 1
     history.append(message)
     history.note_usage(message.usage)
     calls = message.tool_calls

@@ -81,6 +81,9 @@ class SessionState:
     """A note for the next run about a reply that was cut off (SPEC §3.9)."""
     queued: Queue = field(default_factory=list)
     """Steering and follow-up messages sent and not delivered yet, oldest first."""
+    replies: int = 0
+    """The model's replies so far (`message:completed`), counted alike live and from the log:
+    with a call's place in the last one, what makes its idempotency key (`loop.keys`)."""
     died: bool = False
     """The last run's process stopped before its `done` (its lease expired): known when the
     state is read from its log (`continued`), not from its events; the next run clears it."""

@@ -44,6 +44,7 @@ def to_snapshot(state: SessionState) -> str:
         "queued": [list(entry) for entry in state.queued],
         "paused": state.paused,
         "finished": state.finished,
+        "replies": state.replies,
         "batch": None,
     }
     text = encoded(history).text
@@ -120,6 +121,7 @@ def _restore(data: str, tools: Mapping[str, Tool]) -> SessionState:
         finished=head["finished"],
         carry_over=head["carryOver"],
         queued=[(mode, text) for mode, text in head["queued"]],
+        replies=head["replies"],  # (a snapshot older than it is ignored: the log is folded)
     )
     saved = head["batch"]
     if saved is not None:
