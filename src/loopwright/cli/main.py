@@ -22,7 +22,7 @@ from ..errors import (
     UnknownPending,
     UnknownSession,
 )
-from . import acp, agents, approvals, new, run, serve, sessions, usage
+from . import acp, agents, approvals, evals, new, run, serve, sessions, usage
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 from .logs import redact_logs
 
@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_parser(commands)
     serve.add_parsers(commands)
     acp.add_parser(commands)
+    evals.add_parser(commands)
     demo = commands.add_parser(
         "demo",
         help="run the bundled support agent end to end (offline)",
