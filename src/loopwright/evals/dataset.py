@@ -50,6 +50,8 @@ class Judge:
 
     model: str
     rubric: str
+    given: str = ""
+    """The model string as the case wrote it (what the results show)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +267,7 @@ def _judge(value: Any, path: Path) -> Judge:
         raise DatasetError(
             "expect.judge: needs `model` (a model string) and `rubric` (text)", source=str(path)
         )
-    return Judge(model_of(model, path.parent, path, "expect.judge.model"), rubric)
+    return Judge(model_of(model, path.parent, path, "expect.judge.model"), rubric, model)
 
 
 def _mapping(data: Any, path: Path, what: str) -> dict[str, Any]:

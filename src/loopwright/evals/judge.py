@@ -31,7 +31,7 @@ async def verdict(judge: Judge, question: str, answer: str) -> Check:
     """The judge's check on `answer` (never raises for what the judge says or fails to say)."""
     from ..loop.session import run
 
-    name = f"judge {judge.model}"
+    name = f"judge {judge.given or judge.model}"
     agent = Agent(name="judge", model=judge.model, instructions=INSTRUCTIONS)
     try:
         result = await run(agent, prompt(judge, question, answer))
