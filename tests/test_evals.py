@@ -19,7 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
+from live_server import LiveServer
+from loopwright.project import load_project
 from loopwright.runtime import Runtime
+from loopwright.server import create_app
 from loopwright.store.opening import open_log
 from test_examples import LOOPWRIGHT, copy_examples
 
@@ -40,6 +43,9 @@ WRONG = {  # a case of the support agent that fails every check it makes
         "answer_contains": ["RF-9999"],
     },
 }
+TIMED = {"text:delta", "tool:delta", "message:partial"}
+"""Left out of the compared logs: how many there are depends on the script's typing delays
+(a reply streamed past `partial_every` is also stored partially)."""
 REFUND_EVENTS = [  # what the refund-damaged case's session holds (deltas left out)
     *("session", "input:received", "step:started", "budget:check", "message:completed"),
     *("assistant:text", "actauth:decision", "tool:started", "toollane:result", "tool:output"),
@@ -77,7 +83,7 @@ def loopwright(root: Path, env: dict[str, str], *args: str) -> subprocess.Comple
 
 
 def stored(store: str, tenant: str = "default") -> dict[str, list[Any]]:
-    """Every session of the store's tenant: its id → its events (deltas left out)."""
+    """Every session of the store's tenant: its id → its events (`TIMED` left out)."""
 
     async def read() -> dict[str, list[Any]]:
         log = await open_log(store)
@@ -87,7 +93,7 @@ def stored(store: str, tenant: str = "default") -> dict[str, list[Any]]:
             found = {}
             for record in page.items:
                 events = [s.event for s in await runtime.read(record.key)]
-                found[record.key.id] = [e for e in events if not e.type.endswith(":delta")]
+                found[record.key.id] = [e for e in events if e.type not in TIMED]
             return found
         finally:
             await log.close()
@@ -95,7 +101,9 @@ def stored(store: str, tenant: str = "default") -> dict[str, list[Any]]:
     return asyncio.run(read())
 
 
-def test_a_dataset_runs_from_the_command_line(project: tuple[Path, dict[str, str], str]) -> None:
+def test_a_dataset_runs_from_the_command_line(
+    project: tuple[Path, dict[str, str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     root, env, store = project
     (root / "evals" / "support" / "refund-wrong.yaml").write_text(yaml.safe_dump(WRONG))
     out = loopwright(root, env, "eval", "evals/support", "--run", "t1", "--concurrency", "2")
@@ -188,6 +196,22 @@ def test_a_dataset_runs_from_the_command_line(project: tuple[Path, dict[str, str
     assert [(e.status, e.by) for e in denied] == [("denied", "eval")]
     assert refund[-1].text == ANSWER
 
+    if "LOOPWRIGHT_STORE_URL" in env:  # (the server reads the store the command wrote)
+        monkeypatch.setenv("LOOPWRIGHT_STORE_URL", env["LOOPWRIGHT_STORE_URL"])
+    with LiveServer(create_app(load_project(root))) as server, server.client() as http:
+        listed = http.get("/agents/support/sessions").json()
+        shown = http.get("/agents/support/sessions/eval-t1-refund-damaged").json()
+        logged = http.get("/agents/support/sessions/eval-t1-refund-damaged/events").json()
+    assert sorted((s["id"], s["status"]) for s in listed["sessions"]) == [
+        (case, "idle") for case in sorted(sessions)
+    ]
+    assert (shown["status"], shown["pending"], shown["history"][-1]["parts"][0]["text"]) == (
+        "idle",
+        [],
+        ANSWER,
+    )
+    types = [e["event"]["type"] for e in logged["events"]]
+    assert [t for t in types if t not in TIMED] == REFUND_EVENTS
     again = loopwright(root, env, "eval", "evals/support", "--run", "t1")
     assert (again.returncode, again.stdout) == (2, "")
     assert again.stderr.startswith("loopwright: error: evals/support/order-status.yaml: run 't1'")

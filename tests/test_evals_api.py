@@ -333,3 +333,44 @@ async def test_a_stored_session_becomes_a_case_that_passes(tmp_path: Path) -> No
         "stop_reason completed",
         f"answer contains {case['expect']['answer_contains'][0]!r}",
     ]
+
+
+async def test_a_case_whose_model_cannot_run_fails_with_the_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path / "e", "nomodel.yaml", {"input": "hi", "model": "nosuch:model"})
+    log = await open_log(tmp_path / "e.db")
+    try:
+        result = await run_eval(
+            tmp_path / "e", log, {"a": Agent(name="a", model="scripted:x")}, run="e"
+        )
+    finally:
+        await log.close()
+    error = (
+        "unknown model 'nosuch:model': use 'provider:model' with one of: anthropic, deepseek, "
+        "gemini, glm, kimi, llamacpp, ollama, openai, openai-responses, openrouter, scripted, vllm"
+    )
+    assert result.to_dict()["cases"] == [
+        {
+            "case": "nomodel",
+            "passed": False,
+            "agent": "a",
+            "session_id": "eval-e-nomodel",
+            "stop_reason": None,
+            "answer": "",
+            "checks": [],
+            "error": error,
+        }
+    ]
+    assert table(result) == (
+        "case     result  checks  stop  session\n"
+        "nomodel  ERROR   0/0     -     eval-e-nomodel\n"
+        "\n"
+        "nomodel:\n"
+        f"  error: {error}\n"
+        "\n"
+        "0 passed, 1 failed (run e)"
+    )
+    assert [r.getMessage() for r in caplog.records if r.name == "loopwright.evals"] == [
+        f"eval case nomodel could not start: {error}"
+    ]

@@ -76,7 +76,7 @@ def table(result: EvalResult) -> str:
                 case.case,
                 verdict,
                 f"{held}/{len(case.checks)}",
-                str(case.stop_reason),
+                case.stop_reason or "-",
                 case.session_id,
             ]
         )

@@ -13,6 +13,7 @@ for is left open: the run pauses, and the case's stop reason says so.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..agent import Agent
 from ..approvals import DEFER, Answer, Approval, ApprovalRequest, ApproverResult, Request
-from ..errors import ConfigError, UnknownSession
+from ..errors import LoopwrightError, UnknownSession
 from ..messages import UserMessage
 from ..runtime import Runtime
 from ..store.log import SessionKey, Store
@@ -31,6 +32,7 @@ from .expectations import Happened, check
 from .judge import verdict
 from .report import CaseResult, EvalResult
 
+logger = logging.getLogger("loopwright.evals")
 BY = "eval"
 """Who the case's approvals and answers are recorded as given by."""
 
@@ -114,12 +116,14 @@ async def run_case(case: Case, agent: Agent, log: Store, run: str, tenant: str) 
             live = await runtime.send(
                 tenant, agent.name, sid, _message(case), approver=answers(case)
             )
-        except ConfigError as exc:
+        except LoopwrightError as exc:  # (a bad model or attachment: this case's failure)
+            logger.warning("eval case %s could not start: %s", case.name, exc)
             return CaseResult(case.name, agent.name, sid, None, "", (), error=str(exc))
         await live.wait()
         await live.journal.flushed()
         if live.done is None:
             error = f"the run stopped before its end: {live.failure}"
+            logger.warning("eval case %s (session %s): %s", case.name, sid, error)
             return CaseResult(case.name, agent.name, sid, None, "", (), error=error)
         events = [s.event for s in await runtime.read(SessionKey(tenant, agent.name, sid))]
     finally:
