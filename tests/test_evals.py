@@ -367,3 +367,25 @@ def test_the_docs_python_block_runs(tmp_path: Path) -> None:
         "3 passed, 0 failed (run py)\n"
         "True ['eval-py-order-status', 'eval-py-refund-damaged', 'eval-py-refund-denied']\n"
     )
+
+
+def test_at_a_terminal_the_progress_is_a_bar_redrawn_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from loopwright.cli.evals import Progress
+    from loopwright.evals import CaseResult
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    progress = Progress(2)
+    progress.done(CaseResult("one", "a", "eval-r-one", "completed", "", ()))
+    progress.done(CaseResult("two", "a", "eval-r-two", None, "", (), error="boom"))
+    assert screen.getvalue() == (
+        f"\r[{'#' * 15}{'-' * 15}] 1/2 one: pass\x1b[K\r[{'#' * 30}] 2/2 two: FAIL\x1b[K\n"
+    )
