@@ -57,12 +57,17 @@ REFUND_EVENTS = [  # what the refund-damaged case's session holds (deltas left o
 ]
 
 
+def local_env() -> dict[str, str]:
+    """This environment, with the project's own store (no store or home from outside)."""
+    leave_out = ("LOOPWRIGHT_HOME", "LOOPWRIGHT_STORE_URL")
+    return {k: v for k, v in os.environ.items() if k not in leave_out} | {"NO_COLOR": "1"}
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def project(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, dict[str, str], str]:
     """A copy of examples/, the environment its commands run in, and where its store is."""
     root = copy_examples(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"} | {"NO_COLOR": "1"}
-    env.pop("LOOPWRIGHT_STORE_URL", None)
+    env = local_env()
     if request.param == "postgres":
         url = request.getfixturevalue("pg_url")
         env["LOOPWRIGHT_STORE_URL"] = url
@@ -305,9 +310,7 @@ def test_a_bad_dataset_is_a_usage_error_naming_the_file_and_key(
     root = copy_examples(tmp_path)
     (root / "evals" / "bad").mkdir()
     (root / "evals" / "bad" / "case.yaml").write_text(yaml.safe_dump(case))
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("LOOPWRIGHT_HOME", "LOOPWRIGHT_STORE_URL")
-    }
+    env = local_env()
     out = loopwright(root, env, "eval", "evals/bad")
     assert (out.returncode, out.stdout) == (2, "")
     assert out.stderr == (f"loopwright: error: {error}\nhint: docs/evals.md lists a case's keys\n")
@@ -317,9 +320,7 @@ def test_the_docs_commands_print_what_the_page_shows(tmp_path: Path) -> None:
     """Every `$ loopwright ...` line of docs/evals.md's console blocks, run in order in a copy
     of examples/, prints the lines the page shows under it (stdout)."""
     root = copy_examples(tmp_path)
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("LOOPWRIGHT_HOME", "LOOPWRIGHT_STORE_URL")
-    }
+    env = local_env()
     text = (ROOT / "docs" / "evals.md").read_text()
     consoles = re.findall(r"```console\n(.*?)```", text, re.S)
     steps: list[tuple[str, list[str]]] = []
@@ -343,9 +344,7 @@ def test_the_docs_commands_print_what_the_page_shows(tmp_path: Path) -> None:
 
 def test_the_docs_python_block_runs(tmp_path: Path) -> None:
     root = copy_examples(tmp_path)
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("LOOPWRIGHT_HOME", "LOOPWRIGHT_STORE_URL")
-    }
+    env = local_env()
     [code] = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "evals.md").read_text(), re.S)
     (root.parent / "block.py").write_text(code)
     out = subprocess.run(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from loopwright import Agent, Approval, tool
+from loopwright import Agent, Answer, Approval, tool
 from loopwright.evals import (
     DatasetError,
     case_from_events,
@@ -374,3 +374,59 @@ async def test_a_case_whose_model_cannot_run_fails_with_the_reason(
     assert [r.getMessage() for r in caplog.records if r.name == "loopwright.evals"] == [
         f"eval case nomodel could not start: {error}"
     ]
+
+
+async def test_a_case_sends_its_files_as_attachments(tmp_path: Path) -> None:
+    write(tmp_path / "f" / "files", "receipt.txt", "Order A-1001: one Classic mug, $24.99.\n")
+    case = {"input": "What did I buy?", "files": ["files/receipt.txt"], "script": ["A mug."]}
+    write(tmp_path / "f", "receipt.yaml", {**case, "expect": {"answer_contains": "mug"}})
+    log = await open_log(tmp_path / "f.db")
+    try:
+        result = await run_eval(
+            tmp_path / "f", log, {"a": Agent(name="a", model="scripted:x")}, run="f"
+        )
+        [given] = [
+            s.event
+            for s in await log.read(SessionKey("default", "a", "eval-f-receipt"))
+            if s.event.type == "input:received"
+        ]
+    finally:
+        await log.close()
+    assert result.passed
+    [attached] = given.message.attachments
+    assert (given.message.content, attached.name, attached.media_type) == (
+        "What did I buy?",
+        "receipt.txt",
+        "text/plain",
+    )
+
+
+async def test_a_stored_session_with_a_question_becomes_a_case_with_its_answer(
+    tmp_path: Path,
+) -> None:
+    root = copy_examples(tmp_path)
+    agents = load_project(root).agents
+    log = await open_log(tmp_path / "q.db")
+
+    def answer(request: Any) -> Any:
+        return Answer(text="A-1002", by="me")
+
+    try:
+        runtime = Runtime(agents, log)
+        live = await runtime.send("default", "concierge", "inv-1", "An invoice?", approver=answer)
+        await live.wait()
+        await live.journal.flushed()
+        case = case_from_events([s.event for s in await runtime.read(live.key)], "concierge")
+        write(tmp_path / "added", "invoice.yaml", case)
+        result = await run_eval(tmp_path / "added", log, agents, run="q")
+    finally:
+        await log.close()
+    [question] = case["answers"]
+    assert question.startswith("You have two orders: A-1001")
+    assert (case["answers"][question], "approve" in case) == ("A-1002", False)
+    assert case["expect"]["called"] == [
+        {"tool": "list_orders"},
+        {"tool": "ask_user", "args": {"question": question, "options": ["A-1001", "A-1002"]}},
+        {"tool": "billing", "args": {"request": "Create the invoice for order A-1002."}},
+    ]
+    assert result.passed, table(result)
