@@ -82,8 +82,9 @@ async def run_eval(
             on_case(result)
         return result
 
-    results = await asyncio.gather(*(one(case, chosen) for case, chosen in planned))
-    return EvalResult(run, str(data.path), tenant, tuple(results))
+    async with asyncio.TaskGroup() as group:  # (a programmer's error cancels the others)
+        tasks = [group.create_task(one(case, chosen)) for case, chosen in planned]
+    return EvalResult(run, str(data.path), tenant, tuple(t.result() for t in tasks))
 
 
 def run_eval_sync(
