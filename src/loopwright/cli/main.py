@@ -22,7 +22,7 @@ from ..errors import (
     UnknownPending,
     UnknownSession,
 )
-from . import acp, agents, approvals, new, rules, run, serve, sessions, usage
+from . import acp, agents, approvals, evals, new, rules, run, serve, sessions, usage
 from . import replay as replays
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 from .logs import redact_logs
@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parsers(commands)
     acp.add_parser(commands)
     replays.add_parser(commands)
+    evals.add_parser(commands)
     demo = commands.add_parser(
         "demo",
         help="run the bundled support agent end to end (offline)",
