@@ -298,7 +298,7 @@ BAD = [
     ),
     (
         {"input": "hi", "agent": "ghost"},
-        "evals/bad/case.yaml: agent: no agent named 'ghost' (agents: concierge, support, writer)",
+        "evals/bad/case.yaml: agent: no agent named 'ghost' (agents: concierge, payments, support, writer)",
     ),
 ]
 

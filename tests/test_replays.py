@@ -404,7 +404,7 @@ def test_the_cli_refuses_bad_input_with_the_usage_status(
     assert cli("replay", str(project / "s1.jsonl"), *where) == 2
     assert capsys.readouterr().err.splitlines() == [
         "loopwright: error: which agent should the session be replayed against? (agents: "
-        "concierge, support, writer)",
+        "concierge, payments, support, writer)",
         "hint: say which with --agent NAME",
     ]
     (project / "bad.jsonl").write_text('{"seq": 1}\n')

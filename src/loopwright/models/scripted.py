@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -43,8 +43,6 @@ from ..messages import (
 from ..state._values import frozen, maker
 from ..state.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
 from . import ModelFailure, ModelRequest, StreamItem
-
-_ids = itertools.count(1)
 
 
 @frozen  # made per request by function models: without object.__setattr__ (_values)
@@ -75,8 +73,10 @@ class Reply:
         return _key(self.parts)
 
     @classmethod
-    def parse(cls, entry: Any, *, where: str = "reply") -> Reply:
-        """Build a reply from one script entry (a mapping, or a bare string meaning text)."""
+    def parse(cls, entry: Any, *, where: str = "reply", ids: Iterator[int] | None = None) -> Reply:
+        """Build a reply from one script entry (a mapping, or a bare string meaning text); a
+        call without an id gets `call_<n>`, n from `ids` (a script's own count: the same ids
+        whenever the script is loaded)."""
         if isinstance(entry, str):
             return cls(text=entry)
         if not isinstance(entry, Mapping):
@@ -104,7 +104,7 @@ class Reply:
             args = raw.get("args", {})
             if not isinstance(args, Mapping):
                 raise ConfigError(f"{where}.tool_calls[{i}].args: expected a mapping")
-            call_id = str(raw.get("id") or f"call_{next(_ids)}")
+            call_id = str(raw.get("id") or f"call_{next(ids or itertools.count(i + 1))}")
             calls.append(ToolCall(id=call_id, name=str(raw["name"]), args=dict(args)))
         fail = entry.get("fail")
         failure, after_text = None, ""
@@ -216,8 +216,9 @@ class ScriptedModel:
         entries = data.get("replies") if isinstance(data, Mapping) else data
         if not isinstance(entries, list):
             raise ConfigError(f"{name}: a script is a list of replies (or {{replies: [...]}})")
+        ids = itertools.count(1)
         return cls(
-            [Reply.parse(e, where=f"{name}: replies[{i}]") for i, e in enumerate(entries)],
+            [Reply.parse(e, where=f"{name}: replies[{i}]", ids=ids) for i, e in enumerate(entries)],
             name=name,
         )
 
