@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
-from . import links, openapi, resolve, routes
+from . import fork, links, openapi, resolve, routes
 from .front import Front
 from .settings import version
 from .state import State
@@ -51,6 +51,7 @@ def build(state: State) -> Starlette:
         Route(f"{session}/steer", routes.steer, methods=["POST"]),
         Route(f"{session}/compact", routes.compact, methods=["POST"]),
         Route(f"{session}/resume", routes.resume, methods=["POST"]),
+        Route(f"{session}/fork", fork.fork_session, methods=["POST"]),
         Route("/agents/{name}/approvals", resolve.agent_items, methods=["GET"]),
         Route("/agents/{name}/questions", resolve.agent_items, methods=["GET"]),
         Route(f"{session}/approvals", resolve.agent_items, methods=["GET"]),

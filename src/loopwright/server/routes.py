@@ -13,6 +13,7 @@ from ..attachments import AttachmentError
 from ..errors import UnknownSession
 from ..messages import UserMessage
 from ..runtime import LiveRun
+from ..runtime.forking import lineage
 from ..state.compaction import Compaction, compactability, why_not
 from ..store.log import SessionKey, SessionRecord
 from ..store.usage import as_json
@@ -187,6 +188,7 @@ async def list_sessions(request: Request) -> JSONResponse:
             "lastSeq": r.last_seq,
             "createdAt": r.created_at,
             "updatedAt": r.updated_at,
+            "forkedFrom": lineage(r),
         }
         for r in records
     ]
@@ -219,6 +221,7 @@ async def show_session(request: Request) -> Response:
         UsageQuery(tenant=key.tenant, agent=key.agent, session=key.id)
     )
     head = {"sessionId": key.id, "status": record.status, "lastSeq": record.last_seq}
+    head["forkedFrom"] = lineage(record)  # (None unless a fork: runtime.forking)
     tail = {
         "pending": [p.listed(typed=True) for p in waiting],
         "usage": as_json(spent.items[0]),  # with its subagents' sessions
