@@ -143,3 +143,33 @@ async def test_a_fork_is_refused_whole_for_a_bad_source_seq_or_id(make_log: Make
     with pytest.raises(UnknownSession):
         await log.session(replace(FORK, tenant="globex"))
     assert [r.key.id for r in (await log.sessions("acme")).items] == ["what-if", "order-1001"]
+
+
+async def test_a_fork_that_fails_midway_leaves_no_part_of_a_session(
+    make_log: MakeLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy is one transaction: a failure after the row and the events were written, before
+    the pending rows, undoes all of it (as a crash there would)."""
+    from loopwright.store import forking
+
+    log = await make_log()
+    await source(log)
+    before = await everything(log, KEY)
+    rows = forking.copy_rows
+
+    def failing(*args: Any) -> Any:
+        made = rows(*args)
+        yield made[0]  # the first pending row written, then the disk is gone
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(forking, "copy_rows", failing)
+    with pytest.raises(OSError, match="disk gone"):
+        await log.fork(KEY, 10, FORK.id)
+    with pytest.raises(UnknownSession):
+        await log.session(FORK)
+    assert [r.key.id for r in (await log.sessions("acme")).items] == [KEY.id]
+    assert len((await log.pending("acme", status=None)).items) == 2  # the source's only
+    assert await everything(log, KEY) == before
+    monkeypatch.setattr(forking, "copy_rows", rows)
+    assert await log.fork(KEY, 10, FORK.id) == FORK  # the id was never taken
+    assert len(await log.read(FORK)) == 10
