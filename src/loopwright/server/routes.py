@@ -221,10 +221,10 @@ async def show_session(request: Request) -> Response:
         UsageQuery(tenant=key.tenant, agent=key.agent, session=key.id)
     )
     head = {"sessionId": key.id, "status": record.status, "lastSeq": record.last_seq}
-    head["forkedFrom"] = lineage(record)  # (None unless a fork: runtime.forking)
     tail = {
         "pending": [p.listed(typed=True) for p in waiting],
         "usage": as_json(spent.items[0]),  # with its subagents' sessions
+        "forkedFrom": lineage(record),  # (None unless a fork: runtime.forking)
     }
     return history_response(head, page, tail, limit is not None)
 
