@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from log_conformance import KEY, MakeLog, approval, decide, reply, said
+from log_conformance import KEY, Clock, MakeLog, approval, decide, reply, said
 from loopwright import events as ev
 from loopwright.errors import UnknownSession
 from loopwright.messages import Usage
@@ -173,3 +173,22 @@ async def test_a_fork_that_fails_midway_leaves_no_part_of_a_session(
     monkeypatch.setattr(forking, "copy_rows", rows)
     assert await log.fork(KEY, 10, FORK.id) == FORK  # the id was never taken
     assert len(await log.read(FORK)) == 10
+
+
+async def test_a_fork_notifies_its_open_items_not_those_its_copy_shows_decided(
+    make_log: MakeLog,
+) -> None:
+    from loopwright.store.outbox import outbox_of
+
+    now = 1_000_000.0
+    log = await make_log(clock=Clock(now))
+    await source(log)
+    outbox = outbox_of(log)
+    both = ("pending", "resolved")
+    assert await outbox.expand("hook", both, now, max_age=3600) == 3  # p-1, p-2; p-1 decided
+    await log.fork(KEY, 10, FORK.id)
+    assert await outbox.expand("hook", both, now, max_age=3600) == 1
+    new = {p.call_id: p.id for p in (await log.pending("acme", session=FORK, status=None)).items}
+    [open_one] = (await outbox.deliveries(item=new["c2"])).items
+    assert (open_one.notice.event, open_one.notice.tenant) == ("pending", "acme")
+    assert (await outbox.deliveries(item=new["c1"])).items == []
