@@ -28,7 +28,7 @@ from dataclasses import replace
 from .. import events as ev
 from ..errors import LoopwrightError
 from ..wire import dumps_all, loads
-from .derive import DecidePending, NewPending, NewUsage, SessionRow, derive
+from .derive import DecidePending, NewPending, NewUsage, Op, SessionRow, derive
 from .log import SessionKey
 from .sql import Dialect, Do, Now, Program, Rows, astuple, derived_rows, iso, unknown
 
@@ -39,8 +39,8 @@ DECIDE = (
 
 
 class CannotFork(LoopwrightError):
-    """The log refuses the fork: `at` is not a seq of the source (`why == "seq"`), or the new
-    session's id is in use (`why == "exists"`)."""
+    """The fork is refused: `at` is not a seq of the source (`why == "seq"`), the new session's
+    id is in use (`"exists"`) or not a valid id (`"id"`, `runtime.forking`)."""
 
     def __init__(self, message: str, why: str) -> None:
         super().__init__(message)
@@ -81,9 +81,9 @@ def copied(events: Sequence[ev.Event], source: str, new: str) -> list[ev.Event]:
     return out
 
 
-def copy_rows(d: Dialect, events: Sequence[ev.Event], sid: int, tenant: str, at: str) -> list[Do]:
-    """What the copy derives (the module docstring): no usage, no notices of decided items."""
-    ops = derive(SessionRow(0, 0, "idle"), events).ops
+def copy_rows(d: Dialect, ops: Sequence[Op], sid: int, tenant: str, at: str) -> list[Do]:
+    """The rows the copy's `ops` (`derive`) write (the module docstring): no usage, no notices
+    of decided items."""
     decided = {op.id for op in ops if isinstance(op, DecidePending)}
     rows: list[Do] = []
     for op in ops:
@@ -124,7 +124,8 @@ def _fork(d: Dialect, source: SessionKey, at: int, new_id: str, now: Now) -> Pro
         d("SELECT data FROM {events} WHERE session = ? AND seq <= ? ORDER BY seq"), (src, at)
     )
     events = copied([loads(data) for (data,) in read], source.id, new_id)
-    state = derive(SessionRow(0, 0, "idle"), events).state
+    derived = derive(SessionRow(0, 0, "idle"), events)
+    state = derived.state
     status = "interrupted" if state.status == "running" else state.status
     stamp = iso(now(db_now))
     key = SessionKey(source.tenant, source.agent, new_id)
@@ -146,5 +147,5 @@ def _fork(d: Dialect, source: SessionKey, at: int, new_id: str, now: Now) -> Pro
         [(sid, n, e.type, t, stamp) for n, (e, t) in enumerate(zip(events, texts, strict=True), 1)],
         many=True,
     )
-    yield from copy_rows(d, events, sid, source.tenant, stamp)
+    yield from copy_rows(d, derived.ops, sid, source.tenant, stamp)
     return key
