@@ -11,6 +11,7 @@ from fork_fixtures import *  # noqa: F403 (the fixture: backend)
 from fork_fixtures import Backend
 from loopwright import Approval
 from loopwright.errors import SessionBusy, UnknownSession
+from loopwright.gate.decide import INTERRUPTED, MAY_HAVE_RUN
 from loopwright.runtime.forking import CannotFork, fork, lineage
 from loopwright.store.log import Lineage, SessionKey
 from runtime_fixtures import *  # noqa: F403 (the fixtures: logs, pg_logs, runtimes)
@@ -106,7 +107,34 @@ async def test_a_fork_inside_a_run_is_recovered_as_a_run_that_died_there(
     after = [s.event for s in await runtime.read(new, after=started)]
     interrupted = [e for e in after if e.type == "tool:interrupted"]
     assert [(e.id, e.tool) for e in interrupted] == [("p1", "pay")]  # type: ignore[attr-defined]
+    [told] = [e for e in after if e.type == "tool:output"]
+    assert told.content == MAY_HAVE_RUN  # type: ignore[attr-defined]
     assert backend.rows(KEY) == before
+
+
+@pytest.mark.parametrize(
+    ("where", "recovered"),
+    [
+        # the reply logged, its call not yet decided: it did not run, and is told so
+        ("message:completed", ["run:interrupted", "tool:interrupted", "tool:output"]),
+        # the step under way, no reply yet: nothing to interrupt; the next run asks the model anew
+        ("budget:check", ["run:interrupted", "input:received", "step:started"]),
+    ],
+)
+async def test_a_fork_mid_step_is_recovered_as_a_run_that_died_there(
+    backend: Backend, runtimes, where: str, recovered: list[str]
+):
+    runtime = runtimes({"payer": payer(*pays(1))}, await backend.log())
+    await ended(await runtime.send("acme", "payer", "s1", "go"))
+    at = PAUSED_RUN.index(where) + 1
+    new = await fork(runtime, KEY, at=at)
+    assert (await runtime.session(new)).status == "interrupted"
+    await ended(await runtime.send("acme", "payer", new.id, "again"))
+    after = [s.event for s in await runtime.read(new, after=at)]
+    assert [e.type for e in after][1 : len(recovered) + 1] == recovered
+    told = [e.content for e in after if e.type == "tool:output"]  # type: ignore[attr-defined]
+    assert told == ([INTERRUPTED] if where == "message:completed" else [])
+    assert paid == []
 
 
 async def test_bad_forks_are_refused_and_leave_nothing(backend: Backend, runtimes):
