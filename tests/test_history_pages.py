@@ -59,7 +59,9 @@ def test_the_history_is_served_whole_or_in_pages_from_the_kept_session(tmp_path,
             assert body(http.post("/agents/shop/messages", json=sent), 200)["sessionId"] == SID
         opened = len(read)
         whole = body(http.get(url), 200)
-        assert list(whole) == ["sessionId", "status", "lastSeq", "history", "pending", "usage"]
+        assert list(whole) == [
+            *("sessionId", "status", "lastSeq", "history", "pending", "usage", "forkedFrom")
+        ]
         assert (whole["sessionId"], whole["status"], whole["pending"]) == (SID, "idle", [])
         assert bare(whole["history"]) == expected(5)
         assert read == read[:opened]  # the kept session: nothing was read from the log
@@ -68,7 +70,7 @@ def test_the_history_is_served_whole_or_in_pages_from_the_kept_session(tmp_path,
             query = "?limit=4" + (f"&cursor={cursor}" if cursor else "")
             page = body(http.get(url + query), 200)
             assert list(page) == [
-                *("sessionId", "status", "lastSeq", "history", "pending", "usage"),
+                *("sessionId", "status", "lastSeq", "history", "pending", "usage", "forkedFrom"),
                 *("historyStart", "historyLength", "nextCursor"),
             ]
             pages.append((page["historyStart"], page["historyLength"], len(page["history"])))

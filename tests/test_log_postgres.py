@@ -45,11 +45,11 @@ async def test_the_schema_is_made_once_and_a_newer_one_is_refused(pg_url: str) -
     for log in logs:
         await log.close()
     with psycopg.connect(pg_url, autocommit=True) as db:
-        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(4,)]
+        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(5,)]
         tables = db.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         assert {name.removeprefix("loopwright_") for (name,) in tables} == TABLES
-        db.execute("UPDATE loopwright_schema SET version = 5")
-    newer = r"schema version 5 is newer than this loopwright knows \(4\); upgrade loopwright"
+        db.execute("UPDATE loopwright_schema SET version = 6")
+    newer = r"schema version 6 is newer than this loopwright knows \(5\); upgrade loopwright"
     with pytest.raises(StoreError, match=newer):
         await open_log(pg_url)
 

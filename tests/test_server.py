@@ -209,7 +209,15 @@ def test_a_message_is_answered_and_the_session_continues(http: httpx.Client):
     listed = body(http.get("/agents/shop/sessions"), 200)["sessions"]
     mine = [s for s in listed if s["id"] == sid]
     assert [(s["agent"], s["status"], s["lastSeq"]) for s in mine] == [("shop", "idle", 16)]
-    assert set(mine[0]) == {"id", "agent", "status", "lastSeq", "createdAt", "updatedAt"}
+    assert set(mine[0]) == {
+        "id",
+        "agent",
+        "status",
+        "lastSeq",
+        "createdAt",
+        "updatedAt",
+        "forkedFrom",
+    }
     assert body(http.get(f"/agents/greeter/sessions/{sid}"), 404) == {
         "error": f"no session '{sid}' for agent 'greeter'"
     }

@@ -1,6 +1,6 @@
 """`loopwright sessions`: the stored sessions (list), one conversation (show), its log as JSON
-lines (export), and compacting its history now (compact) — read from the event log through the
-runtime. A session's id belongs to its agent: `show`, `export` and `compact` take `--agent NAME`
+lines (export), compacting its history now (compact), a new session from a seq of it (fork,
+`cli.fork`) — read from the event log through the runtime. A session's id belongs to its agent: `show`, `export` and `compact` take `--agent NAME`
 when the same id is used by several agents of the tenant."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import UnknownSession
+from . import fork
 from .common import (
     EXIT_CODES,
     CliError,
@@ -52,6 +53,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show = actions.add_parser("show", help="print a session's conversation")
     export = actions.add_parser("export", help="write a session's event log as JSON lines")
     compact = actions.add_parser("compact", help="compact a session's history now")
+    fork.add_action(actions, find, as_row)
     for action in (show, export, compact):
         action.add_argument("id", metavar="ID", help="the session id (see `loopwright sessions`)")
         action.add_argument(
@@ -106,13 +108,25 @@ async def list_sessions(place: Place, args: argparse.Namespace) -> int:
     if not records:
         print(f"no sessions yet (store: {place.store_shown()})", file=sys.stderr)
     else:
-        rows = [[r.key.id, r.key.agent, r.status, r.updated_at, str(r.last_seq)] for r in records]
-        print(table(["ID", "AGENT", "STATUS", "UPDATED", "LAST SEQ"], rows))
+        rows = [[*_row(r), _forked(r)] for r in records]
+        print(table(["ID", "AGENT", "STATUS", "UPDATED", "LAST SEQ", "FORKED FROM"], rows))
     return 0
+
+
+def _row(r: SessionRecord) -> list[str]:
+    return [r.key.id, r.key.agent, r.status, r.updated_at, str(r.last_seq)]
+
+
+def _forked(record: SessionRecord) -> str:
+    """A fork's lineage as `list` and `show` print it: `SESSION@SEQ` (empty for the others)."""
+    source = record.forked_from
+    return "" if source is None else f"{source.session}@{source.seq}"
 
 
 def as_row(record: SessionRecord) -> dict[str, Any]:
     """A session as `sessions --json` prints it."""
+    from ..runtime.forking import lineage
+
     key = record.key
     return {
         "id": key.id,
@@ -123,6 +137,7 @@ def as_row(record: SessionRecord) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "parent": None if record.parent is None else record.parent.id,
+        "forked_from": lineage(record),
     }
 
 
@@ -134,9 +149,10 @@ async def show(place: Place, args: argparse.Namespace) -> int:
     async with opened(place, {}) as runtime:
         record = await find(runtime, place, args.id, args.agent)
         key = record.key
+        forked = f" · forked from {_forked(record)}" if record.forked_from else ""
         print(
             f"session {key.id} · agent {key.agent} · {record.status} · "
-            f"{record.last_seq} events · updated {record.updated_at}"
+            f"{record.last_seq} events · updated {record.updated_at}{forked}"
         )
         async for _, event in runtime.events(key):  # the log, a page at a time
             for line in conversation([event]):

@@ -15,6 +15,8 @@ from .openapi_schemas import (
     DENY,
     EVENT_LIMIT,
     EVENT_PAGE,
+    FORK,
+    FORKED,
     ID,
     INTEGER,
     LIMIT,
@@ -260,6 +262,20 @@ def document(version: str) -> Schema:
                     NAME,
                     ID,
                     body=obj([], model=STRING),
+                    required=False,
+                )
+            },
+            f"{session}/fork": {
+                "post": _op(
+                    "Fork the session: a new one with its history up to a seq (docs/fork.md)",
+                    {
+                        "201": as_json(FORKED, "The new session and its lineage."),
+                        "409": error("The new session's id is in use."),
+                        "422": error("The seq is not one of the session's."),
+                    },
+                    NAME,
+                    ID,
+                    body=FORK,
                     required=False,
                 )
             },

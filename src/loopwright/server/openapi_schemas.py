@@ -143,6 +143,19 @@ MESSAGE = obj(
     },
 )
 STEER = obj(["message"], message={"type": "string", "minLength": 1})
+FORK = obj(
+    [],
+    at={"type": "integer", "description": "The last seq copied (default: the session's last)."},
+    sessionId={"type": "string", "description": "The new session's id (default: a fresh one)."},
+)
+FORKED = obj(
+    ["sessionId", "agent", "status", "lastSeq", "forkedFrom"],
+    sessionId=STRING,
+    agent=STRING,
+    status=STRING,
+    lastSeq=INTEGER,
+    forkedFrom=obj(["session", "seq"], session=STRING, seq=INTEGER),
+)
 APPROVE = obj([], args=OBJECT, editedArgs=OBJECT, by=STRING)
 DENY = obj([], reason=STRING, by=STRING)
 DECIDE = obj(

@@ -13,6 +13,7 @@ from ..attachments import AttachmentError
 from ..errors import UnknownSession
 from ..messages import UserMessage
 from ..runtime import LiveRun
+from ..runtime.forking import lineage
 from ..state.compaction import Compaction, compactability, why_not
 from ..store.log import SessionKey, SessionRecord
 from ..store.usage import as_json
@@ -187,6 +188,7 @@ async def list_sessions(request: Request) -> JSONResponse:
             "lastSeq": r.last_seq,
             "createdAt": r.created_at,
             "updatedAt": r.updated_at,
+            "forkedFrom": lineage(r),
         }
         for r in records
     ]
@@ -222,6 +224,7 @@ async def show_session(request: Request) -> Response:
     tail = {
         "pending": [p.listed(typed=True) for p in waiting],
         "usage": as_json(spent.items[0]),  # with its subagents' sessions
+        "forkedFrom": lineage(record),  # (None unless a fork: runtime.forking)
     }
     return history_response(head, page, tail, limit is not None)
 

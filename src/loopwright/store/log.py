@@ -30,7 +30,7 @@ cancelled end) as it would for a control of its own process.
     seq = await log.append(claimed.lease, [event, ...])
     async for stored in log.follow(key, after=seq): ...
 
-**The seams.** A backend is one `Store` (the four seams and `close`) on one database; each
+**The seams.** A backend is one `Store` (the five seams and `close`) on one database; each
 caller takes the narrowest seam it uses (the `Store` when it uses two; the journal uses all
 four). The doors read through the runtime; the notifications' worker, the outbox and an item.
 
@@ -42,6 +42,7 @@ four). The doors read through the runtime; the notifications' worker, the outbox
     runtime.reading, decisions; notify ──► ReadModels  session(s) pending(_item) usage(_report)
                                                        attachments
     notify, GET /notifications ──────────► Outbox      (store.outbox, `outbox_of(store)`)
+    runtime.forking ─────────────────────► Forks       fork
 """
 
 from __future__ import annotations
@@ -326,7 +327,17 @@ class ReadModels(Protocol):
         ...
 
 
-class Store(EventLog, Decisions, Controls, ReadModels, Protocol):
+class Forks(Protocol):
+    """A new session from a seq of another: its log a copy of the other's up to there."""
+
+    async def fork(self, source: SessionKey, at: int, new_id: str) -> SessionKey:
+        """Create session `new_id` (the source's tenant and agent) whose log is the source's
+        events 1..`at`, its lineage on its row, in one transaction (`store.forking`).
+        `UnknownSession`; `CannotFork` for a seq out of range or an id in use."""
+        ...
+
+
+class Store(EventLog, Decisions, Controls, ReadModels, Forks, Protocol):
     """A backend (`SQLiteLog`, `PostgresLog`): every seam on one database; its opener closes it."""
 
     async def close(self) -> None: ...
@@ -359,3 +370,11 @@ class SessionRecord:
     parent: SessionKey | None = None
     lease_owner: str | None = None
     lease_expires: float | None = None
+    forked_from: Lineage | None = None
+    """A fork's source: the session (of its tenant and agent) and the seq it was forked at."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    session: str
+    seq: int

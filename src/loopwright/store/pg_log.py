@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import events as ev
 from ..errors import UnknownPending
+from . import forking
 from . import pg_controls as ctl
 from . import pg_rows as sql
 from . import read_models as rm
@@ -185,6 +186,9 @@ class PostgresLog:
             await db.execute(POSTGRES.save_snapshot, (sid, snapshot.seq, snapshot.data, at))
 
         await self._run(job, write=True)
+
+    async def fork(self, source: SessionKey, at: int, new_id: str) -> SessionKey:
+        return await self._program(forking.fork(source, at, new_id, self._now), write=True)
 
     # ---- controls ----------------------------------------------------------------------------
 

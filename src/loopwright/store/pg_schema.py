@@ -11,7 +11,8 @@ an integer key the other tables use, their lease (owner, epoch, expiry in Unix s
 by (session, seq); pending items in request order (`n`); usage rows; the newest snapshot;
 (version 2) the controls sent to a session's run, addressed to its lease's epoch; (version 3) the
 notifications' outbox, deliveries, attempts, webhook cursors and signing keys (`store.outbox`);
-(version 4) the attachments' bytes, one row per SHA-256 (`store.blobs`).
+(version 4) the attachments' bytes, one row per SHA-256 (`store.blobs`); (version 5) a fork's
+lineage on its session's row (`store.forking`).
 Timestamps are the ISO strings the records carry, as on SQLite.
 """
 
@@ -84,7 +85,12 @@ CREATE TABLE loopwright_notify_targets (target text PRIMARY KEY, floor bigint NO
 CREATE TABLE loopwright_notify_keys (name text PRIMARY KEY, value text NOT NULL)
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, PG_TABLE]
+V5 = """
+ALTER TABLE loopwright_sessions ADD COLUMN forked_from bigint REFERENCES loopwright_sessions (id);
+ALTER TABLE loopwright_sessions ADD COLUMN forked_at bigint
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, PG_TABLE, V5]
 """Schema version N is reached by running MIGRATIONS[N-1]; append, never edit."""
 
 _VERSION = "SELECT version FROM loopwright_schema"

@@ -10,12 +10,11 @@ the call itself); see `sqlite_worker` and bench/DURABLE.md (`inline_appends=Fals
 off). `append` returns a future, done already in that case, so awaiting it takes no task and no
 turn of the loop. Every write runs inside a `BEGIN IMMEDIATE` transaction — on the worker,
 shared by the writes that wait while one starts, each in a savepoint of its own, and answered
-only once that transaction committed:
-writers of several processes serialise on SQLite's write lock, seqs stay gapless, and a lease's
-epoch is checked inside the transaction that appends under it: by reading the session's row,
-or — when this log appended under the lease before — by updating the row on the condition that
-it still stands as that append left it under that epoch (one statement fewer; anything else
-reads it). WAL checkpoints run on a thread of their own (`sqlite_checkpoints`), never inside a
+only once that transaction committed: writers of several processes serialise on SQLite's write
+lock, seqs stay gapless, and a lease's epoch is checked inside the transaction that appends under
+it: by reading the session's row, or — when this log appended under the lease before — by
+updating the row on the condition that it still stands as that append left it under that epoch
+(one statement fewer; anything else reads it). WAL checkpoints run on a thread of their own (`sqlite_checkpoints`), never inside a
 commit.
 
 Waiters (`follow`, `wait_decided`, a sender's `delivered`) are woken as soon as this log
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import events as ev
+from . import forking
 from . import read_models as rm
 from . import sqlite_controls as ctl
 from . import sqlite_rows as sql
@@ -246,6 +246,9 @@ class SQLiteLog:
             db.execute(SQLITE.save_snapshot, (sid, snapshot.seq, snapshot.data, at))
 
         await self._call(job, write=True)
+
+    async def fork(self, source: SessionKey, at: int, new_id: str) -> SessionKey:
+        return await self._program(forking.fork(source, at, new_id, self._clock), write=True)
 
     # ---- controls ----------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ Version 4 adds the notifications' outbox (`outbox`: a row per item that became p
 resolved, written in the transaction that committed it), their deliveries to each webhook, every
 attempt, each webhook's cursor and the keys notifications sign with (`store.outbox`).
 Version 5 adds the attachments' bytes, one row per SHA-256 (`store.blobs`).
+Version 6 adds a fork's lineage to its session's row: the session and seq it was forked from
+(`store.forking`).
 A database is opened only when it is empty or ours (`application_id`), and not newer than this
 code knows.
 """
@@ -168,13 +170,24 @@ def _v5(db: sqlite3.Connection) -> None:
     _script(db, SQLITE_TABLE)
 
 
+def _v6(db: sqlite3.Connection) -> None:
+    """A fork's lineage (`store.forking`)."""
+    _script(db, FORKS)
+
+
+FORKS = """
+ALTER TABLE sessions ADD COLUMN forked_from INTEGER REFERENCES sessions (id);
+ALTER TABLE sessions ADD COLUMN forked_at INTEGER
+"""
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Statements one by one, inside the caller's transaction (`executescript` would commit)."""
     for statement in filter(None, (part.strip() for part in script.split(";"))):
         db.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 """Schema version N is reached by applying MIGRATIONS[N-1]; append, never edit."""
 
 

@@ -674,6 +674,11 @@ class Transcript {
         h("span", { class: "tl-type" }, str(inner.type) || "(no type)"),
         countEl,
         briefEl,
+        seq === null ? null : h("button", {
+          type: "button", class: "tl-fork", testid: "fork-button",
+          title: `Fork from here: a new session with this session's events up to #${seq}`,
+          onclick: (e) => { e.preventDefault(); e.stopPropagation(); this.hooks.fork(Number(seq)); },
+        }, "fork from here"),
       ),
       body,
     );
@@ -850,7 +855,35 @@ const transcript = new Transcript($("chat-log"), $("timeline"), {
     state.lastStop = reason;
     setStatus(reason, STOP_TEXT[reason] || reason);
   },
+  fork: (seq) => forkFrom(seq),
 });
+
+/** "Fork from here": a new session with the current one's events up to `seq` (the original is
+ * untouched), opened at once (docs/fork.md). */
+async function forkFrom(seq) {
+  if (state.running) {
+    showError("fork: wait for the run to end (or fork once it paused)");
+    return;
+  }
+  const data = await sessionCommand("fork", { at: seq });
+  if (!data) return;
+  await openSession(str(data.sessionId));
+  refreshSessions();
+}
+
+/** Where a fork came from (`forkedFrom` of its body), as a link to the source session. */
+function showLineage(forkedFrom) {
+  const line = $("session-lineage");
+  line.replaceChildren();
+  line.hidden = !forkedFrom;
+  line.dataset.forkedFrom = forkedFrom ? str(forkedFrom.session) : "";
+  line.dataset.forkedAt = forkedFrom ? str(forkedFrom.seq) : "";
+  if (!forkedFrom) return;
+  line.append("forked from ", h("button", {
+    type: "button", class: "link", testid: "lineage-source", title: str(forkedFrom.session),
+    onclick: () => openSession(str(forkedFrom.session)),
+  }, short(forkedFrom.session)), ` at #${str(forkedFrom.seq)}`);
+}
 
 /** The session's usage line (requests, tokens, cost with its subagents), from its body. */
 function showCost(usage) {
@@ -912,7 +945,10 @@ function showSession() {
   label.textContent = state.sessionId ? `session ${short(state.sessionId)}` : "new conversation";
   label.title = state.sessionId ? `${state.sessionId} (click to copy)` : "";
   label.dataset.sessionId = state.sessionId || "";
-  if (!state.sessionId) showCost(null);
+  if (!state.sessionId) {
+    showCost(null);
+    showLineage(null);
+  }
   $("compact-button").hidden = state.running || !state.sessionId;
   $("steer-button").hidden = !state.running || !state.sessionId;
   const params = new URLSearchParams();
@@ -1104,6 +1140,7 @@ async function openSession(sessionId) {
   }
   if (view !== state.viewToken) return;
   showCost(info.usage);
+  showLineage(info.forkedFrom);
   const loaded = await catchUp(view);
   if (view !== state.viewToken) return;
   if (!loaded) renderHistory(info.history);
@@ -1441,7 +1478,9 @@ async function refreshSessions() {
             },
             h("span", { class: "session-name" }, short(s.id)),
             h("span", { class: `badge status-${str(s.status)}` }, str(s.status) || "?"),
-            h("span", { class: "muted small" }, `${ago(s.updatedAt || s.createdAt)} · ${str(s.lastSeq)} events`)));
+            h("span", { class: "muted small" }, `${ago(s.updatedAt || s.createdAt)} · ${str(s.lastSeq)} events`),
+            s.forkedFrom ? h("span", { class: "muted small lineage", testid: "session-lineage-item" },
+              `forked from ${short(s.forkedFrom.session)} at #${str(s.forkedFrom.seq)}`) : null));
         })
       : [h("li", { class: "muted empty" }, "No sessions yet.")]),
   );
