@@ -10,19 +10,17 @@ the call itself); see `sqlite_worker` and bench/DURABLE.md (`inline_appends=Fals
 off). `append` returns a future, done already in that case, so awaiting it takes no task and no
 turn of the loop. Every write runs inside a `BEGIN IMMEDIATE` transaction — on the worker,
 shared by the writes that wait while one starts, each in a savepoint of its own, and answered
-only once that transaction committed: writers of several processes serialise on SQLite's write
-lock, seqs stay gapless, and a lease's epoch is checked inside the transaction that appends under
-it: by reading the session's row, or — when this log appended under the lease before — by
-updating the row on the condition that it still stands as that append left it under that epoch
-(one statement fewer; anything else reads it). WAL checkpoints run on a thread of their own (`sqlite_checkpoints`), never inside a
-commit.
+only once it committed: writers of several processes serialise on SQLite's write lock, seqs
+stay gapless, and a lease's epoch is checked inside the transaction that appends under it (by
+reading the session's row, or by updating it on the condition that it stands as this log's last
+append under that epoch left it: one statement fewer). WAL checkpoints run on a thread of their
+own (`sqlite_checkpoints`), never inside a commit.
 
-Waiters (`follow`, `wait_decided`, a sender's `delivered`) are woken as soon as this log
-commits; another process's commits are noticed by a background task that watches `PRAGMA
-data_version` every `poll_interval` seconds, and runs only while someone waits. A run that
-listens for controls (`controls`) waits too, but is woken only by controls sent to its session —
-the same task looks for rows added to `controls` (`sqlite_controls.sent_since`), never by the
-run's own appends — and by its lease's release here.
+Waiters (`follow`, `wait_decided`, a sender's `delivered`) are woken as this log commits;
+other processes' commits are noticed by a task that watches `PRAGMA data_version` every
+`poll_interval` seconds while someone waits. A run that listens for controls (`controls`) is
+woken only by controls sent to its session (`sqlite_controls.sent_since`: never by the run's
+own appends) and by its lease's release here.
 """
 
 from __future__ import annotations
