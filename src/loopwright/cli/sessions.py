@@ -108,8 +108,18 @@ async def list_sessions(place: Place, args: argparse.Namespace) -> int:
     if not records:
         print(f"no sessions yet (store: {place.store_shown()})", file=sys.stderr)
     else:
-        rows = [[*_row(r), _forked(r)] for r in records]
-        print(table(["ID", "AGENT", "STATUS", "UPDATED", "LAST SEQ", "FORKED FROM"], rows))
+        heads, forks = (
+            ["ID", "AGENT", "STATUS", "UPDATED", "LAST SEQ"],
+            [_forked(r) for r in records],
+        )
+        if any(forks):  # (a column of its own only when some session is a fork)
+            heads, rows = (
+                [*heads, "FORKED FROM"],
+                [[*_row(r), f] for r, f in zip(records, forks, strict=True)],
+            )
+        else:
+            rows = [_row(r) for r in records]
+        print(table(heads, rows))
     return 0
 
 

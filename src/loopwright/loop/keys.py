@@ -34,18 +34,22 @@ def idempotency_key(session: str, reply: int, index: int) -> str:
 
 @dataclass(slots=True)
 class CallKeys:
-    """The keys of one run's calls: `keys(call)` for a call of the session's open batch."""
+    """The keys of one run's calls: `keys(call)` for a call of the session's open batch (one
+    string format for a reply's first call; the session's hash once per run)."""
 
     info: RunInfo
     state: SessionState
     session: str = ""
 
     def __call__(self, call: ToolCall) -> str:
-        if not self.session:
-            info = self.info
-            self.session = session_part(info.tenant, info.agent, info.session_id)
-        state, index = self.state, 0
-        calls = state.batch.calls if state.batch is not None else ()
-        if calls and calls[0].id != call.id:
-            index = next(i for i, other in enumerate(calls) if other.id == call.id)
-        return idempotency_key(self.session, state.replies, index)
+        state = self.state
+        batch = state.batch
+        if batch is None or batch.calls[0].id == call.id:
+            return f"{self.session or self._hash()}-{state.replies}-0"
+        index = next(i for i, other in enumerate(batch.calls) if other.id == call.id)
+        return idempotency_key(self.session or self._hash(), state.replies, index)
+
+    def _hash(self) -> str:
+        info = self.info
+        self.session = session_part(info.tenant, info.agent, info.session_id)
+        return self.session

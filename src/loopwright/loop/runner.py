@@ -91,7 +91,6 @@ class ToolRunner:
     latest: dict[str, Scheduled] = field(default_factory=dict)
     keys: Callable[[ToolCall], str] | None = None
     """A call's idempotency key (`keys.CallKeys`), made as it starts; its context gets it."""
-    key: dict[str, str | None] = field(default_factory=dict)
     _arrival: asyncio.Future[None] | None = None
     _closed: bool = False
 
@@ -103,7 +102,7 @@ class ToolRunner:
     def started(self, item: Scheduled) -> ev.ToolStarted:
         call = item.call
         self.items[call.id] = self.latest[call.id] = item
-        key = self.key[call.id] = self.keys(call) if self.keys is not None else None
+        key = self.keys(call) if self.keys is not None else None
         return tool_started(
             id=call.id, tool=call.name, args=item.args, detail_text=item.reason, idempotency_key=key
         )
@@ -146,13 +145,13 @@ class ToolRunner:
         self.outcomes.clear()
         self.items.clear()
         self.unfinished.clear()
-        self.key.clear()
 
     def _context(
         self, item: Scheduled, emit: Callable[[Event], None], signal: threading.Event
     ) -> ToolContext:
         ctx = self.make_context(item, emit, signal)
-        ctx.idempotency_key = self.key.get(item.call.id) or ""
+        if self.keys is not None:  # (the same key as its `tool:started`: the batch is open)
+            ctx.idempotency_key = self.keys(item.call)
         return ctx
 
     def _finish(self, item: Scheduled, emit: Callable[[Event], None]) -> Awaitable[Outcome]:
