@@ -1,27 +1,35 @@
-"""Regenerate src/loopwright/models/catalog.json from genai-prices, the price dataset pydantic maintains.
+"""Regenerate src/loopwright/models/catalog.json, the bundled price snapshot, from the newest
+genai-prices (the price dataset pydantic maintains).
 
-    pip install genai-prices          # into any environment: loopwright does not need it to run
-    python scripts/update_catalog.py  # writes src/loopwright/models/catalog.json
+    pip install --upgrade genai-prices   # into any environment: loopwright does not need it to run
+    python scripts/update_catalog.py     # writes src/loopwright/models/catalog.json
 
 The file keeps, for the providers loopwright has presets for (and a few more first-party ones),
 each model's id, how names match it (the dataset's own match rules), its context window and its
-text-token prices in force today: input, output, cache read, cache write, each a number or a
-base with tiers (a price that changes past N input tokens). Output limits are not in the dataset:
-they stay hand-kept in catalog.py. Run it when the dataset has a new release, check the diff,
-and bump the version pinned in pyproject.toml's `test` extra (tests/test_catalog.py compares
-the file's costs with the dataset's own at that version).
+text-token prices in force at the start of today (UTC): input, output, cache read, cache write, each a number or a
+base with tiers (a price that changes past N input tokens); the conversions are the ones the
+catalog uses at run time when genai-prices is installed (src/loopwright/models/prices.py).
+Output limits are not in the dataset: they stay hand-kept in catalog.py. Run it when the dataset
+has a new release, check the diff, and bump the version pinned in pyproject.toml's `test` group
+and constraints.txt (tests/test_catalog.py compares the file's costs with the dataset's own at
+that version, tests/test_prices.py its entries with the dataset's).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from decimal import Decimal
+import sys
+from datetime import UTC, datetime, time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from genai_prices import data_snapshot, types
+from genai_prices import data_snapshot
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))  # (this clone's loopwright, whichever is installed)
+
+from loopwright.models.prices import clause, model  # noqa: E402
 
 PROVIDERS = (
     "anthropic",
@@ -35,48 +43,7 @@ PROVIDERS = (
     "mistral",
 )
 """Dataset provider ids kept, in the dataset's order when written."""
-PRICES = {
-    "input": "input_mtok",
-    "output": "output_mtok",
-    "cache_read": "cache_read_mtok",
-    "cache_write": "cache_write_mtok",
-}
-OUT = Path(__file__).resolve().parent.parent / "src" / "loopwright" / "models" / "catalog.json"
-
-
-def clause(match: Any) -> dict[str, Any]:
-    """A match rule as JSON: one key, the rule's kind."""
-    if isinstance(match, types.ClauseOr):
-        return {"or": [clause(c) for c in match.or_]}
-    if isinstance(match, types.ClauseAnd):
-        return {"and": [clause(c) for c in match.and_]}
-    for kind in ("equals", "starts_with", "ends_with", "contains", "regex"):
-        if hasattr(match, kind):
-            return {kind: getattr(match, kind)}
-    raise TypeError(f"unknown match rule {match!r}")
-
-
-def number(value: Decimal) -> float | int:
-    return int(value) if value == int(value) else float(value)
-
-
-def price(value: Any) -> Any:
-    if isinstance(value, types.TieredPrices):
-        return {
-            "base": number(value.base),
-            "tiers": [[t.start, number(t.price)] for t in value.tiers],
-        }
-    return number(value)
-
-
-def model(info: Any, now: datetime) -> dict[str, Any]:
-    prices = info.get_prices(now)
-    entry: dict[str, Any] = {"id": info.id, "match": clause(info.match)}
-    if info.context_window:
-        entry["context_window"] = info.context_window
-    given = {k: getattr(prices, key) for k, key in PRICES.items()}
-    entry["prices"] = {k: price(v) for k, v in given.items() if v is not None}
-    return entry
+OUT = ROOT / "src" / "loopwright" / "models" / "catalog.json"
 
 
 def dumps(data: dict[str, Any]) -> str:
@@ -92,7 +59,9 @@ def dumps(data: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    now = datetime.now(tz=UTC)
+    # the prices in force at the start of today (UTC), the day the file names: a price by time
+    # of day (DeepSeek's off-peak one) is the one at midnight, whenever the script runs
+    now = datetime.combine(datetime.now(tz=UTC).date(), time(), tzinfo=UTC)
     snapshot = data_snapshot.get_snapshot()
     providers = []
     for provider in snapshot.providers:

@@ -12,7 +12,7 @@ from genai_prices import Usage as DatasetUsage
 from genai_prices import calc_price
 
 from loopwright.messages import Usage
-from loopwright.models.catalog import DEFAULT_OUTPUT, lookup, source, with_cost
+from loopwright.models.catalog import DEFAULT_OUTPUT, bundled, lookup, source, with_cost
 
 DATA = json.loads(files("loopwright.models").joinpath("catalog.json").read_text())
 GENERATED = datetime.fromisoformat(DATA["generated"]).replace(tzinfo=UTC)
@@ -41,7 +41,7 @@ def test_current_models_are_known_with_windows_and_output_limits():
     newest = lookup("claude-sonnet-5")  # in the dataset, not in the hand-kept output limits
     assert newest is not None and newest.max_output == DEFAULT_OUTPUT
     assert lookup("my-own-model") is None and lookup("claude-next") is None
-    assert source() == f"genai-prices 0.2.3 (MIT), {DATA['generated']}"
+    assert source() == f"genai-prices 0.2.5 (MIT), {DATA['generated']}"
 
 
 def test_cost_is_tokens_times_prices_with_cache_reads_and_writes():
@@ -107,8 +107,9 @@ def names() -> list[str]:
 def test_the_catalog_prices_every_model_as_the_dataset_does(name: str):
     """For each name the dataset resolves (without a provider): the same model and, for each
     usage, the same cost (a model priced in other units only, audio hours say, has none here;
-    units these usages do not use, web searches say, cost nothing in either)."""
-    info = lookup(name)
+    units these usages do not use, web searches say, cost nothing in either). The bundled file,
+    at its day: `lookup` asks the installed genai-prices first (tests/test_prices.py)."""
+    info = bundled(name)
     for usage in USAGES:
         theirs = dataset_cost(name, usage)
         if theirs is None:

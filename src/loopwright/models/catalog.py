@@ -2,13 +2,14 @@
 usage record has a cost and the budget knows the window. Unknown models still work: no cost, and
 the agent's own `context_budget`.
 
-Names, match rules, windows and prices are data: `catalog.json`, generated from genai-prices
-(pydantic's maintained price dataset, MIT) by `scripts/update_catalog.py`, and read here with
-the standard library — no dependency, no network, nothing fetched at run time. The dataset has
-no output limits: those are hand-kept below (`OUTPUT_LIMITS`), with the windows the dataset
-lacks. Prices are US dollars per million tokens as the vendors publish them (a price may change
-past a number of input tokens: a tier); check them against the vendor's page before relying on
-a bill.
+Names, match rules, windows and prices are data from genai-prices (pydantic's maintained price
+dataset, MIT): the installed release when the `prices` extra is there (`prices.entry`, for the
+names a provider of the snapshot claims), else the snapshot bundled as `catalog.json`, generated
+by `scripts/update_catalog.py` and read here with the standard library (no network, nothing
+fetched at run time). The dataset has no output limits: those are hand-kept below
+(`OUTPUT_LIMITS`), with the windows the dataset lacks. Prices are US dollars per million tokens
+as the vendors publish them (a price may change past a number of input tokens: a tier); check
+them against the vendor's page before relying on a bill.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Usage
+from . import prices
 
 Price = float | tuple[float, tuple[tuple[int, float], ...]]
 """Dollars per million tokens, or (base, ((above N input tokens, price), ...))."""
@@ -136,7 +138,8 @@ def _data() -> dict[str, Any]:
 
 
 def source() -> str:
-    """Where the prices come from and when they were taken (`genai-prices 0.2.3 (MIT), ...`)."""
+    """Where the bundled prices come from and when they were taken (`genai-prices 0.2.5 (MIT),
+    2026-12-06`)."""
     data = _data()
     return f"{data['source']}, {data['generated']}"
 
@@ -187,9 +190,17 @@ def _find(providers: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
 def lookup(model: str) -> ModelInfo | None:
     """The catalog entry for a model name, matched as the dataset matches names (dated or
     tagged variants match their model: `claude-sonnet-4-5-20250929`; a router's `vendor/`
-    prefix is dropped: `openai/gpt-5` is `gpt-5`)."""
+    prefix is dropped: `openai/gpt-5` is `gpt-5`): the installed genai-prices' entry, with
+    today's prices, when a provider of the snapshot claims the name; else the snapshot's."""
     name = model.rsplit("/", 1)[-1].lower()
-    entry = _find(_data()["providers"], name)
+    claimed = any(_matches(p["match"], name) for p in _data()["providers"])  # (not `scripted:`)
+    entry = prices.entry(name) if claimed else None
+    return _info(entry) if entry is not None else bundled(model)
+
+
+def bundled(model: str) -> ModelInfo | None:
+    """`lookup` in the bundled snapshot only, genai-prices installed or not."""
+    entry = _find(_data()["providers"], model.rsplit("/", 1)[-1].lower())
     return _info(entry) if entry is not None else None
 
 
