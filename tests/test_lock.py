@@ -1,6 +1,7 @@
-"""The lock (`constraints.txt`) agrees with `pyproject.toml`: every requirement of the package and
-of its extras is pinned there, to a version the requirement allows. A requirement changed without
-`bash scripts/lock` fails here rather than as an install that quietly ignores the lock."""
+"""The lock (`constraints.txt`) agrees with `pyproject.toml`: every requirement of the package, of
+its extras and of its dependency groups (`test`: the development tools) is pinned there, to a
+version the requirement allows. A requirement changed without `bash scripts/lock` fails here
+rather than as an install that quietly ignores the lock."""
 
 from __future__ import annotations
 
@@ -24,10 +25,14 @@ def locked() -> dict[str, str]:
 
 
 def test_every_requirement_is_locked_to_a_version_it_allows() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = pyproject["project"]
     requirements = [*project["dependencies"]]
-    for extra in project["optional-dependencies"].values():
-        requirements += extra
+    for extra in [
+        *project["optional-dependencies"].values(),
+        *pyproject["dependency-groups"].values(),
+    ]:
+        requirements += [r for r in extra if isinstance(r, str)]  # (not an `include-group`)
     pins = locked()
     checked = 0
     for text in requirements:

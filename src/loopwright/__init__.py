@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ._lazy import exports
 
 if TYPE_CHECKING:
+    from ._version import __version__ as __version__
     from .agent import Agent, RetryPolicy
     from .approvals import DEFER, Answer, Approval, ApprovalRequest
     from .errors import ConfigError, LoopwrightError, SessionBusy, ToolError, UnknownModel
@@ -66,6 +67,7 @@ __all__ = [
 ]
 
 _WHERE = {
+    "__version__": "_version",
     "Agent": "agent",
     "RetryPolicy": "agent",
     "DEFER": "approvals",
@@ -105,7 +107,7 @@ _WHERE = {
 }
 """Where each public name is defined: imported on first use (PEP 562), so `import loopwright`
 (and the `loopwright` command, `--version` and `--help`) does not load the runtime, asyncio or
-the event classes until a program asks for them (issue 32 goal 5)."""
+the event classes until a program asks for them (issue 32 goal 5); `__version__` likewise."""
 
 
 __getattr__, __dir__ = exports(__name__, _WHERE, __all__)
