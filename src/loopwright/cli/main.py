@@ -6,6 +6,10 @@ and renders the run through `render.Human` (answer on stdout, progress on stderr
 `render.JsonLines` (`--json`); the other commands read and resolve what the event log holds
 through the same runtime. A run's stop reason is its exit status (see `EXIT_CODES` and
 `--help`).
+
+Each command's module is imported only when that command is chosen: `--help` and `--version`
+list the commands from `COMMANDS`, a table of names and help lines (tests/test_package.py
+checks it against the modules' own parsers).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Collection, Sequence
+from importlib import import_module
 from typing import Any
 
 from ..errors import (
@@ -22,17 +28,41 @@ from ..errors import (
     UnknownPending,
     UnknownSession,
 )
-from . import acp, agents, approvals, evals, new, rules, run, serve, sessions, usage
-from . import replay as replays
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 from .logs import redact_logs
 
-__all__ = ["EXIT_CODES", "USAGE_ERROR", "CliError", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_CODES", "USAGE_ERROR", "CliError", "build_parser", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run", "run one message through an agent (stored as a session)"),
+    "new": ("new", "scaffold an agent (NAME or PARENT/CHILD for a subagent)"),
+    "init": ("new", "create a project (loopwright.toml, .gitignore, an example agent)"),
+    "agents": ("agents", "list the project's agents, or show one's resolved configuration"),
+    "sessions": ("sessions", "list, show, export or compact stored sessions"),
+    "approvals": ("approvals", "list and resolve pending approvals and questions"),
+    "usage": ("usage", "model requests, tokens and cost, summed"),
+    "rules": ("rules", "try a changed rules file on the stored calls"),
+    "serve": ("serve", "serve the project's agents over HTTP, with the web playground"),
+    "dev": (
+        "serve",
+        "serve the project's agents over HTTP, with the web playground (reloading on changes)",
+    ),
+    "acp": (
+        "acp",
+        "speak the Agent Client Protocol on stdio (for editors: Zed, JetBrains, Neovim...)",
+    ),
+    "replay": ("replay", "replay a stored session against today's agent and report what changed"),
+    "eval": ("evals", "run a dataset of cases against an agent (or `eval add SESSION`)"),
+    "demo": ("demo", "run the bundled support agent end to end (offline)"),
+}
+"""Each command: the module of `loopwright.cli` whose `add_parsers` (or `add_parser`) builds its
+parser, and its line in `--help`."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `loopwright` console script; returns the exit status."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(chosen(argv))
     args, extra = parser.parse_known_args(argv)
     if extra:  # message words after options: `run AGENT --json "hello"`
         if args.command != "run" or any(word.startswith("-") for word in extra):
@@ -68,7 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen(argv: Sequence[str]) -> list[str]:
+    """The command an argument list chooses (the first word: the program's own options take no
+    value), or none."""
+    first = next((word for word in argv if not word.startswith("-")), None)
+    return [first] if first in COMMANDS else []
+
+
+def build_parser(full: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The command line's parser, with the commands of `full` built by their modules (every
+    command by default) and the others as a name and a help line only."""
     parser = argparse.ArgumentParser(
         prog="loopwright",
         description="Run AI agents: one transparent loop, typed events, gated tools.",
@@ -77,34 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run.add_parser(commands)
-    new.add_parsers(commands)
-    agents.add_parser(commands)
-    sessions.add_parser(commands)
-    approvals.add_parser(commands)
-    usage.add_parser(commands)
-    rules.add_parser(commands)
-    serve.add_parsers(commands)
-    acp.add_parser(commands)
-    replays.add_parser(commands)
-    evals.add_parser(commands)
-    demo = commands.add_parser(
-        "demo",
-        help="run the bundled support agent end to end (offline)",
-        description="Run the bundled support agent (examples/agents/support) on its scripted model: it "
-        "looks up an order, asks you to approve a refund, and answers. No network, no API key.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    run.add_output_options(demo)
-    demo.set_defaults(handler=_demo)
+    modules = {COMMANDS[name][0] for name in full}  # (a module may build several commands)
+    for name, (module, line) in COMMANDS.items():
+        if name in commands.choices:
+            continue
+        if module in modules:
+            found = import_module(f".{module}", __package__)
+            (getattr(found, "add_parsers", None) or found.add_parser)(commands)
+        else:
+            commands.add_parser(name, help=line, add_help=False)
     return parser
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from .demo import demo
-
-    return demo(args)
 
 
 def _store_error() -> type[Exception]:
@@ -123,9 +144,6 @@ class _Version(argparse._VersionAction):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from .._version import __version__
 
-    try:
-        return version("loopwright")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
