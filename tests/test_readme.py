@@ -199,7 +199,7 @@ SKIPPED = {  # a shell line the test does not run → why
     'pip install -e ".[providers]"': "the network; test_install_extras checks the extras",
     "loopwright serve": "it serves until stopped (test_cli_serve.py runs it)",
     "loopwright dev": "it serves until stopped (test_cli_serve.py runs it)",
-    "pip install 'loopwright[postgres]'": "the network; the test extra installs it",
+    "pip install 'loopwright[postgres]'": "the network; the test group installs it",
     "LOOPWRIGHT_STORE_URL=": "it serves until stopped, on a PostgreSQL server "
     "(test_server_postgres.py runs two servers on one)",
 }

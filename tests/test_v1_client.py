@@ -31,7 +31,7 @@ def node_env() -> tuple[str, dict[str, str]]:
     bin_dir = str(Path(sys.executable).parent)
     path_env = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     node = shutil.which("node", path=path_env)
-    assert node is not None, "node is not installed (pip install -e .[test] brings it)"
+    assert node is not None, "node is not installed (pip install -e . --group test brings it)"
     return node, {**os.environ, "PATH": path_env}
 
 
