@@ -257,7 +257,8 @@ def _page(title: str, body: str, status: int) -> HTMLResponse:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<meta name='robots' content='noindex'><title>{html.escape(title)}</title>"
-        "<link rel='stylesheet' href='/static/links.css'></head>"  # (phones first: static/)
+        "<link rel='icon' href='data:,'><link rel='stylesheet' href='/static/links.css'>"
+        "</head>"  # (styled for phones first: static/links.css)
         f"<body><main><h1>{html.escape(title)}</h1>{body}</main></body></html>"
     )
     return HTMLResponse(page, status_code=status, headers=NO_STORE)
