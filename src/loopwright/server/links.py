@@ -256,7 +256,9 @@ def _page(title: str, body: str, status: int) -> HTMLResponse:
     page = (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<meta name='robots' content='noindex'><title>{html.escape(title)}</title></head>"
+        f"<meta name='robots' content='noindex'><title>{html.escape(title)}</title>"
+        "<link rel='icon' href='data:,'><link rel='stylesheet' href='/static/links.css'>"
+        "</head>"  # (styled for phones first: static/links.css)
         f"<body><main><h1>{html.escape(title)}</h1>{body}</main></body></html>"
     )
     return HTMLResponse(page, status_code=status, headers=NO_STORE)

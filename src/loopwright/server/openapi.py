@@ -5,7 +5,7 @@ the paths and their operations; the parameters, bodies and component schemas the
 
 from __future__ import annotations
 
-from . import links, rules_check, usage
+from . import links, rules_check, trace, usage
 from .openapi_schemas import (
     AFTER,
     ANSWER,
@@ -338,6 +338,7 @@ def document(version: str) -> Schema:
             ),
             **links.PATHS,
             **rules_check.PATHS,
+            **trace.PATHS,
             "/notifications": {
                 "get": _op(
                     "The tenant's webhook deliveries, newest first, with every attempt (a page)",

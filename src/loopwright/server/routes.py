@@ -25,6 +25,7 @@ from .history import history_response, page_of, v1_history
 from .prefix import path_id
 from .settings import version
 from .state import Places, State, plain_answer, run_events, state_of
+from .titles import titles
 from .uploads import attachments_field
 from .views import (
     ApiError,
@@ -180,9 +181,11 @@ async def list_sessions(request: Request) -> JSONResponse:
         return pages.kept(page, lambda r: r.parent is None)
 
     records, cursor = await pages.collect(fetch, limit, pages.cursor_of(request))
+    named = await titles(state.runtime, [r.key for r in records])
     listed = [
         {
             "id": r.key.id,
+            "title": title,
             "agent": r.key.agent,
             "status": r.status,
             "lastSeq": r.last_seq,
@@ -190,7 +193,7 @@ async def list_sessions(request: Request) -> JSONResponse:
             "updatedAt": r.updated_at,
             "forkedFrom": lineage(r),
         }
-        for r in records
+        for r, title in zip(records, named, strict=True)
     ]
     return JSONResponse(pages.page_body("sessions", listed, cursor))
 

@@ -1,7 +1,10 @@
 // The loopwright playground: chat with an agent, watch every event of its runs, decide pending
 // items, browse sessions and the agent's resolved configuration. Plain DOM, no framework, no
 // build step. Server data only ever reaches the page as text (textContent, text nodes,
-// attribute values), never as markup.
+// attribute values), never as markup — except the assistant's replies, rendered as Markdown
+// sanitised by DOMPurify (markdown.js).
+
+import { markdown } from "./markdown.js";
 
 const TOKEN_KEY = "loopwright.token";
 const POLL_MS = 3000;
@@ -709,16 +712,36 @@ function safeBrief(ev) {
 }
 
 function bubble(kind, who, text) {
-  const body = h("div", { class: "msg-text", testid: "msg-text" }, text);
+  const role = kind.split(" ")[0];
+  const rich = role === "assistant"; // the model's words are Markdown; a person's are shown as typed
+  const body = h("div", { class: `msg-text${rich ? " md" : ""}`, testid: "msg-text" }, rich ? null : text);
   const thought = h("pre", { class: "thinking-text" });
   const thinking = h("details", { class: "thinking", hidden: true }, h("summary", null, "Thinking"), thought);
-  const role = kind.split(" ")[0];
   const el = h("li", { class: `msg ${kind}`, testid: `msg-${role}` }, h("div", { class: "who" }, who), thinking, body);
-  el.appendText = (delta) => body.append(delta);
-  el.setText = (value) => {
-    body.textContent = value;
+  let raw = rich ? str(text) : "";
+  let queued = false;
+  const render = () => {
+    queued = false;
+    body.replaceChildren(markdown(raw));
   };
-  el.text = () => body.textContent;
+  if (rich && raw) render();
+  el.appendText = (delta) => {
+    if (!rich) return body.append(delta);
+    raw += delta;
+    if (!queued) { // streamed deltas render once a frame, not once each
+      queued = true;
+      requestAnimationFrame(render);
+    }
+  };
+  el.setText = (value) => {
+    if (!rich) {
+      body.textContent = value;
+      return;
+    }
+    raw = str(value);
+    render();
+  };
+  el.text = () => (rich ? raw : body.textContent);
   el.appendThinking = (delta) => {
     thinking.hidden = false;
     thought.append(delta);
@@ -833,6 +856,7 @@ const state = {
   polling: false,
   config: null,
   attachments: [], // files picked for the next message: {file, name, url}
+  titles: new Map(), // session id → its title (the sessions listing's)
 };
 
 const transcript = new Transcript($("chat-log"), $("timeline"), {
@@ -940,7 +964,15 @@ function setRunning(running) {
   else transcript.showThinking(false);
 }
 
+/** The chat pane's heading: the session's title (its first message), else "Chat". */
+function showTitle() {
+  const title = (state.sessionId && state.titles.get(state.sessionId)) || "";
+  $("chat-title").textContent = title || "Chat";
+  $("chat-title").title = title;
+}
+
 function showSession() {
+  showTitle();
   const label = $("session-id");
   label.textContent = state.sessionId ? `session ${short(state.sessionId)}` : "new conversation";
   label.title = state.sessionId ? `${state.sessionId} (click to copy)` : "";
@@ -1067,6 +1099,7 @@ async function consumeStream(res, controller = new AbortController()) {
   }
   refreshSessions();
   refreshCost(state.viewToken); // (once the stream ended: the run's usage is in the log)
+  if (!$("trace-view").hidden) loadTrace();
   pollPending();
 }
 
@@ -1151,6 +1184,7 @@ async function openSession(sessionId) {
   else if (state.lastStop) setStatus(state.lastStop, STOP_TEXT[state.lastStop] || state.lastStop);
   else setStatus(status || "idle", status || "idle");
   transcript.scroll(true);
+  if (!$("trace-view").hidden) loadTrace();
 }
 
 /** Without an event log (should not happen), show the stored messages. */
@@ -1449,6 +1483,7 @@ async function selectAgent(name, session) {
   showSession();
   refreshSessions();
   if (!$("config-view").hidden) loadConfig();
+  if (!$("trace-view").hidden) loadTrace();
   if (session) await openSession(session);
 }
 
@@ -1466,6 +1501,8 @@ async function refreshSessions() {
   const sessions = (Array.isArray(data.sessions) ? data.sessions : [])
     .slice()
     .sort((a, b) => str(b.updatedAt).localeCompare(str(a.updatedAt)));
+  state.titles = new Map(sessions.map((s) => [str(s.id), str(s.title)]));
+  showTitle();
   $("sessions-list").replaceChildren(
     ...(sessions.length
       ? sessions.map((s) => {
@@ -1476,9 +1513,12 @@ async function refreshSessions() {
               "data-session-id": str(s.id), "aria-current": String(current), title: str(s.id),
               onclick: () => openSession(str(s.id)),
             },
-            h("span", { class: "session-name" }, short(s.id)),
+            h("span", { class: s.title ? "session-title" : "session-title untitled", testid: "session-title" },
+              str(s.title) || "(no message yet)"),
             h("span", { class: `badge status-${str(s.status)}` }, str(s.status) || "?"),
-            h("span", { class: "muted small" }, `${ago(s.updatedAt || s.createdAt)} · ${str(s.lastSeq)} events`),
+            h("span", { class: "muted small" },
+              h("span", { class: "session-name", testid: "session-short-id" }, short(s.id)),
+              ` · ${ago(s.updatedAt || s.createdAt)} · ${str(s.lastSeq)} events`),
             s.forkedFrom ? h("span", { class: "muted small lineage", testid: "session-lineage-item" },
               `forked from ${short(s.forkedFrom.session)} at #${str(s.forkedFrom.seq)}`) : null));
         })
@@ -1563,15 +1603,74 @@ function renderConfig(c) {
   ].filter(Boolean);
 }
 
-function showView(view) {
-  const chat = view === "chat";
-  $("chat-view").hidden = !chat;
-  $("config-view").hidden = chat;
-  for (const [id, on] of [["tab-chat", chat], ["tab-config", !chat]]) {
-    $(id).setAttribute("aria-selected", String(on));
-    $(id).tabIndex = on ? 0 : -1;
+// ---------------------------------------------------------------------------------------------
+// The trace: the session's steps, each timed, with its tokens, cost and tool calls (GET .../trace)
+
+async function loadTrace() {
+  const bodyEl = $("trace-body");
+  const { agent, sessionId, viewToken } = state;
+  $("trace-empty").hidden = Boolean(sessionId);
+  if (!sessionId) return bodyEl.replaceChildren();
+  try {
+    const data = await getJson(`/agents/${enc(agent)}/sessions/${enc(sessionId)}/trace`);
+    if (viewToken !== state.viewToken || sessionId !== state.sessionId) return;
+    bodyEl.replaceChildren(...renderTrace(data));
+  } catch (err) {
+    bodyEl.replaceChildren(h("p", { class: "inline-error" }, `Could not load the trace: ${err.message}`));
   }
-  if (!chat) loadConfig();
+}
+
+function duration(ms) {
+  if (ms === null || ms === undefined) return "not finished";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+const money = (cost) => (cost === null || cost === undefined ? "no price" : `$${Number(cost).toFixed(4)}`);
+
+function renderTrace(t) {
+  const steps = Array.isArray(t.steps) ? t.steps : [];
+  const totals = t.totals || {};
+  const longest = Math.max(1, ...steps.map((s) => Number(s.durationMs) || 0));
+  const bar = (ms, kind) => {
+    const el = h("span", { class: `trace-bar ${kind}`, "aria-hidden": "true" });
+    el.style.width = `${Math.max(1, Math.round(((Number(ms) || 0) / longest) * 100))}%`; // (CSSOM: CSP allows it)
+    return el;
+  };
+  const n = Number(totals.steps) || 0;
+  return [
+    h("p", { class: "trace-totals", testid: "trace-totals" },
+      `${n} step${n === 1 ? "" : "s"} · ${duration(totals.durationMs)} · `
+      + `${str(totals.inputTokens)} in · ${str(totals.outputTokens)} out tokens · ${money(totals.cost)}`),
+    t.omitted ? h("p", { class: "muted" }, `${t.omitted} earlier steps are not shown.`) : null,
+    steps.length ? h("ol", { class: "trace-steps" }, steps.map((s) =>
+      h("li", { class: "trace-step", testid: "trace-step", "data-turn": str(s.turn), "data-step": str(s.step) },
+        h("div", { class: "trace-head" },
+          h("strong", { class: "trace-name" }, `Turn ${str(s.turn)} · step ${str(s.step)}`),
+          h("span", { class: "trace-duration", testid: "trace-duration" }, duration(s.durationMs)),
+          h("span", { class: "trace-tokens", testid: "trace-tokens" }, `${str(s.inputTokens)} in · ${str(s.outputTokens)} out`),
+          h("span", { class: "trace-cost", testid: "trace-cost" }, money(s.cost)),
+          s.model ? h("span", { class: "muted small trace-model" }, str(s.model)) : null),
+        h("div", { class: "trace-track" }, bar(s.durationMs, "step")),
+        (s.tools || []).length ? h("ul", { class: "trace-tools" }, s.tools.map((c) =>
+          h("li", { class: "trace-tool", testid: "trace-tool", "data-tool": str(c.tool), "data-call-id": str(c.id) },
+            h("span", { class: "tool-name" }, str(c.tool)),
+            h("span", { class: "trace-tool-duration", testid: "trace-tool-duration" }, duration(c.durationMs)),
+            h("span", { class: `muted small${c.isError ? " trace-error" : ""}` }, str(c.status) || "running"),
+            h("div", { class: "trace-track" }, bar(c.durationMs, "tool"))))) : null))) : h("p", { class: "muted" }, "No steps yet."),
+  ].filter(Boolean);
+}
+
+const VIEWS = ["chat", "trace", "config"];
+
+function showView(view) {
+  for (const name of VIEWS) {
+    const on = name === view;
+    $(`${name}-view`).hidden = !on;
+    $(`tab-${name}`).setAttribute("aria-selected", String(on));
+    $(`tab-${name}`).tabIndex = on ? 0 : -1;
+  }
+  if (view === "config") loadConfig();
+  if (view === "trace") loadTrace();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1626,16 +1725,16 @@ function wire() {
   });
   $("timeline-clear").addEventListener("click", () => $("timeline").replaceChildren());
   $("error-close").addEventListener("click", clearError);
-  $("tab-chat").addEventListener("click", () => showView("chat"));
-  $("tab-config").addEventListener("click", () => showView("config"));
-  for (const tab of [$("tab-chat"), $("tab-config")]) {
+  VIEWS.forEach((name, i) => {
+    const tab = $(`tab-${name}`);
+    tab.addEventListener("click", () => showView(name));
     tab.addEventListener("keydown", (e) => {
       if (e.key !== "ArrowLeft" && e.key !== "ArrowRight") return;
-      const next = tab.id === "tab-chat" ? "config" : "chat";
+      const next = VIEWS[(i + (e.key === "ArrowRight" ? 1 : VIEWS.length - 1)) % VIEWS.length];
       showView(next);
       $(`tab-${next}`).focus();
     });
-  }
+  });
   $("token-input").value = storage("get");
   $("token-form").addEventListener("submit", (e) => {
     e.preventDefault();
