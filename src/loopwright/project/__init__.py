@@ -88,10 +88,14 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
     project = Project(root=Path(root).resolve())
     toml = project.root / "loopwright.toml"
     if toml.exists():
+        text = toml.read_text()
         try:
-            project.settings = tomllib.loads(toml.read_text())
+            project.settings = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"invalid TOML: {exc}", source=str(toml)) from None
+        from .config import check  # every table and key, typed (unknown ones named)
+
+        check(project.settings, text, str(toml))
         if "providers" in project.settings:
             from ..providers import load_endpoints
 
