@@ -27,7 +27,7 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class Server(_Table):
+class ServerTable(_Table):
     host: str = ""
     port: int = 0
     max_body_bytes: int = 0
@@ -41,35 +41,35 @@ class Server(_Table):
     profile: Literal["full", "v1"] = "full"
 
 
-class Token(_Table):
+class TokenTable(_Table):
     env: str
     tenant: str
     name: str = ""
 
 
-class Auth(_Table):
+class AuthTable(_Table):
     tokens: dict[str, str] = {}
-    token: list[Token] = []
+    token: list[TokenTable] = []
 
 
-class Store(_Table):
+class StoreTable(_Table):
     path: str = ""
     url: str = ""
     pool_size: int = 0
 
 
-class Defaults(_Table):
+class DefaultsTable(_Table):
     model: str = ""
     max_turns: int = 0
     on_deny: Literal["stop", "continue"] = "stop"
     plugins: list[str] = []
 
 
-class Window(_Table):
+class WindowTable(_Table):
     context_window: int
 
 
-class Provider(_Table):
+class ProviderTable(_Table):
     base_url: str = ""
     api_key_env: str = ""
     dialect: str = ""
@@ -77,15 +77,15 @@ class Provider(_Table):
     context_window: int = 0
     server: str = ""
     tool_calls_in_text: bool = False
-    models: dict[str, Window] = {}
+    models: dict[str, WindowTable] = {}
 
 
-class Telemetry(_Table):
+class TelemetryTable(_Table):
     otel: bool = False
     capture_content: bool = False
 
 
-class Webhook(_Table):
+class WebhookTable(_Table):
     url: str
     secret_env: str = ""
     events: list[str] = []
@@ -93,8 +93,8 @@ class Webhook(_Table):
     timeout: float = 0
 
 
-class Notify(_Table):
-    webhook: list[Webhook] | Webhook = []
+class NotifyTable(_Table):
+    webhook: list[WebhookTable] | WebhookTable = []
     base_url: str = ""
     link_secret_env: str = ""
     link_ttl: float = 0
@@ -107,13 +107,13 @@ class Notify(_Table):
 class ProjectConfig(_Table):
     """loopwright.toml: every table and key it may have."""
 
-    server: Server = Server()
-    auth: Auth = Auth()
-    store: Store = Store()
-    defaults: Defaults = Defaults()
-    providers: dict[str, Provider] = {}
-    telemetry: Telemetry = Telemetry()
-    notify: Notify = Notify()
+    server: ServerTable = ServerTable()
+    auth: AuthTable = AuthTable()
+    store: StoreTable = StoreTable()
+    defaults: DefaultsTable = DefaultsTable()
+    providers: dict[str, ProviderTable] = {}
+    telemetry: TelemetryTable = TelemetryTable()
+    notify: NotifyTable = NotifyTable()
 
 
 def check(settings: dict[str, Any], text: str, source: str) -> None:
