@@ -30,6 +30,7 @@ from typing import Any
 from ..agent import Agent
 from ..errors import ConfigError
 from ..gate.permissions import AllowAll, Condition, Rules, RulesFile
+from ..gate.rule_tools import check_agent
 from .agent_yaml import NAME_RULE as NAME_RULE
 from .agent_yaml import from_yaml
 from .python_files import import_file
@@ -117,6 +118,8 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
                     from ..mcp import with_servers
 
                     agent = with_servers(agent, shared)
+                if not agent._live:  # (with MCP servers: once they are listed, `refresh_tools`)
+                    check_agent(agent)  # a rule naming a tool the agent lacks is an error
                 if agent.name in project.agents:
                     raise ConfigError(
                         f"duplicate agent name {agent.name!r} (also in "
