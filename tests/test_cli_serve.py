@@ -164,7 +164,9 @@ def test_a_busy_port_and_bad_settings_are_usage_errors(served: Served, project: 
         timeout=SAFETY,
     )
     assert out.returncode == 2
-    assert out.stderr.splitlines()[0] == "loopwright: error: [server] port must be an integer"
+    assert out.stderr.splitlines()[0].endswith(
+        "loopwright.toml:2: [server] port: input should be a valid integer"
+    )
 
 
 def test_an_approval_outlives_the_server_that_paused_the_run(project: Path):

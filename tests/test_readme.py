@@ -311,7 +311,8 @@ def test_approvals_doc_runs(clone: Path) -> None:
     assert out.stdout == (
         shown + "['A-1002', 'refunded 40.00 on A-1002']\n"
         "paused ['q_']\n"
-        "invalid edited arguments are invalid: amount: Field required\n"
+        "invalid edited arguments are invalid: amount: Input should be a valid number, unable to "
+        "parse string as a number\n"
         "denied\n"
         "paused Which floor? ['1', '2']\n"
         "booked a room on floor 2 | Booked.\n"

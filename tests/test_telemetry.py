@@ -378,10 +378,14 @@ def test_loopwright_toml_turns_it_on(tmp_path, monkeypatch):
     load_project(tmp_path, dotenv=False)
     assert enabled == [True]
     toml.write_text('[telemetry]\notel = "yes"\n')
-    with pytest.raises(ConfigError, match="otel must be true or false"):
+    bad = r"loopwright.toml:2: \[telemetry\] otel: input should be a valid boolean"
+    with pytest.raises(ConfigError, match=bad):
         load_project(tmp_path, dotenv=False)
     toml.write_text("[telemetry]\notle = true\n")
-    with pytest.raises(ConfigError, match="unknown keys \\['otle'\\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"loopwright.toml:2: \[telemetry\] unknown key 'otle' \(did you mean 'otel'\?\)",
+    ):
         load_project(tmp_path, dotenv=False)
 
 

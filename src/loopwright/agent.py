@@ -200,6 +200,10 @@ class Agent:
                 _log.exception("agent %r: toolset %r failed to list", self.name, toolset.name)
         if changed:
             self._rebuild()
+            if len(self._listed) == len(self._live):  # every tool known: the rules name them
+                from .gate.rule_tools import check_agent
+
+                check_agent(self)
 
     def _rebuild(self) -> None:
         fixed = _fixed(self.tools)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias
 
+from .edits import merged  # (an edit is a merge patch, on every door)
 from .events import Scope
 from .messages import ToolCall
 
@@ -62,7 +63,8 @@ class Answer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Approval:
-    """A human's answer. `args` replaces the call's arguments when given (validated first)."""
+    """A human's answer. `args`, when given, is a merge patch of the call's arguments (`edits`:
+    `null` removes a key); the result is validated and vetted before it runs."""
 
     approved: bool
     args: dict[str, Any] | None = None
@@ -140,7 +142,7 @@ async def ask_human(
             answer = await answer
         if not (isinstance(answer, Approval) and answer.approved and answer.args is not None):
             return answer
-        edit = copied(answer.args)  # (the approver's own dict may change later)
+        edit = answer.args if isinstance(answer, Logged) else merged(request.args, answer.args)
         answer = replace(answer, args=edit)
         try:
             vet(edit, isinstance(answer, Logged))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints, overload
 
+from . import docstrings
 from .errors import ConfigError, ToolError
 from .events import Event, ToolUpdate
 from .loop import threads
@@ -208,7 +209,8 @@ def tool(
     blocking: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool from a sync or async function: name from the function, description and
-    parameter descriptions from its docstring (`Args:` section), schema from its type hints.
+    parameter descriptions from its docstring (Google, numpy or Sphinx style: `docstrings`),
+    schema from its type hints.
     Sync functions run in a worker thread; `inline=True` runs a cheap pure one on the event
     loop (`blocking=` is deprecated: threads are the default)."""
     if blocking is not None:
@@ -243,7 +245,7 @@ def _build(
     tool_name = name or f.__name__
     if not _NAME.match(tool_name):
         raise ConfigError(f"invalid tool name {tool_name!r} (letters, digits, _ and -, ≤ 64)")
-    summary, param_docs = _parse_docstring(inspect.getdoc(f) or "")
+    summary, param_docs = docstrings.parse(inspect.getdoc(f) or "")
     hints = get_type_hints(f, localns={"ToolContext": ToolContext, **_closure(f)})
     fields: dict[str, Any] = {}
     context_param = None
@@ -296,34 +298,6 @@ def _closure(f: Callable[..., Any]) -> dict[str, Any]:
         except ValueError:
             continue
     return out
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into its summary and `Args:` descriptions."""
-    summary, params, current = [], {}, None
-    section = "summary"
-    for line in doc.splitlines():
-        stripped = line.strip()
-        if stripped in {"Args:", "Arguments:", "Parameters:"}:
-            section = "args"
-        elif stripped.endswith(":") and stripped[:-1] in {"Returns", "Raises", "Yields", "Example"}:
-            section = "other"
-        elif section == "summary":
-            summary.append(stripped)
-        elif section == "args" and stripped:
-            head, sep, text = stripped.partition(":")
-            pname = head.split("(")[0].strip()
-            if (
-                sep
-                and pname.isidentifier()
-                and line.startswith(" " * 4)
-                and not line.startswith(" " * 8)
-            ):
-                current = pname
-                params[current] = text.strip()
-            elif current:
-                params[current] += " " + stripped
-    return " ".join(" ".join(summary).split()), params
 
 
 # ---- running calls ----------------------------------------------------------------------------

@@ -272,7 +272,7 @@ def _decision(args: argparse.Namespace, item: PendingRecord) -> Approval | Answe
 
 
 def _edited(item: PendingRecord, changes: str) -> dict[str, Any]:
-    """The call's arguments with `changes` (a JSON object; null removes a key) applied."""
+    """`changes` as the merge patch the runtime applies (a JSON object; null removes a key)."""
     example = json.dumps(dict(list(item.args.items())[:1]), ensure_ascii=False)
     try:
         patch = json.loads(changes)
@@ -284,8 +284,7 @@ def _edited(item: PendingRecord, changes: str) -> dict[str, Any]:
         ) from None
     if not isinstance(patch, dict):
         raise CliError("the changes must be a JSON object: {...}", hint=f"e.g. '{example}'")
-    merged = {**item.args, **patch}
-    return {key: value for key, value in merged.items() if value is not None}
+    return patch  # (a merge patch of the arguments, as on every door: `loopwright.edits`)
 
 
 def _verb(action: str) -> str:

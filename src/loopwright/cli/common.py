@@ -181,13 +181,21 @@ class Place:
         if not toml.is_file():
             return {}
         try:
-            return tomllib.loads(toml.read_text())
+            text = toml.read_text()
+            settings = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise CliError(
                 f"{shown(toml)}: invalid TOML: {exc}", hint="fix loopwright.toml"
             ) from None
         except OSError as exc:
             raise CliError(f"cannot read {shown(toml)}: {exc.strerror}") from None
+        from ..project.config import check
+
+        try:
+            check(settings, text, shown(toml))
+        except ConfigError as exc:
+            raise config_error(exc, hint="fix loopwright.toml") from None
+        return settings
 
     async def log(self) -> Store:
         """The place's event log (created on first use, inside a project or a bare folder)."""

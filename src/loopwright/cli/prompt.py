@@ -122,8 +122,8 @@ class TerminalApprover:
     async def edit(self, request: ApprovalRequest) -> dict[str, Any] | None:
         """The arguments changed by a JSON object typed on one line, or None to go back.
 
-        The object is a merge patch (RFC 7396, top level): its keys replace those arguments and
-        `null` removes one. The loop validates the result against the tool's schema and asks
+        The object is a merge patch (RFC 7396, `loopwright.edits`): its keys replace those
+        arguments and `null` removes one. The loop validates the result against the tool's schema and asks
         again, with the reason, when it fails.
         """
         s, say = self.style, self.console.note
@@ -142,8 +142,7 @@ class TerminalApprover:
                 say(s.red(f"  ✗ not valid JSON: {type(exc).__name__}"))
                 continue
             if isinstance(patch, dict):
-                merged = {**request.args, **patch}
-                return {key: value for key, value in merged.items() if value is not None}
+                return patch  # (applied by the loop, as an edit from any door: `edits`)
             say(s.red("  ✗ the changes must be a JSON object: {...}"))
 
     async def ask(self, prompt: str) -> str | None:

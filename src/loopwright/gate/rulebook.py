@@ -22,11 +22,12 @@ appends the events in the transaction that read them (so the first decision wins
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from .. import events as ev
-from ..approvals import Answer, Approval, copied
+from ..approvals import Answer, Approval, Logged, copied
+from ..edits import merged
 from ..tools import Tool
 from .arguments import vet_edit
 from .permissions import Gate
@@ -62,6 +63,17 @@ class Refusal:
 
     why: Literal["unknown", "decided", "wrong_kind", "invalid_edit"]
     message: str
+
+
+def applied(decided: Approval | Answer, args: dict[str, Any]) -> Approval | Answer:
+    """An approval with its edit applied to the call's `args` as a merge patch (`edits`: the
+    one meaning of an edit on every door); anything else (an answer, a denial, an approval
+    without an edit or recorded already merged, `Logged`) as it is."""
+    if isinstance(decided, Answer | Logged) or decided.args is None:
+        return decided
+    if not isinstance(decided.args, dict):
+        return decided  # (not an object: validating it says why)
+    return replace(decided, args=merged(args, decided.args))
 
 
 def recorded(pending_id: str, verdict: Approval | Answer, at: str) -> ev.PendingDecided:

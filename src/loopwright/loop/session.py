@@ -26,7 +26,7 @@ from ..attachments import Attachment
 from ..errors import SessionBusy, UnknownPending
 from ..gate.batch import Checkpoint, Pending, Resolution
 from ..gate.permissions import Gate
-from ..gate.rulebook import Edits, Item, Refusal, outcome, recorded, rule
+from ..gate.rulebook import Edits, Item, Refusal, applied, outcome, recorded, rule
 from ..hooks import RunInfo, deployment
 from ..messages import Message, ToolResultMessage, UserMessage
 from ..model_settings import ModelSettings, resolve
@@ -323,10 +323,12 @@ class Session(Queueing):
             return await self.journal.resolve(self, pending_id, approval)
         if checkpoint is None or pending_id not in checkpoint.pending:
             raise UnknownPending(f"no pending item {pending_id!r} in session {self.id}")
+        item = checkpoint.pending[pending_id]
+        asked = item.request.args if isinstance(item.request, ApprovalRequest) else {}
         ruled = rule(
             items_of(checkpoint),
-            recorded(pending_id, approval, now_iso()),
-            edits_of(checkpoint.pending[pending_id], self._gate),
+            recorded(pending_id, applied(approval, asked), now_iso()),  # (edits: a merge patch)
+            edits_of(item, self._gate),
         )
         for event in ruled if isinstance(ruled, list) else ():
             apply(self.state, event)  # (the checkpoint, a view of the state, reads them)

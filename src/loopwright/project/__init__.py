@@ -30,6 +30,7 @@ from typing import Any
 from ..agent import Agent
 from ..errors import ConfigError
 from ..gate.permissions import AllowAll, Condition, Rules, RulesFile
+from ..gate.rule_tools import check_agent
 from .agent_yaml import NAME_RULE as NAME_RULE
 from .agent_yaml import from_yaml
 from .python_files import import_file
@@ -88,10 +89,14 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
     project = Project(root=Path(root).resolve())
     toml = project.root / "loopwright.toml"
     if toml.exists():
+        text = toml.read_text()
         try:
-            project.settings = tomllib.loads(toml.read_text())
+            project.settings = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"invalid TOML: {exc}", source=str(toml)) from None
+        from .config import check  # every table and key, typed (unknown ones named)
+
+        check(project.settings, text, str(toml))
         if "providers" in project.settings:
             from ..providers import load_endpoints
 
@@ -113,6 +118,8 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
                     from ..mcp import with_servers
 
                     agent = with_servers(agent, shared)
+                if not agent._live:  # (with MCP servers: once they are listed, `refresh_tools`)
+                    check_agent(agent)  # a rule naming a tool the agent lacks is an error
                 if agent.name in project.agents:
                     raise ConfigError(
                         f"duplicate agent name {agent.name!r} (also in "

@@ -138,6 +138,7 @@ async def record(
     (`noted`). A denial closes the item's batch (the log skips its other items) and the items
     of the subagent sessions its calls wait on."""
     item = owner.item
+    decided = rulebook.applied(decided, item.args)  # (an edit is a merge patch: `edits`)
     refused = await refusal(log, owner, decided, toolsets)
     if refused is not None:
         error = None if refused.why == "decided" else refused.message
