@@ -22,7 +22,7 @@ from ..errors import (
     UnknownPending,
     UnknownSession,
 )
-from . import acp, agents, approvals, evals, new, rules, run, serve, sessions, usage
+from . import acp, agents, approvals, chat, evals, new, rules, run, serve, sessions, usage
 from . import replay as replays
 from .common import EPILOG, EXIT_CODES, USAGE_ERROR, CliError, config_error
 from .logs import redact_logs
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loopwright: error: {exc}", file=sys.stderr)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
-        return USAGE_ERROR
+        return exc.code
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return EXIT_CODES["aborted"]
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.add_parser(commands)
+    chat.add_parser(commands)
     new.add_parsers(commands)
     agents.add_parser(commands)
     sessions.add_parser(commands)
