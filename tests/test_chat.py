@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ SRC = str(Path(__file__).resolve().parent.parent / "src")
 ENV = {k: v for k, v in os.environ.items() if k not in ("LOOPWRIGHT_HOME", "NO_COLOR")} | {
     "PYTHONPATH": SRC,
     "TERM": "xterm-256color",
+    "COLUMNS": "100",  # the pane's width (rich reads it, whatever the pane's size at the start)
+    "LINES": "30",
 }
 
 AGENT_PY = '''\
@@ -187,3 +190,105 @@ def test_ctrl_c_stops_the_run_and_a_new_chat_resumes_the_conversation(chat, proj
     screen = again.wait("heard: hello | slow answer please | and now?")
     assert conversation_of(screen) == session
     assert [e["type"] for e in stored(project, session)][-2:] == ["loop:done", "done"]
+
+
+@needs_tmux
+def test_markdown_is_rendered_not_shown_raw(chat) -> None:
+    pane = chat("refunds", "--new")
+    pane.wait("/help for help")
+    pane.type("report please")
+    screen = pane.wait(lambda s: "— 1 model request" in s and s.endswith("\n›"))
+    shown = "\n".join(after(screen, "› report please")[2:-2])
+    assert "Weekly report" in shown and "# Weekly report" not in shown  # a heading
+    assert re.search(r"^ *city +sales *$", shown, re.M) and "Oslo  12" in shown  # a table
+    assert "|---|" not in shown and "| city |" not in shown and "───" in shown
+    assert "print(42)" in shown and "```" not in shown  # a code fence
+
+
+@needs_tmux
+def test_multi_line_input_and_history_across_chats(chat, project: Path) -> None:
+    pane = chat("refunds", "--new")
+    pane.wait("/help for help")
+    pane.type("first line\\")  # a trailing backslash goes on to the next line
+    pane.type("second line", enter=False)
+    pane.keys("M-Enter")  # so does Alt-Enter
+    pane.type("third line")
+    screen = pane.wait(lambda s: "— 1 model request" in s and s.endswith("\n›"))
+    session = conversation_of(screen)
+    [received] = [e for e in stored(project, session) if e["type"] == "input:received"]
+    assert received["message"]["content"] == "first line\nsecond line\nthird line"
+    pane.keys("C-d")
+    pane.wait("[exit 0]")
+    again = chat("refunds")
+    again.wait("/help for help")
+    again.keys("Up")  # the history is kept in a file beside the event log
+    again.wait(lambda s: s.endswith("… third line"))
+    assert (project / ".loopwright" / "chat_history").is_file()
+
+
+@needs_tmux
+def test_the_slash_commands(chat, project: Path) -> None:
+    pane = chat("refunds", "--new")
+    pane.wait("/help for help")
+    pane.type("/help")
+    pane.wait("  /resume ID    continue conversation ID")
+    pane.type("hello one")
+    first = conversation_of(pane.wait("heard: hello one\n"))
+    pane.type("/cost")
+    pane.wait("this conversation: 1 model request · 100 in · 20 out · $0.0015")
+    pane.type("/new")
+    pane.wait("a new conversation starts with your next message")
+    pane.type("hello two")
+    screen = pane.wait("heard: hello two\n")  # a new conversation: the first is not heard
+    (second,) = set(re.findall(r"conversation ([0-9a-f]{32})", screen)) - {first}
+    pane.type("/sessions")
+    screen = pane.wait(lambda s: "FIRST MESSAGE" in s and s.endswith("\n›"))
+    rows = after(screen, "› /sessions")[1:-1]
+    assert rows[0].split() == ["ID", "STATUS", "UPDATED", "FIRST", "MESSAGE"]
+    assert [r.split()[:2] for r in rows[1:]] == [["*", second], [first, "idle"]]
+    assert [r.split()[-2:] for r in rows[1:]] == [["hello", "two"], ["hello", "one"]]
+    pane.type(f"/resume {first}")
+    pane.wait(f"refunds · conversation {first} (idle")
+    pane.type("/fork")
+    screen = pane.wait("you are in the fork")
+    (forked,) = re.findall(r"forked this conversation as ([0-9a-f]{32})", screen)
+    pane.type("again")
+    pane.wait("heard: hello one | again\n")  # the fork goes on from the first conversation
+    pane.type("/nope")
+    pane.wait("error: unknown command /nope")
+    pane.type("/resume missing")
+    pane.wait("error: no conversation 'missing'")
+    listed = lw(project, "sessions", "--agent", "refunds", "--json")
+    rows_by_id = {json.loads(line)["id"]: json.loads(line) for line in listed.stdout.splitlines()}
+    assert rows_by_id[forked]["forked_from"]["session"] == first
+    inputs = [
+        e["message"]["content"] for e in stored(project, first) if e["type"] == "input:received"
+    ]
+    assert inputs == ["hello one"]  # the original is untouched
+
+
+def test_chat_without_its_extra_is_a_clear_error(project: Path) -> None:
+    blocked = "import sys; sys.modules['prompt_toolkit'] = None\n"
+    code = blocked + "from loopwright.cli.main import main; sys.exit(main())"
+    out = subprocess.run(
+        [sys.executable, "-c", code, "chat", "refunds"],
+        cwd=project, env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        "loopwright: error: `loopwright chat` needs prompt_toolkit, which is not installed\n"
+        "hint: install the chat extra: pip install 'loopwright[chat]'\n"
+    )
+
+
+def test_other_commands_do_not_load_the_chat_libraries(project: Path) -> None:
+    code = (
+        "import sys\nfrom loopwright.cli.main import main\ncode = main()\n"
+        "print(sorted(m for m in ('prompt_toolkit', 'rich') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, "agents"],
+        cwd=project, env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "[]"

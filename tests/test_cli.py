@@ -184,7 +184,9 @@ def test_demo_without_a_terminal_approves_automatically():
 # ---- at a terminal, and Ctrl-C --------------------------------------------------------------
 
 
-def spawn(agent: Path, *flags: str, stdin: int, stderr: int = subprocess.PIPE) -> subprocess.Popen[str]:
+def spawn(
+    agent: Path, *flags: str, stdin: int, stderr: int = subprocess.PIPE
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [LOOPWRIGHT, "run", str(agent), *flags, MESSAGE],
         cwd=ROOT,

@@ -37,7 +37,7 @@ commands:
   /fork         copy this conversation into a new one, and continue there
   /cost         this conversation's model requests, tokens and cost
   /help         this list
-keys: Enter sends · Alt-Enter (or a line ending in \\) adds a line · ↑/↓ history ·
+keys: Enter sends · Alt-Enter (or a line ending in \\) adds a line · ↑/↓ history
       Ctrl-C stops a run (or clears the line) · Ctrl-D leaves"""
 
 
@@ -254,7 +254,7 @@ class Chat:
             key = await fork(self.runtime, self.key)
         except (CannotFork, UnknownSession) as exc:
             raise CliError(str(exc)) from None
-        self.view.note(f"forked conversation {self.key.id} as {key.id}; you are now in the fork")
+        self.view.note(f"forked this conversation as {key.id}: you are in the fork")
         self.key = key
 
     async def cost(self) -> None:
@@ -263,4 +263,4 @@ class Chat:
             return
         query = UsageQuery(tenant=self.key.tenant, agent=self.key.agent, session=self.key.id)
         spent = await self.runtime.usage_report(query)
-        self.view.note(f"conversation {self.key.id}: {usage_line(spent.items[0])}", "")
+        self.view.note(f"this conversation: {usage_line(spent.items[0])}", "")
