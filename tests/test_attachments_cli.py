@@ -50,7 +50,7 @@ def test_run_with_an_image_and_a_file(tmp_path: Path):
     (tmp_path / "report.pdf").write_bytes(PDF)
     out = loopwright(
         tmp_path,
-        *("run", "eyes", "--json", "--session", "s1"),
+        *("run", "eyes", "--json", "--new", "--session", "s1"),
         *("--image", "dot.png", "--file", "report.pdf", "look"),
     )
     assert out.returncode == 0, out.stderr

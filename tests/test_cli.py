@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import termios
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -182,22 +184,28 @@ def test_demo_without_a_terminal_approves_automatically():
 # ---- at a terminal, and Ctrl-C --------------------------------------------------------------
 
 
-def spawn(agent: Path, *flags: str, stdin: int) -> subprocess.Popen[str]:
+def spawn(
+    agent: Path, *flags: str, stdin: int, stderr: int = subprocess.PIPE
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [LOOPWRIGHT, "run", str(agent), *flags, MESSAGE],
         cwd=ROOT,
         env=ENV,
         stdin=stdin,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
     )
 
 
 @contextmanager
 def terminal() -> Iterator[tuple[int, int]]:
-    """A pseudo-terminal in line mode: each read at the prompt receives one typed line."""
+    """A pseudo-terminal in line mode, without echo: each read at the prompt receives one typed
+    line; what the command writes to it is read back from the first end (`shown`)."""
     master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[3] &= ~termios.ECHO
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
     try:
         yield master, slave
     finally:
@@ -205,12 +213,25 @@ def terminal() -> Iterator[tuple[int, int]]:
         os.close(slave)
 
 
+def shown(master: int) -> str:
+    """What an ended command wrote to the terminal (newlines as it wrote them)."""
+    data = b""
+    while select.select([master], [], [], 0)[0]:
+        chunk = os.read(master, 65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode().replace("\r\n", "\n")
+
+
 def in_terminal(agent: Path, *typed: str, json_out: bool = False) -> tuple[int, str, str]:
-    """Run with a terminal as stdin (stdout and stderr are pipes) and type `typed`."""
+    """Run with a terminal as stdin and stderr (where the prompt is; stdout is a pipe) and type
+    `typed`."""
     flags = ["--json"] if json_out else []
-    with terminal() as (keyboard, tty), spawn(agent, *flags, stdin=tty) as proc:
+    with terminal() as (keyboard, tty), spawn(agent, *flags, stdin=tty, stderr=tty) as proc:
         os.write(keyboard, "".join(typed).encode())
-        out, err = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=60)
+        err = shown(keyboard)
     return proc.returncode, out, err
 
 

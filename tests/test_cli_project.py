@@ -207,7 +207,7 @@ def test_session_continues_a_conversation(project):
     assert second.stdout == "heard: my name is Ada | who am I?\n"
     assert "session" not in second.stderr  # no new session
     # ids belong to (tenant, agent): the same id under another agent is another session
-    other = ok(lw(project, "run", "example", "--session", session, "hi"))
+    other = ok(lw(project, "run", "example", "--new", "--session", session, "hi"))
     assert other.stdout.startswith(HELLO)
     assert other.stderr == f"session {session} (continue with --session {session})\n"
     third = ok(lw(project, "run", "refunds", "--session", session, "--input", "and you?"))
@@ -364,7 +364,7 @@ def test_a_question_is_answered_at_the_terminal(tmp_path):
     an option, and the answer is the call's result in the stored session."""
     import os
 
-    from test_cli import ENV, LOOPWRIGHT, terminal
+    from test_cli import ENV, LOOPWRIGHT, shown, terminal
 
     folder = tmp_path / "agents" / "painter"
     folder.mkdir(parents=True)
@@ -376,11 +376,12 @@ def test_a_question_is_answered_at_the_terminal(tmp_path):
     )
     with terminal() as (keyboard, tty):
         proc = subprocess.Popen(
-            [LOOPWRIGHT, "run", "painter", "--project", str(tmp_path), "--session", "p1", "paint"],
-            env=ENV, stdin=tty, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [LOOPWRIGHT, "run", "painter", "--project", str(tmp_path), "--new", "--session", "p1", "paint"],
+            env=ENV, stdin=tty, stdout=subprocess.PIPE, stderr=tty, text=True,
         )  # fmt: skip
         os.write(keyboard, b"2\n")
-        out, err = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=30)
+        err = shown(keyboard)
     assert proc.returncode == 0, err
     assert out == "Painting it.\n"
     assert "Which colour?" in err and "  1. red" in err and "  2. blue" in err

@@ -226,7 +226,7 @@ def test_eval_add_makes_a_case_that_passes_until_the_agent_changes(
     project: tuple[Path, dict[str, str], str],
 ) -> None:
     root, env, _ = project
-    ran = loopwright(root, env, "run", "support", "--yes", "--session", "mug-1", MESSAGE)
+    ran = loopwright(root, env, "run", "support", "--yes", "--new", "--session", "mug-1", MESSAGE)
     assert (ran.returncode, ran.stdout) == (0, ANSWER + "\n")
     added = loopwright(root, env, "eval", "add", "mug-1", "--to", "evals/mine", "--name", "mug")
     assert (added.returncode, added.stdout) == (0, "")

@@ -102,7 +102,8 @@ def test_the_cli_forks_a_session_stored_in_postgresql(tmp_path: Path, pg_url: st
     project = copy_examples(tmp_path)
     (project / "loopwright.toml").write_text(f'[store]\nurl = "{pg_url}"\n')
     said = "Hi, my order A-1001 arrived damaged. Can I get a refund?"
-    assert cli(project, "run", "support", "--session", "s1", said)[0] == 3  # paused: no terminal
+    started = cli(project, "run", "support", "--new", "--session", "s1", said)
+    assert started[0] == 3  # paused: no terminal
     code, out, err = cli(project, "sessions", "fork", "s1", "--at", "12", "--as", "s1-early")
     assert (code, out) == (0, "s1-early\n"), err
     assert err == (

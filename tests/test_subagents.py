@@ -176,7 +176,7 @@ def test_a_subagents_approval_is_answered_at_the_terminal(tmp_path):
     import os
     import subprocess
 
-    from test_cli import ENV, LOOPWRIGHT, terminal
+    from test_cli import ENV, LOOPWRIGHT, shown, terminal
 
     write_support_project(tmp_path)
     with terminal() as (keyboard, tty):
@@ -186,11 +186,12 @@ def test_a_subagents_approval_is_answered_at_the_terminal(tmp_path):
             env=ENV,
             stdin=tty,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=tty,
             text=True,
         )
         os.write(keyboard, b"a\n")
-        out, err = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=30)
+        err = shown(keyboard)
     assert proc.returncode == 0, err
     assert out.strip() == "All sorted."
     assert "the subagent billing needs you" in err and "refund" in err
@@ -344,7 +345,7 @@ def test_a_subagents_approval_is_resolved_from_a_second_process(tmp_path):
     cli = [LOOPWRIGHT]
     where = ["--project", str(tmp_path)]
     first = subprocess.run(
-        [*cli, "run", "support", *where, "--session", "s1", "go"],
+        [*cli, "run", "support", *where, "--new", "--session", "s1", "go"],
         env=ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert first.returncode == 3, first.stderr

@@ -105,8 +105,8 @@ def test_session_ids_are_kept_as_given(tmp_path: Path) -> None:
 def test_the_cli_takes_any_session_id_and_the_server_reads_it(tmp_path: Path) -> None:
     root = make_project(tmp_path / "shop")
     sid = "ana.lopez@example.com/orders 7"
-    for message in ("one", "two"):
-        ran = lw(root, "run", "shop", "--session", sid, message)
+    for new, message in ((["--new"], "one"), ([], "two")):
+        ran = lw(root, "run", "shop", *new, "--session", sid, message)
         assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "heard: one | two"
     with LiveServer(create_app(load_project(root))) as live, live.client() as http:

@@ -42,6 +42,8 @@ exit status:
   3    paused: a tool call waits for an approval nobody could give here
   4    a tool call was denied
   5    the step limit (max_turns) was reached without a final answer
+  6    `run`: a tool call or question needed the person at the terminal, but stderr is not a
+       terminal, so the prompt could not be shown (the run is paused, its items open)
   130  cancelled with Ctrl-C
 """
 NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
@@ -50,9 +52,11 @@ NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 class CliError(Exception):
     """A usage or configuration problem: one line for the person, plus a hint."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, code: int = USAGE_ERROR) -> None:
         super().__init__(" ".join(message.split()))
         self.hint = hint
+        self.code = code
+        """The exit status (a usage error unless said otherwise)."""
 
 
 def add_place_options(parser: argparse.ArgumentParser, *, tenant: bool = True) -> None:

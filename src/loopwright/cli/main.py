@@ -35,6 +35,7 @@ __all__ = ["COMMANDS", "EXIT_CODES", "USAGE_ERROR", "CliError", "build_parser", 
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "run one message through an agent (stored as a session)"),
+    "chat": ("chat", "talk with an agent in the terminal (a stored conversation)"),
     "new": ("new", "scaffold an agent (NAME or PARENT/CHILD for a subagent)"),
     "init": ("new", "create a project (loopwright.toml, .gitignore, an example agent)"),
     "agents": ("agents", "list the project's agents, or show one's resolved configuration"),
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loopwright: error: {exc}", file=sys.stderr)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
-        return USAGE_ERROR
+        return exc.code
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return EXIT_CODES["aborted"]

@@ -4,8 +4,10 @@ AGENT is an agent's name in the project (`--project DIR`, default the current di
 the path of an agent folder (agent.py or agent.yaml). Every run is stored, through the runtime,
 in the project's event log, or for a bare folder in `<folder>/.loopwright` (or
 `$LOOPWRIGHT_HOME`). A new session's id is printed; `--session ID` continues one (ids belong to
-the agent: the same id under another agent is another session) and `--session ID --resume`
-resumes a paused run.
+the agent: the same id under another agent is another session; an unknown one is an error
+unless `--new` starts it) and `--session ID --resume` resumes a paused run. A prompt nobody
+could see (stdin a terminal, stderr not) is an error at once (exit 6), never a silent wait.
+`loopwright chat` is the conversation; `run` is the scriptable one-shot.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from .common import (
     place_of,
     tenant_of,
 )
+
+PROMPT_HIDDEN = 6
+"""The exit status of a run that needed a prompt nobody could see (`runner.prompt_hidden`)."""
 
 if TYPE_CHECKING:
     from .. import events as ev
@@ -79,7 +84,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=[],
         help="attach a file: an image or a document (PDF, plain text); repeatable",
     )
-    run.add_argument("--session", metavar="ID", help="continue this session")
+    run.add_argument("--session", metavar="ID", help="continue this session (it must exist)")
+    run.add_argument(
+        "--new",
+        action="store_true",
+        help="start a new session (with --session ID: under that id, which must be unused)",
+    )
     run.add_argument(
         "--resume",
         action="store_true",
@@ -132,6 +142,8 @@ def run_command(args: argparse.Namespace) -> int:
     if args.resume:
         if args.message or args.input is not None or args.image or args.file:
             raise CliError("--resume takes no message", hint="resume first, then send a new one")
+        if args.new:
+            raise CliError("--resume continues a session; --new starts one: not both")
         if not args.session:
             raise CliError(
                 "--resume needs --session ID",
@@ -155,15 +167,21 @@ async def _run(
     message: str | UserMessage | None,
     args: argparse.Namespace,
 ) -> ev.Done:
-    from .runner import Display, explain_pause, opened, show_run
+    from .runner import Display, explain_pause, opened, prompt_hidden, show_run
 
     output = Display(args)  # before the log: the prompt's terminal is checked first
     async with opened(place, {agent.name: agent}) as runtime:
         new = not args.session or not await _exists(runtime, place, agent, args.session)
-        if new and args.resume:
+        if new and args.session and not args.new:
             raise CliError(
                 f"no session {args.session!r} of agent {agent.name!r}",
-                hint=f"`loopwright sessions{place.flags()}` lists them",
+                hint=f"`loopwright sessions{place.flags()}` lists them; --new starts one "
+                "under this id",
+            )
+        if args.new and not new:
+            raise CliError(
+                f"session {args.session!r} of agent {agent.name!r} exists already",
+                hint="leave out --new to continue it, or choose another id",
             )
         try:
             if message is None:
@@ -190,6 +208,14 @@ async def _run(
         done = await show_run(runtime, live, output)
         if done.stop_reason == "paused":
             await explain_pause(runtime, place, live.key, ref)
+            if prompt_hidden(args):
+                raise CliError(
+                    "the run needs you at a prompt, but stderr is not a terminal: the prompt "
+                    "cannot be shown (the run is paused, its items open)",
+                    hint="run with stderr on the terminal, pass --yes to approve every call, or "
+                    "resolve as above",
+                    code=PROMPT_HIDDEN,
+                )
     return done
 
 
@@ -249,7 +275,9 @@ def read_message(args: argparse.Namespace) -> str:
         text = sys.stdin.read()
     if not text.strip():
         raise CliError(
-            "no message to send", hint='loopwright run AGENT "your message" (or --input TEXT)'
+            "no message to send",
+            hint='loopwright run AGENT "your message" (or --input TEXT); for a conversation in '
+            "the terminal: loopwright chat AGENT",
         )
     return str(text).strip()
 

@@ -114,10 +114,12 @@ async def show_run(runtime: Runtime, live: LiveRun, output: Display) -> ev.Done:
 
 
 def approver_for(args: argparse.Namespace, console: Console, *, demo: bool) -> Approver | None:
-    """Who answers `ask` decisions: --yes, the person at the terminal, or nobody (pause)."""
+    """Who answers `ask` decisions: --yes, the person at the terminal, or nobody (pause). The
+    prompt goes to stderr: with stderr not a terminal (and no --json), nobody would see it, so
+    nobody is asked (`run` makes that pause an error: `prompt_hidden`)."""
     if getattr(args, "yes", False):
         return approve_all
-    if running_in_terminal():
+    if running_in_terminal() and (demo or not prompt_hidden(args)):
         return TerminalApprover(sys.stdin, console, by=user_name())
     if demo:
         print(
@@ -127,6 +129,13 @@ def approver_for(args: argparse.Namespace, console: Console, *, demo: bool) -> A
         )
         return approve_all
     return None
+
+
+def prompt_hidden(args: argparse.Namespace) -> bool:
+    """A person at the terminal would answer a prompt nobody sees: stdin is a terminal, stderr
+    (where the prompt goes) is not, and neither --yes nor --json gives another answer path."""
+    quiet = getattr(args, "yes", False) or getattr(args, "json", False)
+    return running_in_terminal() and not sys.stderr.isatty() and not quiet
 
 
 async def explain_pause(runtime: Runtime, place: Place, key: SessionKey, agent_ref: str) -> None:
