@@ -34,8 +34,9 @@ def replaced(schema: Json) -> Any:
     return replace
 
 
-def events(description: str) -> Any:
-    return Field(json_schema_extra=replaced({"x-component": "Events", "description": description}))
+def events(description: str, *, required: bool = True) -> Any:
+    extra = replaced({"x-component": "Events", "description": description})
+    return Field(json_schema_extra=extra) if required else Field(None, json_schema_extra=extra)
 
 
 # requests
@@ -252,7 +253,7 @@ class Compacted(Body):
     sessionId: str
     compacted: bool
     reason: str | None = Field(None, description="Why there was nothing to compact.")
-    events: list[Json] | None = events("The compaction's events.")
+    events: list[Json] | None = events("The compaction's events.", required=False)
     stopReason: str | None = None
 
 
