@@ -4,14 +4,14 @@ The OpenAPI document (`openapi`) is generated from them; the routes write their 
 answers against the generated schemas, so a model that drifts from its route fails there.
 
 Field names are the wire's (camelCase). A field the server leaves out when it has no value is
-`None` by default here (absent, or null, in the schema); the models allow extra keys, as clients
-should (the v1 profile's bodies are the full ones with fewer keys)."""
+`None` by default here (absent, or null, in the schema); a body may carry keys its model does
+not name, and a client ignores them (the v1 profile's bodies are the full ones with fewer keys)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from .uploads import SCHEMA as ATTACHMENTS
 
@@ -19,7 +19,7 @@ Json = dict[str, Any]
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """A JSON body (keys it does not name are ignored, as clients should)."""
 
 
 def replaced(schema: Json) -> Any:

@@ -113,6 +113,48 @@ RUN_RESPONSES = {
 }
 
 
+TAGS = [
+    {"name": "Agents", "description": "The project's agents and their configuration."},
+    {"name": "Runs", "description": "Send a message: the answer is the run's end or pause."},
+    {"name": "Sessions", "description": "Read a session and its events; act on its run."},
+    {"name": "Pending items", "description": "Approvals and questions, and their decisions."},
+    {"name": "Usage and rules", "description": "Model usage; rules tried on stored calls."},
+    {"name": "Notifications", "description": "Webhook deliveries and approval links."},
+    {
+        "name": "Events",
+        "description": "Every event a run logs or streams: a tagged union on `type`, generated "
+        "from `loopwright.events` (protocol/loop-event.schema.json; PROTOCOL.md tells the order "
+        'they come in).\n\n<SchemaDefinition schemaRef="#/components/schemas/Event" />',
+    },
+]
+"""The document's sections (Redoc shows `Events`' schema as a section of its own)."""
+
+
+def tagged(paths: dict[str, Schema]) -> dict[str, Schema]:
+    """`paths` with each operation in its section (`TAGS`) and named by its method and path
+    (`post-agents-name-messages`)."""
+    for path, item in paths.items():
+        for method, operation in item.items():
+            operation["tags"] = [_section(path)]
+            words = "".join(c if c.isalnum() else " " for c in path).split()
+            operation["operationId"] = "-".join([method, *words])
+    return paths
+
+
+def _section(path: str) -> str:
+    if path.endswith(("/approvals", "/questions")) or path.startswith(
+        ("/approvals/", "/questions/", "/pending")
+    ):
+        return "Pending items"
+    if path.startswith(("/notifications", "/links/")):
+        return "Notifications"
+    if path.startswith(("/usage", "/rules/")):
+        return "Usage and rules"
+    if "/sessions" in path:
+        return "Sessions"
+    return "Runs" if "/messages" in path else "Agents"
+
+
 def components() -> dict[str, Schema]:
     """Every component schema: the models', the events' (`Event`, the full vocabulary's tagged
     union; `V1Event`, the v1 profile's, its definitions that differ named `V1...`), `AnyEvent`
