@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .api_reports import AgentConfig, RulesCheckRequest, RulesReport
 from .uploads import SCHEMA as ATTACHMENTS
 
 Json = dict[str, Any]
@@ -136,14 +137,6 @@ class AgentSummary(Body):
 
 class Agents(Body):
     agents: list[AgentSummary]
-
-
-class AgentConfig(Body):
-    """An agent's resolved configuration: prompt, model, limits, tools with their schemas,
-    rules (`configError`: why the rules file's current version is not in force), skills and
-    subagents."""
-
-    name: str
 
 
 class ForkedFrom(Body):
@@ -385,6 +378,6 @@ MODELS: tuple[type[BaseModel], ...] = (
     *(DecideRequest, AnswerRequest, ErrorBody, Health, Agents, AgentConfig, Sessions),
     *(SessionView, EventPage, Cancelled, Steered, Compacted, Final, Paused, AlreadyResolved),
     *(Forked, ReplayAnswer, Approvals, Questions, ApprovalPage, QuestionPage, ItemPage, UsagePage),
-    *(Durable, Deliveries),
+    *(Durable, Deliveries, RulesCheckRequest, RulesReport),
 )
 """Every model the document names (those they use are in it too)."""

@@ -5,7 +5,7 @@ in the test suite, and tests/test_openapi_responses.py validates real answers ag
 
 from __future__ import annotations
 
-from . import links, rules_check, usage
+from . import links, usage
 from .openapi_schemas import (
     AFTER,
     CURSOR,
@@ -340,7 +340,20 @@ def document(version: str) -> Schema:
                     "Answer a question (loopengine v1's durable route)", ref("AnswerRequest")
                 ),
                 **links.PATHS,
-                **rules_check.PATHS,
+                "/rules/check": {
+                    "post": _op(
+                        "Try a rules file on the tenant's stored calls (nothing is run)",
+                        {
+                            "200": as_json(ref("RulesReport"), "The calls that would change."),
+                            "400": error(
+                                "Invalid fields; a rules file that does not load (its line)."
+                            ),
+                            "404": error("Unknown agent."),
+                        },
+                        body=ref("RulesCheckRequest"),
+                        required=False,
+                    )
+                },
                 "/notifications": {
                     "get": _op(
                         "The tenant's webhook deliveries, newest first, with every attempt (a page)",
