@@ -173,6 +173,7 @@ def test_a_streamed_run_s_events_validate_against_the_document(
         ("V1Event", {"type": "text:delta", "delta": "x"}),  # (not a v1 event)
         ("Final", {"sessionId": "s", "events": []}),  # (no text)
         ("Final", {"text": "x", "sessionId": "s", "events": [{"type": "nope"}]}),
+        ("Final", {"text": "x", "sessionId": "s", "events": [], "stopReason": None}),  # (absent)
         ("Paused", {"pending": True, "type": "approval", "id": "p", "sessionId": "s"}),
         ("Sessions", {"sessions": [{"id": "s"}], "nextCursor": None}),
         ("ErrorBody", {"message": "no"}),

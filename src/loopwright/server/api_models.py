@@ -4,7 +4,8 @@ The OpenAPI document (`openapi`) is generated from them; the routes write their 
 answers against the generated schemas, so a model that drifts from its route fails there.
 
 Field names are the wire's (camelCase). A field the server leaves out when it has no value is
-`None` by default here (absent, or null, in the schema); a body may carry keys its model does
+`None` by default here (in the schema: optional, never null); one it sends as null is required
+and `X | None`, or, when it is also left out at times, `nullable()`; a body may carry keys its model does
 not name, and a client ignores them (the v1 profile's bodies are the full ones with fewer keys)."""
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def replaced(schema: Json) -> Any:
         generated.update(schema)
 
     return replace
+
+
+def nullable(description: str | None = None) -> Any:
+    """An optional field the server may also send as null (`openapi_schemas.components` keeps
+    its null; other optional fields lose it)."""
+    return Field(None, description=description, json_schema_extra={"x-nullable": True})
 
 
 def events(description: str, *, required: bool = True) -> Any:
@@ -180,11 +187,11 @@ class PendingItem(Body):
     tool: str | None = None
     args: Json | None = None
     scope: dict[str, str] | None = None
-    reason: str | None = None
+    reason: str | None = nullable("An approval's reason (null when its rule gave none).")
     approveUrl: str | None = None
     denyUrl: str | None = None
     question: str | None = None
-    options: list[str] | None = None
+    options: list[str] | None = nullable("A question's choices (null: free text).")
     answerUrl: str | None = None
     subagent: str | None = None
     subagentSessionId: str | None = None
@@ -196,7 +203,7 @@ class UsageGroup(Body):
     agent: str | None = None
     session: str | None = None
     day: str | None = None
-    model: str | None = None
+    model: str | None = nullable()
     requests: int
     inputTokens: int
     outputTokens: int
@@ -216,10 +223,12 @@ class SessionView(Body):
     lastSeq: int | None = None
     pending: list[PendingItem] | None = None
     usage: UsageGroup | None = None
-    forkedFrom: ForkedFrom | None = None
+    forkedFrom: ForkedFrom | None = nullable(
+        "Where the session was forked from (null: not a fork)."
+    )
     historyStart: int | None = Field(None, description="The index of the page's first message.")
     historyLength: int | None = None
-    nextCursor: str | None = Field(None, description="Reads the messages before the page.")
+    nextCursor: str | None = nullable("Reads the messages before the page (null at the first).")
 
 
 class LoggedEvent(Body):
@@ -274,11 +283,11 @@ class Paused(Body):
     tool: str | None = None
     args: Json | None = None
     scope: dict[str, str] | None = None
-    reason: str | None = None
+    reason: str | None = nullable()
     approveUrl: str | None = None
     denyUrl: str | None = None
     question: str | None = None
-    options: list[str] | None = None
+    options: list[str] | None = nullable()
     answerUrl: str | None = None
     stopReason: Literal["paused"] | None = None
     pendingIds: list[str] | None = None

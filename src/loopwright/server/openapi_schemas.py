@@ -169,8 +169,11 @@ def _components() -> dict[str, Schema]:
     )
     schemas: dict[str, Schema] = {}
     for name, definition in generated["$defs"].items():
-        for prop in definition.get("properties", {}).values():
+        required = definition.get("required", [])
+        for field, prop in definition.get("properties", {}).items():
             prop.pop("title", None)  # ("Sessionid": the field's name says it better)
+            if field not in required:
+                _absent_not_null(prop)
         schemas[name] = linked(definition)
     full, v1 = event_schema(), v1_event_schema()
     events: dict[str, Schema] = {}
@@ -193,6 +196,20 @@ def _components() -> dict[str, Schema]:
 
 
 _REF = "#/components/schemas/"
+
+
+def _absent_not_null(prop: Schema) -> None:
+    """An optional field's schema as the server sends it: left out when it has no value, so
+    neither null nor a default, unless marked `api_models.nullable`."""
+    if prop.get("default", ...) is None:
+        del prop["default"]
+    if prop.pop("x-nullable", False):
+        return
+    options = prop.get("anyOf", [])
+    if {"type": "null"} in options:
+        rest = [o for o in options if o != {"type": "null"}]
+        del prop["anyOf"]
+        prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
 
 
 def linked(schema: Any) -> Any:
