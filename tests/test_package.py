@@ -77,8 +77,9 @@ def test_the_wheel_holds_the_license_examples_static_files_and_catalog(wheel: Pa
     assert shipped == tracked and "agents/support/agent.py" in shipped
     static = {n for n in names if n.startswith("loopwright/server/static/")}
     assert static == {
-        f"loopwright/server/static/{p.name}"
-        for p in (ROOT / "src/loopwright/server/static").iterdir()
+        f"loopwright/{p.relative_to(ROOT / 'src/loopwright').as_posix()}"
+        for p in (ROOT / "src/loopwright/server/static").rglob("*")
+        if p.is_file()
     }
     assert {"loopwright/py.typed", "loopwright/models/catalog.json", "loopwright/__main__.py"} <= (
         names

@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
-from . import fork, links, openapi, replays, resolve, routes, rules_check, trace
+from . import fork, links, openapi, reference, replays, resolve, routes, rules_check, trace
 from .front import Front
 from .settings import version
 from .state import State
@@ -41,6 +41,7 @@ def build(state: State) -> Starlette:
         Route("/", lambda _: RedirectResponse("/playground"), methods=["GET"]),
         Route("/playground", playground, methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/docs", reference.docs, methods=["GET"]),
         Route("/agents", routes.list_agents, methods=["GET"]),
         Route("/agents/{name}/config", routes.agent_config, methods=["GET"]),
         Route("/agents/{name}/sessions", routes.list_sessions, methods=["GET"]),

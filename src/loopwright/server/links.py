@@ -87,38 +87,6 @@ PATHS = {
 }
 """The OpenAPI document's entries for the links (`server.openapi`). Its answers are HTML
 pages (the Host check's and the budget's are JSON)."""
-_TEXT, _MAYBE_TEXT = {"type": "string"}, {"type": ["string", "null"]}
-_STATUS = {"type": ["integer", "null"]}
-_ATTEMPT = {
-    "type": "object",
-    "required": ["n", "at", "status", "error"],
-    "properties": {"n": {"type": "integer"}, "at": _TEXT, "status": _STATUS, "error": _MAYBE_TEXT},
-}
-DELIVERY = {
-    "type": "object",
-    "required": [
-        *("id", "target", "item", "event", "state", "attempts", "lastStatus", "lastError"),
-        *("createdAt", "deliveredAt", "tried"),
-    ],
-    "properties": {
-        "id": _TEXT,
-        "target": {
-            "type": "string",
-            "description": "The webhook's name; an unnamed one's as `scheme://host[:port]/…`, "
-            "never its URL's path, query or credentials.",
-        },
-        "item": _TEXT,
-        "event": {"enum": ["pending", "resolved"]},
-        "state": {"enum": ["due", "delivered", "failed"]},
-        "attempts": {"type": "integer", "minimum": 0},
-        "lastStatus": _STATUS,
-        "lastError": _MAYBE_TEXT,
-        "createdAt": _TEXT,
-        "deliveredAt": _MAYBE_TEXT,
-        "tried": {"type": "array", "items": _ATTEMPT},
-    },
-}
-"""A delivery as `GET /notifications` lists it (`_delivery`), for the OpenAPI document."""
 
 
 async def start_worker(state: State) -> notify.Deliverer | None:

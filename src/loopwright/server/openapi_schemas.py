@@ -1,14 +1,18 @@
 """The parts the OpenAPI document (`openapi.document`) is built of: small schema builders, the
-path and query parameters, the responses several routes share, the request bodies, and the
-component schemas (`SCHEMAS`: errors, events, a run's final and paused answers, usage, items).
-The paths that use them are `openapi`'s."""
+path and query parameters, the responses several routes share, and the component schemas
+(`components`): the bodies' pydantic models (`api_models`) and the events' own generated
+schemas (`loopwright.wire`, as in protocol/), so that `Event` is the whole tagged union. The
+paths that use them are `openapi`'s."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from . import usage
-from .uploads import SCHEMA as ATTACHMENTS
+from pydantic.json_schema import models_json_schema
+
+from ..wire import event_schema, v1_event_schema
+from .api_models import MODELS
 
 Schema = dict[str, Any]
 
@@ -16,11 +20,6 @@ OBJECT: Schema = {"type": "object"}
 ARRAY: Schema = {"type": "array"}
 STRING: Schema = {"type": "string"}
 INTEGER: Schema = {"type": "integer"}
-EVENTS: Schema = {
-    "type": "array",
-    "items": {"$ref": "#/components/schemas/Event"},
-    "description": "Logged events as wire JSON (token deltas are for streams only).",
-}
 
 
 def ref(name: str) -> Schema:
@@ -36,7 +35,7 @@ def as_json(schema: Schema, description: str) -> Schema:
 
 
 def error(description: str) -> Schema:
-    return as_json(ref("Error"), description)
+    return as_json(ref("ErrorBody"), description)
 
 
 NAME = {"name": "name", "in": "path", "required": True, "schema": STRING}
@@ -101,15 +100,6 @@ SSE = {
         }
     },
 }
-EVENT_PAGE = obj(
-    ["events", "nextAfter", "more"],
-    events={
-        "type": "array",
-        "items": obj(["seq", "at", "event"], seq=INTEGER, at=STRING, event=ref("Event")),
-    },
-    nextAfter={"type": "integer", "description": "The `after` of the next read."},
-    more={"type": "boolean", "description": "Events past this page were in the log."},
-)
 TOO_MANY = error("The tenant holds too many runs or streams at once (see Retry-After).")
 RUN_RESPONSES = {
     "200": as_json(ref("Final"), "The run ended."),
@@ -123,101 +113,131 @@ RUN_RESPONSES = {
 }
 
 
-MESSAGE = obj(
-    ["message"],
-    message={"type": "string", "minLength": 1},
-    sessionId={
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 256,
-        "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]*$",
-        "description": "Any text but control characters, kept as given (percent-encode it in "
-        "paths).",
+TAGS = [
+    {"name": "Agents", "description": "The project's agents and their configuration."},
+    {"name": "Runs", "description": "Send a message: the answer is the run's end or pause."},
+    {"name": "Sessions", "description": "Read a session and its events; act on its run."},
+    {"name": "Pending items", "description": "Approvals and questions, and their decisions."},
+    {"name": "Usage and rules", "description": "Model usage; rules tried on stored calls."},
+    {"name": "Notifications", "description": "Webhook deliveries and approval links."},
+    {
+        "name": "Events",
+        "description": "Every event a run logs or streams: a tagged union on `type`, generated "
+        "from `loopwright.events` (protocol/loop-event.schema.json; PROTOCOL.md tells the order "
+        'they come in).\n\n<SchemaDefinition schemaRef="#/components/schemas/Event" />',
     },
-    attachments=ATTACHMENTS,
-    settings={
-        "type": "object",
-        "description": "Model settings for this run, laid over the agent's: agent.yaml's "
-        "`settings:` keys (temperature, top_p, stop, max_output_tokens, reasoning, metadata, "
-        "extra). Invalid, or refused by the agent's model: 400 naming the setting.",
-    },
-)
-STEER = obj(["message"], message={"type": "string", "minLength": 1})
-FORK = obj(
-    [],
-    at={"type": "integer", "description": "The last seq copied (default: the session's last)."},
-    sessionId={"type": "string", "description": "The new session's id (default: a fresh one)."},
-)
-FORKED = obj(
-    ["sessionId", "agent", "status", "lastSeq", "forkedFrom"],
-    sessionId=STRING,
-    agent=STRING,
-    status=STRING,
-    lastSeq=INTEGER,
-    forkedFrom=obj(["session", "seq"], session=STRING, seq=INTEGER),
-)
-APPROVE = obj([], args=OBJECT, editedArgs=OBJECT, by=STRING)
-DENY = obj([], reason=STRING, by=STRING)
-DECIDE = obj(
-    ["decision"],
-    decision={"enum": ["approve", "deny"]},
-    editedArgs=OBJECT,
-    reason=STRING,
-    by=STRING,
-)
-ANSWER = obj(["answer"], answer=STRING, by=STRING)
+]
+"""The document's sections (Redoc shows `Events`' schema as a section of its own)."""
 
-SCHEMAS: dict[str, Schema] = {
-    "Error": obj(["error"], error=STRING),
-    "Event": {
-        "type": "object",
-        "required": ["type"],
-        "properties": {"type": STRING},
-        "description": "One event; see protocol/loop-event.schema.json and PROTOCOL.md.",
-    },
-    "Final": obj(  # (v1: stopReason only when max_turns or denied, never error)
-        ["text", "sessionId", "events"],
-        text=STRING,
-        sessionId=STRING,
-        events=EVENTS,
-        stopReason=STRING,
-        error=STRING,
-        output={"description": "A completed run's structured output (docs/output.md)."},
-        stopDetail={"enum": ["max_tokens"], "description": "The answer was cut off."},
-    ),
-    "Paused": obj(
-        ["pending", "type", "id", "sessionId", "statusUrl", "events"],  # (v1: no stopReason)
-        pending={"const": True},
-        type={"enum": ["approval", "question"]},
-        id=STRING,
-        sessionId=STRING,
-        tool=STRING,
-        args=OBJECT,
-        scope=OBJECT,
-        reason=STRING,
-        approveUrl=STRING,
-        denyUrl=STRING,
-        question=STRING,
-        options={"type": ["array", "null"], "items": STRING},
-        answerUrl=STRING,
-        statusUrl=STRING,
-        events=EVENTS,
-        stopReason={"const": "paused"},
-        pendingIds={"type": "array", "items": STRING},
-    ),
-    "AlreadyResolved": obj(
-        ["alreadyResolved", "id", "status", "sessionId"],
-        alreadyResolved={"const": True},
-        id=STRING,
-        status=STRING,
-        decidedBy={"type": ["string", "null"]},
-        sessionId=STRING,
-    ),
-    "Usage": usage.SCHEMA,
-    "Item": {
-        "type": "object",
-        "required": ["id", "sessionId", "agent", "requestedAt"],
-        "description": "A pending approval (tool, args, scope, reason, approveUrl, denyUrl) or "
-        "question (question, options, answerUrl); `type` in mixed lists.",
-    },
-}
+
+def tagged(paths: dict[str, Schema]) -> dict[str, Schema]:
+    """`paths` with each operation in its section (`TAGS`) and named by its method and path
+    (`post-agents-name-messages`)."""
+    for path, item in paths.items():
+        for method, operation in item.items():
+            operation["tags"] = [_section(path)]
+            words = "".join(c if c.isalnum() else " " for c in path).split()
+            operation["operationId"] = "-".join([method, *words])
+    return paths
+
+
+def _section(path: str) -> str:
+    if path.endswith(("/approvals", "/questions")) or path.startswith(
+        ("/approvals/", "/questions/", "/pending")
+    ):
+        return "Pending items"
+    if path.startswith(("/notifications", "/links/")):
+        return "Notifications"
+    if path.startswith(("/usage", "/rules/")):
+        return "Usage and rules"
+    if "/sessions" in path:
+        return "Sessions"
+    return "Runs" if "/messages" in path else "Agents"
+
+
+def components() -> dict[str, Schema]:
+    """Every component schema: the models', the events' (`Event`, the full vocabulary's tagged
+    union; `V1Event`, the v1 profile's, its definitions that differ named `V1...`), `AnyEvent`
+    (either: a body's events are in the request's profile) and `Events` (a list of them)."""
+    return _components()
+
+
+@functools.cache
+def _components() -> dict[str, Schema]:
+    _, generated = models_json_schema(
+        [(model, "serialization") for model in MODELS], ref_template=_REF + "{model}"
+    )
+    schemas: dict[str, Schema] = {}
+    for name, definition in generated["$defs"].items():
+        required = definition.get("required", [])
+        for field, prop in definition.get("properties", {}).items():
+            prop.pop("title", None)  # ("Sessionid": the field's name says it better)
+            if field not in required:
+                _absent_not_null(prop)
+        schemas[name] = linked(definition)
+    full, v1 = event_schema(), v1_event_schema()
+    events: dict[str, Schema] = {}
+    for name, definition in full["$defs"].items():
+        events[name] = _moved(definition, {})
+    renamed = {
+        name: f"V1{name}"
+        for name, definition in v1["$defs"].items()
+        if definition != full["$defs"][name]
+    }
+    for name, new in renamed.items():
+        events[new] = _moved(v1["$defs"][name], renamed)
+    events["Event"] = _union(full, {}, "Any event, as the full profile sends it (PROTOCOL.md).")
+    events["V1Event"] = _union(v1, renamed, "An event as the v1 profile (`profile=v1`) sends it.")
+    events["AnyEvent"] = {"anyOf": [ref("Event"), ref("V1Event")]}
+    events["Events"] = {"type": "array", "items": ref("AnyEvent")}
+    clash = schemas.keys() & events.keys()
+    assert not clash, f"a body model is named as an event: {sorted(clash)}"
+    return schemas | events
+
+
+_REF = "#/components/schemas/"
+
+
+def _absent_not_null(prop: Schema) -> None:
+    """An optional field's schema as the server sends it: left out when it has no value, so
+    neither null nor a default, unless marked `api_models.nullable`."""
+    if prop.get("default", ...) is None:
+        del prop["default"]
+    if prop.pop("x-nullable", False):
+        return
+    options = prop.get("anyOf", [])
+    if {"type": "null"} in options:
+        rest = [o for o in options if o != {"type": "null"}]
+        del prop["anyOf"]
+        prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+
+
+def linked(schema: Any) -> Any:
+    """`schema` with `{"x-component": name, ...}` (`api_models.replaced`) made a `$ref`."""
+    if isinstance(schema, list):
+        return [linked(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: linked(value) for key, value in schema.items()}
+    name = out.pop("x-component", None)
+    return out if name is None else {"$ref": _REF + name, **out}
+
+
+def _moved(schema: Any, renamed: dict[str, str]) -> Any:
+    """`schema` with its `#/$defs/X` references pointing at the components (renamed ones)."""
+    if isinstance(schema, list):
+        return [_moved(item, renamed) for item in schema]
+    if isinstance(schema, str) and schema.startswith("#/$defs/"):
+        name = schema.removeprefix("#/$defs/")
+        return _REF + renamed.get(name, name)
+    if not isinstance(schema, dict):
+        return schema
+    return {key: _moved(value, renamed) for key, value in schema.items()}
+
+
+def _union(schema: Schema, renamed: dict[str, str], description: str) -> Schema:
+    return {
+        "description": description,
+        "oneOf": _moved(schema["oneOf"], renamed),
+        "discriminator": _moved(schema["discriminator"], renamed),
+    }

@@ -14,84 +14,11 @@ from starlette.responses import JSONResponse
 from ..errors import ConfigError
 from ..gate.permissions import Gate, Rules
 from ..runtime.rules_check import check_rules, since_of
-from .openapi_schemas import INTEGER, OBJECT, STRING, as_json, error, obj
 from .state import state_of
 from .views import ApiError, read_json, tenant_of
 
 MAX_EXAMPLES = 20
-_NULLABLE = {"type": ["string", "null"]}
-_DECISION = obj(
-    ["decision", "rule", "reason"], decision={"enum": ["allow", "ask", "deny"]}, rule=_NULLABLE
-)
-_WHERE = {"tenant": STRING, "agent": STRING, "session": STRING, "seq": INTEGER, "call": STRING}
-_CALL = obj(
-    [*_WHERE, "tool", "args", "old", "new", "human"],
-    **_WHERE,
-    tool=STRING,
-    args=OBJECT,
-    old=_DECISION,
-    new=_DECISION,
-    human=_NULLABLE,
-)
-_GROUP = obj(
-    ["tool", "old", "new", "rules", "count", "examples"],
-    tool=STRING,
-    old=STRING,
-    new=STRING,
-    rules=obj(["then", "now"], then=_NULLABLE, now=_NULLABLE),
-    count=INTEGER,
-    examples={"type": "array", "items": _CALL},
-)
-_SKIPPED = obj(
-    ["reason", "count", "examples"],
-    reason=STRING,
-    count=INTEGER,
-    examples={"type": "array", "items": obj([*_WHERE, "tool", "detail"], **_WHERE)},
-)
-REPORT = obj(
-    ["tenant", "sessions", "checked", "unchanged", "changed", "groups", "skipped"],
-    tenant=STRING,
-    sessions=INTEGER,
-    checked=INTEGER,
-    unchanged=INTEGER,
-    changed={"type": "integer", "description": "Calls whose decision would change."},
-    groups={"type": "array", "items": _GROUP},
-    skipped={"type": "array", "items": _SKIPPED},
-)
-BODY = {
-    "type": "object",
-    "properties": {
-        "rules": {"type": "string", "description": "A rules file's YAML (none: each agent's own)."},
-        "agent": STRING,
-        "since": {"type": "string", "description": "An ISO date or time, or 90m, 24h, 7d, 2w."},
-        "examples": {"type": "integer", "minimum": 0, "maximum": MAX_EXAMPLES},
-    },
-}
-PATHS: dict[str, Any] = {
-    "/rules/check": {
-        "post": {
-            "summary": "Try a rules file on the tenant's stored calls (nothing is run)",
-            "parameters": [],
-            "requestBody": {"required": False, "content": {"application/json": {"schema": BODY}}},
-            "responses": {
-                "200": as_json(REPORT, "The calls that would change decision, by tool and rule."),
-                "400": error("Invalid JSON or fields; a rules file that does not load (its line)."),
-                "401": error(
-                    "A bearer token is required (tokens are configured) and was not given."
-                ),
-                "403": error(
-                    "The Host header names another server, or the client is not on loopback."
-                ),
-                "404": error("Unknown agent."),
-                "413": error("Body over the limit."),
-                "503": error(
-                    "The server serves all the requests it may at once (see Retry-After)."
-                ),
-            },
-        }
-    }
-}
-"""The OpenAPI document's entry (`server.openapi`)."""
+"""At most this many examples a group (`api_reports.RulesCheckRequest`)."""
 
 
 async def check(request: Request) -> JSONResponse:

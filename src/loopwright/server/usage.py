@@ -14,7 +14,6 @@ from .state import state_of
 from .views import ApiError, tenant_of
 
 _STRING = {"type": "string"}
-_INTEGER = {"type": "integer"}
 QUERY = [
     {
         "name": "by",
@@ -43,29 +42,6 @@ QUERY = [
     ),
 ]
 """The OpenAPI document's query parameters of `GET /usage` (`server.openapi`)."""
-SCHEMA = {
-    "type": "object",
-    "required": [
-        "requests",
-        "inputTokens",
-        "outputTokens",
-        "cacheReadTokens",
-        "cacheWriteTokens",
-        "cost",
-        "unpricedRequests",
-    ],
-    "properties": {
-        "agent": _STRING,
-        "session": _STRING,
-        "day": _STRING,
-        "model": {"type": ["string", "null"]},
-        **{n: _INTEGER for n in ("requests", "inputTokens", "outputTokens")},
-        **{n: _INTEGER for n in ("cacheReadTokens", "cacheWriteTokens")},
-        "cost": {"type": ["number", "null"], "description": "Null when no request had a price."},
-        "unpricedRequests": {"type": "integer", "description": "Requests without a known price."},
-    },
-}
-"""One group of `GET /usage` (a group's keys are those it was grouped by)."""
 
 
 async def usage(request: Request) -> JSONResponse:
