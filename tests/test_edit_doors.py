@@ -99,7 +99,7 @@ async def test_a_runtimes_resolve_records_the_merged_arguments(tmp_path: Path):
         done = await runtime.resolve("default", item.id, Approval.approve(PATCH), resume=False)
         assert done.status == "waiting"
         assert (await log.pending_item("default", item.id)).edited_args == MERGED
-        await runtime.resume("default", "till", session.id)
+        assert (await (await runtime.resume("default", "till", session.id)).wait()) is not None
         await runtime.close()
     finally:
         await log.close()

@@ -97,6 +97,8 @@ ALLOWED = {
     "runtime/commits.py: cache crash_points_of_process": "reads the environment, on purpose: the "
     "crash points a test injects (LOOPWRIGHT_CRASH_AT) count down once for the whole process",
     "server/settings.py: cache version": "pure: the installed package's version",
+    "server/openapi_schemas.py: cache _components": "pure: the schemas of the body models and the "
+    "events, generated once (never changed after)",
     "tools.py: cache _ask_user_tool": "a constant tool, built on first use (pydantic is imported "
     "only then)",
     "store/sql.py: cache _whole_second": "pure: a second's ISO text, kept for the commits within it",

@@ -6,7 +6,9 @@ naming the rule, the file and the agent's tools. A pure wildcard (`*`) is never 
 The agent's tools are its own, its plugins', its subagents' (a rule scoped to a subagent
 names the subagent's tools) and its MCP servers' once they are listed: an agent with live
 toolsets is checked when they have all been listed (`Agent.refresh_tools`, at the first run or
-session open), an agent without any as it is built (`project.load_agent`).
+session open), an agent without any as it is built (`project.load_agent`). A rule naming an
+MCP server's tool (`mcp__SERVER__...`) of a server the agent does not list itself is not
+checked: the server may come with a session (an editor's, over ACP).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def check(rules: Rules, agent: str, tools: Iterable[str]) -> None:
     for rule in rules.rules:
         if set(rule.tool) == {"*"} or any(_glob(rule.tool, name) for name in known):
             continue
+        if _served_elsewhere(rule.tool, known):
+            continue
         close = difflib.get_close_matches(rule.tool, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         what = "tools matching" if any(c in rule.tool for c in "*?[") else "the tool"
@@ -55,6 +59,18 @@ def check(rules: Rules, agent: str, tools: Iterable[str]) -> None:
             f"have{hint}; its tools: {', '.join(known) or 'none'}",
             source=_where(rules.source, rule.name),
         )
+
+
+PREFIX = "mcp__"
+"""What an MCP server's tool names start with (`mcp.naming.PREFIX`)."""
+
+
+def _served_elsewhere(tool: str, known: list[str]) -> bool:
+    """Whether `tool` names a tool of an MCP server none of `known` comes from."""
+    if not tool.startswith(PREFIX):
+        return False
+    server = f"{PREFIX}{tool[len(PREFIX) :].split('__', 1)[0]}__"
+    return not any(name.startswith(server) for name in known)
 
 
 def _where(source: str | None, name: str) -> str | None:
