@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_server import LiveServer
 
+from live_server import LiveServer
 from loopwright.cli.new import scaffold
 from loopwright.project import load_project
 from loopwright.server import ServerSettings, create_app
