@@ -18,7 +18,7 @@ from test_server import LiveServer, served
 
 server = served("openapi-responses")
 
-JSON_OPERATIONS = 29
+JSON_OPERATIONS = 33
 """The document's operations that answer JSON (its two approval-link pages answer HTML)."""
 
 
@@ -137,6 +137,11 @@ def test_every_json_answer_validates_against_the_document(
     assert [g["agent"] for g in groups] == ["shop"]
     assert c.call("GET", "/notifications", 200) == {"deliveries": [], "nextCursor": None}
     assert c.call("POST", "/rules/check", 200, json={"agent": "shop"})["tenant"] == "default"
+    files = "/admin/agents/{name}/files/{file}"  # (loopback is no admin: tests/test_admin_http.py)
+    c.call("GET", "/admin/agents", 403)
+    c.call("POST", "/admin/agents", 403, json={"name": "x"})
+    c.call("GET", files, 403, name="shop", file="rules.yaml")
+    c.call("PUT", files, 403, name="shop", file="rules.yaml", json={"text": ""})
 
     json_operations = {
         f"{method.upper()} {path}"

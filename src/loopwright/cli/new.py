@@ -7,60 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..project.agent_yaml import BUILTINS
+from ..project.scaffold import Options, agent_files
 from .common import CliError, add_place_options, check_name, is_agent_folder, place_of, shown
 
-AGENT_YAML = """\
-# The {name} agent. Fields: name, description, instructions, model, fallback (models to switch
-# to when it fails), settings (temperature, reasoning, ...), tools (extra tools by import path),
-# builtins (ask_user, files, files-readonly), max_turns, on_deny, context_budget,
-# max_output_tokens, tool_timeout, compaction, retry (docs/models.md: settings and fallback).
-description: {description}
-instructions: |
-  You are {name}, a helpful assistant. Answer briefly and use your tools when they help.
-{model_line}
-max_turns: 10
-"""
-MODEL_OFFLINE = """\
-# A scripted model (script.yaml) runs offline; use a real one, e.g. anthropic:claude-sonnet-4-5
-# or openai:gpt-4.1, once its API key is set.
-model: scripted:script.yaml"""
-MODEL_DEFAULT = """\
-# The model is [defaults] model in loopwright.toml ({model}); set one here to override it,
-# e.g. `model: scripted:script.yaml` to run offline."""
-SCRIPT_YAML = """\
-# What the scripted model says: one reply per request, each conversation from the top (a
-# conversation continued later goes on where it was). Replies can call tools, think and fail;
-# the format is in docs/scripted-models.md of the loopwright repository.
-replies:
-  - text: "Hello! I am {name}, running on a scripted model. Set `model:` in agent.yaml to talk to a real one."
-  - text: "That was my last scripted reply: add replies to script.yaml, or set a real model in agent.yaml."
-"""
-TOOLS_PY = '''\
-"""Tools of the {name} agent: every @tool in this file is the agent's, found automatically."""
-
-from loopwright import tool
-
-
-@tool
-def echo(text: str) -> str:
-    """Repeat a text back (an example: replace it with your own tools).
-
-    Args:
-        text: What to repeat.
-    """
-    return text
-'''
-RULES_YAML = """\
-# Who may do what without asking: the first rule that matches a call decides (allow, ask or
-# deny); calls no rule matches get default_decision. Rules can match tool-name globs, conditions
-# on the arguments and tenant/environment/agent scopes: see docs/rules.md of the loopwright
-# repository (this file is re-read when it changes).
-default_decision: ask
-rules:
-  - name: echo-freely
-    tool: echo
-    decision: allow
-"""
 LOOPWRIGHT_TOML = """\
 # loopwright project settings. Agents live in agents/<name>/ (`loopwright new NAME` adds one);
 # secrets go in .env, which is loaded automatically.
@@ -100,6 +50,19 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     new.add_argument("name", metavar="NAME", help="the agent's name, or PARENT/CHILD")
     new.add_argument("--description", default="", help="one line saying what the agent does")
+    new.add_argument(
+        "--model", metavar="PROVIDER:MODEL", help="its model (default: a scripted one, offline)"
+    )
+    new.add_argument(
+        "--prompt",
+        metavar="TEXT|@FILE",
+        help="its instructions, or @FILE to copy them from a file (written to prompt.md)",
+    )
+    new.add_argument(
+        "--tools",
+        metavar="A,B,...",
+        help=f"built-in tools it gets, comma-separated: {', '.join(BUILTINS)}",
+    )
     add_place_options(new, tenant=False)
     new.set_defaults(handler=new_command)
     init = commands.add_parser(
@@ -120,8 +83,11 @@ def new_command(args: argparse.Namespace) -> int:
             f"{shown(place.root)} is not a loopwright project (no loopwright.toml)",
             hint="`loopwright init` creates one here; or pass --project DIR",
         )
-    folder = scaffold(place.root, args.name, args.description, place.settings())
-    print(f"created {shown(folder)}/ (agent.yaml, tools.py, rules.yaml, script.yaml)")
+    model = _model(args.model)
+    options = Options(args.description, model, _prompt(args.prompt), _tools(args.tools))
+    folder = scaffold(place.root, args.name, options, place.settings())
+    written = sorted(p.name for p in folder.iterdir())
+    print(f"created {shown(folder)}/ ({', '.join(written)})")
     *parents, name = args.name.strip("/").split("/")
     if parents:
         print(f"{name} is a subagent: {parents[-1]} calls it as a tool", file=sys.stderr)
@@ -130,8 +96,11 @@ def new_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def scaffold(root: Path, spec: str, description: str, settings: dict[str, object]) -> Path:
-    """Write a new agent's files under `root/agents`; the folder created."""
+def scaffold(root: Path, spec: str, options: Options | str, settings: dict[str, object]) -> Path:
+    """Write a new agent's files under `root/agents`; the folder created. `options`: a
+    description alone, or `Options`."""
+    if isinstance(options, str):
+        options = Options(description=options)
     names = spec.strip("/").split("/")
     for name in names:
         check_name(name)
@@ -149,21 +118,12 @@ def scaffold(root: Path, spec: str, description: str, settings: dict[str, object
             hint="pick another name, or edit the agent's files",
         )
     name = names[-1]
-    defaults = settings.get("defaults")
-    model = defaults.get("model") if isinstance(defaults, dict) else None
-    model_line = MODEL_DEFAULT.format(model=model) if model else MODEL_OFFLINE
-    what = description or f"The {name} agent (describe what it does here)."
-    files = {
-        "agent.yaml": AGENT_YAML.format(
-            name=name, description=_yaml_str(what), model_line=model_line
-        ),
-        "script.yaml": SCRIPT_YAML.format(name=name),
-        "tools.py": TOOLS_PY.format(name=name),
-        "rules.yaml": RULES_YAML,
-    }
+    files = agent_files(name, options, settings)
     folder.mkdir(parents=True)
     for file, text in files.items():
         (folder / file).write_text(text)
+    if {"files", "files-readonly", "shell"} & set(options.tools):
+        (folder / "workspace").mkdir()  # (where those tools work)
     return folder
 
 
@@ -199,7 +159,43 @@ def init_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _yaml_str(text: str) -> str:
-    import json
+def _model(given: str | None) -> str | None:
+    """`--model provider:model`, its provider checked as the loader does."""
+    if given is None:
+        return None
+    from ..models.registry import providers_known
 
-    return json.dumps(text, ensure_ascii=False)  # a JSON string is a valid YAML scalar
+    provider, sep, rest = given.partition(":")
+    known = providers_known(provider)
+    if not sep or not rest or provider not in known:
+        raise CliError(
+            f"unknown model {given!r}",
+            hint=f"use provider:model with one of: {', '.join(known)}",
+        )
+    return given
+
+
+def _prompt(given: str | None) -> str | None:
+    """`--prompt`: the text, or the contents of the file `@FILE` names."""
+    if given is None or not given.startswith("@"):
+        return given
+    path = Path(given[1:])
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise CliError(
+            f"cannot read the prompt file {given[1:]}: {exc.strerror}",
+            hint="--prompt takes a text, or @FILE naming a readable file",
+        ) from None
+
+
+def _tools(given: str | None) -> tuple[str, ...]:
+    """`--tools a,b`: built-in tools, each checked."""
+    names = tuple(n.strip() for n in (given or "").split(",") if n.strip())
+    unknown = [n for n in names if n not in BUILTINS]
+    if unknown:
+        raise CliError(
+            f"unknown tool{'s' * (len(unknown) > 1)}: {', '.join(unknown)}",
+            hint=f"the built-in tools are: {', '.join(BUILTINS)}",
+        )
+    return tuple(dict.fromkeys(names))

@@ -4,6 +4,7 @@
     .env                       # loaded into the environment (never overriding what is set)
     agents/<name>/
         agent.yaml | agent.py  # declarative, or Python exporting `agent`
+        prompt.md              # the instructions (agent.yaml agents; or `instructions:`)
         tools.py               # every Tool in it is the agent's (found automatically)
         rules.yaml             # permission rules, re-read when they change (agent.py agents
                                # too; an agent.py that also sets `rules=` is an error)

@@ -1,14 +1,14 @@
 """`agent.yaml`: its fields (`_Spec`), and how an agent folder's agent.yaml becomes an `Agent`
 (`from_yaml`): its model and fallbacks checked now, its tools (the folder's tools.py, the
-`tools:` import paths, `builtins:`, `plugins:`), rules.yaml beside it, its skills. Every error
-is a `ConfigError` naming the file and the line of the key at fault."""
+`tools:` import paths, `builtins:`, `plugins:`), prompt.md and rules.yaml beside it, its
+skills. Every error is a `ConfigError` naming the file and the line of the key at fault."""
 
 from __future__ import annotations
 
 import importlib
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -22,7 +22,14 @@ from ..tools import Tool
 from ..toolsets import Toolset
 from .python_files import import_file
 
+PROMPT_FILE = "prompt.md"
+"""The instructions in a file of their own beside agent.yaml (instead of `instructions:`)."""
 NAME_RULE = "lowercase words joined by hyphens, like 'support' or 'order-desk'"
+
+
+Builtin = Literal["ask_user", "files", "files-readonly", "shell"]
+BUILTINS: tuple[str, ...] = get_args(Builtin)
+"""What `builtins:` may name."""
 
 
 class _Spec(BaseModel):
@@ -37,7 +44,7 @@ class _Spec(BaseModel):
     """Models to fall back to, in order, when the model fails past its retries."""
     tools: list[str] = []
     """Extra tools by import path, `package.module:name`."""
-    builtins: list[Literal["ask_user", "files", "files-readonly", "shell"]] = []
+    builtins: list[Builtin] = []
     plugins: list[str] = []
     """Installed plugins whose tools and toolsets this agent gets (docs/plugins.md)."""
     max_turns: int = 25
@@ -98,13 +105,22 @@ def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
             tools += plugin_tools(*spec.plugins)
         except ConfigError as exc:
             raise ConfigError(str(exc), source=f"{path}:{_line_of(node, 'plugins')}") from None
+    instructions = spec.instructions
+    prompt = folder / PROMPT_FILE
+    if prompt.is_file():
+        if "instructions" in data:
+            raise ConfigError(
+                f"instructions here and in {PROMPT_FILE} beside it: keep one",
+                source=f"{path}:{_line_of(node, 'instructions')}",
+            )
+        instructions = prompt.read_text()
     rules = folder / "rules.yaml"
     if spec.output_schema is not None:
         Output.of(None, spec.output_schema, source=f"{path}:{_line_of(node, 'output_schema')}")
     agent = Agent(
         name=name,
         description=spec.description,
-        instructions=spec.instructions,
+        instructions=instructions,
         model=model,
         fallback_models=fallback,
         tools=tools,

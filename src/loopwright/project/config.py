@@ -45,6 +45,7 @@ class TokenTable(_Table):
     env: str
     tenant: str
     name: str = ""
+    roles: list[Literal["admin"]] = []
 
 
 class AuthTable(_Table):

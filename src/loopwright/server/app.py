@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
-from . import fork, links, openapi, reference, replays, resolve, routes, rules_check, trace
+from . import admin, fork, links, openapi, reference, replays, resolve, routes, rules_check, trace
 from .front import Front
 from .settings import version
 from .state import State
@@ -70,6 +70,10 @@ def build(state: State) -> Starlette:
         Route("/links/{token}", links.show, methods=["GET"]),
         Route("/links/{token}/decide", links.decide, methods=["POST"]),
         Route("/notifications", links.notifications, methods=["GET"]),
+        Route("/admin/agents", admin.list_agents, methods=["GET"]),
+        Route("/admin/agents", admin.create_agent, methods=["POST"]),
+        Route("/admin/agents/{name}/files/{file:path}", admin.read_file, methods=["GET"]),
+        Route("/admin/agents/{name}/files/{file:path}", admin.write_file, methods=["PUT"]),
         Mount("/static", app=Static()),
     ]
     cors = None

@@ -20,6 +20,8 @@ TENANT = "loopwright.tenant"
 PRINCIPAL = "loopwright.principal"
 """Who the request is (`ServerSettings.principal`, or `loopback` without tokens): the decider
 every decision made through it is recorded as."""
+ADMIN = "loopwright.admin"
+"""Whether the request's token has the `admin` role (`ServerSettings.admins`)."""
 LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC = ("/health", "/openapi.json", "/", "/playground")
@@ -95,6 +97,7 @@ async def admit(scope: Scope, settings: ServerSettings, send: Send) -> bool:
             await send_error(send, 401, "authorization required", {"WWW-Authenticate": "Bearer"})
             return False
         scope[TENANT], scope[PRINCIPAL] = settings.tokens[token], settings.principal(token)
+        scope[ADMIN] = token in settings.admins
     length = _header(scope, b"content-length")
     if length and (
         not (length.isascii() and length.isdigit()) or int(length) > settings.max_body_bytes

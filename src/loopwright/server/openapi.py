@@ -5,7 +5,7 @@ in the test suite, and tests/test_openapi_responses.py validates real answers ag
 
 from __future__ import annotations
 
-from . import links, usage
+from . import admin, links, usage
 from .openapi_schemas import (
     AFTER,
     CURSOR,
@@ -348,6 +348,7 @@ def document(version: str) -> Schema:
                     "Answer a question (loopengine v1's durable route)", ref("AnswerRequest")
                 ),
                 **links.PATHS,
+                **admin.PATHS,
                 "/rules/check": {
                     "post": _op(
                         "Try a rules file on the tenant's stored calls (nothing is run)",

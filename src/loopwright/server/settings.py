@@ -22,6 +22,7 @@
     env = "LOOPWRIGHT_TOKEN_GLOBEX"
     tenant = "globex"
     name = "globex-ops"             # who decides with it (default: the variable's name)
+    roles = ["admin"]               # admin: may create and edit agents (docs/admin.md)
 
 A decision made with a token is recorded as `token:<its name>` (an `[auth.tokens]` token's name
 is its tenant); without tokens, as `loopback`.
@@ -79,6 +80,9 @@ class ServerSettings:
     token_names: Mapping[str, str] = field(default_factory=dict)
     """Bearer token → its name, who the decisions made with it are recorded as made by (a
     token not named here is named by its tenant)."""
+    admins: frozenset[str] = frozenset()
+    """The tokens with the `admin` role (`roles = ["admin"]` in `[[auth.token]]`): they may
+    create and edit agents (`server.admin`). Without tokens, nobody is an admin."""
     cancel_wait: float = 10.0
     """Seconds a cancel request waits for the run to record its end."""
     keepalive: float = 15.0
@@ -114,7 +118,7 @@ class ServerSettings:
             if profile not in ("full", "v1"):
                 raise ConfigError('[server] profile must be "full" or "v1"')
             values["profile"] = profile
-        values["tokens"], values["token_names"] = _tokens(auth)
+        values["tokens"], values["token_names"], values["admins"] = _tokens(auth)
         values.update({k: v for k, v in overrides.items() if v is not None})
         made = cls(**values)
         if not 0 <= made.port <= 65535:
@@ -177,11 +181,15 @@ def _strings(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def _tokens(auth: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """`[auth.tokens]` (token = tenant) and `[[auth.token]]` (env = NAME, tenant = T, and
-    name = N, by default the variable's name): the tenants and the names of the tokens."""
+def _tokens(
+    auth: Mapping[str, Any],
+) -> tuple[dict[str, str], dict[str, str], frozenset[str]]:
+    """`[auth.tokens]` (token = tenant) and `[[auth.token]]` (env = NAME, tenant = T, name = N,
+    by default the variable's name, and roles = ["admin"]): the tenants and the names of the
+    tokens, and the admins'."""
     tokens: dict[str, str] = {}
     names: dict[str, str] = {}
+    admins: set[str] = set()
     table = auth.get("tokens") or {}
     if not isinstance(table, Mapping):
         raise ConfigError('[auth.tokens] must be a table of "token" = "tenant"')
@@ -203,7 +211,12 @@ def _tokens(auth: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
         if not isinstance(named, str) or not named.strip():
             raise ConfigError(f"[[auth.token]] {name}: the name must be a non-empty string")
         names[token] = named
-    return tokens, names
+        roles = entry.get("roles", [])
+        if not isinstance(roles, list) or not set(roles) <= {"admin"}:
+            raise ConfigError(f'[[auth.token]] {name}: roles must be a list of "admin"')
+        if "admin" in roles:
+            admins.add(token)
+    return tokens, names, frozenset(admins)
 
 
 def _token(token: Any, where: str) -> str:
