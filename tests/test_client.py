@@ -8,7 +8,10 @@ client gave are exactly those the log holds (no event twice, none missed)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -297,3 +300,24 @@ def test_httpx_is_the_only_transport(server: LiveServer) -> None:
         assert c.send("shop", "hi").text == "heard: hi"
     assert seen == ["/agents/shop/messages"]
     assert Path(__file__).name == "test_client.py"
+
+
+def test_the_docs_python_examples_run_as_shown(server: LiveServer) -> None:
+    """docs/clients.md's examples, run against the server: the sync one prints what the page
+    shows; the async one prints the refund's answer."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "clients.md").read_text()
+    blocks = re.findall(r"```(\w+)\n(.*?)```", doc, re.S)
+    python = [code for lang, code in blocks if lang == "python"]
+    shown = next(code for lang, code in blocks if lang == "text")
+    outputs = []
+    for code in python:
+        out = subprocess.run(
+            [sys.executable, "-c", code.replace("http://127.0.0.1:8787", server.url)],
+            capture_output=True,
+            text=True,
+            timeout=120,  # a safety net
+            check=False,
+        )
+        assert (out.returncode, out.stderr) == (0, "")
+        outputs.append(out.stdout)
+    assert outputs == [shown, DONE + "\n"]

@@ -8,6 +8,7 @@ event types are generated from the committed schema: a test fails when they are 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,25 @@ def test_the_typescript_client_against_a_real_server(compiled: Path, server: Liv
         "message": "No pending approval 'apr_nothing' (already decided, timed out, or never existed).",
         "typed": True,
     }
+
+
+def test_the_docs_typescript_example_type_checks(tmp_path: Path) -> None:
+    """docs/clients.md's TypeScript example, beside a copy of the client, passes strict `tsc`."""
+    doc = (ROOT / "docs" / "clients.md").read_text()
+    (example,) = re.findall(r"```ts\n(.*?)```", doc, re.S)
+    for name in ("loopwright.ts", "events.ts"):
+        (tmp_path / name).write_text((ROOT / "clients" / "typescript" / name).read_text())
+    (tmp_path / "example.ts").write_text(example)
+    node, env = node_env()
+    tsc = E2E / "node_modules" / "typescript" / "bin" / "tsc"
+    options = "--strict --noEmit --target es2022 --module es2022 --moduleResolution bundler"
+    types = ("--lib", "es2022", "--types", "node", "--typeRoots", str(E2E / "node_modules/@types"))
+    done = subprocess.run(
+        [node, str(tsc), *options.split(), *types, "--skipLibCheck", str(tmp_path / "example.ts")],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a safety net
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, f"tsc failed:\n{done.stdout}{done.stderr}"

@@ -102,11 +102,12 @@ export interface HistoryChunk {
 }
 
 export interface StreamCallbacks {
-  onEvent?: (event: LoopwrightEvent, seq: number | null) => void | Promise<void>;
-  onText?: (delta: string) => void | Promise<void>;
-  onApproval?: (event: ApprovalPending) => void | Promise<unknown>;
-  onQuestion?: (event: QuestionPending) => void | Promise<unknown>;
-  onDone?: (event: Done) => void | Promise<void>;
+  // (each may return a promise: the stream waits for it before it takes the next event)
+  onEvent?: (event: LoopwrightEvent, seq: number | null) => unknown;
+  onText?: (delta: string) => unknown;
+  onApproval?: (event: ApprovalPending) => unknown;
+  onQuestion?: (event: QuestionPending) => unknown;
+  onDone?: (event: Done) => unknown;
 }
 
 export interface SendOptions {
