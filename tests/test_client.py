@@ -131,14 +131,19 @@ def test_a_stream_cut_while_held_at_an_approval_resumes_exactly(
     assert feed.position.last_seq == client.session("shop", sid).last_seq
 
 
+@pytest.mark.parametrize("existing", [False, True])
 def test_a_stream_cut_while_the_model_replies_resumes_exactly(
-    client: Client, server: LiveServer
+    client: Client, server: LiveServer, existing: bool
 ) -> None:
     """Cut while the model's reply is held (nothing can be buffered past the cut): the run goes
-    on unheld, and the resumed stream gives the rest, each event once."""
+    on unheld, and the resumed stream gives the rest, each event once — in a new session, or
+    in one with earlier runs (the stream starts after the session's last seq)."""
+    before = client.send("shop", "earlier") if existing else None
+    sid = before.session_id if before is not None else None
+    start = client.session("shop", sid).last_seq if sid is not None else 0
     with server.hold("wait for me") as release, cutting(server.url) as proxy:
         with Client(proxy.url) as through:
-            feed = through.stream("shop", "wait for me")
+            feed = through.stream("shop", "wait for me", session_id=sid)
             seen: list[ev.Event] = []
             for event in feed:
                 seen.append(event)
@@ -148,8 +153,9 @@ def test_a_stream_cut_while_the_model_replies_resumes_exactly(
         assert (proxy.cuts, proxy.connections) == (1, 2)
     sid = feed.position.session_id
     assert sid is not None
-    assert stored(seen) == logged(server, sid)
-    assert seen[-1] == ev.Done(text="heard: wait for me", stop_reason="completed")
+    assert stored(seen) == logged(server, sid, after=start)
+    said = "heard: earlier | wait for me" if existing else "heard: wait for me"
+    assert seen[-1] == ev.Done(text=said, stop_reason="completed")
 
 
 def test_a_resumed_stream_drops_what_it_took_before_the_log_held_it() -> None:
