@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from aimock import aimock
 from conftest import drive
-from loopwright import Agent, ConfigError, RetryPolicy, Session, redact, telemetry
+from loopwright import Agent, ConfigError, RetryPolicy, Session, get_model, redact, telemetry
 from loopwright.messages import UserMessage
-from loopwright.models import ModelFailure, ModelRequest
-from loopwright.providers import Endpoint, load_endpoints, make_model
+from loopwright.models import _PROVIDERS, _RESOLVED, ModelFailure, ModelRequest
+from loopwright.providers import Endpoint, load_endpoints, make_model, register_endpoint
 from loopwright.providers._keys import KeySource
 from loopwright.runtime import open_session
 from loopwright.store import open_log
@@ -141,6 +141,24 @@ async def test_an_async_callable_s_key_is_kept_until_refused(served):
         for _ in range(3):
             assert (await drive(Session(agent).run(ASK))).text == "It is noon."
     assert sent == [FRESH, FRESH, FRESH] and len(calls) == 1
+
+
+async def test_an_endpoint_s_callable_is_shared_by_its_models(served):
+    calls, get = keys(FRESH)
+    endpoint = Endpoint(
+        name="corp", dialect="openai-chat", base_url=served + "/v1", get_api_key=get
+    )
+    register_endpoint(endpoint)
+    try:
+        first, second = get_model("corp:gpt-4o-mini"), get_model("corp:gpt-4o")
+        for model in (first, second):
+            assert (await collect(model))[-1].message.text == "It is noon."
+            await model.aclose()
+    finally:
+        _PROVIDERS.pop("corp")
+        for spec in ("corp:gpt-4o-mini", "corp:gpt-4o"):
+            _RESOLVED.pop(spec)
+    assert len(calls) == 1  # one source: the endpoint's
 
 
 # -- an expiry passes: asked before the request ---------------------------------------------------
