@@ -292,6 +292,21 @@ def test_a_key_command_that_cannot_run_is_a_config_error(tmp_path, command, said
         make_model(load_endpoints(toml)[0], "m")
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("api_key_ttl = -1", "api_key_ttl must be a positive number of seconds, not -1"),
+        ('api_key_command = "printf \\"x"', "api_key_command: No closing quotation"),
+    ],
+)
+def test_a_bad_key_setting_is_one_error_naming_the_table(tmp_path, line, said):
+    toml = tmp_path / "loopwright.toml"
+    toml.write_text(f"[providers.keyed]\n{line}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_endpoints(toml)
+    assert str(raised.value) == f"{toml} [providers.keyed]: {said}"
+
+
 async def test_a_callable_that_raises_is_an_error_without_its_text():
     def get() -> str:
         raise RuntimeError(f"token endpoint said: {FRESH}")

@@ -186,7 +186,7 @@ def _endpoint(name: str, table: Any, where: str) -> Endpoint:
     try:
         return _over(preset, table, dialect, windows, where)
     except ConfigError as exc:  # (a key command that does not split into words)
-        raise ConfigError(str(exc), source=where) from None
+        raise exc if exc.source else ConfigError(str(exc), source=where) from None
 
 
 def _over(preset: Endpoint, table: Any, dialect: Any, windows: Any, where: str) -> Endpoint:
