@@ -28,6 +28,7 @@ LOOPWRIGHT_TOML = """\
 # [providers.local]             # an OpenAI-compatible endpoint, used as "local:MODEL"
 # base_url = "http://localhost:11434/v1"
 # api_key_env = "LOCAL_API_KEY"
+# api_key_command = "gcloud auth print-access-token"   # or a key per request (+ api_key_ttl)
 # dialect = "openai-chat"
 
 # [server]                      # `loopwright serve`: loopback only unless you change host

@@ -73,6 +73,9 @@ class WindowTable(_Table):
 class ProviderTable(_Table):
     base_url: str = ""
     api_key_env: str = ""
+    api_key_command: str = ""
+    api_key_ttl: float = 0
+    api_key_timeout: float = 0
     dialect: str = ""
     timeout: float = 0
     context_window: int = 0

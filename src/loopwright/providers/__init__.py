@@ -9,6 +9,8 @@ endpoint are presets, and users add their own in `loopwright.toml`:
     [providers.mylab]
     base_url = "http://10.0.0.5:8000/v1"
     api_key_env = "MYLAB_KEY"      # optional for local servers
+    # api_key_command = "gcloud auth print-access-token"   # or a key per request (`_keys`)
+    # api_key_ttl = 3000           # seconds a command's key lives (else until a 401)
     dialect = "openai-chat"
     server = "llamacpp"            # read each model's context window from it (or ollama, vllm)
     tool_calls_in_text = true      # recover calls the model writes as text
@@ -35,6 +37,7 @@ from ..errors import ConfigError
 from ..models import Model, ModelFactory, register_provider
 from ._endpoint import Dialect as Dialect
 from ._endpoint import Endpoint
+from ._keys import KeySource
 
 PRESETS: dict[str, Endpoint] = {
     e.name: e
@@ -97,7 +100,9 @@ def make_model(endpoint: Endpoint, model: str, **options: Any) -> Model:
     """A `Model` for `model` at `endpoint` (the key is checked now, before any request)."""
     if not model:
         raise ConfigError(f"'{endpoint.name}:' needs a model name, e.g. '{endpoint.name}:NAME'")
-    key = endpoint.api_key()  # first: a missing key is found without importing an SDK
+    key = options.pop("api_key", None) or endpoint.key()  # first: no SDK imported to fail
+    if callable(key):
+        key = KeySource(key, name=f"{endpoint.name} api_key")
     _require_sdk(endpoint)
     if endpoint.dialect == "openai-chat":
         from .openai_chat import OpenAIChatModel
@@ -151,7 +156,7 @@ def load_endpoints(path: str | Path) -> list[Endpoint]:
 
 
 KEYS = {"base_url", "api_key_env", "dialect", "timeout", "context_window", "server"}
-KEYS |= {"tool_calls_in_text", "models"}
+KEYS |= {"tool_calls_in_text", "models", "api_key_command", "api_key_ttl", "api_key_timeout"}
 
 
 def _endpoint(name: str, table: Any, where: str) -> Endpoint:
@@ -178,6 +183,13 @@ def _endpoint(name: str, table: Any, where: str) -> Endpoint:
             raise ConfigError(f"models.{model}: expected context_window = TOKENS", source=where)
         windows[model] = _window(settings["context_window"], f"models.{model}", where) or 0
     preset = preset or Endpoint(name=name, dialect=dialect)
+    try:
+        return _over(preset, table, dialect, windows, where)
+    except ConfigError as exc:  # (a key command that does not split into words)
+        raise exc if exc.source else ConfigError(str(exc), source=where) from None
+
+
+def _over(preset: Endpoint, table: Any, dialect: Any, windows: Any, where: str) -> Endpoint:
     return replace(
         preset,
         dialect=dialect,
@@ -188,7 +200,18 @@ def _endpoint(name: str, table: Any, where: str) -> Endpoint:
         windows=windows,
         server=table.get("server", preset.server),
         tool_calls_in_text=bool(table.get("tool_calls_in_text", preset.tool_calls_in_text)),
+        api_key_command=table.get("api_key_command") or None,
+        api_key_ttl=_seconds(table.get("api_key_ttl"), "api_key_ttl", where),
+        api_key_timeout=_seconds(table.get("api_key_timeout"), "api_key_timeout", where),
     )
+
+
+def _seconds(value: Any, key: str, where: str) -> float | None:
+    if value is not None and (type(value) not in (int, float) or value <= 0):
+        raise ConfigError(
+            f"{key} must be a positive number of seconds, not {value!r}", source=where
+        )
+    return None if value is None else float(value)
 
 
 def _window(value: Any, key: str, where: str) -> int | None:

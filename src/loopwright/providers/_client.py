@@ -6,11 +6,16 @@ endpoint's timeout, which bounds both the wait for the first byte and any silenc
 stream. Its connection pool belongs to one event loop, so a model used again under a new loop
 (`run_sync` twice, say) builds a new client instead of failing its first request with "Event
 loop is closed". An `http_client` passed in stays its owner's: `aclose` never closes it.
+
+A key asked for per request (`_keys.KeySource`) is sent on a copy of the client sharing its pool
+(`request`): when the provider answers 401 the request is made once more with a fresh key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 import httpx2
@@ -18,10 +23,15 @@ import httpx2
 from .. import redact
 from ..model_settings import ModelSettings
 from ._endpoint import Endpoint
+from ._keys import KeySource
 from ._settings import Fields
 from ._windows import read_window
 
 Client = TypeVar("Client")
+Reply = TypeVar("Reply")
+PLACEHOLDER = "asked-per-request"
+"""The key a client is built with when its requests carry their own (`ClientModel.request`)."""
+log = logging.getLogger("loopwright.providers")
 
 
 class ClientModel(Generic[Client]):
@@ -41,15 +51,17 @@ class ClientModel(Generic[Client]):
         endpoint: Endpoint,
         model: str,
         *,
-        api_key: str,
+        api_key: str | KeySource,
         http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.model = model
         self.http_client = http_client
         """The HTTP client given to the model, if any; whoever made it closes it."""
-        self._api_key = api_key
-        redact.register(api_key)  # never in what leaves the process or is stored (P11)
+        self._keys = api_key if isinstance(api_key, KeySource) else None
+        if isinstance(api_key, str):
+            redact.register(api_key)  # never in what leaves the process or is stored (P11)
+        self._api_key = api_key if isinstance(api_key, str) else PLACEHOLDER
         self._sdk: Client | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._window: int | None = None  # as the server said (`read_context_window`)
@@ -101,6 +113,25 @@ class ClientModel(Generic[Client]):
                 http_client=self.http_client,
             )
         return self._sdk
+
+    async def request(self, send: Callable[[Client], Awaitable[Reply]]) -> Reply:
+        """`send(client)`, with the key of the moment when it is asked for per request; a 401
+        sends it once more with a fresh key. Raises what the SDK raises, or `KeyUnavailable`."""
+        client, keys = self._client(), self._keys
+        if keys is None:
+            return await send(client)
+        key = await keys.get()
+        try:
+            return await send(self._keyed(client, key))
+        except Exception as exc:
+            if getattr(exc, "status_code", None) != 401:
+                raise
+        log.info("%s answered 401: asking %s for a fresh key", self.endpoint.name, keys.name)
+        return await send(self._keyed(client, await keys.renew(key)))
+
+    def _keyed(self, client: Client, key: str) -> Client:
+        """The client sending `key` (a copy sharing the connection pool)."""
+        return client.with_options(api_key=key)  # type: ignore[attr-defined, no-any-return]
 
     async def aclose(self) -> None:
         """Close the connection pool (a pool left by an earlier event loop can only be

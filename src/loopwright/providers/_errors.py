@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from ..models import ModelFailure
+from ._keys import KeyUnavailable
 
 TOO_LONG = re.compile(
     r"prompt is too long|too many tokens|maximum context length|context_length_exceeded|"
@@ -38,7 +39,10 @@ no retry can help: the request or the account is wrong, not the moment."""
 
 
 def failure_from(exc: BaseException) -> ModelFailure:
-    """Classify an exception raised by the `openai` or `anthropic` SDK (or the stream)."""
+    """Classify an exception raised by the `openai` or `anthropic` SDK (or the stream), or a
+    key that could not be had (`_keys`)."""
+    if isinstance(exc, KeyUnavailable):
+        return ModelFailure(error=f"no API key: {exc}", retryable=exc.retryable)
     status: int | None = getattr(exc, "status_code", None)
     text = _message(exc)
     name = type(exc).__name__

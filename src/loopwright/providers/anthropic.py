@@ -81,7 +81,7 @@ class AnthropicModel(ClientModel[anthropic.AsyncAnthropic]):
         """Stream one reply: deltas, then one `MessageCompleted` or one `ModelFailure`."""
         params = self.params(request)  # settings it cannot take raise here, before the request
         try:
-            events = await self._client().messages.create(**params)
+            events = await self.request(lambda c: c.messages.create(**params))
         except Exception as exc:  # asyncio.CancelledError is a BaseException: it propagates
             yield failure_from(exc)
             return

@@ -53,7 +53,7 @@ class OpenAIChatModel(OpenAIClientModel):
         try:
             chunks = cast(
                 "AsyncStream[ChatCompletionChunk]",
-                await self._client().chat.completions.create(**params),
+                await self.request(lambda c: c.chat.completions.create(**params)),
             )
         except asyncio.CancelledError:
             raise

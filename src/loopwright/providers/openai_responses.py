@@ -63,7 +63,7 @@ class OpenAIResponsesModel(OpenAIClientModel):
         try:
             events = cast(
                 "AsyncStream[ResponseStreamEvent]",
-                await self._client().responses.create(**params),
+                await self.request(lambda c: c.responses.create(**params)),
             )
         except asyncio.CancelledError:
             raise
