@@ -183,3 +183,20 @@ async def test_a_result_within_its_limit_is_not_stored(tmp_path: Path):
     [output] = [e for e in result.events if e.type == "tool:output"]
     assert output.stored is None
     assert stored_rows(where) == []
+
+
+def test_the_docs_example_runs(capsys: pytest.CaptureFixture[str]):
+    doc = (Path(__file__).parents[1] / "docs" / "large-results.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/large-results.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out == "Found: 'match 05000\\nmatch 05001\\n'\n"
+
+
+def test_agent_yaml_builtins_read_result_gives_the_tool(tmp_path: Path):
+    from loopwright.project import load_project
+
+    folder = tmp_path / "agents" / "reader"
+    folder.mkdir(parents=True)
+    (folder / "agent.yaml").write_text("model: scripted:script.yaml\nbuiltins: [read_result]\n")
+    (folder / "script.yaml").write_text("replies:\n  - text: hi\n")
+    assert [t.name for t in load_project(tmp_path).agent("reader").tools] == ["read_result"]

@@ -37,7 +37,7 @@ class _Spec(BaseModel):
     """Models to fall back to, in order, when the model fails past its retries."""
     tools: list[str] = []
     """Extra tools by import path, `package.module:name`."""
-    builtins: list[Literal["ask_user", "files", "files-readonly", "shell"]] = []
+    builtins: list[Literal["ask_user", "files", "files-readonly", "shell", "read_result"]] = []
     plugins: list[str] = []
     """Installed plugins whose tools and toolsets this agent gets (docs/plugins.md)."""
     max_turns: int = 25
@@ -173,6 +173,10 @@ def _tools(folder: Path, spec: _Spec, where: str) -> list[Tool]:
         from ..builtins.shell import shell_tool
 
         tools.append(shell_tool(folder / "workspace"))
+    if "read_result" in spec.builtins:  # large results read back by range (docs/large-results.md)
+        from ..builtins.results import read_result
+
+        tools.append(read_result)
     return tools
 
 
