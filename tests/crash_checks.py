@@ -276,6 +276,7 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
         elif ran[call]:
             out.append(f"P4: {call} was {item.status} and ran")
     out += keys_kept(logs, ctx.ledger)
+    out += await blobs_kept(logs, log)
     if scenario.outbox:  # P1 for notifications
         sent = {what for _, what in ctx.ledger.entries if what.startswith("webhook ")}
         for item in items.values():
@@ -283,6 +284,21 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
                 if f"webhook {event} {item.id}" not in sent:
                     out.append(f"P1: the {event} notice of {item.call_id} was never delivered")
     return out
+
+
+async def blobs_kept(logs: dict[Any, list[Any]], log: EventLog) -> list[str]:
+    """P1 for large results: every stored result a committed `tool:output` names is in the
+    attachment table (committed with it), whole."""
+    stored = [
+        s.event.stored for v in logs.values() for s in v if isinstance(s.event, ev.ToolOutput)
+    ]
+    named = [a for a in stored if a is not None]
+    held = await log.attachments([a.sha256 for a in named]) if named else {}
+    return [
+        f"P1: the stored result {a.sha256[:12]} is named but not held whole"
+        for a in named
+        if len(held.get(a.sha256, b"")) != a.size
+    ]
 
 
 def per_call(logs: dict[Any, list[Any]], kind: type) -> Counter[tuple[str, int, str]]:

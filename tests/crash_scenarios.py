@@ -3,7 +3,8 @@ the runtime service (as every door does), and how each pending item is decided.
 
 The agent `payer` answers a user message by its first word: `refund k` calls `refund` (asked
 about), `pair k` calls `fetch` twice in one batch (allowed), `ask k` calls `ask_user`,
-`delegate k` calls the subagent `billing` (whose `refund` is asked about), `pay k` calls the
+`delegate k` calls the subagent `billing` (whose `refund` is asked about), `big k` calls `dump`,
+whose result is over the agent's limit (stored whole: docs/large-results.md), `pay k` calls the
 idempotent `pay` twice with the same arguments and the same call ids in every reply (each
 attempt is a ledger entry; the bank books each idempotency key once), `slow k` waits
 until the scenario lets the model answer (so that a steer, a follow-up or a cancel reaches a
@@ -62,6 +63,16 @@ async def pay(amount: int, ctx: ToolContext) -> str:
     return f"paid {amount}: {charge}"
 
 
+BIG = "".join(f"row {i:05d}\n" for i in range(6_000))  # (66,000 characters: over the limit)
+
+
+@tool
+async def dump(n: int, ctx: ToolContext) -> str:
+    """A result over the agent's `max_tool_output`: stored whole by reference."""
+    await here().tool(ctx.call_id)
+    return BIG
+
+
 def _words(request: ModelRequest) -> tuple[str, str] | None:
     last = request.messages[-1]
     if isinstance(last, UserMessage) and " " in last.content:
@@ -86,6 +97,8 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
         if word == "pay":
             calls = tuple(ToolCall(id=f"pay-{x}", name="pay", args={"amount": 5}) for x in "ab")
             return Reply(tool_calls=calls)
+        if word == "big":
+            return Reply(tool_calls=(ToolCall(id=f"dump-{k}", name="dump", args={"n": 1}),))
         if word == "ask":
             args = {"question": "Which card?", "options": ["visa", "amex"]}
             return Reply(tool_calls=(ToolCall(id=f"ask-{k}", name="ask_user", args=args),))
@@ -116,7 +129,7 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
     main = Agent(
         name="payer",
         model=FunctionModel(payer),
-        tools=[refund, fetch, pay, ask_user, subagent_tool(child)],
+        tools=[refund, fetch, pay, dump, ask_user, subagent_tool(child)],
         rules=ASKED,
         compaction=Compaction(keep_last=1),
     )
@@ -300,6 +313,7 @@ SCENARIOS = [
         outbox=True,
     ),
     Scenario("cli-prompt", [send("refund 1", prompt=True), answer_prompt(APPROVE)], {}),
+    Scenario("large-result", [send("big 1"), ended(), send("hi 2"), ended()], {}),
 ]
 """Every scenario; a scenario's `decisions` default to its own steps' (`decisions_of`)."""
 

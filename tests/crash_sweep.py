@@ -17,7 +17,7 @@ from crash_scenarios import SCENARIOS, Scenario
 from long_run import examples
 
 BY_NAME = {s.name: s for s in SCENARIOS}
-QUICK_PG = {"tool-call", "approval", "steer", "webhook-outbox"}
+QUICK_PG = {"tool-call", "approval", "steer", "webhook-outbox", "large-result"}
 """The scenarios PostgreSQL sweeps by default (every one under `--long`)."""
 
 

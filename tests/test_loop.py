@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 from conftest import call, run_agent, scripted, verify
 from loopwright import Agent, Session, ToolError, ToolReturn, tool
@@ -218,19 +219,23 @@ async def test_agent_default_timeout_applies():
     assert results_seen(model, 1)[0].content == "Tool 'hang' timed out after 0.02s."
 
 
-async def test_oversized_output_is_an_error_result():
+async def test_oversized_output_is_a_preview_naming_the_whole():
+    """(docs/large-results.md; tests/test_large_results.py drives the store and `read_result`)"""
+
     @tool(max_output=10)
     def big() -> str:
         """Too much."""
-        return "x" * 25
+        return "a" * 20 + "z" * 5
 
     model = scripted({"tool_calls": [call("big")]}, "ok")
     await run_agent(Agent(model=model, tools=[big]))
     [seen] = results_seen(model, 1)
-    assert seen.is_error
+    ref = "result:" + hashlib.sha256(b"a" * 20 + b"z" * 5).hexdigest()
+    assert not seen.is_error
     assert seen.content == (
-        "Tool 'big' returned 25 characters, over its limit of 10. "
-        "The first 10 characters:\nxxxxxxxxxx"
+        f"[Tool 'big' returned 25 characters, over its limit of 10: the whole result is stored "
+        f"as {ref}. Below: its first 7 and last 3 characters. Read any range with "
+        "read_result(ref, offset, length).]\naaaaaaa\n[… 15 characters not shown …]\nzzz"
     )
 
 
@@ -247,9 +252,22 @@ async def test_an_output_cut_never_keeps_part_of_a_secret():
     model = scripted({"tool_calls": [call("big")]}, "ok")
     await run_agent(Agent(model=model, tools=[big]))
     [seen] = results_seen(model, 1)
-    assert seen.content == (
-        "Tool 'big' returned 56 characters, over its limit of 30. The first 30 characters:\ntoken: "
-    )
+    preview = seen.content.split("\n", 1)[1]  # (below its note: the head and the tail)
+    assert preview == "token: \n[… 41 characters not shown …]\nand more"
+
+
+async def test_a_tail_cut_never_keeps_part_of_a_secret():
+    key = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+    @tool(max_output=40)
+    def big() -> str:
+        """Too much."""
+        return "x" * 60 + " " + key + " end"
+
+    model = scripted({"tool_calls": [call("big")]}, "ok")
+    await run_agent(Agent(model=model, tools=[big]))
+    [seen] = results_seen(model, 1)
+    assert seen.content.split("\n", 1)[1] == "x" * 30 + "\n[… 71 characters not shown …]\n end"
 
 
 async def test_reply_cut_by_output_limit_never_runs_its_tools():

@@ -271,8 +271,7 @@ class ThinkingDelta:
 
 @value
 class ToolDelta:
-    """A fragment of a tool call's JSON arguments as they stream; providers also give the
-    arguments parsed so far (`partial_args`, from an incremental JSON parser)."""
+    """A fragment of a call's JSON arguments as they stream (`partial_args`: parsed so far)."""
 
     id: str
     tool: str
@@ -379,6 +378,7 @@ class ToolOutput:
     content: str
     is_error: bool = False
     attachments: tuple[Attachment, ...] | None = None
+    stored: Attachment | None = None  # the whole result, when `content` is its preview
     type: Literal["tool:output"] = "tool:output"
 
 

@@ -167,6 +167,19 @@ def head(value: str, n: int) -> str:
     return value[:n]
 
 
+def tail(value: str, n: int) -> str:
+    """The last `n` characters of `value` (at most), starting after a secret the cut would split
+    (as `head` does at its end)."""
+    start = max(0, len(value) - n)
+    if start and may_hold(value):
+        for found in _exact.finditer(value):
+            if found.start() >= start:
+                break
+            if found.end() > start:
+                start = found.end()
+    return value[start:]
+
+
 def _replace(match: re.Match[str]) -> str:
     found = match.group()
     return found[:7] + MARKER if found[:7].lower() == "bearer " else MARKER

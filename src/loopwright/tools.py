@@ -65,6 +65,7 @@ class ToolContext:
     idempotency_key: str = ""
     """Send it on (an `Idempotency-Key` header): the same on every attempt of this call (crash
     recovery, takeover, resume), another for every other call (docs/idempotency.md)."""
+    results: Callable[[str], Awaitable[str | None]] | None = None  # (`read_result`)
     _emit: Callable[[Event], None] | None = None
 
     def progress(self, message: str, fraction: float | None = None) -> None:
@@ -131,6 +132,7 @@ class Outcome:
     terminate: bool = False
     suspended: Suspend | NeedsAnswer | None = None
     attachments: tuple[Attachment, ...] | None = None
+    stored: Attachment | None = None  # the whole text, when `content` is its preview
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

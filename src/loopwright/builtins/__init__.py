@@ -6,6 +6,7 @@ agent = Agent(model=..., tools=[workspace_tools("./work"), shell_tool("./work")]
 """
 
 from .files import workspace_tools
+from .results import read_result
 from .shell import shell_tool
 
-__all__ = ["shell_tool", "workspace_tools"]
+__all__ = ["read_result", "shell_tool", "workspace_tools"]

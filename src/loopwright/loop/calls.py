@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 from .. import events as ev
-from .. import redact
 from ..attachments import split_images
 from ..errors import ToolError
 from ..events import Event
@@ -23,6 +22,7 @@ from ..state._values import maker
 from ..state.text import valid
 from ..tools import NeedsAnswer, Outcome, Scheduled, Suspend, ToolContext, ToolReturn, to_content
 from .progress import cut
+from .stored import over_limit
 from .threads import NOT_STARTED, Job
 
 log = logging.getLogger("loopwright.tools")
@@ -136,11 +136,7 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     tool = item.tool
     name, cap = tool.name, tool.max_output if tool.max_output is not None else max_output
     if len(content) > cap:  # (`cap_of`, without its frame)
-        return Outcome(
-            content=f"Tool '{name}' returned {len(content)} characters, over its limit of {cap}. "
-            f"The first {cap} characters:\n{redact.head(content, cap)}",
-            is_error=True,
-        )
+        return over_limit(name, content, cap, is_error, terminate, images)
     return new_outcome(content=content, is_error=is_error, terminate=terminate, attachments=images)
 
 
@@ -176,6 +172,7 @@ def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
             content=outcome.content,
             is_error=outcome.is_error,
             attachments=outcome.attachments,
+            stored=outcome.stored,
         ),
         tool_result(
             id=call.id,

@@ -49,6 +49,7 @@ from .calls import (
 )
 from .hook_calls import call_hook
 from .progress import CallEvents
+from .stored import reader
 from .threads import NOT_STARTED, Flag, Job, Signal
 
 log = logging.getLogger("loopwright.tools")
@@ -357,7 +358,7 @@ def _log_late(item: Scheduled, late: ev.ToolLateResult, when: str) -> None:
 def tool_context(
     info: RunInfo,
     approver: Any,
-    children: Any,
+    session: Any,
     item: Scheduled,
     emit: Any,
     cancelled: threading.Event,
@@ -370,7 +371,8 @@ def tool_context(
         call_id=item.call.id,
         tool=item.call.name,
         approver=approver,
-        open_session=children,
+        open_session=session.child if session is not None else None,
+        results=reader(session) if session is not None else None,
         cancelled=cancelled,
         answers=dict(item.answers) if item.answers else {},
         resumes=item.resumes,

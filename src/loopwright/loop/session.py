@@ -217,7 +217,7 @@ class Session(Queueing):
             info,
             self._signals,
             approver,
-            self.child,
+            self,
         )
         events = run_loop(steps, input, compact)
         text = input.content if isinstance(input, UserMessage) else input

@@ -65,7 +65,7 @@ class Steps(Calls):
     info: RunInfo
     signals: set[Signal]  # the stop signals of its calls in flight (the session's)
     approver: Approver | None
-    children: Any = None
+    session: Any = None  # (the calls' `ToolContext`: subagents, stored results)
     decider: Decider = field(init=False)
     runner: ToolRunner = field(init=False)
     step: int = 0
@@ -102,7 +102,7 @@ class Steps(Calls):
         self.decider = Decider(tools, self.gate, scope, info.session_id, self.approver)
         hook = agent.hooks.after_tool
         self.runner = ToolRunner(
-            partial(context, info, self.approver, self.children),
+            partial(context, info, self.approver, self.session),
             self.outcomes,
             agent.tool_concurrency,
             agent.tool_timeout,

@@ -27,7 +27,7 @@ PROMPT_FILE = "prompt.md"
 NAME_RULE = "lowercase words joined by hyphens, like 'support' or 'order-desk'"
 
 
-Builtin = Literal["ask_user", "files", "files-readonly", "shell"]
+Builtin = Literal["ask_user", "files", "files-readonly", "shell", "read_result"]
 BUILTINS: tuple[str, ...] = get_args(Builtin)
 """What `builtins:` may name."""
 
@@ -189,6 +189,10 @@ def _tools(folder: Path, spec: _Spec, where: str) -> list[Tool]:
         from ..builtins.shell import shell_tool
 
         tools.append(shell_tool(folder / "workspace"))
+    if "read_result" in spec.builtins:  # large results read back by range (docs/large-results.md)
+        from ..builtins.results import read_result
+
+        tools.append(read_result)
     return tools
 
 

@@ -28,6 +28,7 @@ from .decisions import chain, key_of, open_under
 from .follow import Item
 from .journal import LogJournal
 from .live import Follower, Live
+from .results import stored_result
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,10 @@ class Reading:
     ) -> list[StoredEvent]:
         """The session's stored events after seq `after` (at most `limit`). `UnknownSession`."""
         return await self.log.read(key, after=after, limit=limit)
+
+    async def result(self, key: SessionKey, ref: str) -> str | None:
+        """The whole text of a large result the session stored (`runtime.results`), or None."""
+        return await stored_result(self.log, key, ref)
 
     async def turn(self, key: SessionKey) -> list[ev.Event]:
         """The logged events of the session's latest turn: from the `session` event of the run

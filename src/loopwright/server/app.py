@@ -21,7 +21,19 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
-from . import admin, fork, links, openapi, reference, replays, resolve, routes, rules_check, trace
+from . import (
+    admin,
+    fork,
+    links,
+    openapi,
+    reference,
+    replays,
+    resolve,
+    results,
+    routes,
+    rules_check,
+    trace,
+)
 from .front import Front
 from .settings import version
 from .state import State
@@ -55,6 +67,7 @@ def build(state: State) -> Starlette:
         Route(f"{session}/replay", replays.replay, methods=["POST"]),
         Route(f"{session}/fork", fork.fork_session, methods=["POST"]),
         Route(f"{session}/trace", trace.show, methods=["GET"]),
+        Route(f"{session}/results/{{ref}}", results.show, methods=["GET"]),
         Route("/agents/{name}/approvals", resolve.agent_items, methods=["GET"]),
         Route("/agents/{name}/questions", resolve.agent_items, methods=["GET"]),
         Route(f"{session}/approvals", resolve.agent_items, methods=["GET"]),

@@ -5,7 +5,7 @@ in the test suite, and tests/test_openapi_responses.py validates real answers ag
 
 from __future__ import annotations
 
-from . import admin, links, usage
+from . import admin, links, results, usage
 from .openapi_schemas import (
     AFTER,
     CURSOR,
@@ -264,6 +264,7 @@ def document(version: str) -> Schema:
                         ID,
                     )
                 },
+                f"{session}/results/{{ref}}": {"get": _op(*results.OPERATION)},
                 f"{session}/fork": {
                     "post": _op(
                         "Fork the session: a new one with its history up to a seq (docs/fork.md)",

@@ -44,6 +44,8 @@ def in_events(events: Iterable[ev.Event]) -> Iterator[Attachment]:
             yield from event.message.attachments or ()
         elif isinstance(event, ev.ToolOutput):
             yield from event.attachments or ()
+            if event.stored is not None:  # a large result's whole text (`loop.stored`)
+                yield event.stored
 
 
 _CARRYING = frozenset({"input:received", "steering:injected", "tool:output"})

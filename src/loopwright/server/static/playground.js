@@ -492,6 +492,7 @@ class Transcript {
         const card = this.card(s, ev.id, ev.tool);
         card.setOutput(str(ev.content), Boolean(ev.isError));
         for (const ref of ev.attachments || []) card.append(attachmentView(ref)); // a tool's images
+        if (ev.stored) card.append(storedResultLink(s.agent || this.hooks.agent(), s.sessionId || state.sessionId, ev.stored));
         break;
       }
       case "tool:result":
@@ -762,6 +763,22 @@ function attachmentView(item) {
     return h("img", { class: "msg-thumb", testid: "msg-thumb", src: item.url, alt: name, title: name });
   }
   return h("span", { class: "msg-attachment", testid: "msg-attachment", title: mediaType }, `📎 ${name}`);
+}
+
+/** A large result stored whole (docs/large-results.md): "open full result" fetches it (with the
+ * token, as every request) into the card; the link itself is the route, for a new tab. */
+function storedResultLink(agent, sessionId, stored) {
+  const path = `/agents/${enc(agent)}/sessions/${enc(sessionId)}/results/${enc(str(stored.name))}`;
+  const full = h("pre", { class: "code", testid: "full-result", hidden: true });
+  const open = async (event) => {
+    event.preventDefault();
+    const res = await api(path, { accept: "text/plain" });
+    full.textContent = res.ok ? await res.text() : `Could not open it: ${str((await readBody(res)).error)}`;
+    full.hidden = false;
+  };
+  const size = Number(stored.size || 0).toLocaleString("en");
+  const link = h("a", { href: path, testid: "open-full-result", target: "_blank", onclick: open }, "open full result");
+  return h("div", { class: "stored-result" }, link, h("span", { class: "muted small" }, ` (${size} bytes)`), full);
 }
 
 function toolCard(id, tool, agent) {
