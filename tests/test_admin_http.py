@@ -57,7 +57,7 @@ def test_admin_creates_an_agent_and_edits_its_rules_live(
     with served.client(headers=bearer(ADMIN)) as http:
         assert http.get("/admin/agents").json() == {
             "agents": [{"name": "example", "files": ["agent.yaml", "rules.yaml"]}],
-            "builtins": ["ask_user", "files", "files-readonly", "shell"],
+            "builtins": ["ask_user", "files", "files-readonly", "shell", "read_result"],
         }
         made = http.post(
             "/admin/agents",
@@ -71,7 +71,7 @@ def test_admin_creates_an_agent_and_edits_its_rules_live(
         unknown = http.post("/admin/agents", json={"name": "x", "tools": ["web"]})
         assert (unknown.status_code, unknown.json()["error"]) == (
             400,
-            "unknown tools: web (the built-ins: ask_user, files, files-readonly, shell)",
+            "unknown tools: web (the built-ins: ask_user, files, files-readonly, shell, read_result)",
         )
         assert [a["name"] for a in http.get("/agents").json()["agents"]] == ["desk", "example"]
         assert http.get("/admin/agents/desk/files/prompt.md").json() == {

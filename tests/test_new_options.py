@@ -76,7 +76,7 @@ def test_new_refuses_unknown_tools_models_and_prompt_files(root: Path) -> None:
     assert line == "loopwright: error: unknown tools: browser, mail"
     out = lw(root, "new", "x", "--tools", "nope")
     assert out.stderr.splitlines()[1] == (
-        "hint: the built-in tools are: ask_user, files, files-readonly, shell"
+        "hint: the built-in tools are: ask_user, files, files-readonly, shell, read_result"
     )
     one_error(lw(root, "new", "x", "--model", "nosuch:model"), "unknown model 'nosuch:model'")
     one_error(lw(root, "new", "x", "--prompt", "@missing.md"), "cannot read the prompt file")

@@ -356,7 +356,7 @@ export interface ToolCall {
   type: "tool_call";
 }
 
-/** A fragment of a tool call's JSON arguments as they stream; providers also give the arguments parsed so far (`partial_args`, from an incremental JSON parser). */
+/** A fragment of a call's JSON arguments as they stream (`partial_args`: parsed so far). */
 export interface ToolDelta {
   delta: string;
   id: string;
@@ -387,6 +387,7 @@ export interface ToolOutput {
   content: string;
   id: string;
   isError?: boolean;
+  stored?: Attachment;
   tool: string;
   type: "tool:output";
 }
