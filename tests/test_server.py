@@ -308,7 +308,8 @@ def test_the_openapi_document_names_every_route(http: httpx.Client, server: Live
     from starlette.routing import Route
 
     app = server.server.config.app
-    served = {r.path for r in app.routes if isinstance(r, Route)} - {"/", "/playground", "/docs"}
+    paths = {r.path.replace(":path}", "}") for r in app.routes if isinstance(r, Route)}
+    served = paths - {"/", "/playground", "/docs"}
     assert set(document["paths"]) == served - {"/openapi.json"}
 
 

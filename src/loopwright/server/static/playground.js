@@ -1677,7 +1677,7 @@ function renderTrace(t) {
   ].filter(Boolean);
 }
 
-const VIEWS = ["chat", "trace", "config"];
+const VIEWS = ["chat", "trace", "config", "admin"];
 
 function showView(view) {
   for (const name of VIEWS) {
@@ -1688,6 +1688,202 @@ function showView(view) {
   }
   if (view === "config") loadConfig();
   if (view === "trace") loadTrace();
+  if (view === "admin") loadAdmin();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The admin view (docs/admin.md), for a token with the admin role only: create an agent, and
+// edit its agent.yaml, prompt.md, rules.yaml and skills. The server checks each version as the
+// loader loads it: a mistake comes back as the loader's error with its file and line (422),
+// a good version is live when the answer comes.
+
+const ADMIN_FILES = ["agent.yaml", "prompt.md", "rules.yaml"];
+const NEW_SKILL = "new-skill";
+const SKILL_NAME = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
+const admin = { agents: [], opened: 0 };
+
+/** Show the Admin tab when GET /admin/agents answers 200. Not asked without a token: without
+ *  one nobody is an admin, and the 403 would only be noise in the console. */
+async function loadAdmin(keep = {}) {
+  let data = null;
+  if (storage("get")) {
+    try {
+      data = await getJson("/admin/agents");
+    } catch {
+      data = null; // 401, 403: not an admin
+    }
+  }
+  $("tab-admin").hidden = !data;
+  if (!data) {
+    if (!$("admin-view").hidden) showView("chat");
+    return;
+  }
+  admin.agents = Array.isArray(data.agents) ? data.agents : [];
+  const select = $("admin-agent");
+  const wanted = keep.agent || select.value;
+  $("admin-agents").replaceChildren(...(admin.agents.length
+    ? admin.agents.map((a) => h("li", { testid: "admin-agent-item", "data-agent": str(a.name) },
+      h("button", { type: "button", class: "admin-agent-item", onclick: () => pickAdminAgent(str(a.name)) },
+        h("strong", null, str(a.name)), h("span", { class: "muted small" }, ` ${(a.files || []).join(", ")}`))))
+    : [h("li", { class: "muted" }, "No agents in agents/ yet.")]));
+  select.replaceChildren(...admin.agents.map((a) => h("option", { value: str(a.name) }, str(a.name))));
+  const name = admin.agents.some((a) => a.name === wanted) ? wanted : str(admin.agents[0] && admin.agents[0].name);
+  select.value = name; // (new options: the first would be picked)
+  if (name !== wanted || keep.agent || !$("admin-file").options.length) await pickAdminAgent(name, keep.file);
+  else fillAdminFiles(name, $("admin-file").value);
+}
+
+/** The file choices of an agent: its three files (made on save when missing), its skills,
+ *  and a new skill. */
+function fillAdminFiles(name, wanted) {
+  const info = admin.agents.find((a) => a.name === name) || { files: [] };
+  const files = Array.isArray(info.files) ? info.files : [];
+  const choices = ADMIN_FILES.concat(files.filter((f) => !ADMIN_FILES.includes(f)));
+  $("admin-file").replaceChildren(
+    ...choices.map((f) => h("option", { value: f }, files.includes(f) ? f : `${f} (new)`)),
+    h("option", { value: NEW_SKILL }, "a new skill…"));
+  $("admin-file").value = choices.includes(wanted) || wanted === NEW_SKILL ? wanted : choices[0];
+}
+
+async function pickAdminAgent(name, file) {
+  $("admin-agent").value = name;
+  fillAdminFiles(name, file || $("admin-file").value);
+  await openAdminFile();
+}
+
+/** The file being edited: skills/NAME/SKILL.md for a new skill (null until it is named). */
+function adminPath() {
+  const file = $("admin-file").value;
+  if (file !== NEW_SKILL) return file;
+  const skill = $("admin-skill").value.trim();
+  return SKILL_NAME.test(skill) ? `skills/${skill}/SKILL.md` : null;
+}
+
+const adminUrl = (name, file) => `/admin/agents/${enc(name)}/files/${file.split("/").map(enc).join("/")}`;
+
+async function openAdminFile() {
+  const name = $("admin-agent").value;
+  const file = $("admin-file").value;
+  const opened = ++admin.opened;
+  showAdminError(null);
+  $("admin-status").textContent = "";
+  $("admin-skill-label").hidden = file !== NEW_SKILL;
+  const text = $("admin-text");
+  if (!name) return void (text.value = "");
+  if (file === NEW_SKILL) {
+    text.value = "---\nname: \ndescription: \n---\n\n";
+    return;
+  }
+  text.value = "";
+  const res = await api(adminUrl(name, file));
+  const data = await readBody(res);
+  if (opened !== admin.opened) return; // another file was picked meanwhile
+  if (res.ok) text.value = str(data.text);
+  else if (res.status === 404) $("admin-status").textContent = `${file} does not exist yet: saving makes it.`;
+  else showAdminError({ error: data.error || `HTTP ${res.status}` });
+}
+
+/** The loader's error; when it names a line of the file shown, that line with its neighbours
+ *  (numbered, the line marked) and selected in the editor. */
+function showAdminError(body) {
+  const box = $("admin-error");
+  const text = $("admin-text");
+  box.hidden = !body;
+  text.removeAttribute("aria-invalid");
+  if (!body) return;
+  $("admin-error-text").textContent = str(body.error);
+  box.dataset.file = str(body.file);
+  box.dataset.line = str(body.line);
+  const lines = text.value.split("\n");
+  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop(); // (the last line's newline)
+  const line = Number(body.line);
+  const here = body.file === adminPath() && line >= 1 && line <= lines.length;
+  $("admin-error-lines").hidden = !here;
+  if (!here) return $("admin-error-lines").replaceChildren();
+  const first = Math.max(1, line - 2);
+  const last = Math.min(lines.length, line + 2);
+  const width = String(last).length;
+  const rows = [];
+  for (let n = first; n <= last; n += 1) {
+    const row = `${String(n).padStart(width)} │ ${lines[n - 1]}\n`;
+    rows.push(n === line ? h("mark", { testid: "admin-error-line", "data-line": String(n) }, row) : row);
+  }
+  $("admin-error-lines").replaceChildren(...rows);
+  const start = lines.slice(0, line - 1).reduce((sum, l) => sum + l.length + 1, 0);
+  text.setAttribute("aria-invalid", "true");
+  text.focus();
+  text.setSelectionRange(start, start + lines[line - 1].length);
+}
+
+async function saveAdminFile() {
+  const name = $("admin-agent").value;
+  const file = adminPath();
+  const status = $("admin-status");
+  status.textContent = "";
+  if (!name) return;
+  if (!file) return showAdminError({ error: "A skill's name is lowercase words joined by hyphens, like 'tidy-desk'." });
+  const res = await api(adminUrl(name, file), { method: "PUT", body: { text: $("admin-text").value } });
+  const data = await readBody(res);
+  if (!res.ok) return showAdminError({ ...data, error: data.error || `HTTP ${res.status}` });
+  showAdminError(null);
+  await adminChanged(name, file); // (the file opened again: as saved)
+  status.textContent = data.reloaded
+    ? `Saved ${file}: ${name} is served with it now.`
+    : `Saved ${file}, but the project did not reload: another agent fails to load (the server's log says why).`;
+}
+
+async function createAdminAgent() {
+  const status = $("admin-create-status");
+  const body = { name: $("admin-new-name").value.trim() };
+  const model = $("admin-new-model").value.trim();
+  const prompt = $("admin-new-prompt").value;
+  if (model) body.model = model;
+  if (prompt.trim()) body.prompt = prompt;
+  const res = await api("/admin/agents", { method: "POST", body });
+  const data = await readBody(res);
+  status.classList.toggle("inline-error", !res.ok);
+  if (!res.ok) {
+    status.textContent = [data.error || `HTTP ${res.status}`, data.file ? `(${data.file}${data.line ? `, line ${data.line}` : ""})` : ""].filter(Boolean).join(" ");
+    return;
+  }
+  status.textContent = `Created ${str(data.name)}: it is served now.`;
+  $("admin-create").reset();
+  await adminChanged(str(data.name), "agent.yaml");
+}
+
+/** After a change: the admin lists, the agent picker and the configuration read again. */
+async function adminChanged(name, file) {
+  state.config = null;
+  await loadAdmin({ agent: name, file: $("admin-file").value === NEW_SKILL ? file : undefined });
+  try {
+    const data = await getJson("/agents");
+    state.agents = Array.isArray(data.agents) ? data.agents : [];
+    const select = $("agent-select");
+    const current = select.value;
+    select.replaceChildren(...state.agents.map((a) => h("option", { value: str(a.name) }, str(a.name))));
+    select.value = current;
+  } catch (err) {
+    showError(`Could not list agents: ${err.message}`);
+  }
+}
+
+function wireAdmin() {
+  $("admin-create").addEventListener("submit", (e) => {
+    e.preventDefault();
+    createAdminAgent();
+  });
+  $("admin-edit").addEventListener("submit", (e) => {
+    e.preventDefault();
+    saveAdminFile();
+  });
+  $("admin-agent").addEventListener("change", (e) => pickAdminAgent(e.target.value));
+  $("admin-file").addEventListener("change", () => openAdminFile());
+  $("admin-open-config").addEventListener("click", async () => {
+    const name = $("admin-agent").value;
+    if (!name) return;
+    await selectAgent(name, null);
+    showView("config");
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1742,12 +1938,14 @@ function wire() {
   });
   $("timeline-clear").addEventListener("click", () => $("timeline").replaceChildren());
   $("error-close").addEventListener("click", clearError);
-  VIEWS.forEach((name, i) => {
+  VIEWS.forEach((name) => {
     const tab = $(`tab-${name}`);
     tab.addEventListener("click", () => showView(name));
     tab.addEventListener("keydown", (e) => {
       if (e.key !== "ArrowLeft" && e.key !== "ArrowRight") return;
-      const next = VIEWS[(i + (e.key === "ArrowRight" ? 1 : VIEWS.length - 1)) % VIEWS.length];
+      const shown = VIEWS.filter((n) => !$(`tab-${n}`).hidden); // (the admin tab may be hidden)
+      const at = shown.indexOf(name);
+      const next = shown[(at + (e.key === "ArrowRight" ? 1 : shown.length - 1)) % shown.length];
       showView(next);
       $(`tab-${next}`).focus();
     });
@@ -1764,18 +1962,21 @@ function wire() {
     $("token-input").value = "";
     reload();
   });
+  wireAdmin();
 }
 
 /** Load the agents again (a new token), keeping the agent and session shown or linked. */
 function reload() {
   const params = new URLSearchParams(location.search);
   loadAgents(state.agent || params.get("agent"), state.sessionId || params.get("session"));
+  loadAdmin();
 }
 
 async function main() {
   wire();
   const params = new URLSearchParams(location.search);
   await loadAgents(params.get("agent"), params.get("session"));
+  await loadAdmin();
   pollPending();
   setInterval(pollPending, POLL_MS);
   document.body.dataset.ready = "true";
