@@ -56,7 +56,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copy2(source, tree / name)
     sdist = build(tree, work, "sdist")
     with tarfile.open(sdist) as archive:
-        archive.extractall(work / "unpacked", filter="data")
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # (3.11.4 on)
+        archive.extractall(work / "unpacked", **safe)  # (our own sdist, built just above)
     [unpacked] = (work / "unpacked").iterdir()
     return build(unpacked, work, "wheel")
 
