@@ -167,10 +167,42 @@ def test_a_missing_message_is_a_usage_error(make_agent):
     assert out.stderr.startswith("loopwright: error: no message to send\n")
 
 
+CUT = [{"text": "It was the best of", "stop_reason": "max_tokens", "delay": 0}]
+
+
+def test_a_cut_answer_exits_7_with_the_text_so_far(make_agent):
+    out = loopwright("run", str(make_agent(CUT)), "--yes", MESSAGE)
+    assert (out.returncode, out.stdout) == (7, "It was the best of\n")
+    assert "! the reply was cut by the output limit (not continued)" in out.stderr
+
+
+def test_a_cut_answer_in_json_ends_max_tokens_and_v1_sees_completed(make_agent):
+    folder = make_agent(CUT)
+    out = loopwright("run", str(folder), "--json", MESSAGE)
+    assert out.returncode == 7, out.stderr
+    events = events_of(out.stdout)
+    check_events([loads(e) for e in events])
+    assert events[-3:] == [
+        {"type": "message:truncated", "detail": "max_tokens"},
+        {"type": "loop:done", "text": "It was the best of"},
+        {"type": "done", "text": "It was the best of", "stopReason": "max_tokens"},
+    ]
+    out = loopwright("run", str(folder), "--json", "--profile", "v1", MESSAGE)
+    assert out.returncode == 0, out.stderr  # as before: v1 calls the run completed
+    events = events_of(out.stdout)
+    for event in events:
+        V1.validate(event)
+    assert events[-2:] == [
+        {"type": "loop:done", "text": "It was the best of"},
+        {"type": "done", "text": "It was the best of"},
+    ]
+
+
 def test_help_documents_the_exit_statuses():
     out = loopwright("--help")
     assert out.returncode == 0
     assert "exit status:" in out.stdout and "130  cancelled with Ctrl-C" in out.stdout
+    assert "  7    the answer was cut by the model's output limit" in out.stdout
     assert loopwright("--version").stdout.startswith("loopwright ")
 
 

@@ -142,7 +142,7 @@ async def test_a_reply_cut_by_the_output_limit_is_continued(tmp_path: Path, dial
 
 
 @pytest.mark.parametrize("dialect", CUT_DIALECTS)
-async def test_a_cut_reply_not_continued_ends_with_the_stop_detail(tmp_path: Path, dialect: str):
+async def test_a_cut_reply_not_continued_ends_max_tokens(tmp_path: Path, dialect: str):
     from aimock import aimock
 
     fixtures = [
@@ -161,10 +161,10 @@ async def test_a_cut_reply_not_continued_ends_with_the_stop_detail(tmp_path: Pat
         result.events[-4],
         ev.MessageTruncated(detail="max_tokens"),
         ev.LoopDone(text="Lyon is a ci"),
-        ev.Done(text="Lyon is a ci", stop_reason="completed"),
+        ev.Done(text="Lyon is a ci", stop_reason="max_tokens"),
     ]
     assert isinstance(result.events[-4], ev.StepFinished)
-    assert result.stop_detail == "max_tokens"
+    assert result.stop_reason == "max_tokens"
 
 
 def sse(*events: dict[str, Any]) -> bytes:

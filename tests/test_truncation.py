@@ -1,18 +1,24 @@
 """A reply cut by the output limit without tool calls: a `message:truncated` event, the stop
-detail of a run that ends with it, and `continue_truncated` asking the model to go on."""
+reason `max_tokens` of a run that ends with it (v1 still sees `completed`), and
+`continue_truncated` asking the model to go on."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from conftest import drive, run_agent
+from conftest import drive, run_agent, verify
 from loopwright import Agent, Session
 from loopwright import events as ev
 from loopwright.loop.finish import CONTINUE
+from loopwright.loop.result import RunResult
 from loopwright.messages import AssistantMessage, UserMessage
+from loopwright.runtime import Runtime
 from loopwright.state.replay import fold
+from loopwright.store.log import SessionKey
+from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.testing import ScriptedModel, types
 from loopwright.wire import to_dict
 
@@ -25,7 +31,7 @@ def cut(text: str) -> dict[str, Any]:
     return {"text": text, "stop_reason": "max_tokens", "chunk": 100}
 
 
-async def test_a_cut_reply_ends_the_run_with_the_stop_detail():
+async def test_a_cut_reply_ends_the_run_with_stop_reason_max_tokens():
     result = await run_agent(Agent(model=model(cut("The answer is"))))
     assert types(result.events) == [
         "session",
@@ -39,13 +45,24 @@ async def test_a_cut_reply_ends_the_run_with_the_stop_detail():
         "loop:done",
         "done",
     ]
-    assert result.events[-3] == ev.MessageTruncated(detail="max_tokens")
-    assert (result.text, result.stop_reason, result.stop_detail) == (
-        "The answer is",
-        "completed",
-        "max_tokens",
+    assert result.events[-3:] == [
+        ev.MessageTruncated(detail="max_tokens"),
+        ev.LoopDone(text="The answer is"),
+        ev.Done(text="The answer is", stop_reason="max_tokens"),
+    ]
+    assert result == RunResult(
+        text="The answer is",
+        stop_reason="max_tokens",
+        events=result.events,
+        session_id=result.session_id,
     )
-    # v1 clients see what they always saw: the event is left out, `done` unchanged
+    assert result.stop_detail == "max_tokens"  # (deprecated, kept for older callers)
+    assert to_dict(result.events[-1]) == {
+        "type": "done",
+        "text": "The answer is",
+        "stopReason": "max_tokens",
+    }
+    # v1 clients see what they always saw: the event is left out, `done` as for `completed`
     assert to_dict(result.events[-3], "v1") is None
     assert to_dict(result.events[-1], "v1") == {"text": "The answer is", "type": "done"}
 
@@ -69,7 +86,10 @@ async def test_continue_truncated_asks_the_model_to_go_on_and_joins_the_text():
     truncated = [e for e in result.events if isinstance(e, ev.MessageTruncated)]
     assert truncated == [ev.MessageTruncated(detail="max_tokens", message=note)] * 2
     assert result.text == "The answer is forty-two."
-    assert result.events[-2] == ev.LoopDone(text="The answer is forty-two.")
+    assert result.events[-2:] == [
+        ev.LoopDone(text="The answer is forty-two."),
+        ev.Done(text="The answer is forty-two.", stop_reason="completed"),
+    ]
     assert result.stop_detail is None
     # the history holds each piece and the notes between them; the log rebuilds it
     shown = [
@@ -95,7 +115,7 @@ async def test_past_the_bound_the_cut_text_so_far_ends_the_run():
         True,
         False,
     ]
-    assert (result.text, result.stop_detail) == ("one two ", "max_tokens")
+    assert (result.text, result.stop_reason) == ("one two ", "max_tokens")
     assert scripted.unused == 1
 
 
@@ -107,7 +127,54 @@ async def test_a_cut_reply_with_tool_calls_is_not_continued():
     )
     result = await run_agent(Agent(model=scripted, continue_truncated=3))
     assert "message:truncated" not in types(result.events)
-    assert result.text == "Done."
+    assert (result.text, result.stop_reason) == ("Done.", "completed")
+    [cut_call] = [e for e in result.events if isinstance(e, ev.ToolResult)]
+    assert (cut_call.tool, cut_call.status_text) == ("x", "Error.")
+
+
+async def test_a_cut_structured_answer_that_fits_keeps_its_output():
+    """Cut JSON that still parses and fits: the run ends `max_tokens`, with its output."""
+    result = await run_agent(Agent(model=model(cut('{"value": 4}')), output_type=Answer))
+    assert (result.text, result.stop_reason) == ('{"value":4}', "max_tokens")
+    assert result.output == Answer(value=4)
+
+
+async def test_a_cut_answer_ends_max_tokens_in_the_durable_log(tmp_path: Path):
+    """On a real SQLite file: the stored `done` says `max_tokens` (read back by a new log on
+    the same file), and the session is idle like after any answer."""
+    key = SessionKey("acme", "cutter", "s1")
+    log = SQLiteLog(tmp_path / "loopwright.db")
+    runtime = Runtime({"cutter": Agent(name="cutter", model=model(cut("The answer is")))}, log)
+    try:
+        live = await runtime.send("acme", "cutter", "s1", "go")
+        done = await live.wait()
+        verify(live.items)
+        assert done == ev.Done(text="The answer is", stop_reason="max_tokens")
+        assert (await runtime.session(key)).status == "idle"
+    finally:
+        await runtime.close()
+        await log.close()
+    again = SQLiteLog(tmp_path / "loopwright.db")
+    try:
+        stored = [s.event for s in await again.read(key)]
+    finally:
+        await again.close()
+    assert types(stored) == [
+        "session",
+        "input:received",
+        "step:started",
+        "budget:check",
+        "message:completed",
+        "step:finished",
+        "message:truncated",
+        "loop:done",
+        "done",
+    ]
+    assert stored[-3:] == [
+        ev.MessageTruncated(detail="max_tokens"),
+        ev.LoopDone(text="The answer is"),
+        ev.Done(text="The answer is", stop_reason="max_tokens"),
+    ]
 
 
 class Answer(BaseModel):

@@ -84,7 +84,7 @@ export interface CompactionStarted {
 
 /** Always the last event of a run. */
 export interface Done {
-  stopReason: "completed" | "max_turns" | "denied" | "paused" | "aborted" | "error" | "terminated";
+  stopReason: "completed" | "max_tokens" | "max_turns" | "denied" | "paused" | "aborted" | "error" | "terminated";
   text: string;
   type: "done";
 }

@@ -31,7 +31,7 @@ from .state.event_values import Scope as Scope
 
 DecisionKind: TypeAlias = Literal["allow", "ask", "deny"]
 RunStopReason: TypeAlias = Literal[
-    "completed", "max_turns", "denied", "paused", "aborted", "error", "terminated"
+    "completed", "max_tokens", "max_turns", "denied", "paused", "aborted", "error", "terminated"
 ]
 
 

@@ -70,7 +70,7 @@ def subagent_tool(child: Agent) -> Tool:
             run.cancel()  # the child ends with loop:aborted and done, then the parent goes on
             await asyncio.gather(task, return_exceptions=True)
             raise
-        if done.stop_reason in ("completed", "terminated"):
+        if done.stop_reason in ("completed", "max_tokens", "terminated"):  # (a cut answer too)
             return done.text
         if done.stop_reason == "paused":  # nobody could answer live: the parent pauses too
             return Suspend(session_id=session.id, pending_ids=[p.id for p in session.pending])

@@ -25,6 +25,17 @@ def check_events(events: Sequence[ev.Event]) -> None:
     _Checker().check(list(events))
 
 
+def _cut(events: Sequence[ev.Event]) -> bool:
+    """Whether a run's answer was cut by the output limit: a `message:truncated` without a note
+    (not continued) after its last step, which ends the run with stop reason `max_tokens`."""
+    for event in reversed(events):
+        if isinstance(event, ev.MessageTruncated):
+            return event.message is None
+        if not isinstance(event, (ev.ToolLateResult, ev.HookFailed)):
+            return False
+    return False
+
+
 class _Checker:
     def __init__(self) -> None:
         self.started: set[str] = set()
@@ -64,7 +75,7 @@ class _Checker:
         done = events[-1]
         assert isinstance(done, ev.Done)
         expected = {
-            "loop:done": "completed",
+            "loop:done": "max_tokens" if _cut(events[:-2]) else "completed",
             "loop:max_turns": "max_turns",
             "loop:denied": "denied",
             "loop:paused": "paused",

@@ -327,7 +327,7 @@ class AcpAgent:
             return "cancelled"
         if done.stop_reason == "error":
             raise RequestError.internal_error({"details": error or done.text})
-        return stop_reason(done, translator.last_stop)
+        return stop_reason(done)
 
     async def _approve(
         self, session: _Session, pending: ev.ApprovalPending, call_id: str, subagent: bool

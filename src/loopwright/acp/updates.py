@@ -120,11 +120,9 @@ def _output(event: ev.ToolOutput, acp_id: str) -> ToolCallProgress:
 
 class Translator:
     """The updates of one live run's events, in order (`updates`), with the tool call ids of
-    the session (`ids`), and what the prompt's answer needs: the stop reason of the run's last
-    reply."""
+    the session (`ids`)."""
 
     def __init__(self, ids: CallIds) -> None:
-        self.last_stop: str | None = None
         self.ids = ids
         self._ended: set[str] = set()  # (an interrupted call's output follows: not shown)
 
@@ -134,7 +132,6 @@ class Translator:
         elif isinstance(event, ev.ThinkingDelta):
             yield update_agent_thought_text(event.delta)
         elif isinstance(event, ev.MessageCompleted):
-            self.last_stop = event.message.stop_reason
             for call in event.message.tool_calls:
                 if (acp_id := self.ids.announced(call.id)) is not None:
                     yield announce(call, acp_id)
@@ -175,13 +172,12 @@ def replay(event: ev.Event, ids: CallIds) -> Iterator[Update]:
         yield from _tool(event, ids)
 
 
-def stop_reason(done: ev.Done, last_stop: str | None) -> Any:
-    """ACP's stop reason for a run that ended with `done` (its last reply's stop reason says
-    when the model ran out of tokens)."""
+def stop_reason(done: ev.Done) -> Any:
+    """ACP's stop reason for a run that ended with `done` (`max_tokens` is ACP's own)."""
     if done.stop_reason == "aborted":
         return "cancelled"
     if done.stop_reason == "max_turns":
         return "max_turn_requests"
-    if done.stop_reason == "completed" and last_stop == "max_tokens":
+    if done.stop_reason == "max_tokens":
         return "max_tokens"
     return "end_turn"

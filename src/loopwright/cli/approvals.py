@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .common import (
-    EXIT_CODES,
     CliError,
     Place,
     add_json_option,
     add_place_options,
+    exit_status,
     folder_ref,
     one_line,
     opt,
@@ -229,7 +229,7 @@ async def _after(
         say(f"it ended {done.stop_reason}: {one_line(done.text, 200)}\n")
         if done.stop_reason == "paused":
             await explain_pause(runtime, place, root, ref)
-        return EXIT_CODES[done.stop_reason]
+        return exit_status(done, args.profile)
     if not args.json:
         say(f"resuming session {root.id}\n")
     return await _render(runtime, place, root, result.run, output)
@@ -245,7 +245,7 @@ async def _render(
     if done.stop_reason == "paused":
         ref = folder_ref(place.root) if place.bare else root.agent
         await explain_pause(runtime, place, root, ref)
-    return EXIT_CODES[done.stop_reason]
+    return exit_status(done, output.profile)
 
 
 def _decision(args: argparse.Namespace, item: PendingRecord) -> Approval | Answer:

@@ -29,9 +29,18 @@ EXIT_CODES: dict[ev.RunStopReason, int] = {
     "paused": 3,
     "denied": 4,
     "max_turns": 5,
+    "max_tokens": 7,
     "aborted": 130,
 }
 USAGE_ERROR = 2
+
+
+def exit_status(done: ev.Done, profile: str = "full") -> int:
+    """The exit status of a run that ended with `done`. With `--profile v1` a `max_tokens` run
+    exits 0, as before it was a stop reason of its own (v1 still calls it `completed`)."""
+    v1_completed = profile == "v1" and done.stop_reason == "max_tokens"
+    return EXIT_CODES["completed" if v1_completed else done.stop_reason]
+
 
 EPILOG = """\
 exit status:
@@ -44,6 +53,8 @@ exit status:
   5    the step limit (max_turns) was reached without a final answer
   6    `run`: a tool call or question needed the person at the terminal, but stderr is not a
        terminal, so the prompt could not be shown (the run is paused, its items open)
+  7    the answer was cut by the model's output limit (printed as far as it goes; 0 with
+       --profile v1, which calls such a run completed)
   130  cancelled with Ctrl-C
 """
 NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")

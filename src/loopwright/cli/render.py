@@ -316,7 +316,7 @@ class Human:
 
     def finish(self, text: str, reason: ev.RunStopReason) -> None:
         """The answer: end the streamed line, or write the answer when it was not streamed."""
-        answered = reason in ("completed", "terminated") and text
+        answered = reason in ("completed", "max_tokens", "terminated") and text
         if answered and not (self.live and self.streamed.strip() == text.strip()):
             self.console.end_line()
             self.console.write_answer(redact.text(text) + "\n")

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, SessionBusy, UnknownSession
 from .common import (
     EPILOG,
-    EXIT_CODES,
     NAME,
     CliError,
     Place,
     add_place_options,
+    exit_status,
     folder_ref,
     is_agent_folder,
     load_agent_file,
@@ -157,7 +157,7 @@ def run_command(args: argparse.Namespace) -> int:
         agent = with_model(agent, args.model)
     args.settings = run_settings(args.setting)
     done = asyncio.run(_run(agent, place, ref, message, args))
-    return EXIT_CODES[done.stop_reason]
+    return exit_status(done, args.profile)
 
 
 async def _run(

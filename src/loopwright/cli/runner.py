@@ -26,6 +26,7 @@ from ..errors import ConfigError
 from ..loop.session import Run
 from ..runtime import LiveRun, Runtime
 from ..store.log import SessionKey
+from ..wire import Profile
 from .common import EXIT_CODES, CliError, Place, one_line, user_name
 from .prompt import TerminalApprover, running_in_terminal
 from .render import Console, Human, JsonLines
@@ -42,8 +43,9 @@ class Display:
         self.console = Console(sys.stdout, sys.stderr)
         self.approver = approver_for(args, self.console, demo=demo)
         self.renderer: Human | JsonLines
+        self.profile: Profile = getattr(args, "profile", "full")
         if getattr(args, "json", False):
-            self.renderer = JsonLines(self.console, getattr(args, "profile", "full"))
+            self.renderer = JsonLines(self.console, self.profile)
         else:
             prompt = self.approver if isinstance(self.approver, TerminalApprover) else None
             self.renderer = Human(self.console, prompt=prompt)

@@ -28,7 +28,9 @@ EXPECT_KEYS = {
     *("answer_contains", "answer_matches", "judge"),
 }
 DECISIONS = ("allow", "ask", "deny")
-STOP_REASONS = ("completed", "terminated", "error", "paused", "denied", "max_turns", "aborted")
+STOP_REASONS = (
+    *("completed", "max_tokens", "terminated", "error", "paused", "denied", "max_turns", "aborted"),
+)
 
 
 class DatasetError(ConfigError):

@@ -7,9 +7,10 @@ steering came in). Two policies answer, in this order:
   `max_tokens`, Chat's `length`, Responses' `incomplete` for `max_output_tokens`) gets a
   `message:truncated` event. Within the agent's `continue_truncated`, its `message` asks the model
   to go on exactly where it stopped, and the final text is the cut replies and the one that
-  completes them, concatenated. Past it (0 by default) the run ends with the cut text: its `done`
-  is `completed` like any other, and the `message:truncated` just before its terminal event is
-  the stop detail (`stop_detail`, `RunResult.stop_detail`, `stopDetail` over HTTP).
+  completes them, concatenated. Past it (0 by default) the run ends with the cut text and the
+  stop reason `max_tokens` (its `loop:done` follows the `message:truncated`; v1 sees `completed`).
+  A cut reply that calls tools does not end the run: its calls (their arguments may be cut) are
+  not run, each gets an error result saying so (`batch_steps.decide`), and the model goes on.
 - **Structured output** (`loopwright.loop.output`). The answer must be JSON of the agent's shape:
   when it is not, `output:invalid` lists the errors and its `message` asks again, within
   `output_retries`; past them the run ends with `loop:error` naming what failed (`OutputFailed`).
@@ -18,7 +19,6 @@ steering came in). Two policies answer, in this order:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,8 @@ class Finish:
     asked: int = 0
     answer: str = ""
     """The text the run ends with if it stops now (set by `check`)."""
+    stop_reason: ev.RunStopReason = "completed"
+    """How the run ends if it stops now: `max_tokens` when the answer was cut (set by `check`)."""
 
     def check(
         self, agent: Agent, reply: AssistantMessage, events: list[ev.Event]
@@ -55,6 +57,7 @@ class Finish:
         """(`events` and what to tell, what goes on): nothing goes on when the reply is the
         answer (then `answer` is the run's text). Raises `OutputFailed` past the re-asks."""
         text = "".join(self.parts) + reply.text
+        self.stop_reason = "completed"
         if reply.stop_reason == "max_tokens":
             if self.continued < agent.continue_truncated:
                 self.continued += 1
@@ -62,6 +65,7 @@ class Finish:
                 note = UserMessage(content=CONTINUE)
                 return events, [ev.MessageTruncated(detail="max_tokens", message=note)]
             events = [*events, ev.MessageTruncated(detail="max_tokens")]
+            self.stop_reason = "max_tokens"
         self.parts.clear()
         self.answer = text
         output = agent._output
@@ -82,18 +86,3 @@ class Finish:
             "Answer again with the corrected JSON only.]"
         )
         return events, [ev.OutputInvalid(errors=errors, message=note)]
-
-
-def stop_detail(events: Sequence[ev.Event]) -> str | None:
-    """Why a completed run's answer may be incomplete: `max_tokens` when its last reply was cut
-    and not continued (a `message:truncated` without a note, after the run's last step)."""
-    for event in reversed(events):
-        if isinstance(event, ev.MessageTruncated):
-            return event.detail if event.message is None else None
-        if not isinstance(event, AFTER_STEP):
-            return None
-    return None
-
-
-AFTER_STEP = (ev.Done, ev.LoopDone, ev.ToolLateResult, ev.HookFailed)
-"""What may come between a run's last `message:truncated` and its end."""

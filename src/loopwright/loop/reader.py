@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
-from .result import RunResult, run_result
+from .result import ANSWERED, RunResult, run_result
 
 if TYPE_CHECKING:
     from .output import Output
@@ -144,7 +144,7 @@ class RunReader:
         if not isinstance(done, ev.Done):  # its task was cancelled from outside
             raise asyncio.CancelledError
         output, value = self._output, None
-        if output is not None and done.stop_reason == "completed" and done.text:
+        if output is not None and done.stop_reason in ANSWERED and done.text:
             value = output.value(done.text)  # the text a checked answer ended the run with
         return run_result(
             text=done.text,

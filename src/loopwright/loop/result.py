@@ -6,9 +6,10 @@ from typing import Generic, TypeVar
 
 from .. import events as ev
 from ..state._values import frozen, maker
-from .finish import stop_detail
 
 OutputT = TypeVar("OutputT")
+ANSWERED: frozenset[ev.RunStopReason] = frozenset({"completed", "max_tokens"})
+"""The stop reasons whose text is the run's checked answer (and its structured output)."""
 
 
 @frozen
@@ -23,12 +24,14 @@ class RunResult(Generic[OutputT]):
     session_id: str
     output: OutputT | None = None
     """The structured output (an agent's `output_type` instance, or the plain JSON value of its
-    `output_schema`) of a run that completed; None otherwise (docs/output.md)."""
+    `output_schema`) of a run that ended with a checked answer (`completed`, or `max_tokens` when
+    the cut answer still fits); None otherwise (docs/output.md)."""
 
     @property
     def stop_detail(self) -> str | None:
-        """`max_tokens` when a completed run's last reply was cut by the output limit."""
-        return stop_detail(self.events) if self.stop_reason == "completed" else None
+        """Deprecated (kept for callers written before `max_tokens` was a stop reason of its
+        own): `max_tokens` when the stop reason is, else None."""
+        return "max_tokens" if self.stop_reason == "max_tokens" else None
 
     @property
     def pending_ids(self) -> list[str]:

@@ -328,7 +328,7 @@ class Steps(Calls):
                     queued = [ev.SteeringInjected(message=message, mode="follow_up")]
             if not queued and ending is None:
                 answer = self.finish.answer
-                self.stop(loop_done(text=answer), answer, "completed")
+                self.stop(loop_done(text=answer), answer, self.finish.stop_reason)
         if queued:
             self.ending = None
         elif self.ending is not None:  # (most steps: no frame to find that out)

@@ -269,7 +269,9 @@ class Final(Body):
     stopReason: str | None = None
     error: str | None = None
     output: Any = Field(None, description="A completed run's structured output (docs/output.md).")
-    stopDetail: Literal["max_tokens"] | None = Field(None, description="The answer was cut off.")
+    stopDetail: Literal["max_tokens"] | None = Field(
+        None, description="Deprecated: present when stopReason is max_tokens (the answer was cut)."
+    )
 
 
 class Paused(Body):

@@ -18,8 +18,8 @@ from starlette.responses import JSONResponse
 
 from .. import events as ev
 from .. import redact
-from ..loop.finish import stop_detail
 from ..loop.output import Output
+from ..loop.result import ANSWERED
 from ..runtime import Runtime
 from ..state.text import valid_data
 from ..store import PendingRecord, StoredEvent
@@ -152,10 +152,11 @@ def final_body(
     raw: bool = False,
 ) -> dict[str, Any]:
     """200: the run (or turn) ended. v1: `stopReason` only when v1 knows it (`max_turns`,
-    `denied`), and a failed run is a 500 `{"error": message}`. Else also, for a completed run,
-    `output` (the JSON value of an agent's structured output) and `stopDetail` (`max_tokens`:
-    its answer was cut by the output limit). `raw` (full profile): `events` are the events
-    themselves, for `state.FullBody` to serialise."""
+    `denied`; a `max_tokens` run is `completed` there, as before), and a failed run is a 500
+    `{"error": message}`. Else also `output` (the JSON value of an agent's structured output) for
+    a run that ended with an answer, and the deprecated `stopDetail` (`max_tokens`, as before it
+    was a stop reason). `raw` (full profile): `events` are the events themselves, for
+    `state.FullBody` to serialise."""
     if profile == "v1":
         if done.stop_reason == "error":
             raise ApiError(500, redact.text(done.text) or "the run failed")
@@ -175,12 +176,10 @@ def final_body(
     }
     if done.stop_reason == "error":
         body["error"] = body["text"]
-    if done.stop_reason == "completed":
-        if output is not None and done.text:
-            body["output"] = redact.deep(json.loads(done.text))  # the value's own JSON text
-        detail = stop_detail(events)
-        if detail is not None:
-            body["stopDetail"] = detail
+    if done.stop_reason in ANSWERED and output is not None and done.text:
+        body["output"] = redact.deep(json.loads(done.text))  # the value's own JSON text
+    if done.stop_reason == "max_tokens":
+        body["stopDetail"] = "max_tokens"  # (deprecated: as before max_tokens was a stopReason)
     return body
 
 

@@ -183,7 +183,7 @@ class ChatView:
             case ev.Done(text=text, stop_reason=reason):
                 self.pause()
                 if (
-                    reason in ("completed", "terminated")
+                    reason in ("completed", "max_tokens", "terminated")
                     and text.strip() != self.shown_text.strip()
                 ):
                     self.answer(text)

@@ -17,6 +17,7 @@ const FAMILIES = new Set([
 ]);
 const STOP_TEXT = {
   completed: "completed",
+  max_tokens: "stopped: the answer was cut by the output limit",
   paused: "paused — waiting for a decision",
   denied: "stopped: a tool call was denied",
   max_turns: "stopped: step limit reached",
@@ -592,7 +593,8 @@ class Transcript {
   finished(s, ev) {
     if (s.depth > 0) return; // a subagent's end is its tool card's result
     const reason = str(ev.stopReason) || "completed";
-    if (reason === "completed" && ev.text && !s.lastText) {
+    const answered = reason === "completed" || reason === "max_tokens";
+    if (answered && ev.text && !s.lastText) {
       this.bubbleOf(s).setText(str(ev.text));
       s.lastText = str(ev.text);
     }
@@ -601,7 +603,7 @@ class Transcript {
     if (this.run.input || this.run.output) facts.push(`${this.run.input} in / ${this.run.output} out tokens`);
     const note = h("li", { class: `stop stop-${reason}`, testid: "run-stop", "data-stop-reason": reason },
       h("span", { class: "stop-facts" }, facts.join(" · ")));
-    if (reason !== "completed" && ev.text) note.append(h("span", { class: "stop-text" }, str(ev.text)));
+    if (!answered && ev.text) note.append(h("span", { class: "stop-text" }, str(ev.text)));
     this.add(this.chat, note);
     s.bubble = null;
     s.lastText = "";
