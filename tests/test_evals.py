@@ -289,8 +289,8 @@ BAD = [
     (
         {"input": "hi", "expect": {"stop_reason": "done"}},
         "evals/bad/case.yaml: "
-        "expect.stop_reason: 'done' is not one of ['completed', 'terminated', 'error', 'paused', "
-        "'denied', 'max_turns', 'aborted']",
+        "expect.stop_reason: 'done' is not one of ['completed', 'max_tokens', 'terminated', "
+        "'error', 'paused', 'denied', 'max_turns', 'aborted']",
     ),
     (
         {"input": "hi", "model": "scripted:nowhere.yaml"},
