@@ -69,6 +69,17 @@ async def test_a_child_that_is_denied_gives_the_parent_an_error_result():
     assert output.is_error and output.content.startswith("The subagent 'billing' stopped (denied)")
 
 
+async def test_a_child_whose_answer_was_cut_gives_the_parent_its_text():
+    """A child ending `max_tokens` answers the parent's call as before (the cut text, no error):
+    the parent's model sees what was said and the parent's run completes."""
+    child = billing({"text": "Refund of 5 is iss", "stop_reason": "max_tokens"})
+    parent_model = scripted({"tool_calls": [call("billing", "b", request="refund")]}, "done")
+    result = await run_agent(Agent(model=parent_model, tools=[subagent_tool(child)]))
+    [output] = [e for e in result.events if e.type == "tool:output"]
+    assert (output.content, output.is_error) == ("Refund of 5 is iss", False)
+    assert (result.text, result.stop_reason) == ("done", "completed")
+
+
 class SaysOneWord:
     """A model that streams one word, then waits until its request is cancelled."""
 

@@ -628,3 +628,20 @@ async def test_a_subagent_paused_on_an_approval_and_resumed(spans):
             ],
         )
     ]
+
+
+async def test_a_cut_answer_ends_the_run_span_max_tokens(spans):
+    """The run's span says `max_tokens`, its request's finish reason `length`; not an error."""
+    model = scripted({"text": "It ship", "stop_reason": "max_tokens"})
+    agent = Agent(name="support", model=model)
+    await drive(Session(agent, session_id="s1").run("where is 7?"))
+    keys = ("gen_ai.response.finish_reasons", "loopwright.stop_reason")
+    assert tree(spans, *keys) == [
+        (
+            "invoke_agent support",
+            {"loopwright.stop_reason": "max_tokens"},
+            [("chat inline", {"gen_ai.response.finish_reasons": ("length",)}, [])],
+        )
+    ]
+    [run] = by_name(spans, "invoke_agent support")
+    assert run.status.status_code == StatusCode.UNSET
