@@ -105,6 +105,8 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
         if word == "delegate":
             args = {"request": f"refund {k}"}
             return Reply(tool_calls=(ToolCall(id=f"bill-{k}", name="billing", args=args),))
+        if word == "cut":  # a final answer cut by the output limit: the run ends max_tokens
+            return Reply(text="It was the best of", stop_reason="max_tokens")
         if word == "slow":
             await gate.wait()
             return Reply(text="slowly")
@@ -314,6 +316,7 @@ SCENARIOS = [
     ),
     Scenario("cli-prompt", [send("refund 1", prompt=True), answer_prompt(APPROVE)], {}),
     Scenario("large-result", [send("big 1"), ended(), send("hi 2"), ended()], {}),
+    Scenario("cut-answer", [send("cut 1"), ended(), send("hi 2"), ended()], {}),
 ]
 """Every scenario; a scenario's `decisions` default to its own steps' (`decisions_of`)."""
 
