@@ -94,6 +94,11 @@ GREETER = {
     "agent.yaml": "description: Says hello.\nmodel: scripted:script.yaml\n",
     "script.yaml": "replies:\n  - Hello!\n",
 }
+CUT = "It was the best of times, it was the"
+CUTTER = {
+    "agent.yaml": "description: Talks past its output limit.\nmodel: scripted:script.yaml\n",
+    "script.yaml": f'replies:\n  - {{text: "{CUT}", stop_reason: max_tokens, chunk: 8}}\n',
+}
 ASKER = {
     "agent.yaml": "description: Asks first.\nmodel: scripted:script.yaml\nbuiltins: [ask_user]\n",
     "script.yaml": """\
@@ -146,6 +151,7 @@ def write_project(root: Path) -> Path:
         "asker": ASKER,
         "slow": SLOW,
         "boss": BOSS,
+        "cutter": CUTTER,
     }.items():
         folder = root / "agents" / name
         folder.mkdir(parents=True)
@@ -497,3 +503,22 @@ def test_a_subagents_events_and_approval_appear_nested_in_its_parents_chat(
     expect(page.get_by_test_id("msg-assistant").last).to_contain_text("The clerk is done.")
     nested = page.locator('[data-testid=timeline-item][data-type="subagent:event"]')
     expect(nested.first).to_contain_text("clerk")
+
+
+def test_a_cut_answer_shows_its_text_and_the_max_tokens_badge(page: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    open_playground(page, server)
+    page.get_by_test_id("agent-select").select_option("cutter")
+    page.get_by_test_id("message-input").fill("Tell me a long story")
+    page.get_by_test_id("send-button").click()
+
+    status = page.get_by_test_id("run-status")
+    expect(status).to_have_attribute("data-state", "max_tokens")
+    expect(status).to_have_text("stopped: the answer was cut by the output limit")
+    expect(page.get_by_test_id("msg-assistant").last).to_contain_text(CUT)
+    stop = page.get_by_test_id("run-stop").last
+    expect(stop).to_have_attribute("data-stop-reason", "max_tokens")
+    expect(stop.locator(".stop-text")).to_have_count(0)  # the text is the answer, not a reason
+    truncated = page.locator('[data-testid=timeline-item][data-type="message:truncated"]')
+    expect(truncated).to_have_count(1)
