@@ -106,7 +106,8 @@ async def test_an_agent_with_an_ask_rule_runs_a_real_llamacpp_model(server: Any)
         result = await drive(Session(agent).run("What time is it in UTC?", approver=approve_all))
     finally:
         await model.aclose()
-    assert ran == ["UTC"] and result.stop_reason == "completed"
+    # (an answer, done or cut at its 24 tokens: the small model's wording is its own)
+    assert ran == ["UTC"] and result.stop_reason in ("completed", "max_tokens")
     budget = [e for e in result.events if isinstance(e, BudgetCheck)]
     assert [b.budget_tokens for b in budget] == [N_CTX, N_CTX]  # read from /props
     first = next(e.message for e in result.events if isinstance(e, MessageCompleted))
