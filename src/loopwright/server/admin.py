@@ -235,7 +235,6 @@ def _reload(state: State) -> bool:
 
 _FILE = {"name": "file", "in": "path", "required": True, "schema": {"type": "string"}}
 _WHO = error("The token does not have the admin role (or the Host is another server's).")
-_INVALID = error("The new version does not load: the loader's error, with file and line.")
 _TEXT = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
 _FILE_BODY = {
     "type": "object",

@@ -76,11 +76,6 @@ EVENT_LIMIT = {
     "schema": {"type": "integer", "minimum": 1, "maximum": 5000},
     "description": "At most this many events (default 500); `nextAfter` reads on.",
 }
-NEXT_CURSOR: Schema = {
-    "type": ["string", "null"],
-    "description": "The cursor of the next page; null at the end (a page may hold fewer "
-    "entries than the limit and still have a next one).",
-}
 PAGE_ERROR = {"400": error("A bad limit or cursor.")}
 SSE = {
     "description": "Server-sent events: `event: <type>`, `id: <seq>` (only on events the log "
