@@ -118,8 +118,9 @@ def test_the_server_and_the_cli_are_separate_layers():
 
 
 ALLOWED = {
-    # the flat catalogue of event values (one small class per wire type), not logic
-    "events.py": 600,
+    # the flat catalogue of event values (one small class per wire type), not logic; 650 since
+    # issue 35 added its additive types (reply transforms, notes, tool labels and details)
+    "events.py": 650,
     # the loop must read on a few screens (STYLE: 150-250 lines); its steps are loop/steps.py
     "loop/loop.py": 250,
 }
@@ -147,4 +148,6 @@ def test_module_size_budget():
             "loop/budget",
         )
     )
-    assert core <= 2500, core  # STYLE aims at ~1,500; see the closing notes
+    # STYLE aims at ~1,500; 2,600 since issue 35 put custom messages, tool labels and argument
+    # preparation, and three hook points into the core (see the closing notes)
+    assert core <= 2600, core
