@@ -66,6 +66,23 @@ def _system_binds() -> list[str]:
     return [*args, "--ro-bind", "/etc", "/etc"]
 
 
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/proc")
+
+
+def _parents(paths: list[str]) -> list[str]:
+    """The directories above the bound paths, made traversable (bwrap makes them 0700): the
+    sandbox's user reaches what is bound by its absolute path."""
+    made: list[str] = []
+    for path in paths:
+        parent = os.path.dirname(os.path.abspath(path))
+        chain: list[str] = []
+        while parent not in ("/", "/tmp") and not parent.startswith(SYSTEM):
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        made += [p for p in reversed(chain) if p not in made and p not in paths]
+    return [arg for p in made for arg in ("--perms", "0755", "--dir", p)]
+
+
 def environment(sandbox: Sandbox, workspace: str, extra: Mapping[str, str]) -> dict[str, str]:
     """Everything a sandboxed process finds in its environment."""
     env = {"PATH": PATH, "HOME": workspace, "PWD": workspace, "LANG": "C.UTF-8"}
@@ -87,6 +104,8 @@ def command(
     """The full command line running `argv` in the sandbox, in `workspace` (see the module)."""
     args = [bwrap or sandbox.bwrap, *_system_binds(), "--perms", "1777", "--tmpfs", "/tmp"]
     args += ["--dev", "/dev"]
+    bound = [*sandbox.read_only, *([workspace] if workspace_bind else [])]
+    args += _parents(bound)
     for path in sandbox.read_only:
         args += ["--ro-bind", path, path]
     if workspace_bind:
