@@ -15,6 +15,7 @@ from .errors import ConfigError
 from .hooks import Hooks
 from .loop.output import Output, OutputMode
 from .model_settings import ModelSettings
+from .sandbox import Sandbox
 from .state.compaction import Compaction
 from .tools import Tool
 from .toolsets import Toolset, Toolsets
@@ -108,6 +109,9 @@ class Agent:
     continue_truncated: int = 0
     """Times a reply cut by the output limit (without tool calls) is continued: the model is
     asked to go on where it stopped and the pieces are joined (`message:truncated`)."""
+    sandbox: Sandbox | None = None
+    """Run the `shell` built-in and stdio MCP servers under bubblewrap, and root the file
+    built-ins in the sandbox's workspace (docs/sandbox.md); bubblewrap is checked now."""
     _specs: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
     _spec_chars: int | None = field(default=None, init=False, repr=False, compare=False)
     _by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -122,6 +126,10 @@ class Agent:
         if self.max_turns < 1:
             raise ConfigError(f"agent {self.name!r}: max_turns must be at least 1")
         given = tuple(self.tools)
+        if self.sandbox is not None:
+            from .sandbox.apply import sandboxed
+
+            given = sandboxed(given, self.sandbox)
         strays = [t for t in given if not isinstance(t, (Tool, Toolset))]
         if strays:
             raise ConfigError(f"agent {self.name!r}: {strays[0]!r} is neither a tool nor a toolset")

@@ -21,13 +21,19 @@ import threading
 from bisect import bisect_right
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import replace
+from functools import partial
 from itertools import accumulate
 from pathlib import Path, PureWindowsPath
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ToolError
 from ..state.text import valid
-from ..tools import tool
+from ..tools import Tool, ToolContext, tool
 from ..toolsets import ToolList
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
 
 __all__ = ["workspace_tools"]
 
@@ -310,6 +316,22 @@ def workspace_tools(
             ws.replace(real, result.encode("utf-8"))
         return f"Replaced {count} occurrence{'s' if count > 1 else ''} in {ws.shown(real)}."
 
-    return ToolList(
-        [read_file, list_files, *([write_file, edit_file] if writable else [])], "files"
-    )
+    made = [read_file, list_files, *([write_file, edit_file] if writable else [])]
+    options = {"max_read": max_read, "max_write": max_write, "writable": writable}
+    for each in made:  # an agent with a sandbox roots them in its workspace (docs/sandbox.md)
+        each.fn.__sandbox__ = partial(_in_sandbox, each, options)  # type: ignore[attr-defined]
+    return ToolList(made, "files")
+
+
+def _in_sandbox(original: Tool, options: dict[str, Any], sandbox: Sandbox) -> Tool:
+    """`original` working in `sandbox`'s workspace of the calling session."""
+    by_root: dict[str, dict[str, Tool]] = {}
+
+    def run(ctx: ToolContext, **args: Any) -> Any:
+        root = sandbox.workspace_for(ctx.session_id)
+        if root not in by_root:
+            by_root[root] = {t.name: t for t in workspace_tools(root, **options)}
+        return by_root[root][original.name].fn(**args)
+
+    run.__sandbox__ = partial(_in_sandbox, original, options)  # type: ignore[attr-defined]
+    return replace(original, fn=run, context_param="ctx")

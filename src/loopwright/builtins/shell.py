@@ -7,6 +7,10 @@ the model is told how many bytes were cut between them. When the command ends, t
 call is cancelled, the whole group is stopped: SIGTERM, then SIGKILL after a short grace, and the
 shell is reaped. Nothing it started outlives the call, except a process that left the group on
 purpose (`setsid`): containing those is the sandbox's job (docs/shell.md), not this tool's.
+
+With a `Sandbox` (`Agent(sandbox=...)`, docs/sandbox.md) the command runs under bubblewrap in
+the sandbox's workspace instead: the group's leader is bwrap, and stopping it kills the
+sandbox's whole pid namespace, `setsid` children too.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ToolError
+from ..sandbox import Sandbox
 from ..tools import Tool, ToolContext, ToolReturn, tool
 from .groups import Group, stop
 
@@ -83,14 +88,12 @@ class _Command(Group):
         asyncio.get_running_loop().add_reader(fd, self._readable)
 
     @classmethod
-    async def start(cls, command: str, root: str, env: dict[str, str], cap: int) -> _Command:
+    async def start(cls, argv: list[str], root: str, env: dict[str, str], cap: int) -> _Command:
         read_fd, write_fd = os.pipe()
         try:
             os.set_blocking(read_fd, False)
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh",
-                "-c",
-                command,
+                *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,
@@ -138,13 +141,21 @@ class _Command(Group):
 
 
 async def run_command(
-    command: str, root: str, env: dict[str, str], *, timeout: float, cap: int, grace: float
+    command: str | list[str],
+    root: str,
+    env: dict[str, str],
+    *,
+    timeout: float,
+    cap: int,
+    grace: float,
 ) -> tuple[int | None, str]:
-    """Run `command` and stop its group; the exit status (None when it timed out) and output.
+    """Run `command` (a shell command line, or an argv) and stop its group; the exit status
+    (None when it timed out) and output.
 
     Cancelling the caller stops the group too (SIGTERM, then SIGKILL after `grace`; a second
     cancellation sends SIGKILL at once), then the cancellation goes on."""
-    cmd = await _Command.start(command, root, env, cap)
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else command
+    cmd = await _Command.start(argv, root, env, cap)
     try:
         timer = asyncio.ensure_future(_expire(timeout))
         try:
@@ -176,6 +187,7 @@ def shell_tool(
     max_output: int = 30_000,
     kill_grace: float = 2.0,
     env: Mapping[str, str] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Tool:
     """A `shell` tool running commands in `root` (see the module docstring and docs/shell.md).
 
@@ -183,9 +195,10 @@ def shell_tool(
     `tool_timeout` still bounds a call); `max_output` caps the bytes of output kept (half head,
     half tail); `kill_grace` is the time between SIGTERM and SIGKILL; `env` adds variables, as
     given, to the filtered environment (put no secrets there: the model reads what commands
-    print)."""
+    print); `sandbox` runs each command under bubblewrap in the sandbox's workspace instead of
+    `root` (an agent with a sandbox gives it to its shell tools)."""
     real = os.path.realpath(root)
-    if not os.path.isdir(real):
+    if sandbox is None and not os.path.isdir(real):
         raise ConfigError(f"workspace root is not a directory: {root}")
     if not 0 < timeout <= max_timeout or max_output < 2 or kill_grace < 0:
         raise ConfigError("shell: need 0 < timeout ≤ max_timeout, max_output ≥ 2, kill_grace ≥ 0")
@@ -210,17 +223,36 @@ def shell_tool(
         left = ctx.time_left()
         if left is not None:  # stop it ourselves, with its output, before the loop cancels it
             timeout = min(timeout, left - min(kill_grace + 0.5, left / 2))
+        argv: str | list[str] = command
+        where, env_of = real, command_env(real, os.environ, extra)
+        if sandbox is not None:  # bwrap itself gets an empty environment; the command, the policy's
+            from ..sandbox.bwrap import SandboxUnavailable, wrap
+
+            try:
+                where = sandbox.workspace_for(ctx.session_id)
+                argv, env_of = wrap(sandbox, where, ["/bin/sh", "-c", command], extra), {}
+            except SandboxUnavailable as exc:  # fail closed: bubblewrap went missing
+                return ToolReturn(content=str(exc), is_error=True)
         code, output = await run_command(
-            command,
-            real,
-            command_env(real, os.environ, extra),
-            timeout=timeout,
-            cap=max_output,
-            grace=kill_grace,
+            argv, where, env_of, timeout=timeout, cap=max_output, grace=kill_grace
         )
         content = f"{output}\n{_status(code, timeout)}" if output else _status(code, timeout)
         return ToolReturn(content=content, is_error=code != 0)
 
     doc = shell.__doc__ or ""
     shell.__doc__ = doc.replace("DEFAULT", f"{timeout:g}").replace("MAX", f"{max_timeout:g}")
-    return tool(name="shell", max_output=max_output + 1_000)(shell)
+    made = tool(name="shell", max_output=max_output + 1_000)(shell)
+
+    def in_sandbox(policy: Sandbox) -> Tool:  # (`Agent(sandbox=...)`: sandbox.apply)
+        return shell_tool(
+            root,
+            timeout=timeout,
+            max_timeout=max_timeout,
+            max_output=max_output,
+            kill_grace=kill_grace,
+            env=env,
+            sandbox=policy,
+        )
+
+    made.fn.__sandbox__ = in_sandbox  # type: ignore[attr-defined]
+    return made

@@ -19,11 +19,14 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -44,6 +47,8 @@ class StdioServer:
     cwd: str | None = None
     timeout: float | None = None
     """Seconds a call may take (None: the agent's tool timeout)."""
+    sandboxed: bool = False
+    """Run under bubblewrap: `command` is bwrap, the server's own command line is in `args`."""
 
     def secrets(self) -> tuple[str, ...]:
         return tuple(v for v in self.env.values() if len(v) >= 4)
@@ -65,6 +70,16 @@ class HttpServer:
 
 
 ServerConfig = StdioServer | HttpServer
+
+
+def in_sandbox(config: StdioServer, sandbox: Sandbox) -> StdioServer:
+    """`config` run under `sandbox`, in its workspace for `mcp-<name>` (docs/sandbox.md); its
+    `env` is passed into the sandbox (and still redacted from what is shown)."""
+    from ..sandbox.bwrap import wrap
+
+    where = sandbox.workspace_for(f"mcp-{config.name}")
+    argv = wrap(sandbox, where, [config.command, *config.args], config.env)
+    return replace(config, command=argv[0], args=tuple(argv[1:]), cwd=where, sandboxed=True)
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> list[ServerConfig]:

@@ -26,15 +26,18 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import describe
 from ..tools import NeedsAnswer, Tool, ToolContext, ToolReturn
 from ..toolsets import Toolset
 from . import elicit
-from .config import HttpServer, ServerConfig, StdioServer, redact
+from .config import HttpServer, ServerConfig, StdioServer, in_sandbox, redact
 from .naming import build_tools
 from .results import to_return
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
 
 log = logging.getLogger("loopwright.tools")
 
@@ -80,6 +83,13 @@ class MCPServer(Toolset):
 
     def __repr__(self) -> str:
         return f"MCPServer({self.name!r})"
+
+    def with_sandbox(self, sandbox: Sandbox) -> MCPServer:
+        """This server under `sandbox` (a stdio one; `in_sandbox`), a new toolset."""
+        if not isinstance(self.config, StdioServer) or self.config.sandboxed:
+            return self
+        config = in_sandbox(self.config, sandbox)
+        return MCPServer(config, start_timeout=self.start_timeout, retry_after=self.retry_after)
 
     @property
     def version(self) -> int:

@@ -110,11 +110,17 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
 
     from_project(project.settings.get("telemetry"), source=str(toml))
     agents_dir = project.root / "agents"
+    defaults = dict(project.settings.get("defaults") or {})
+    if "sandbox" in project.settings:  # the agents' default sandbox (docs/sandbox.md)
+        from ..sandbox import Sandbox
+
+        sandbox = Sandbox.parse(project.settings["sandbox"], base=project.root)
+        defaults["sandbox"] = sandbox
     shared = _mcp_servers(project.root)  # the root's mcp.json: every agent's, one process each
     if agents_dir.is_dir():
         for folder in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
             if (folder / "agent.yaml").exists() or (folder / "agent.py").exists():
-                agent = load_agent(folder, defaults=project.settings.get("defaults") or {})
+                agent = load_agent(folder, defaults=defaults)
                 if shared:
                     from ..mcp import with_servers
 

@@ -61,6 +61,8 @@ class _Spec(BaseModel):
     output_retries: int = 2
     output_mode: Literal["auto", "native", "tool"] = "auto"
     continue_truncated: int = 0
+    sandbox: dict[str, Any] | None = None
+    """Run the shell and stdio MCP servers under bubblewrap (docs/sandbox.md)."""
 
 
 def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
@@ -97,7 +99,17 @@ def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         )
     model = _model(spec.model, folder, f"{path}:{_line_of(node, 'model')}")
     fallback = [_model(m, folder, f"{path}:{_line_of(node, 'fallback')}") for m in spec.fallback]
-    tools: list[Tool | Toolset] = [*_tools(folder, spec, f"{path}:{_line_of(node, 'tools')}")]
+    sandbox = defaults.get("sandbox")
+    if spec.sandbox is not None:
+        from ..sandbox import Sandbox
+
+        try:
+            sandbox = Sandbox.parse(spec.sandbox, base=folder)
+        except (ConfigError, TypeError) as exc:
+            raise ConfigError(str(exc), source=f"{path}:{_line_of(node, 'sandbox')}") from None
+    workspace = folder / "workspace" if sandbox is None else Path(sandbox.base())
+    where = f"{path}:{_line_of(node, 'tools')}"
+    tools: list[Tool | Toolset] = [*_tools(folder, spec, where, workspace)]
     if spec.plugins:
         from ..plugins import plugin_tools
 
@@ -137,6 +149,7 @@ def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         output_retries=spec.output_retries,
         output_mode=spec.output_mode,
         continue_truncated=spec.continue_truncated,
+        sandbox=sandbox,
     )
     skills = folder / "skills"
     if skills.is_dir():
@@ -163,7 +176,7 @@ def _model(spec: str, folder: Path, where: str) -> str:
     return spec
 
 
-def _tools(folder: Path, spec: _Spec, where: str) -> list[Tool]:
+def _tools(folder: Path, spec: _Spec, where: str, workspace: Path) -> list[Tool]:
     tools: list[Tool] = []
     if (folder / "tools.py").exists():
         module = import_file(folder / "tools.py", f"tools_{folder.name}")
@@ -184,11 +197,11 @@ def _tools(folder: Path, spec: _Spec, where: str) -> list[Tool]:
     if "files" in spec.builtins or "files-readonly" in spec.builtins:
         from ..builtins.files import workspace_tools
 
-        tools += workspace_tools(folder / "workspace", writable="files" in spec.builtins)
+        tools += workspace_tools(workspace, writable="files" in spec.builtins)
     if "shell" in spec.builtins:
         from ..builtins.shell import shell_tool
 
-        tools.append(shell_tool(folder / "workspace"))
+        tools.append(shell_tool(workspace))
     if "read_result" in spec.builtins:  # large results read back by range (docs/large-results.md)
         from ..builtins.results import read_result
 

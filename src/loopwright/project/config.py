@@ -2,8 +2,8 @@
 
 Every table a project may have is here: `[server]` and `[auth]` (the HTTP server,
 `server.settings`), `[store]`, `[defaults]` (what `agent.yaml` agents start from),
-`[providers.NAME]` (`providers`), `[telemetry]` and `[notify]`. A key that is none of these is
-an error naming the file, the line and the closest valid key; so is a value of the wrong type:
+`[providers.NAME]` (`providers`), `[telemetry]`, `[notify]` and `[sandbox]` (the agents'
+default sandbox, `sandbox`). A key that is none of these is an error naming the file, the line and the closest valid key; so is a value of the wrong type:
 
     loopwright.toml:3: [server] unknown key 'prot' (did you mean 'port'?)
 
@@ -108,6 +108,24 @@ class NotifyTable(_Table):
     max_attempts: int = 0
 
 
+class SandboxLimitsTable(_Table):
+    cpu_seconds: int = 0
+    memory_mb: int = 0
+    processes: int = 0
+    file_size_mb: int = 0
+
+
+class SandboxTable(_Table):
+    workspace: str = ""
+    workspaces: str = ""
+    network: Literal["none", "all"] = "none"
+    limits: SandboxLimitsTable = SandboxLimitsTable()
+    read_only: list[str] = []
+    env: dict[str, str] = {}
+    user: int = 0
+    bwrap: str = ""
+
+
 class ProjectConfig(_Table):
     """loopwright.toml: every table and key it may have."""
 
@@ -118,6 +136,7 @@ class ProjectConfig(_Table):
     providers: dict[str, ProviderTable] = {}
     telemetry: TelemetryTable = TelemetryTable()
     notify: NotifyTable = NotifyTable()
+    sandbox: SandboxTable = SandboxTable()
 
 
 def check(settings: dict[str, Any], text: str, source: str) -> None:
