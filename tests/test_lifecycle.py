@@ -15,7 +15,7 @@ from loopwright.runtime import service
 from loopwright.runtime.forking import fork
 from loopwright.runtime.lifecycle import Subscription
 from loopwright.state.lifecycle import (
-    ForkedFrom,
+    ForkSource,
     SessionCreated,
     SessionDisposed,
     SessionStatusChanged,
@@ -102,7 +102,7 @@ async def test_a_fork_is_created_with_its_source(logs, runtimes):
     last = (await runtime.session(KEY)).last_seq
     await ended(await runtime.send("acme", "payer", "s2", "what if"))
     assert await taken(seen) == [
-        created(copy, forked_from=ForkedFrom(session_id="s1", seq=last)),
+        created(copy, forked_from=ForkSource(session_id="s1", seq=last)),
         status("running", key=copy),
         status("idle", "running", key=copy),
     ]
@@ -176,7 +176,7 @@ async def test_a_slow_subscriber_loses_notifications_logged_and_never_blocks_a_r
 def test_the_wire_carries_them_on_the_full_profile_only(profile):
     from loopwright import wire
 
-    event = created(forked_from=ForkedFrom(session_id="s0", seq=4))
+    event = created(forked_from=ForkSource(session_id="s0", seq=4))
     expected = {
         "full": '{"tenant":"acme","agent":"payer","sessionId":"s1",'
         '"forkedFrom":{"sessionId":"s0","seq":4},"type":"session:created"}',

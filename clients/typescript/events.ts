@@ -96,7 +96,7 @@ export interface Error {
 }
 
 /** The session a fork was copied from, and the seq it was copied up to. */
-export interface ForkedFrom {
+export interface ForkSource {
   seq: number;
   sessionId: string;
 }
@@ -290,7 +290,7 @@ export interface Session {
 /** A session came into being: its first run's input is in the log, or it was forked. */
 export interface SessionCreated {
   agent: string;
-  forkedFrom?: ForkedFrom;
+  forkedFrom?: ForkSource;
   sessionId: string;
   tenant: string;
   type: "session:created";

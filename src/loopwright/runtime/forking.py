@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
-from ..state.lifecycle import ForkedFrom
+from ..state.lifecycle import ForkSource
 from ..store.forking import CannotFork
 from ..store.log import SESSION_ID_RULE, SessionKey, SessionRecord, valid_session_id
 
@@ -38,7 +38,7 @@ async def fork(
     if at is None:
         at = (await runtime.session(key)).last_seq
     forked = await runtime.log.fork(key, at, new_id or secrets.token_hex(16))
-    runtime.live.lifecycle.created(forked, ForkedFrom(session_id=key.id, seq=at))
+    runtime.live.lifecycle.created(forked, ForkSource(session_id=key.id, seq=at))
     return forked
 
 

@@ -20,7 +20,7 @@ from ..errors import SessionBusy
 from ..events import Done
 from ..state.lifecycle import (
     DisposedReason,
-    ForkedFrom,
+    ForkSource,
     LifecycleEvent,
     SessionCreated,
     SessionDisposed,
@@ -107,7 +107,7 @@ class Lifecycle:
             self.subscriptions.add(subscription)
         return subscription
 
-    def created(self, key: SessionKey, forked_from: ForkedFrom | None = None) -> None:
+    def created(self, key: SessionKey, forked_from: ForkSource | None = None) -> None:
         self._publish(
             key,
             SessionCreated(

@@ -19,7 +19,7 @@ DisposedReason: TypeAlias = Literal["evicted", "handed_over", "failed", "closed"
 
 
 @value
-class ForkedFrom:
+class ForkSource:
     """The session a fork was copied from, and the seq it was copied up to."""
 
     session_id: str
@@ -33,7 +33,7 @@ class SessionCreated:
     tenant: str
     agent: str
     session_id: str
-    forked_from: ForkedFrom | None = None
+    forked_from: ForkSource | None = None
     type: Literal["session:created"] = "session:created"
 
 
