@@ -18,7 +18,7 @@ from test_server import LiveServer, served
 
 server = served("openapi-responses")
 
-JSON_OPERATIONS = 34
+JSON_OPERATIONS = 35
 """The document's operations that answer JSON (its two approval-link pages answer HTML)."""
 
 
@@ -152,6 +152,7 @@ def test_every_json_answer_validates_against_the_document(
     }
     streamed = {"POST /agents/{name}/messages/stream", f"GET {SESSION}/stream"}
     streamed.add(f"GET {SESSION}/results/{{ref}}")  # text/plain (tests/test_large_results_http.py)
+    streamed.add("GET /lifecycle")  # SSE (tests/test_lifecycle_http.py)
     assert len(json_operations) == JSON_OPERATIONS
     assert c.operations == json_operations - streamed
 

@@ -95,6 +95,12 @@ export interface Error {
   type: "error";
 }
 
+/** The session a fork was copied from, and the seq it was copied up to. */
+export interface ForkSource {
+  seq: number;
+  sessionId: string;
+}
+
 /** An observe hook (`on_run_start`, `after_reply`, `on_run_end`) raised: the run goes on (the `loopwright.hooks` logger has the traceback). */
 export interface HookFailed {
   error: string;
@@ -281,6 +287,34 @@ export interface Session {
   type: "session";
 }
 
+/** A session came into being: its first run's input is in the log, or it was forked. */
+export interface SessionCreated {
+  agent: string;
+  forkedFrom?: ForkSource;
+  sessionId: string;
+  tenant: string;
+  type: "session:created";
+}
+
+/** The runtime let go of the session's in-memory state (the durable session stays): `evicted` from its cache of sessions, `handed_over` to another process that took its run, `failed` (its run ended on an error), or `closed` with the runtime. */
+export interface SessionDisposed {
+  agent: string;
+  reason: "evicted" | "handed_over" | "failed" | "closed";
+  sessionId: string;
+  tenant: string;
+  type: "session:disposed";
+}
+
+/** A session's status changed: `running` as a run starts or resumes, `waiting` while that run waits on a decision (an approval or a question), `paused` when it stopped durably on open items, `idle` when it ended otherwise, `interrupted` when it ended without its end recorded. `previous` is None when this runtime knew no status for it before. */
+export interface SessionStatusChanged {
+  agent: string;
+  previous?: "idle" | "running" | "waiting" | "paused" | "interrupted";
+  sessionId: string;
+  status: "idle" | "running" | "waiting" | "paused" | "interrupted";
+  tenant: string;
+  type: "session:status";
+}
+
 export interface SkillLoaded {
   skill: string;
   type: "skill:loaded";
@@ -453,7 +487,7 @@ export interface UserMessage {
   role: "user";
 }
 
-/** Every event loopwright emits (the loopengine v1 vocabulary plus additive types). Generated from loopwright.events by `python -m loopwright.wire`; see PROTOCOL.md. */
+/** Every event loopwright emits (the loopengine v1 vocabulary plus additive types, and a runtime's lifecycle notifications). Generated from loopwright.events by `python -m loopwright.wire`; see PROTOCOL.md. */
 export type LoopwrightEvent =
   | BudgetCheck
   | PromptCompaction
@@ -504,6 +538,9 @@ export type LoopwrightEvent =
   | LoopTerminated
   | RunInterrupted
   | HookFailed
-  | SubagentEvent;
+  | SubagentEvent
+  | SessionCreated
+  | SessionStatusChanged
+  | SessionDisposed;
 
 export type EventType = LoopwrightEvent["type"];

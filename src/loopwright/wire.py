@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 from . import events as ev
 from . import redact
 from .messages import Message
+from .state.lifecycle import LifecycleEvent
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -50,6 +51,14 @@ def _event_adapter() -> TypeAdapter[Any]:
 
 
 @cache
+def _published_adapter() -> TypeAdapter[Any]:
+    """A run's events and a runtime's lifecycle notifications (`state.lifecycle`): the schema."""
+    from pydantic import Field, TypeAdapter
+
+    return TypeAdapter(Annotated[ev.Event | LifecycleEvent, Field(discriminator="type")])
+
+
+@cache
 def _v1_event_adapter() -> TypeAdapter[Any]:
     from pydantic import Field, TypeAdapter
 
@@ -63,7 +72,7 @@ def _messages_adapter() -> TypeAdapter[Any]:
     return TypeAdapter(list[Annotated[Message, Field(discriminator="role")]])
 
 
-def to_dict(event: ev.Event, profile: Profile = "full") -> dict[str, Any] | None:
+def to_dict(event: ev.Event | LifecycleEvent, profile: Profile = "full") -> dict[str, Any] | None:
     """The JSON object for one event (redacted), or None when `profile` leaves it out."""
     if profile == "v1":
         return _to_v1(event)
@@ -76,10 +85,10 @@ def to_dict(event: ev.Event, profile: Profile = "full") -> dict[str, Any] | None
 
 
 @overload
-def dumps(event: ev.Event) -> str: ...
+def dumps(event: ev.Event | LifecycleEvent) -> str: ...
 @overload
-def dumps(event: ev.Event, profile: Profile) -> str | None: ...
-def dumps(event: ev.Event, profile: Profile = "full") -> str | None:
+def dumps(event: ev.Event | LifecycleEvent, profile: Profile) -> str | None: ...
+def dumps(event: ev.Event | LifecycleEvent, profile: Profile = "full") -> str | None:
     """One compact JSON line for an event (redacted), or None when `profile` leaves it out."""
     if profile == "full":
         serializer = _serializer(type(event))  # type: ignore[arg-type]
@@ -120,7 +129,7 @@ def messages_from_json(data: str | bytes) -> list[Message]:
     return _messages_adapter().validate_json(data)  # type: ignore[no-any-return]
 
 
-def _to_v1(event: ev.Event) -> dict[str, Any] | None:
+def _to_v1(event: ev.Event | LifecycleEvent) -> dict[str, Any] | None:
     """The loopengine v1 projection: v1 types as they are, `loop:error` as v1 `error`, a
     subagent's pending item as the parent's own (`_subagent_item`), the rest dropped. v1
     `done.stopReason` only knows `max_turns` and `denied`."""
@@ -156,7 +165,7 @@ def _subagent_item(event: ev.SubagentEvent) -> dict[str, Any] | None:
 
 def event_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the whole event vocabulary, generated from the classes."""
-    schema = _event_adapter().json_schema(by_alias=True, mode="serialization")
+    schema = _published_adapter().json_schema(by_alias=True, mode="serialization")
     for definition in schema.get("$defs", {}).values():
         _tighten(definition)
     return {
@@ -164,7 +173,7 @@ def event_schema() -> dict[str, Any]:
         "$id": "https://loopwright.dev/protocol/loop-event.schema.json",
         "title": "LoopwrightEvent",
         "description": "Every event loopwright emits (the loopengine v1 vocabulary plus additive "
-        "types). Generated from loopwright.events by `python -m loopwright.wire`; see PROTOCOL.md.",
+        "types, and a runtime's lifecycle notifications). Generated from loopwright.events by `python -m loopwright.wire`; see PROTOCOL.md.",
         **{k: v for k, v in schema.items() if k not in {"title", "description"}},
     }
 

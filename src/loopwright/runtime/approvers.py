@@ -37,6 +37,7 @@ def held(registry: Live, log: Decisions, key: SessionKey) -> Approver:
         decided = asyncio.ensure_future(log.wait_decided(key.tenant, request.id))
         if live is not None:
             live.waiting.add(request.id)
+            registry.lifecycle.status(key, "waiting")
         try:
             await asyncio.wait((decided, registry.gone(key)), return_when=asyncio.FIRST_COMPLETED)
             item = decided.result() if decided.done() else None
@@ -46,6 +47,8 @@ def held(registry: Live, log: Decisions, key: SessionKey) -> Approver:
             await _cancel(decided)
         if item is None:
             return _defer(live)  # nobody follows any more: the item stays open, the run pauses
+        if live is not None and not live.waiting:
+            registry.lifecycle.status(key, "running")
         return await _acted_on(live, item)
 
     # (it answers from the log: a question the log holds no item for is declined, `mcp.elicit`)

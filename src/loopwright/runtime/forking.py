@@ -17,6 +17,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
+from ..state.lifecycle import ForkSource
 from ..store.forking import CannotFork
 from ..store.log import SESSION_ID_RULE, SessionKey, SessionRecord, valid_session_id
 
@@ -36,7 +37,9 @@ async def fork(
         raise CannotFork(f"session id {new_id!r} is not valid: {SESSION_ID_RULE}", "id")
     if at is None:
         at = (await runtime.session(key)).last_seq
-    return await runtime.log.fork(key, at, new_id or secrets.token_hex(16))
+    forked = await runtime.log.fork(key, at, new_id or secrets.token_hex(16))
+    runtime.live.lifecycle.created(forked, ForkSource(session_id=key.id, seq=at))
+    return forked
 
 
 def lineage(record: SessionRecord) -> dict[str, object] | None:

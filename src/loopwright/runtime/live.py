@@ -27,6 +27,7 @@ from ..store import StaleWriter, StoredEvent
 from ..store.log import QueuedControl, SessionKey, Store
 from .follow import Followed, Item, follow
 from .journal import NOT_STORED, LogJournal
+from .lifecycle import Lifecycle
 from .listening import Listener, Listeners
 
 logger = logging.getLogger("loopwright.runtime")
@@ -142,6 +143,7 @@ class LiveRun:
                 if not first.done() and self._run.seq is not None:
                     first.set_result(None)
                     self._listen()
+                    self._registry.lifecycle.ran(self.key, self.start_seq)
         except Exception as exc:
             self.failure = exc
             if not self._first.done():
@@ -173,6 +175,7 @@ class LiveRun:
                 except Exception:
                     logger.exception("as the run of session %s finished", self.key.id)
             self._registry.forget(self)
+            self._registry.lifecycle.ended(self.key, self.done, self.failure)
         if self._on_end is not None:
             try:
                 await self._on_end(self)
@@ -267,6 +270,8 @@ class Live:
         self._starts: dict[SessionKey, asyncio.Future[Followed]] = {}
         self.listeners = Listeners()
         """Listeners for controls of runs that ended, still ending."""
+        self.lifecycle = Lifecycle()
+        """The statuses of the sessions this process holds, published (`lifecycle`)."""
         self._closing = False
 
     def get(self, key: SessionKey) -> LiveRun | None:
@@ -357,6 +362,7 @@ class Live:
             with contextlib.suppress(BaseException):
                 await asyncio.gather(*stragglers, return_exceptions=True)
         await self.listeners.stop()
+        self.lifecycle.close()
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:

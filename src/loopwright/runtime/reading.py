@@ -27,6 +27,7 @@ from . import follow as following
 from .decisions import chain, key_of, open_under
 from .follow import Item
 from .journal import LogJournal
+from .lifecycle import Subscription
 from .live import Follower, Live
 from .results import stored_result
 
@@ -228,6 +229,11 @@ class Reading:
     async def usage_report(self, query: UsageQuery) -> Page:
         """Usage summed by group (`store.usage_report`): a page of groups."""
         return await self.log.usage_report(query)
+
+    def lifecycle(self, tenant: str | None = None, key: SessionKey | None = None) -> Subscription:
+        """Lifecycle notifications from now on (`runtime.lifecycle`): of `tenant`'s sessions
+        (every tenant's when None), or of the session `key` only; ends as the runtime closes."""
+        return self.live.lifecycle.subscribe(tenant, key)
 
     async def session(self, key: SessionKey) -> SessionRecord:
         """`UnknownSession` for an unknown or foreign key."""

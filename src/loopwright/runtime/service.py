@@ -145,7 +145,7 @@ class Runtime(Reading):
             self._idle[live.key] = live.session
             self._idle.move_to_end(live.key)
             while len(self._idle) > KEPT_SESSIONS:
-                self._idle.popitem(last=False)
+                self.live.lifecycle.disposed(self._idle.popitem(last=False)[0], "evicted")
 
     # ---- runs ----------------------------------------------------------------------------------
 

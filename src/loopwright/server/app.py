@@ -24,6 +24,7 @@ from ..store import StaleWriter, StoreError
 from . import (
     admin,
     fork,
+    lifecycle,
     links,
     openapi,
     reference,
@@ -74,6 +75,7 @@ def build(state: State) -> Starlette:
         Route(f"{session}/questions", resolve.agent_items, methods=["GET"]),
         Route("/pending", resolve.all_items, methods=["GET"]),
         Route("/usage", usage, methods=["GET"]),
+        Route("/lifecycle", lifecycle.stream, methods=["GET"]),
         Route("/rules/check", rules_check.check, methods=["POST"]),
         Route("/approvals/{id}/approve", resolve.approve, methods=["POST"]),
         Route("/approvals/{id}/deny", resolve.deny, methods=["POST"]),

@@ -333,6 +333,13 @@ def document(version: str) -> Schema:
                         CURSOR,
                     )
                 },
+                "/lifecycle": {
+                    "get": _op(
+                        "The tenant's lifecycle notifications as SSE from now on (session:created,"
+                        " session:status, session:disposed; full profile only)",
+                        {"200": SSE, "400": error("agent without session."), "429": TOO_MANY},
+                    )
+                },
                 "/approvals/{id}/approve": _resolution(
                     "Approve (optionally with edited arguments)", ref("ApproveRequest"), False
                 ),
