@@ -243,6 +243,23 @@ def test_bad_input_unknown_agents_and_interrupts(http: httpx.Client) -> None:
     assert [i["id"] for i in listed] == [item.id]  # still open: nothing was recorded
 
 
+def test_a_long_silence_keeps_the_stream_open_with_comment_lines(tmp_path: Any) -> None:
+    with serving(tmp_path / "shop", keepalive=0.01) as live, live.client() as client:
+        with live.hold("hold me") as release:
+            body = run_input("t-held", "r1", "hold me")
+            with client.stream("POST", "/agents/shop/agui", json=body) as response:
+                lines = response.iter_lines()
+                seen = [next(lines)]  # RUN_STARTED, then silence while the reply is held
+                while (line := next(lines)) != ": keep-alive":
+                    seen.append(line)
+                release()
+                rest = [line for line in lines if line and line != ": keep-alive"]
+        frames = [f for f in [*seen, *rest] if f]
+        events = [EVENTS.validate_json(f.removeprefix("data: ")) for f in frames]
+        assert types(events)[0] == T.RUN_STARTED and types(events)[-1] == T.RUN_FINISHED
+        assert events[-1].result == "heard: hold me"
+
+
 ACME, GLOBEX = "acme-token-0123456789", "globex-token-9876543210"
 TOKENS = f'[auth.tokens]\n"{ACME}" = "acme"\n"{GLOBEX}" = "globex"\n'
 

@@ -27,10 +27,11 @@ from ..approvals import DEFER, ApproverResult
 from ..approvals import Request as Ask
 from ..errors import UnknownSession, describe
 from ..runtime import LiveRun
+from ..runtime.follow import batches
 from ..store.log import SessionKey
 from .openapi_schemas import NAME, RUN_RESPONSES, Schema, error
 from .routes import check_open
-from .sse import EventStream
+from .sse import KEEPALIVE, EventStream
 from .state import State, state_of
 from .views import ApiError, check_session_id, principal_of, read_json, tenant_of
 
@@ -72,8 +73,15 @@ async def run(request: Request) -> Response:
     translation = agui.Translation(key.id, given.run_id)
     encoder = agui.EventEncoder()
     frames = stream(state, key, live, before, translation)
-    encoded = ("".join(encoder.encode(e) for e in batch) async for batch in frames)
-    return EventStream(encoded, places.on_close())
+
+    async def encoded() -> AsyncIterator[str]:  # (a comment line through a long silence)
+        async for batch in batches(frames, state.settings.keepalive):
+            if batch is None:
+                yield KEEPALIVE
+            else:
+                yield "".join(encoder.encode(e) for events in batch for e in events)
+
+    return EventStream(encoded(), places.on_close())
 
 
 async def start(
