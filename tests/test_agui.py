@@ -214,6 +214,20 @@ def test_a_denial_and_a_question_answered_through_resume(http: httpx.Client) -> 
     assert answered[-1].result == "Done: blue"
 
 
+def test_interrupts_answered_one_at_a_time(http: httpx.Client) -> None:
+    first = agui(http, "shop", run_input("t-two", "r1", "two refunds"))
+    a, b = first[-1].outcome.interrupts
+    assert (a.tool_call_id, b.tool_call_id) == ("a1", "b1")
+    yes = {"status": "resolved", "payload": {"approved": True}}
+    half = agui(http, "shop", run_input("t-two", "r2", resume=[{"interruptId": a.id, **yes}]))
+    assert types(half) == [T.RUN_STARTED, T.STATE_SNAPSHOT, T.RUN_FINISHED]
+    assert [i.id for i in half[-1].outcome.interrupts] == [b.id]  # what is left
+    rest = agui(http, "shop", run_input("t-two", "r3", resume=[{"interruptId": b.id, **yes}]))
+    results = [(e.tool_call_id, e.content) for e in rest if e.type == T.TOOL_CALL_RESULT]
+    assert results == [("a1", "refunded 5 on A-1"), ("b1", "refunded 7 on B-2")]
+    assert rest[-1].result == "Done: refunded 5 on A-1; refunded 7 on B-2"
+
+
 def test_bad_input_unknown_agents_and_interrupts(http: httpx.Client) -> None:
     bad = http.post("/agents/shop/agui", json={"threadId": "t", "messages": "hi"})
     assert bad.status_code == 422
