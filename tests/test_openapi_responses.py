@@ -137,6 +137,9 @@ def test_every_json_answer_validates_against_the_document(
     assert [g["agent"] for g in groups] == ["shop"]
     assert c.call("GET", "/notifications", 200) == {"deliveries": [], "nextCursor": None}
     assert c.call("POST", "/rules/check", 200, json={"agent": "shop"})["tenant"] == "default"
+    agui = "/agents/{name}/agui"  # (its 200 streams AG-UI events: tests/test_agui.py)
+    assert c.call("POST", agui, 422, name="shop", json={"threadId": "t"})["details"]
+    c.call("POST", agui, 404, name="nobody", json={"threadId": "t"})
     files = "/admin/agents/{name}/files/{file}"  # (loopback is no admin: tests/test_admin_http.py)
     c.call("GET", "/admin/agents", 403)
     c.call("POST", "/admin/agents", 403, json={"name": "x"})

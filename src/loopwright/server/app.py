@@ -23,6 +23,7 @@ from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, 
 from ..store import StaleWriter, StoreError
 from . import (
     admin,
+    agui,
     fork,
     lifecycle,
     links,
@@ -57,6 +58,7 @@ def build(state: State) -> Starlette:
         Route("/docs", reference.docs, methods=["GET"]),
         Route("/agents", routes.list_agents, methods=["GET"]),
         Route("/agents/{name}/config", routes.agent_config, methods=["GET"]),
+        Route("/agents/{name}/agui", agui.run, methods=["POST"]),  # (AG-UI front ends)
         Route("/agents/{name}/sessions", routes.list_sessions, methods=["GET"]),
         Route(session, routes.show_session, methods=["GET"]),
         Route(f"{session}/events", routes.session_events, methods=["GET"]),

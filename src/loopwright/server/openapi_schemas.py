@@ -147,7 +147,7 @@ def _section(path: str) -> str:
         return "Usage and rules"
     if "/sessions" in path:
         return "Sessions"
-    return "Runs" if "/messages" in path else "Agents"
+    return "Runs" if "/messages" in path or path.endswith("/agui") else "Agents"
 
 
 def components() -> dict[str, Schema]:
