@@ -18,7 +18,7 @@ from test_server import LiveServer, served
 
 server = served("openapi-responses")
 
-JSON_OPERATIONS = 35
+JSON_OPERATIONS = 36
 """The document's operations that answer JSON (its two approval-link pages answer HTML)."""
 
 
