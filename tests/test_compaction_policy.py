@@ -5,6 +5,7 @@ prompt-too-long recovery, in the log and the trace export, and from agent.yaml."
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -17,6 +18,7 @@ from loopwright.runtime import Runtime, open_session
 from loopwright.state.compaction import SUMMARY_HEADER, Compaction
 from loopwright.store import SessionKey, open_log
 from loopwright.store.export import export_traces
+from loopwright.store.log import Store
 from loopwright.store.sqlite_log import SQLiteLog
 from loopwright.testing import types
 from runtime_fixtures import ended
@@ -76,20 +78,38 @@ async def test_every_turns_counts_the_session_s_replies_across_runs(tmp_path, re
     """Two runs of two replies each with `every_turns=3`: the second run compacts before its
     second request — in the same runtime, and in a new one reading the session from the store
     (the count comes from the log, not from the run)."""
+
+    async def sqlite() -> Store:
+        return SQLiteLog(tmp_path / "db.sqlite")
+
+    await every_turns_case(sqlite, restart)
+
+
+@pytest.mark.parametrize("restart", [False, True])
+async def test_every_turns_on_postgres(pg_url, restart):
+    from loopwright.store.pg_log import PostgresLog
+
+    async def postgres() -> Store:
+        return await PostgresLog(pg_url).open()
+
+    await every_turns_case(postgres, restart)
+
+
+async def every_turns_case(open_store: Callable[[], Awaitable[Store]], restart: bool) -> None:
     agent = Agent(
         name="desk",
         model=scripted(*SCRIPT),
         tools=[look],
         compaction=Compaction(keep_last=2, every_turns=3),
     )
-    log = SQLiteLog(tmp_path / "db.sqlite")
+    log = await open_store()
     runtime = Runtime({"desk": agent}, log)
     first = await ended(await runtime.send("acme", "desk", "s1", "go"))
     assert first.text == "done one"
     if restart:
         await runtime.close()
         await log.close()
-        log = SQLiteLog(tmp_path / "db.sqlite")
+        log = await open_store()
         runtime = Runtime({"desk": agent}, log)
     live = await runtime.send("acme", "desk", "s1", "again")
     assert (await ended(live)).text == "done two"
@@ -114,8 +134,9 @@ async def test_every_turns_counts_the_session_s_replies_across_runs(tmp_path, re
     key = SessionKey("acme", "desk", "s1")
     await runtime.close()
     await log.close()
-    log = SQLiteLog(tmp_path / "db.sqlite")  # the model view, rebuilt from the store
-    reread = await Runtime({"desk": agent}, log).open(key)
+    log = await open_store()  # the model view, rebuilt from the store
+    reading = Runtime({"desk": agent}, log)
+    reread = await reading.open(key)
     assert seen(reread.messages) == [
         *seen(list(last.messages)),
         "assistant: done two",
@@ -125,6 +146,7 @@ async def test_every_turns_counts_the_session_s_replies_across_runs(tmp_path, re
         "assistant: done three",
     ]
     assert reread.history.compacted_at == 3
+    await reading.close()
     await log.close()
 
 
