@@ -292,3 +292,26 @@ def test_agent_yaml_compaction_errors_name_the_file_and_line(tmp_path, text, err
         from_yaml(tmp_path, {})
     message = error.format(folder=tmp_path)
     assert str(raised.value) == f"{tmp_path / 'agent.yaml'}:{line}: {message}"
+
+
+def test_the_cli_shows_the_policy_and_names_a_missing_prompt_file(tmp_path):
+    """The `loopwright` door: `agents --show` shows the policy (the prompt by its size), and a
+    prompt_file that is not there is a usage error naming agent.yaml and the line."""
+    from test_cli_project import lw, ok, one_error
+
+    root = tmp_path / "shop"
+    ok(lw(tmp_path, "init", "shop"))
+    ok(lw(root, "new", "desk"))
+    folder = root / "agents" / "desk"
+    yaml_text = (folder / "agent.yaml").read_text()
+    (folder / "agent.yaml").write_text(
+        yaml_text + "compaction:\n  every_turns: 10\n  keep_tools: [echo]\n  prompt_file: s.md\n"
+    )
+    (folder / "s.md").write_text("Summarise the ticket.\n")
+    shown = ok(lw(root, "agents", "--show", "desk")).stdout
+    line = next(x for x in shown.splitlines() if x.startswith("compaction: "))
+    assert "every_turns=10" in line and "keep_tools=('echo',)" in line
+    assert line.endswith("prompt=<22 characters>)")
+    (folder / "s.md").unlink()
+    where = f"agents/desk/agent.yaml:{len(yaml_text.splitlines()) + 4}"
+    one_error(lw(root, "agents", "--show", "desk"), where, "compaction.prompt_file: no file")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Literal
 
 from ..events import (
@@ -69,6 +69,13 @@ class Compaction:
     call and results: `pinned`), and never reaches the summary."""
     keep_tools: tuple[str, ...] = ()
     """Tools whose results (and their calls) are never folded: agent.yaml's `keep_tools:`."""
+
+    def __repr__(self) -> str:
+        """Its fields, a custom prompt by its size (it may be a whole file: `agents --show`)."""
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "prompt"]
+        if self.prompt is not None:
+            shown.append(f"prompt=<{len(self.prompt):,} characters>")
+        return f"Compaction({', '.join(shown)})"
 
 
 Compactability = Literal["ok", "empty", "just_compacted"]
