@@ -315,3 +315,75 @@ def test_the_cli_shows_the_policy_and_names_a_missing_prompt_file(tmp_path):
     (folder / "s.md").unlink()
     where = f"agents/desk/agent.yaml:{len(yaml_text.splitlines()) + 4}"
     one_error(lw(root, "agents", "--show", "desk"), where, "compaction.prompt_file: no file")
+
+
+DESK_FILES = {
+    "agents/desk/agent.yaml": """\
+        model: scripted:script.yaml
+        compaction:
+          keep_last: 2
+          every_turns: 3
+          keep_tools: [look]
+          prompt_file: summary.md
+        """,
+    "agents/desk/summary.md": "Summarise for the order desk.",
+    "agents/desk/script.yaml": """\
+        replies:
+          - tool_calls: [{name: look, args: {n: 1}, id: l1}]
+          - a
+          - tool_calls: [{name: look, args: {n: 2}, id: l2}]
+          - the summary
+          - b
+        """,
+    "agents/desk/tools.py": '''\
+        from loopwright import tool
+
+
+        @tool
+        def look(n: int) -> str:
+            """Look."""
+            return f"looked {n}"
+        ''',
+    "loopwright.toml": "",
+}
+
+
+def test_http_runs_an_agent_yaml_policy_and_shows_the_compacted_history(tmp_path):
+    """The HTTP door, on a real server: an agent.yaml policy (`every_turns`, `keep_tools`,
+    `prompt_file`) compacts in the session's second run; the run's events carry
+    `compaction:finished` with its `pinned`, and the session's history is the compacted view."""
+    from live_server import LiveServer, write
+    from loopwright.project import load_project
+    from loopwright.server import create_app
+
+    write(tmp_path, DESK_FILES)
+    with LiveServer(create_app(load_project(tmp_path))) as live, live.client() as http:
+        first = http.post("/agents/desk/messages", json={"message": "one"}).json()
+        assert first["text"] == "a"
+        sid = first["sessionId"]
+        second = http.post("/agents/desk/messages", json={"message": "two", "sessionId": sid})
+        assert second.status_code == 200, second.text
+        events = [e for e in second.json()["events"] if e["type"].startswith("compaction:")]
+        assert events == [
+            {"type": "compaction:started", "reason": "turns"},
+            {
+                "type": "compaction:finished",
+                "from": 7,
+                "to": 5,
+                "mode": "summarize",
+                "dropped": 5,
+                "summary": "the summary",
+                "pinned": [1, 2],
+            },
+        ]
+        history = http.get(f"/agents/desk/sessions/{sid}").json()["history"]
+    assert [m["role"] for m in history] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert history[0]["content"] == f"{SUMMARY_HEADER}\nthe summary"
+    assert [history[2]["content"], history[4]["content"]] == ["looked 1", "looked 2"]
