@@ -133,7 +133,7 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
         model=FunctionModel(payer),
         tools=[refund, fetch, pay, dump, ask_user, subagent_tool(child)],
         rules=ASKED,
-        compaction=Compaction(keep_last=1),
+        compaction=Compaction(keep_last=1, keep_tools=("fetch",)),  # (pinned-compaction)
     )
     return {"payer": main}
 
@@ -308,6 +308,7 @@ SCENARIOS = [
     Scenario("steer", [send("slow 1"), queue("steer", "mind the budget"), release()], {}),
     Scenario("follow-up", [send("slow 1"), queue("follow_up", "say bye"), release()], {}),
     Scenario("compaction", [send("hi 1"), ended(), send("hi 2"), ended(), compact()], {}),
+    Scenario("pinned-compaction", [send("pair 1"), ended(), send("hi 2"), ended(), compact()], {}),
     Scenario(
         "webhook-outbox",
         [send("refund 1"), ended(), tick(), decide("refund-1", APPROVE), tick()],

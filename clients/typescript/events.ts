@@ -67,18 +67,19 @@ export interface BudgetCheck {
   usedTokens: number;
 }
 
-/** The history was compacted: its first `dropped` messages were replaced by `summary` (or dropped). `from_`/`to` are message counts. The log keeps the originals; replaying this event rebuilds the compacted view, so a compaction is never computed twice. */
+/** The history's first `dropped` messages became `summary` (or went), but those at `pinned` (kept after it, in order); `from_`/`to` count messages. Replaying it rebuilds the same view. */
 export interface CompactionFinished {
   dropped: number;
   from: number;
   mode: "summarize" | "discard";
+  pinned?: Array<number>;
   summary?: string;
   to: number;
   type: "compaction:finished";
 }
 
 export interface CompactionStarted {
-  reason: "context" | "steps" | "manual" | "prompt_too_long";
+  reason: "context" | "steps" | "turns" | "manual" | "prompt_too_long";
   type: "compaction:started";
 }
 

@@ -340,21 +340,21 @@ class ModelFallback:
 
 @value
 class CompactionStarted:
-    reason: Literal["context", "steps", "manual", "prompt_too_long"]
+    reason: Literal["context", "steps", "turns", "manual", "prompt_too_long"]
     type: Literal["compaction:started"] = "compaction:started"
 
 
 @value
 class CompactionFinished:
-    """The history was compacted: its first `dropped` messages were replaced by `summary` (or
-    dropped). `from_`/`to` are message counts. The log keeps the originals; replaying this event
-    rebuilds the compacted view, so a compaction is never computed twice."""
+    """The history's first `dropped` messages became `summary` (or went), but those at `pinned`
+    (kept after it, in order); `from_`/`to` count messages. Replaying it rebuilds the same view."""
 
     from_: int
     to: int
     mode: Literal["summarize", "discard"]
     dropped: int
     summary: str | None = None
+    pinned: tuple[int, ...] | None = None
     type: Literal["compaction:finished"] = "compaction:finished"
 
 

@@ -47,7 +47,7 @@ async def run_loop(
         while run.terminal is None and run.step < agent.max_turns:  # (then `wind_down` stops it)
             yield run.started()
             yield (check := check_budget(state.history, run.budget, agent))
-            if (reason := compaction_due(agent.compaction, check, run.step)) is not None:
+            if (reason := compaction_due(agent.compaction, check, run.step, state)) is not None:
                 async for event in run.compact(reason):
                     yield event
             while run.reply is None:  # failures: retried within bounds, or the prompt compacted

@@ -41,7 +41,7 @@ from ..messages import (
     UserMessage,
 )
 from ..state._values import frozen, maker
-from ..state.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM
+from ..state.compaction import SUMMARY_HEADER, is_summary
 from . import ModelFailure, ModelRequest, StreamItem
 
 
@@ -266,7 +266,7 @@ class ScriptedModel:
                 found = seen[1]
                 break
             new += 1
-        if request.system == SUMMARY_SYSTEM and self._last is not None:
+        if is_summary(request) and self._last is not None:
             found = self._summarised = self._last
         elif found is None:
             head = messages[0] if messages else None

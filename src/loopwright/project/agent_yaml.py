@@ -143,7 +143,7 @@ def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         max_output_tokens=spec.max_output_tokens,
         settings=_model_settings(spec.settings, f"{path}:{_line_of(node, 'settings')}"),
         tool_timeout=spec.tool_timeout,
-        compaction=None if spec.compaction is None else _build(Compaction, spec.compaction, path),
+        compaction=_compaction(spec.compaction, folder, path, node),
         retry=_build(RetryPolicy, spec.retry, path),
         output_schema=spec.output_schema,
         output_retries=spec.output_retries,
@@ -214,6 +214,42 @@ def _build(cls: Any, values: dict[str, Any], path: Path) -> Any:
         return cls(**values)
     except TypeError as exc:
         raise ConfigError(f"{cls.__name__}: {exc}", source=str(path)) from None
+
+
+def _compaction(
+    values: dict[str, Any] | None, folder: Path, path: Path, node: Any
+) -> Compaction | None:
+    """`compaction:` as a `Compaction`: `keep_tools` a list of tool names, and the summary's
+    prompt inline (`prompt:`) or in a file of the agent folder (`prompt_file:`, read now)."""
+    if values is None:
+        return None
+    values, where = dict(values), _value_of(node, "compaction")
+    if "keep_tools" in values:
+        keep = values["keep_tools"]
+        if not isinstance(keep, list) or not all(isinstance(k, str) for k in keep):
+            line = _line_of(where, "keep_tools")
+            raise ConfigError(
+                "compaction.keep_tools: a list of tool names", source=f"{path}:{line}"
+            )
+        values["keep_tools"] = tuple(keep)
+    if (name := values.pop("prompt_file", None)) is not None:
+        source = f"{path}:{_line_of(where, 'prompt_file')}"
+        if "prompt" in values:
+            raise ConfigError("compaction: prompt and prompt_file: keep one", source=source)
+        file = folder / str(name)
+        if not file.is_file():
+            raise ConfigError(f"compaction.prompt_file: no file {file}", source=source)
+        values["prompt"] = file.read_text()
+    return _build(Compaction, values, path)  # type: ignore[no-any-return]
+
+
+def _value_of(node: Any, key: str) -> Any:
+    """The value node of `key` in a YAML mapping node (None when absent)."""
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if getattr(k, "value", None) == key:
+                return v
+    return None
 
 
 def _model_settings(values: dict[str, Any], where: str) -> ModelSettings:

@@ -1,8 +1,12 @@
 """Compaction: keeping a long conversation inside the model's context window (SPEC §6).
 
-The older part of the history is replaced by one summary message the model writes (`summarize`)
-or simply dropped (`discard`); the newest messages stay verbatim, and a tool call is never
-separated from its result. The change is one atomic replacement, announced by
+The older part of the history is replaced by one summary message the model writes (`summarize`,
+asked with the policy's own `prompt` when it has one) or simply dropped (`discard`); the newest
+messages stay verbatim, and a tool call is never separated from its result. Messages the policy
+pins (`compactable`, `keep_tools`) stay verbatim in place, with their tool call or results, and
+never reach the summary. Besides a full context, a trigger fires every `every_steps` steps of a
+run, or once `every_turns` replies have passed since the session's last compaction (counted from
+the history, so across runs, restarts and takeovers alike). The change is one atomic replacement, announced by
 `compaction:started` and recorded by `compaction:finished`, which carries everything needed to
 rebuild the compacted view from the log (the originals stay in the log). `apply` makes the
 change, when the run's events are applied to its state and when the log is replayed alike
@@ -13,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
-from typing import Literal
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Literal
 
 from ..events import (
     BudgetCheck,
@@ -29,6 +33,9 @@ from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ..model_settings import ModelSettings
 from ..models import Model, ModelFailure, ModelRequest
 from .history import History
+
+if TYPE_CHECKING:
+    from .session_state import SessionState
 
 SUMMARY_SYSTEM = (
     "You compress conversations. Summarise the conversation you are given so that an assistant "
@@ -52,24 +59,50 @@ class Compaction:
     """Newest messages kept verbatim (more when needed to keep tool calls with their results)."""
     summary_max_tokens: int = 1024
     """Bound on the summary request's output."""
+    prompt: str | None = None
+    """The summary request's system prompt, instead of `SUMMARY_SYSTEM`."""
+    every_turns: int | None = None
+    """Also compact once this many model replies have passed since the session's last compaction
+    (across its runs: counted from the history)."""
+    compactable: Callable[[Message], bool] | None = field(default=None, compare=False)
+    """Whether a message may be folded; one it refuses stays verbatim, in place (with its tool
+    call and results: `pinned`), and never reaches the summary."""
+    keep_tools: tuple[str, ...] = ()
+    """Tools whose results (and their calls) are never folded: agent.yaml's `keep_tools:`."""
+
+    def __repr__(self) -> str:
+        """Its fields, a custom prompt by its size (it may be a whole file: `agents --show`)."""
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "prompt"]
+        if self.prompt is not None:
+            shown.append(f"prompt=<{len(self.prompt):,} characters>")
+        return f"Compaction({', '.join(shown)})"
 
 
 Compactability = Literal["ok", "empty", "just_compacted"]
-CompactionReason = Literal["context", "steps", "manual", "prompt_too_long"]
+CompactionReason = Literal["context", "steps", "turns", "manual", "prompt_too_long"]
 
 
 def compaction_due(
-    policy: Compaction | None, check: BudgetCheck, step: int
+    policy: Compaction | None, check: BudgetCheck, step: int, state: SessionState
 ) -> CompactionReason | None:
     """Whether a trigger fires before this step's request: the context is full enough, or
-    another `every_steps` steps have passed."""
+    another `every_steps` steps of the run have passed, or `every_turns` of the session."""
     if policy is None:
         return None
     if check.ratio >= policy.at_ratio:
         return "context"
     if policy.every_steps and step > 1 and (step - 1) % policy.every_steps == 0:
         return "steps"
+    if policy.every_turns and turns_since_compaction(state.history) >= policy.every_turns:
+        return "turns"
     return None
+
+
+def turns_since_compaction(history: History) -> int:
+    """Model replies in the history since its last compaction (all of them before the first):
+    durable, as the history is (the log, snapshots)."""
+    newer = history.messages[history.compacted_at or 0 :]
+    return sum(1 for message in newer if isinstance(message, AssistantMessage))
 
 
 async def compact(
@@ -90,24 +123,50 @@ async def compact(
     if compactability(history, policy.keep_last) != "ok":
         return
     cut = split_point(history.messages, policy.keep_last)
+    kept = pinned(history.messages[:cut], policy)
+    if len(kept) == cut:  # (every older message is pinned: nothing to fold)
+        return
+    folded = [m for i, m in enumerate(history.messages[:cut]) if i not in set(kept)]
     yield CompactionStarted(reason=reason)
     summary, mode = None, policy.mode
     if mode == "summarize":
         try:
             asked = summary_settings(settings or ModelSettings(), policy.summary_max_tokens)
             async with asyncio.timeout(deadline):
-                summary = await summarize(model, history.messages[:cut], asked, session_id)
+                summary = await summarize(model, folded, asked, session_id, policy.prompt)
         except (SummaryFailed, TimeoutError):
             mode = "discard"
     before = len(history.messages)
     finished = CompactionFinished(
         from_=before,
-        to=before - cut + (1 if summary else 0),
+        to=before - cut + len(kept) + (1 if summary else 0),
         mode=mode,
         dropped=cut,
         summary=summary,
+        pinned=kept or None,
     )
     yield finished
+
+
+def pinned(older: list[Message], policy: Compaction) -> tuple[int, ...]:
+    """Positions in `older` (the part to fold) that stay verbatim: the messages the policy
+    refuses to fold, each with its group (a reply with tool calls and their results stay
+    together, or the model would see a result without its call)."""
+    if policy.compactable is None and not policy.keep_tools:
+        return ()
+    groups: list[list[int]] = []
+    for i, message in enumerate(older):
+        if isinstance(message, ToolResultMessage) and groups:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return tuple(i for g in groups if any(_refused(older[j], policy) for j in g) for i in g)
+
+
+def _refused(message: Message, policy: Compaction) -> bool:
+    if isinstance(message, ToolResultMessage) and message.tool in policy.keep_tools:
+        return True
+    return policy.compactable is not None and not policy.compactable(message)
 
 
 def compactability(history: History, keep_last: int) -> Compactability:
@@ -141,12 +200,28 @@ def summary_settings(settings: ModelSettings, max_tokens: int) -> ModelSettings:
     return replace(settings, max_output_tokens=max_tokens, reasoning=None, stop=None)
 
 
+_PROMPTS = {SUMMARY_SYSTEM}
+"""The system prompts summary requests were asked with (`is_summary`)."""
+
+
+def is_summary(request: ModelRequest) -> bool:
+    """Whether `request` is a compaction's summary request (a scripted model goes on with the
+    conversation it summarises)."""
+    return request.system in _PROMPTS
+
+
 async def summarize(
-    model: Model, older: list[Message], settings: ModelSettings, session_id: str | None = None
+    model: Model,
+    older: list[Message],
+    settings: ModelSettings,
+    session_id: str | None = None,
+    prompt: str | None = None,
 ) -> str:
-    """The model's summary of `older`; raises `SummaryFailed` when it cannot write one."""
+    """The model's summary of `older` (asked with `prompt`, else `SUMMARY_SYSTEM`); raises
+    `SummaryFailed` when it cannot write one."""
+    _PROMPTS.add(system := prompt or SUMMARY_SYSTEM)
     request = ModelRequest(
-        system=SUMMARY_SYSTEM,
+        system=system,
         messages=[UserMessage(content=render(older))],
         settings=settings,
         session_id=session_id,
@@ -185,12 +260,13 @@ def render(messages: list[Message]) -> str:
 
 def apply(history: History, finished: CompactionFinished) -> None:
     """Replace the older part of the history as `finished` records (live, or when the log is
-    replayed): one atomic assignment."""
-    kept = history.messages[finished.dropped :]
+    replayed): one atomic assignment. The summary comes first, then the pinned messages in their
+    order, then the kept tail."""
+    older, tail = history.messages[: finished.dropped], history.messages[finished.dropped :]
     head = (
         [UserMessage(content=f"{SUMMARY_HEADER}\n{finished.summary}")] if finished.summary else []
     )
-    history.messages = [*head, *kept]
+    history.messages = [*head, *(older[i] for i in finished.pinned or ()), *tail]
     history.chars = sum(message_chars(m) for m in history.messages)
     history.reported_tokens = None
     history.compacted_at = len(history.messages)
