@@ -82,6 +82,11 @@ export interface CompactionStarted {
   type: "compaction:started";
 }
 
+export interface ContextInjected {
+  message: UserMessage;
+  type: "context:injected";
+}
+
 /** Always the last event of a run. */
 export interface Done {
   stopReason: "completed" | "max_tokens" | "max_turns" | "denied" | "paused" | "aborted" | "error" | "terminated";
@@ -260,6 +265,11 @@ export interface QuestionResolved {
   type: "question:resolved";
 }
 
+export interface ReplyTransformed {
+  original: AssistantMessage;
+  type: "reply:transformed";
+}
+
 /** The previous run of this session died (crash, kill, power loss) before it finished: calls it had started get `[interrupted: …]` results, except idempotent ones, which run again. */
 export interface RunInterrupted {
   carryOver?: string;
@@ -320,7 +330,7 @@ export interface StepStarted {
 
 /** An event of a subagent's run, forwarded to its parent's stream. */
 export interface SubagentEvent {
-  event: BudgetCheck | PromptCompaction | AssistantText | ActauthDecision | ToolStarted | ToolResult | ToollaneResult | SkillLoaded | LoopSkipped | LoopMaxTurns | LoopDenied | LoopDone | Session | ApprovalPending | QuestionPending | Done | Error | InputReceived | SteeringInjected | SteeringQueued | SteeringCleared | StepStarted | StepFinished | TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | MessagePartial | MessageTruncated | OutputInvalid | ModelRetry | ModelFallback | CompactionStarted | CompactionFinished | ToolUpdate | ToolOutput | ToolInterrupted | ToolLateResult | ToolSuspended | PendingRequested | ApprovalResolved | QuestionResolved | PendingDecided | LoopPaused | LoopAborted | LoopError | LoopTerminated | RunInterrupted | HookFailed | SubagentEvent;
+  event: BudgetCheck | PromptCompaction | AssistantText | ActauthDecision | ToolStarted | ToolResult | ToollaneResult | SkillLoaded | LoopSkipped | LoopMaxTurns | LoopDenied | LoopDone | Session | ApprovalPending | QuestionPending | Done | Error | InputReceived | SteeringInjected | SteeringQueued | SteeringCleared | StepStarted | StepFinished | TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | MessagePartial | MessageTruncated | OutputInvalid | ModelRetry | ModelFallback | CompactionStarted | CompactionFinished | ToolUpdate | ToolOutput | ToolInterrupted | ToolLateResult | ToolSuspended | PendingRequested | ApprovalResolved | QuestionResolved | PendingDecided | LoopPaused | LoopAborted | LoopError | LoopTerminated | RunInterrupted | HookFailed | ReplyTransformed | ContextInjected | SubagentEvent;
   origin: Origin;
   type: "subagent:event";
 }
@@ -504,6 +514,8 @@ export type LoopwrightEvent =
   | LoopTerminated
   | RunInterrupted
   | HookFailed
+  | ReplyTransformed
+  | ContextInjected
   | SubagentEvent;
 
 export type EventType = LoopwrightEvent["type"];
