@@ -385,3 +385,95 @@ async def test_the_log_gives_back_the_transformed_reply_and_the_context(tmp_path
         assert again.messages[3] == UserMessage(content="noted")
     finally:
         await log.close()
+
+
+# ---- over HTTP ------------------------------------------------------------------------------
+
+HOOKED_PY = '''\
+from dataclasses import replace
+
+from loopwright import Agent, Hooks, tool
+from loopwright.messages import ToolCall
+from loopwright.testing import ScriptedModel
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo."""
+    return text
+
+
+def to_y(info, reply):
+    parts = [replace(p, args={"text": "y"}) if isinstance(p, ToolCall) else p for p in reply.parts]
+    return replace(reply, parts=tuple(parts)) if reply.tool_calls else None
+
+
+agent = Agent(
+    name="hooked",
+    model=ScriptedModel.from_script(
+        [{"tool_calls": [{"name": "echo", "args": {"text": "x"}, "id": "c1"}]}, "done"] * 2
+    ),
+    tools=[echo],
+    hooks=Hooks(transform_reply=to_y, after_batch=lambda info, results: "noted"),
+)
+'''
+
+
+def test_over_http_the_full_profile_shows_the_audit_and_v1_is_unchanged(tmp_path: Path):
+    from conftest import V1
+    from live_server import LiveServer
+    from loopwright.project import load_project
+    from loopwright.server import create_app
+
+    root = tmp_path / "project"
+    (root / "agents" / "hooked").mkdir(parents=True)
+    (root / "loopwright.toml").write_text("")
+    (root / "agents" / "hooked" / "agent.py").write_text(HOOKED_PY)
+    with LiveServer(create_app(load_project(root))) as live, live.client() as http:
+        sent = {"message": "go", "sessionId": "s"}
+        full = http.post("/agents/hooked/messages", json=sent)
+        assert full.status_code == 200, full.text
+        events = full.json()["events"]
+        assert types(events) == [
+            "session",
+            "input:received",
+            "step:started",
+            "budget:check",
+            "reply:transformed",
+            "message:completed",
+            *CALL_STEP,
+            "context:injected",
+            "step:finished",
+            "step:started",
+            "budget:check",
+            "message:completed",
+            "step:finished",
+            "loop:done",
+            "done",
+        ]  # (a reply's deltas are not in the answer's events)
+        [audit] = [e for e in events if e["type"] == "reply:transformed"]
+        assert audit["original"]["parts"][0]["args"] == {"text": "x"}
+        [started] = [e for e in events if e["type"] == "tool:started"]
+        assert started["args"] == {"text": "y"}
+        [context] = [e for e in events if e["type"] == "context:injected"]
+        assert context["message"] == {"role": "user", "content": "noted"}
+        v1 = http.post("/agents/hooked/messages?profile=v1", json={**sent, "sessionId": "t"})
+        assert v1.status_code == 200, v1.text
+        assert types(v1.json()["events"]) == [
+            "session",
+            "budget:check",
+            "actauth:decision",
+            "tool:started",
+            "toollane:result",
+            "tool:result",
+            "budget:check",
+            "loop:done",
+            "done",
+        ]
+        for event in v1.json()["events"]:
+            V1.validate(event)
+        assert [e["args"] for e in v1.json()["events"] if e["type"] == "tool:started"] == [
+            {"text": "y"}
+        ]
+        history = http.get("/agents/hooked/sessions/s").json()["history"]
+        assert [m["role"] for m in history] == ["user", "assistant", "tool", "user", "assistant"]
