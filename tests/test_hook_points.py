@@ -477,3 +477,59 @@ def test_over_http_the_full_profile_shows_the_audit_and_v1_is_unchanged(tmp_path
         ]
         history = http.get("/agents/hooked/sessions/s").json()["history"]
         assert [m["role"] for m in history] == ["user", "assistant", "tool", "user", "assistant"]
+
+
+async def test_after_batch_runs_when_a_paused_batch_resumes_and_closes():
+    from loopwright import Approval, Rules
+
+    rules = Rules.from_yaml(
+        "default_decision: allow\nrules: [{name: a, tool: echo, decision: ask}]"
+    )
+    hooks = Hooks(after_batch=lambda info, results: f"after {results[0].content}")
+    model = scripted({"tool_calls": [call("echo", "c1", text="x")]}, "done")
+    session = Session(Agent(model=model, tools=[echo], rules=rules, hooks=hooks))
+    paused = await drive(session.run("go"))
+    assert paused.stop_reason == "paused" and "context:injected" not in types(paused.events)
+    [item] = session.pending
+    await session.resolve(item.id, Approval.approve())
+    resumed = await drive(session.resume())
+    assert types(resumed.events) == [
+        "session",
+        "approval:resolved",
+        "actauth:decision",
+        *CALL_STEP[1:],
+        "context:injected",  # (the resumed batch closed, outside a step)
+        *TEXT_STEP,
+        "loop:done",
+        "done",
+    ]
+    assert (resumed.stop_reason, ran) == ("completed", [("echo", "x")])
+    assert session.messages[3] == UserMessage(content="after x")
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "user", "assistant"]
+
+
+def _register_around(reg: Any) -> None:
+    async def outer(info: RunInfo, call: ToolCall, proceed: Any) -> Outcome:
+        ran.append("plugin>")
+        return await proceed()
+
+    reg.hooks(Hooks(around_tool=outer, after_batch=lambda info, results: "plugin"))
+
+
+async def test_plugins_set_the_new_points_before_the_agents_own():
+    from importlib.metadata import EntryPoint
+
+    from loopwright.plugins import GROUP, load, with_plugins
+
+    value = "test_hook_points:_register_around"
+    found = load([EntryPoint(name="hp", value=value, group=GROUP)])
+
+    async def own(info: RunInfo, call: ToolCall, proceed: Any) -> Outcome:
+        ran.append("own>")
+        return await proceed()
+
+    agent = echo_then_done(around_tool=own, after_batch=lambda info, results: "own")
+    session = Session(with_plugins(agent, found))
+    await drive(session.run("go"))
+    assert ran == ["plugin>", "own>", ("echo", "x")]
+    assert session.messages[3] == UserMessage(content="plugin\n\nown")
