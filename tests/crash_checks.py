@@ -276,6 +276,7 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
         elif ran[call]:
             out.append(f"P4: {call} was {item.status} and ran")
     out += keys_kept(logs, ctx.ledger)
+    out += transformed_kept(logs)
     out += await blobs_kept(logs, log)
     if scenario.outbox:  # P1 for notifications
         sent = {what for _, what in ctx.ledger.entries if what.startswith("webhook ")}
@@ -299,6 +300,22 @@ async def blobs_kept(logs: dict[Any, list[Any]], log: EventLog) -> list[str]:
         for a in named
         if len(held.get(a.sha256, b"")) != a.size
     ]
+
+
+def transformed_kept(logs: dict[Any, list[Any]]) -> list[str]:
+    """P1 for a reply a hook changed: its audit is logged with it (right before it), and the
+    run, live or recovered, acts on the changed reply only (`fix k`'s call gets 7, never 2)."""
+    out: list[str] = []
+    for key, stored in logs.items():
+        for s, after in zip(stored, [*stored[1:], None], strict=False):
+            if isinstance(s.event, ev.ReplyTransformed) and not (
+                after is not None and isinstance(after.event, ev.MessageCompleted)
+            ):
+                out.append(f"P1: {key.id}'s reply:transformed at {s.seq} is not its reply's")
+            started = s.event if isinstance(s.event, ev.ToolStarted) else None
+            if started and started.id.startswith("fix-") and started.args != {"n": 7}:
+                out.append(f"P1: {started.id} started with {started.args}, not the changed")
+    return out
 
 
 def per_call(logs: dict[Any, list[Any]], kind: type) -> Counter[tuple[str, int, str]]:

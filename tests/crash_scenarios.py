@@ -8,7 +8,9 @@ whose result is over the agent's limit (stored whole: docs/large-results.md), `p
 idempotent `pay` twice with the same arguments and the same call ids in every reply (each
 attempt is a ledger entry; the bank books each idempotency key once), `slow k` waits
 until the scenario lets the model answer (so that a steer, a follow-up or a cancel reaches a
-run in flight); anything else gets "ok", and a tool result gets "done". Every tool is a
+run in flight), `fix k` calls `fetch` with an argument its `transform_reply` hook changes (the
+changed reply is logged after its `reply:transformed` and acted on; its `after_batch` hook adds
+context); anything else gets "ok", and a tool result gets "done". Every tool is a
 coroutine recording each real execution in the case's ledger (`Process.tool`).
 """
 
@@ -16,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crash_model import Ledger, Process, here
-from loopwright import Agent, Answer, Approval, Rules, ToolContext, tool
-from loopwright.messages import ToolCall, ToolResultMessage, UserMessage
+from loopwright import Agent, Answer, Approval, Hooks, Rules, ToolContext, tool
+from loopwright.hooks import RunInfo
+from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from loopwright.models import ModelRequest
 from loopwright.notify.config import NotifySettings
 from loopwright.notify.webhook import Sent
@@ -105,6 +108,8 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
         if word == "delegate":
             args = {"request": f"refund {k}"}
             return Reply(tool_calls=(ToolCall(id=f"bill-{k}", name="billing", args=args),))
+        if word == "fix":  # its argument is changed by the transform_reply hook (`fixed`)
+            return Reply(tool_calls=(ToolCall(id=f"fix-{k}", name="fetch", args={"n": 2}),))
         if word == "cut":  # a final answer cut by the output limit: the run ends max_tokens
             return Reply(text="It was the best of", stop_reason="max_tokens")
         if word == "slow":
@@ -134,8 +139,21 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
         tools=[refund, fetch, pay, dump, ask_user, subagent_tool(child)],
         rules=ASKED,
         compaction=Compaction(keep_last=1, keep_tools=("fetch",)),  # (pinned-compaction)
+        hooks=Hooks(transform_reply=fixed, after_batch=noted),
     )
     return {"payer": main}
+
+
+def fixed(info: RunInfo, reply: AssistantMessage) -> AssistantMessage | None:
+    """`fix k`'s call gets the argument 7 (other replies are kept)."""
+    if not any(c.id.startswith("fix-") for c in reply.tool_calls):
+        return None
+    parts = [replace(p, args={"n": 7}) if isinstance(p, ToolCall) else p for p in reply.parts]
+    return replace(reply, parts=tuple(parts))
+
+
+def noted(info: RunInfo, results: list[ToolResultMessage]) -> str | None:
+    return "fixed" if any(r.call_id.startswith("fix-") for r in results) else None
 
 
 @dataclass
@@ -318,6 +336,7 @@ SCENARIOS = [
     Scenario("cli-prompt", [send("refund 1", prompt=True), answer_prompt(APPROVE)], {}),
     Scenario("large-result", [send("big 1"), ended(), send("hi 2"), ended()], {}),
     Scenario("cut-answer", [send("cut 1"), ended(), send("hi 2"), ended()], {}),
+    Scenario("transformed-reply", [send("fix 1"), ended(), send("hi 2"), ended()], {}),
 ]
 """Every scenario; a scenario's `decisions` default to its own steps' (`decisions_of`)."""
 

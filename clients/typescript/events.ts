@@ -83,6 +83,11 @@ export interface CompactionStarted {
   type: "compaction:started";
 }
 
+export interface ContextInjected {
+  message: UserMessage;
+  type: "context:injected";
+}
+
 /** Always the last event of a run. */
 export interface Done {
   stopReason: "completed" | "max_tokens" | "max_turns" | "denied" | "paused" | "aborted" | "error" | "terminated";
@@ -267,6 +272,11 @@ export interface QuestionResolved {
   type: "question:resolved";
 }
 
+export interface ReplyTransformed {
+  original: AssistantMessage;
+  type: "reply:transformed";
+}
+
 /** The previous run of this session died (crash, kill, power loss) before it finished: calls it had started get `[interrupted: …]` results, except idempotent ones, which run again. */
 export interface RunInterrupted {
   carryOver?: string;
@@ -355,7 +365,7 @@ export interface StepStarted {
 
 /** An event of a subagent's run, forwarded to its parent's stream. */
 export interface SubagentEvent {
-  event: BudgetCheck | PromptCompaction | AssistantText | ActauthDecision | ToolStarted | ToolResult | ToollaneResult | SkillLoaded | LoopSkipped | LoopMaxTurns | LoopDenied | LoopDone | Session | ApprovalPending | QuestionPending | Done | Error | InputReceived | SteeringInjected | SteeringQueued | SteeringCleared | StepStarted | StepFinished | TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | MessagePartial | MessageTruncated | OutputInvalid | ModelRetry | ModelFallback | CompactionStarted | CompactionFinished | ToolUpdate | ToolOutput | ToolInterrupted | ToolLateResult | ToolSuspended | PendingRequested | ApprovalResolved | QuestionResolved | PendingDecided | LoopPaused | LoopAborted | LoopError | LoopTerminated | RunInterrupted | HookFailed | SubagentEvent;
+  event: BudgetCheck | PromptCompaction | AssistantText | ActauthDecision | ToolStarted | ToolResult | ToollaneResult | SkillLoaded | LoopSkipped | LoopMaxTurns | LoopDenied | LoopDone | Session | ApprovalPending | QuestionPending | Done | Error | InputReceived | SteeringInjected | SteeringQueued | SteeringCleared | StepStarted | StepFinished | TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | MessagePartial | MessageTruncated | OutputInvalid | ModelRetry | ModelFallback | CompactionStarted | CompactionFinished | ToolUpdate | ToolOutput | ToolInterrupted | ToolLateResult | ToolSuspended | PendingRequested | ApprovalResolved | QuestionResolved | PendingDecided | LoopPaused | LoopAborted | LoopError | LoopTerminated | RunInterrupted | HookFailed | ReplyTransformed | ContextInjected | SubagentEvent;
   origin: Origin;
   type: "subagent:event";
 }
@@ -539,6 +549,8 @@ export type LoopwrightEvent =
   | LoopTerminated
   | RunInterrupted
   | HookFailed
+  | ReplyTransformed
+  | ContextInjected
   | SubagentEvent
   | SessionCreated
   | SessionStatusChanged

@@ -6,10 +6,11 @@ and travels in its own type (never as a new field of a v1 type's v1 form). The o
     session hook:failed? [resumed batch] input:received? steering:injected*
       ( step:started budget:check
         (text:delta | thinking:delta | tool:delta | model:retry | model:fallback)*
-        message:completed hook:failed? assistant:text?
+        reply:transformed? message:completed hook:failed? assistant:text?
         ( (approval:pending approval:resolved?)? actauth:decision )*   one per call, model order
         ( tool:started tool:update* toollane:result tool:output tool:result )*   calls that run
         ( loop:skipped? tool:output tool:result )*                   calls that do not run
+        context:injected?                                    after the batch closed, if it did
         step:finished (tool:late_result | steering:injected | message:truncated | output:invalid)*)*
     tool:late_result* hook:failed? <terminal> done
 
@@ -522,6 +523,18 @@ class HookFailed:
 
 
 @value
+class ReplyTransformed:
+    original: AssistantMessage
+    type: Literal["reply:transformed"] = "reply:transformed"
+
+
+@value
+class ContextInjected:
+    message: UserMessage
+    type: Literal["context:injected"] = "context:injected"
+
+
+@value
 class SubagentEvent:
     """An event of a subagent's run, forwarded to its parent's stream."""
 
@@ -588,6 +601,8 @@ Event: TypeAlias = (
     | LoopTerminated
     | RunInterrupted
     | HookFailed
+    | ReplyTransformed
+    | ContextInjected
     | SubagentEvent
 )
 

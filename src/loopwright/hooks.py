@@ -11,11 +11,11 @@ that raises does not: the run goes on, and says so with `hook:failed`. Either wa
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .messages import AssistantMessage, ToolCall
+from .messages import AssistantMessage, ToolCall, ToolResultMessage
 from .model_settings import ModelSettings
 from .state._values import frozen
 
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .events import RunStopReason
     from .models import ModelRequest
     from .tools import Outcome
+
+    Proceed = Callable[[], Awaitable[Outcome]]
 
 
 @frozen  # made per run: without object.__setattr__ (_values)
@@ -76,7 +78,14 @@ class Hooks:
     before_request: Callable[[RunInfo, ModelRequest], ModelRequest | None] | None = None
     """Transform: replace the request (system prompt, messages, tools)."""
     after_reply: Callable[[RunInfo, AssistantMessage], Any] | None = None
-    """Observe: the complete reply."""
+    """Observe: the complete reply (as `transform_reply` left it)."""
+    transform_reply: Callable[[RunInfo, AssistantMessage], AssistantMessage | None] | None = None
+    """Transform: replace the reply, before it is logged and acted on (`reply:transformed`)."""
+    around_tool: Callable[[RunInfo, ToolCall, Proceed], Any] | None = None
+    """Wrap an allowed call: return its `Outcome`, from `await proceed()` or not. One that raises
+    is the call's error result, and the run goes on (`loop.hook_points`)."""
+    after_batch: Callable[[RunInfo, list[ToolResultMessage]], str | None] | None = None
+    """Transform: the batch's results joined the history; a string is added as context."""
     before_tool: Callable[[RunInfo, ToolCall], Block | dict[str, Any] | None] | None = None
     """Veto/transform, before the gate: `Block` makes an error result; a dict replaces args."""
     after_tool: Callable[[RunInfo, ToolCall, Outcome], Outcome | None] | None = None

@@ -47,6 +47,7 @@ class _Checker:
         self.calls: dict[str, str] = {}
         self.allowed: list[str] = []
         self.asking: str | None = None
+        self.transformed = False  # a `reply:transformed` waits for its `message:completed`
 
     def fail(self, i: int, event: ev.Event, why: str) -> None:
         raise AssertionError(f"event #{i} {event.type}: {why}")
@@ -101,7 +102,15 @@ class _Checker:
     def step(self, i: int, e: ev.Event) -> None:
         if e.type in {"session", "done"}:
             self.fail(i, e, "may only open or close the stream")
+        if self.transformed and e.type != "message:completed":
+            self.fail(i, e, "reply:transformed must be followed by its message:completed")
         match e:
+            case ev.ReplyTransformed():
+                if not self.in_step:
+                    self.fail(i, e, "a reply is transformed within its step")
+                self.transformed = True
+            case ev.ContextInjected() if set(self.calls) - self.output:
+                self.fail(i, e, "context is added once every call of the batch has its output")
             case ev.StepStarted():
                 if self.in_step:
                     self.fail(i, e, "step started before the previous one finished")
@@ -121,6 +130,7 @@ class _Checker:
                 self.in_step = False
                 self.allowed.clear()
             case ev.MessageCompleted():
+                self.transformed = False
                 ids = [call.id for call in e.message.tool_calls]
                 if len(set(ids)) != len(ids):
                     self.fail(i, e, f"one reply holds a call id twice: {ids}")

@@ -234,6 +234,10 @@ class Human:
                 self.note(s.dim(f"  prompt too long: compacted {before} → {after} messages"))
             case ev.SteeringInjected(message=message, mode=mode):
                 self.note(s.dim(f"» {mode.replace('_', '-')}: {one_line(message.content, 80)}"))
+            case ev.ReplyTransformed():
+                self.note(s.dim("  the reply was changed by a transform_reply hook"))
+            case ev.ContextInjected(message=message):
+                self.note(s.dim(f"» context: {one_line(message.content, 80)}"))
             case ev.SkillLoaded(skill=skill):
                 self.note(s.dim(f"· loaded skill {skill}"))
             case ev.QuestionPending(id=pending_id, question=question):

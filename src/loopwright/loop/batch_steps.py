@@ -23,6 +23,7 @@ from ..state.session_state import SessionState
 from ..tools import NeedsAnswer, Outcome
 from .calls import NOT_RUN, STOPPED, cancel_due, result_events
 from .hook_calls import call_hook
+from .hook_points import context_after
 from .runner import ToolRunner
 
 
@@ -156,6 +157,9 @@ class Calls:
                 yield event
         for event in self.ran(batch, calls):
             yield event
+        if (hook := self.agent.hooks.after_batch) is not None and self.terminal is None:
+            for event in await context_after(hook, self.info, self.state, len(calls)):
+                yield event
 
     def lone(
         self, calls: list[ToolCall], reply: AssistantMessage, batch: Batch
@@ -163,9 +167,10 @@ class Calls:
         """A reply's one call when nothing can hold it (no hook, no rules, no human: a sync
         tool) and no cancel is due, decided at once: its text, its decision and its start (the
         runner's `lone` runs it, then `ran`). None, deciding nothing: `execute` takes it."""
-        if len(calls) != 1 or self.agent.hooks.before_tool or self.problems or cancel_due():
+        hooks = self.agent.hooks  # (the batch's context hook runs at `execute`'s end)
+        if len(calls) != 1 or hooks.before_tool or hooks.after_batch or self.problems:
             return None
-        if reply.stop_reason == "max_tokens":
+        if reply.stop_reason == "max_tokens" or cancel_due():
             return None
         if (decided := self.decider.at_once(calls[0], batch)) is None:
             return None

@@ -336,13 +336,14 @@ class Run(RunReader):
         await self.aclose()
 
 
-_HELD = (ev.ApprovalPending, ev.QuestionPending, ev.MessageCompleted)
+_HELD = (ev.ApprovalPending, ev.QuestionPending, ev.ReplyTransformed, ev.MessageCompleted)
 """Events a run with a journal holds from its reader, with every event after them, until an
 event after them is committed (or the run ends): a run's own announcements of pending items,
 each committed with the `pending:requested` after it, which names its call, so that nobody sees
 (and decides) an item whose call the log does not name; and a reply, committed with what
 follows it (its calls' intent, a pending item, or the run's end), so that no stream shows a
-reply the log could lose in a crash (RELIABILITY P8)."""
+reply the log could lose in a crash (RELIABILITY P8), nor the model's own that a hook changed
+(`reply:transformed`, committed with it)."""
 _ENDING = frozenset(
     {
         ev.LoopDone,

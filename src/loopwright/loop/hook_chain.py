@@ -5,8 +5,11 @@ loop, its call sites and their error handling stay as they are (`hook_calls`). `
 the hooks in the order they run (for agents a project loads: the plugins in entry-point name
 order, then the agent's own) and chains each point by its mode:
 
-- *transform* (`before_request`, `after_tool`): each hook gets the value the one before it
-  returned (None keeps it); the last value is the result.
+- *transform* (`before_request`, `transform_reply`, `after_tool`): each hook gets the value the
+  one before it returned (None keeps it); the last value is the result.
+- *context* (`after_batch`): every hook sees the same results; every context is added, in order.
+- *around* (`around_tool`): the first hook is outermost; its `proceed` runs the next hook, the
+  last one's runs the call.
 - *veto/transform* (`before_tool`, `on_prompt`): a `Block` ends the chain and is the result.
   Otherwise `before_tool` hooks see the call with the arguments the ones before them replaced,
   and the last replacement is the result; `on_prompt` hooks see the input with the context the
@@ -25,8 +28,9 @@ only one of the hooks sets keeps that very callable: composing costs nothing the
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import fields, replace
+from functools import partial
 from typing import Any
 
 from ..hooks import Block, Hooks, Stop
@@ -123,6 +127,26 @@ def _on_prompt(point: str, members: Sequence[Hook]) -> Hook:
     return chain
 
 
+def _contexts(point: str, members: Sequence[Hook]) -> Hook:
+    async def chain(*args: Any) -> str | None:
+        added = [extra for hook in members if (extra := await _guarded(point, hook, *args))]
+        return "\n\n".join(added) or None
+
+    return chain
+
+
+def _around(point: str, members: Sequence[Hook]) -> Hook:
+    async def chain(info: Any, call: Any, proceed: Callable[[], Awaitable[Any]]) -> Any:
+        async def wrap(i: int) -> Any:  # hook i, around the ones after it
+            if i == len(members):
+                return await proceed()
+            return await _guarded(point, members[i], info, call, partial(wrap, i + 1))
+
+        return await wrap(0)
+
+    return chain
+
+
 def _first(point: str, members: Sequence[Hook]) -> Hook:
     """`continuation` (a `Stop`), `on_stop` (a message to go on): the first answer wins."""
 
@@ -140,6 +164,9 @@ _CHAINS: dict[str, Callable[[str, Sequence[Hook]], Hook]] = {
     "on_run_start": _observe,
     "on_run_end": _observe,
     "after_reply": _observe,
+    "transform_reply": _transform,
+    "around_tool": _around,
+    "after_batch": _contexts,
     "on_prompt": _on_prompt,
     "before_request": _transform,
     "before_tool": _before_tool,

@@ -63,6 +63,9 @@ async def run_loop(
                 if run.reply is None:
                     async for event in run.after_failure():
                         yield event
+            if agent.hooks.transform_reply is not None:  # (the reply held till now: changed?)
+                for event in await run.transform():
+                    yield event
             reply, calls = run.accept()
             if agent.hooks.after_reply is not None:
                 for event in await observe(agent.hooks, "after_reply", info, reply):

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .. import events as ev
@@ -48,6 +49,7 @@ from .calls import (
     timed_out_text,
 )
 from .hook_calls import call_hook
+from .hook_points import Around
 from .progress import CallEvents
 from .stored import reader
 from .threads import NOT_STARTED, Flag, Job, Signal
@@ -92,6 +94,7 @@ class ToolRunner:
     latest: dict[str, Scheduled] = field(default_factory=dict)
     keys: Callable[[ToolCall], str] | None = None
     """A call's idempotency key (`keys.CallKeys`), made as it starts; its context gets it."""
+    around: Around | None = None  # (the `around_tool` hook, as `hook_points.wrapped` makes it)
     _arrival: asyncio.Future[None] | None = None
     _closed: bool = False
 
@@ -116,7 +119,7 @@ class ToolRunner:
             return ()
         item = scheduled[0]
         tool = item.tool
-        if tool.context_param is None and self.after is None:
+        if tool.context_param is None and self.after is None and self.around is None:
             if tool.inline:
                 outcome = call_inline(item, None, self.max_output)
             else:
@@ -168,9 +171,13 @@ class ToolRunner:
         finally:
             until.close()
 
-    async def _settle(self, item: Scheduled, emit: Callable[[Event], None]) -> Outcome:
+    async def _settle(
+        self, item: Scheduled, emit: Callable[[Event], None], bare: bool = False
+    ) -> Outcome:
         tool, call_id = item.tool, item.call.id
-        if tool.inline:
+        if self.around is not None and not bare:  # the hook wraps the call (`hook_points`)
+            outcome = await self.around(item, partial(self._settle, item, emit, True))
+        elif tool.inline:
             ctx = None if tool.context_param is None else self._context(item, emit, NEVER)
             outcome = call_inline(item, ctx, self.max_output)
         elif tool.is_async:
@@ -192,7 +199,7 @@ class ToolRunner:
             del self.unfinished[call_id]
         else:
             outcome = await self._threaded(item, emit)
-        if self.after is not None and outcome.suspended is None:
+        if self.after is not None and outcome.suspended is None and not bare:
             self.outcomes[call_id] = WITHHELD  # (its result, should the hook raise or be stopped)
             outcome = await self.after(item, outcome)
         self.outcomes[call_id] = outcome

@@ -37,6 +37,7 @@ from .budget import context_budget
 from .fallback import Fallback
 from .finish import Finish
 from .hook_calls import call_hook, observe
+from .hook_points import transformed, wrapped
 from .keys import CallKeys
 from .output import answering
 from .replies import check_reply
@@ -111,6 +112,7 @@ class Steps(Calls):
             self.signals,
             agent.tool_grace,
             keys=CallKeys(info, self.state),
+            around=wrapped(agent.hooks.around_tool, info, self.outcomes),
         )
 
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
@@ -285,11 +287,21 @@ class Steps(Calls):
             self.failure = item
             return None
         elif isinstance(item, ev.MessageCompleted):
-            self.partial.clear()  # (no longer partial)
             message, self.problems = check_reply(item.message)
             item = item if message is item.message else ev.MessageCompleted(message=message)
             self.reply = item.message
+            if self.agent.hooks.transform_reply is not None:
+                return None  # (held: `transform` yields it)
+            self.partial.clear()  # (no longer partial)
         return item
+
+    async def transform(self) -> list[ev.Event]:
+        """The reply `streamed` held, as the `transform_reply` hook leaves it (`hook_points`)."""
+        hook, reply = self.agent.hooks.transform_reply, self.reply
+        assert reply is not None
+        events, self.reply, self.problems = await transformed(hook, self.info, reply, self.problems)
+        self.partial.clear()  # (no longer partial)
+        return events
 
     def accept(self) -> tuple[AssistantMessage, list[ToolCall]]:
         """The reply is complete (its `message:completed` put it in the history and opened the

@@ -118,8 +118,11 @@ def _input(state: SessionState, event: ev.InputReceived | ev.SteeringInjected) -
     state.history.append(event.message)
 
 
-def _note(state: SessionState, event: ev.MessageTruncated | ev.OutputInvalid) -> None:
-    """A cut reply continued, or a final answer asked again: the run's note joins the history."""
+def _note(
+    state: SessionState, event: ev.MessageTruncated | ev.OutputInvalid | ev.ContextInjected
+) -> None:
+    """A cut reply continued, a final answer asked again, a hook's context after a batch: the
+    run's note joins the history."""
     if event.message is not None:
         state.history.append(event.message)
 
@@ -242,6 +245,7 @@ HANDLERS: dict[type, Callable[[SessionState, Any], None]] = {
     ev.SteeringInjected: _injected,
     ev.MessageTruncated: _note,
     ev.OutputInvalid: _note,
+    ev.ContextInjected: _note,
     ev.SteeringQueued: _queued,
     ev.SteeringCleared: _cleared,
     ev.MessageCompleted: _reply,
