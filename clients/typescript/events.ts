@@ -83,6 +83,7 @@ export interface CompactionStarted {
   type: "compaction:started";
 }
 
+/** Context the `after_batch` hooks added after a batch ran, for the next request. */
 export interface ContextInjected {
   message: UserMessage;
   type: "context:injected";
@@ -272,6 +273,7 @@ export interface QuestionResolved {
   type: "question:resolved";
 }
 
+/** A `transform_reply` hook changed the reply: the model's `original`, kept for audit; the `message:completed` right after it is the reply the run logs and acts on. */
 export interface ReplyTransformed {
   original: AssistantMessage;
   type: "reply:transformed";

@@ -524,12 +524,17 @@ class HookFailed:
 
 @value
 class ReplyTransformed:
+    """A `transform_reply` hook changed the reply: the model's `original`, kept for audit; the
+    `message:completed` right after it is the reply the run logs and acts on."""
+
     original: AssistantMessage
     type: Literal["reply:transformed"] = "reply:transformed"
 
 
 @value
 class ContextInjected:
+    """Context the `after_batch` hooks added after a batch ran, for the next request."""
+
     message: UserMessage
     type: Literal["context:injected"] = "context:injected"
 
