@@ -149,10 +149,10 @@ async def test_compaction_on_demand_and_the_compactability_probe():
 
     model = scripted("a", "b", "summary of a and b")
     session = Session(Agent(model=model, compaction=Compaction(keep_last=2)))
-    assert compactability(session.history, 2) == "empty"
+    assert compactability(session.history, Compaction(keep_last=2)) == "empty"
     await drive(session.run("one"))
     await drive(session.run("two"))
-    assert compactability(session.history, 2) == "ok"
+    assert compactability(session.history, Compaction(keep_last=2)) == "ok"
     result = await drive(session.compact())
     assert types(result.events) == [
         "session",
@@ -166,7 +166,7 @@ async def test_compaction_on_demand_and_the_compactability_probe():
         "two",
         "b",
     ]
-    assert compactability(session.history, 2) == "just_compacted"
+    assert compactability(session.history, Compaction(keep_last=2)) == "just_compacted"
     again = await drive(session.compact())
     assert "compaction:started" not in types(again.events)
 

@@ -387,3 +387,38 @@ def test_http_runs_an_agent_yaml_policy_and_shows_the_compacted_history(tmp_path
     ]
     assert history[0]["content"] == f"{SUMMARY_HEADER}\nthe summary"
     assert [history[2]["content"], history[4]["content"]] == ["looked 1", "looked 2"]
+
+
+def test_asking_to_compact_a_fully_pinned_history_says_why_nothing_changed(tmp_path):
+    """The manual doors ask `compactability` with the whole policy: a history whose every older
+    message is pinned is "pinned", and POST .../compact answers `compacted: false` with the
+    reason (it ran an empty compaction and said `compacted: true` when only `keep_last` was
+    asked)."""
+    from dataclasses import replace
+
+    from live_server import LiveServer, write
+    from loopwright.project import load_project
+    from loopwright.server import create_app
+
+    write(
+        tmp_path,
+        {
+            "agents/note/agent.yaml": "model: scripted:script.yaml\n",
+            "agents/note/script.yaml": "replies:\n  - a\n",
+            "loopwright.toml": "",
+        },
+    )
+    project = load_project(tmp_path)
+    policy = Compaction(keep_last=1, compactable=lambda m: False)
+    project.agents["note"] = replace(project.agents["note"], compaction=policy)
+    with LiveServer(create_app(project)) as live, live.client() as http:
+        sid = http.post("/agents/note/messages", json={"message": "one"}).json()["sessionId"]
+        answer = http.post(f"/agents/note/sessions/{sid}/compact")
+        history = http.get(f"/agents/note/sessions/{sid}").json()["history"]
+    reason = "every message before the kept tail is pinned (compactable, keep_tools)"
+    assert answer.json() == {
+        "sessionId": sid,
+        "compacted": False,
+        "reason": f"nothing to compact: {reason}",
+    }
+    assert [m["role"] for m in history] == ["user", "assistant"]

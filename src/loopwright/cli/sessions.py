@@ -301,9 +301,9 @@ async def _compact(place: Place, args: argparse.Namespace) -> int:
         key = (await find(runtime, place, args.id, args.agent)).key
         agent = agents[key.agent] = place.agent(key.agent)
         policy = agent.compaction or Compaction()
-        state = compactability((await runtime.open(key)).history, policy.keep_last)
+        state = compactability((await runtime.open(key)).history, policy)
         if state != "ok":
-            why = why_not(state, policy.keep_last)
+            why = why_not(state, policy)
             print(f"nothing to compact in session {key.id}: {why}", file=sys.stderr)
             return 0
         live = await runtime.compact(key.tenant, key.agent, key.id)

@@ -307,10 +307,10 @@ async def compact(request: Request) -> JSONResponse:
     agent = state.agent(key.agent)
     state.runtime.live.check_idle(key)  # busy: 409 before anything else
     session = await state.runtime.open(key)
-    keep_last = (agent.compaction or Compaction()).keep_last
-    nothing = compactability(session.history, keep_last)
+    policy = agent.compaction or Compaction()
+    nothing = compactability(session.history, policy)
     if nothing != "ok":
-        reason = f"nothing to compact: {why_not(nothing, keep_last)}"
+        reason = f"nothing to compact: {why_not(nothing, policy)}"
         return JSONResponse({"sessionId": key.id, "compacted": False, "reason": reason})
     places = state.places(key.tenant, run=True)
     try:

@@ -78,7 +78,7 @@ class Compaction:
         return f"Compaction({', '.join(shown)})"
 
 
-Compactability = Literal["ok", "empty", "just_compacted"]
+Compactability = Literal["ok", "empty", "just_compacted", "pinned"]
 CompactionReason = Literal["context", "steps", "turns", "manual", "prompt_too_long"]
 
 
@@ -120,12 +120,10 @@ async def compact(
     when `compaction:finished` is applied to it (`apply`). The summary is asked with the run's
     model `settings` (`summary_settings`) for `session_id`."""
     policy = policy or Compaction()
-    if compactability(history, policy.keep_last) != "ok":
+    if compactability(history, policy) != "ok":
         return
     cut = split_point(history.messages, policy.keep_last)
     kept = pinned(history.messages[:cut], policy)
-    if len(kept) == cut:  # (every older message is pinned: nothing to fold)
-        return
     folded = [m for i, m in enumerate(history.messages[:cut]) if i not in set(kept)]
     yield CompactionStarted(reason=reason)
     summary, mode = None, policy.mode
@@ -169,18 +167,23 @@ def _refused(message: Message, policy: Compaction) -> bool:
     return policy.compactable is not None and not policy.compactable(message)
 
 
-def compactability(history: History, keep_last: int) -> Compactability:
-    """Whether compacting now would change anything."""
+def compactability(history: History, policy: Compaction) -> Compactability:
+    """Whether compacting now under `policy` would change anything."""
     if history.compacted_at == len(history.messages):
         return "just_compacted"
-    return "ok" if split_point(history.messages, keep_last) > 0 else "empty"
+    cut = split_point(history.messages, policy.keep_last)
+    if cut == 0:
+        return "empty"
+    return "pinned" if len(pinned(history.messages[:cut], policy)) == cut else "ok"
 
 
-def why_not(state: Compactability, keep_last: int) -> str:
+def why_not(state: Compactability, policy: Compaction) -> str:
     """Why compacting now would change nothing (`state` is what `compactability` said)."""
     if state == "just_compacted":
         return "it was just compacted"
-    return f"the history is short: the last {keep_last} messages are always kept"
+    if state == "pinned":
+        return "every message before the kept tail is pinned (compactable, keep_tools)"
+    return f"the history is short: the last {policy.keep_last} messages are always kept"
 
 
 def split_point(messages: list[Message], keep_last: int) -> int:
