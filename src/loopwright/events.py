@@ -86,6 +86,7 @@ class ToolStarted:
     args: dict[str, Any]
     detail_text: str
     idempotency_key: str | None = None
+    label: str | None = None  # (the tool's human name; full profile only, as `idempotency_key`)
     type: Literal["tool:started"] = "tool:started"
 
 
@@ -170,6 +171,7 @@ class ApprovalPending:
     scope: Scope
     reason: str
     requested_at: str
+    label: str | None = None  # (the tool's human name; full profile only)
     type: Literal["approval:pending"] = "approval:pending"
 
 
@@ -366,6 +368,7 @@ class ToolUpdate:
     tool: str
     message: str
     progress: float | None = None
+    details: Any = None  # (JSON for the doors only)
     type: Literal["tool:update"] = "tool:update"
 
 
@@ -379,6 +382,7 @@ class ToolOutput:
     is_error: bool = False
     attachments: tuple[Attachment, ...] | None = None
     stored: Attachment | None = None  # the whole result, when `content` is its preview
+    details: Any = None  # (`ToolReturn.details`: JSON for the doors only, never the model)
     type: Literal["tool:output"] = "tool:output"
 
 
