@@ -4,12 +4,14 @@ prepared arguments are what the hook, the gate, the human and the tool see."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from typing import Any
 
 from conftest import call, drive, run_agent, scripted
 from loopwright import Agent, Approval, Rules, Session, tool
+from loopwright.cli.render import Console, Human
 from loopwright.hooks import Hooks
 from loopwright.messages import ToolCall, ToolResultMessage
 from loopwright.providers import anthropic, openai_chat
@@ -199,3 +201,26 @@ async def test_before_tool_hook_sees_the_prepared_arguments():
     await run_agent(agent)
     assert hooked == [{"path": "/work/a"}]
     assert seen == ["/work/a"]
+
+
+async def test_the_terminal_shows_the_label_and_a_dim_line_of_details():
+    model = scripted(
+        {"tool_calls": [call("read", "c1", path="a.txt")]},
+        {"tool_calls": [call("count", "c2", n=4)]},
+        "done",
+    )
+    result = await run_agent(Agent(model=model, tools=[read, count]))
+    out, err = io.StringIO(), io.StringIO()
+    human = Human(Console(out, err))
+    for event in result.events:
+        human.show(event)
+    lines = [line for line in err.getvalue().splitlines() if line[:1] in "→←" or "  " in line]
+    assert lines == [
+        '→ Read file {"path": "a.txt"}',
+        "← Read file text of a.txt",
+        '  {"lines": 3, "diff": "+a\\n-b"}',
+        '→ Count {"n": 4}',
+        "  … Count: half way (50%)",
+        '  {"at": 2}',
+        "← Count counted to 4",
+    ]
