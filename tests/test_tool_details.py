@@ -224,3 +224,21 @@ async def test_the_terminal_shows_the_label_and_a_dim_line_of_details():
         '  {"at": 2}',
         "← Count counted to 4",
     ]
+
+
+def test_an_mcp_tool_takes_its_title_as_its_label():
+    from mcp.types import Tool as Listed
+    from mcp.types import ToolAnnotations
+
+    from loopwright.mcp import MCPServer, StdioServer
+    from loopwright.mcp.naming import build_tools
+
+    server = MCPServer(StdioServer(name="fs", command="unused"))
+    listed = [
+        Listed(name="a", title="Read a file", inputSchema={"type": "object"}),
+        Listed(
+            name="b", inputSchema={"type": "object"}, annotations=ToolAnnotations(title="Write")
+        ),
+        Listed(name="c", inputSchema={"type": "object"}),
+    ]
+    assert [t.label for t in build_tools(server, listed)] == ["Read a file", "Write", None]
