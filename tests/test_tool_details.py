@@ -15,6 +15,7 @@ from loopwright.cli.render import Console, Human
 from loopwright.hooks import Hooks
 from loopwright.messages import ToolCall, ToolResultMessage
 from loopwright.providers import anthropic, openai_chat
+from loopwright.state import stored
 from loopwright.testing import types
 from loopwright.tools import ToolContext, ToolReturn
 from loopwright.wire import dumps, messages_to_json, to_dict
@@ -97,6 +98,7 @@ async def test_label_and_details_are_in_the_events_the_log_and_history_never_the
     kept = next(m for m in history.messages if isinstance(m, ToolResultMessage))
     assert kept.details == {"lines": 3, "diff": "+a\n-b"}
     assert '"details":{"lines":3,"diff":"+a\\n-b"}' in messages_to_json([kept])
+    assert stored.decode(messages_to_json([kept])) == [kept]  # (a snapshot keeps them: pydantic)
 
 
 async def test_progress_carries_details():
