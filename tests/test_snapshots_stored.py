@@ -169,7 +169,7 @@ def test_decode_makes_what_pydantic_makes():
     [
         (UserMessage, stored.USER | {"attachments"}),
         (AssistantMessage, stored.ASSISTANT),
-        (ToolResultMessage, stored.RESULT | {"attachments"}),
+        (ToolResultMessage, stored.RESULT | {"attachments", "details"}),
         (Text, stored.TEXT),
         (Thinking, stored.THINKING),
         (ToolCall, stored.CALL),

@@ -13,6 +13,7 @@ export interface ActauthDecision {
 export interface ApprovalPending {
   args: Record<string, unknown>;
   id: string;
+  label?: string;
   reason: string;
   requestedAt: string;
   scope: Scope;
@@ -432,6 +433,7 @@ export interface ToolLateResult {
 export interface ToolOutput {
   attachments?: Array<Attachment>;
   content: string;
+  details?: unknown;
   id: string;
   isError?: boolean;
   stored?: Attachment;
@@ -455,6 +457,7 @@ export interface ToolStarted {
   detailText: string;
   id: string;
   idempotencyKey?: string;
+  label?: string;
   tool: string;
   type: "tool:started";
 }
@@ -470,6 +473,7 @@ export interface ToolSuspended {
 
 /** Progress reported by a running tool. */
 export interface ToolUpdate {
+  details?: unknown;
   id: string;
   message: string;
   progress?: number;

@@ -87,6 +87,7 @@ class ToolStarted:
     args: dict[str, Any]
     detail_text: str
     idempotency_key: str | None = None
+    label: str | None = None  # (the tool's human name; full profile only, as `idempotency_key`)
     type: Literal["tool:started"] = "tool:started"
 
 
@@ -171,6 +172,7 @@ class ApprovalPending:
     scope: Scope
     reason: str
     requested_at: str
+    label: str | None = None  # (the tool's human name; full profile only)
     type: Literal["approval:pending"] = "approval:pending"
 
 
@@ -367,6 +369,7 @@ class ToolUpdate:
     tool: str
     message: str
     progress: float | None = None
+    details: Any = None  # (JSON for the doors only)
     type: Literal["tool:update"] = "tool:update"
 
 
@@ -380,6 +383,7 @@ class ToolOutput:
     is_error: bool = False
     attachments: tuple[Attachment, ...] | None = None
     stored: Attachment | None = None  # the whole result, when `content` is its preview
+    details: Any = None  # (`ToolReturn.details`: JSON for the doors only, never the model)
     type: Literal["tool:output"] = "tool:output"
 
 

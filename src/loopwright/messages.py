@@ -111,6 +111,7 @@ class ToolResultMessage:
     content: str
     is_error: bool = False
     attachments: tuple[Attachment, ...] | None = None  # images a tool returned
+    details: Any = None  # (`ToolReturn.details`: for the doors; no provider sends it)
     role: Literal["tool"] = "tool"
 
 

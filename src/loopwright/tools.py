@@ -68,9 +68,10 @@ class ToolContext:
     results: Callable[[str], Awaitable[str | None]] | None = None  # (`read_result`)
     _emit: Callable[[Event], None] | None = None
 
-    def progress(self, message: str, fraction: float | None = None) -> None:
-        """Report progress; it streams as a `tool:update` event."""
-        self.emit(ToolUpdate(id=self.call_id, tool=self.tool, message=message, progress=fraction))
+    def progress(self, message: str, fraction: float | None = None, details: Any = None) -> None:
+        """Report progress; it streams as a `tool:update` event (`details`: for the UI only)."""
+        update = ToolUpdate(id=self.call_id, tool=self.tool, message=message, progress=fraction)
+        self.emit(replace(update, details=details) if details is not None else update)
 
     def emit(self, event: Event) -> None:
         """Stream an event as part of this call (between its `tool:started` and `tool:result`;
@@ -99,6 +100,8 @@ class ToolReturn:
     terminate: bool = False
     """Stop the run after this batch when every result of the batch says so."""
     is_error: bool = False
+    details: Any = None
+    """JSON for the doors only (`tool:output.details`, the history); never sent to the model."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +136,7 @@ class Outcome:
     suspended: Suspend | NeedsAnswer | None = None
     attachments: tuple[Attachment, ...] | None = None
     stored: Attachment | None = None  # the whole text, when `content` is its preview
+    details: Any = None  # (`ToolReturn.details`: for the doors, never the model)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +167,10 @@ class Tool:
     """False for built-ins that are not actions (loading a skill): always allowed."""
     subagent: Any = None
     """The child `Agent` when this tool runs a subagent (SPEC §3.4)."""
+    label: str | None = None
+    """A human name the doors show (`tool:started`, `approval:pending`); else they show `name`."""
+    prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """Fixes the model's raw arguments before hooks, validation, gate (`arguments.prepared`)."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -196,6 +204,8 @@ def tool(
     max_output: int | None = None,
     inline: bool = False,
     blocking: bool | None = None,
+    label: str | None = None,
+    prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -209,6 +219,8 @@ def tool(
     max_output: int | None = None,
     inline: bool = False,
     blocking: bool | None = None,
+    label: str | None = None,
+    prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool from a sync or async function: name from the function, description and
     parameter descriptions from its docstring (Google, numpy or Sphinx style: `docstrings`),
@@ -234,6 +246,8 @@ def tool(
             timeout=timeout,
             max_output=max_output,
             inline=inline,
+            label=label,
+            prepare_arguments=prepare_arguments,
         )
 
     return build(fn) if fn is not None else build

@@ -145,6 +145,9 @@ def _to_v1(event: ev.Event | LifecycleEvent) -> dict[str, Any] | None:
         del data["stopReason"]
     elif isinstance(event, ev.ToolStarted):
         data.pop("idempotencyKey", None)  # (additive: not a v1 field)
+        data.pop("label", None)
+    elif isinstance(event, ev.ApprovalPending):
+        data.pop("label", None)  # (additive: not a v1 field)
     return data
 
 
@@ -158,7 +161,9 @@ def _subagent_item(event: ev.SubagentEvent) -> dict[str, Any] | None:
     inner = event.event
     while isinstance(inner, ev.SubagentEvent):
         inner = inner.event
-    if isinstance(inner, (ev.ApprovalPending, ev.QuestionPending)):
+    if isinstance(inner, ev.ApprovalPending):
+        return _to_v1(inner)
+    if isinstance(inner, ev.QuestionPending):
         return to_dict(inner)
     return None
 
@@ -181,7 +186,7 @@ def event_schema() -> dict[str, Any]:
 def v1_event_schema() -> dict[str, Any]:
     """JSON Schema of the loopengine v1 profile: every object `to_dict(event, "v1")` can give,
     generated from the v1 classes and refined as `_to_v1` and the v1 wire are (no
-    `tool:started.idempotencyKey`): `done.stopReason` is optional and only `max_turns` or `denied`, numbers are JSON numbers (v1 has no integer
+    `tool:started.idempotencyKey`, no `label`): `done.stopReason` is optional and only `max_turns` or `denied`, numbers are JSON numbers (v1 has no integer
     type) and `requestedAt` is an RFC 3339 date-time."""
     schema = _v1_event_adapter().json_schema(by_alias=True, mode="serialization")
     definitions: dict[str, Any] = schema.get("$defs", {})
@@ -193,6 +198,8 @@ def v1_event_schema() -> dict[str, Any]:
             if name == "requestedAt":
                 prop["format"] = "date-time"
     del definitions["ToolStarted"]["properties"]["idempotencyKey"]  # (left out, as `_to_v1` does)
+    del definitions["ToolStarted"]["properties"]["label"]
+    del definitions["ApprovalPending"]["properties"]["label"]
     done = definitions["Done"]
     done["properties"]["stopReason"] = {"enum": sorted(V1_STOP_REASONS), "type": "string"}
     done["required"].remove("stopReason")

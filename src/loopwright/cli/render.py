@@ -154,6 +154,8 @@ class Human:
         self.outputs: dict[str, ev.ToolOutput] = {}
         """Outputs waiting for their call's status (denials and skips have their own line)."""
         self.interrupted: set[str] = set()
+        self.labels: dict[str, str] = {}
+        """Call id → its tool's label (`tool:started`), shown in place of the tool's name."""
 
     def show(self, event: ev.Event) -> None:
         s = self.style
@@ -189,6 +191,7 @@ class Human:
                 elif decision == "deny":
                     self.note(s.red(f"✗ {tool} denied · {reason}"))
             case ev.ApprovalPending(id=pending_id, tool=tool, args=args, reason=reason):
+                tool = event.label or tool
                 if self.prompt is None:
                     self.note(s.yellow(f"? {tool} needs approval · {reason}"))
                     self.note(f"  {as_json(args)}  {s.dim('(pending ' + pending_id + ')')}")
@@ -200,19 +203,23 @@ class Human:
                     self.note(s.yellow(f"  {tool}: {verb} by {by}{edited} (decided elsewhere)"))
                 elif args is not None or not (self.prompt and self.prompt.answered_here(event)):
                     self.note(s.dim(f"  {tool} {verb} by {by}{edited}"))
-            case ev.ToolStarted(tool=tool, args=args):
+            case ev.ToolStarted(id=call_id, tool=tool, args=args):
+                if event.label:
+                    tool = self.labels[call_id] = event.label
                 self.note(s.cyan(f"→ {tool} {one_line(as_json(args), self.width - len(tool) - 3)}"))
-            case ev.ToolUpdate(tool=tool, message=message, progress=progress):
+            case ev.ToolUpdate(id=call_id, tool=tool, message=message, progress=progress):
                 pct = f" ({progress:.0%})" if progress is not None else ""
-                self.note(s.dim(f"  … {tool}: {message}{pct}"))
+                self.note(s.dim(f"  … {self.labels.get(call_id, tool)}: {message}{pct}"))
+                self.details(event.details)
             case ev.ToolOutput():
                 self.outputs[event.id] = event
             case ev.ToolResult(id=call_id, tool=tool, status_text=status):
-                output = self.outputs.pop(call_id, None)
+                output, tool = self.outputs.pop(call_id, None), self.labels.pop(call_id, tool)
                 shown = status in ("Denied.", "Skipped.") or call_id in self.interrupted
                 if output is not None and not shown:
                     line = one_line(output.content, self.width - len(tool) - 3)
                     self.note(s.red(f"← {tool} {line}") if output.is_error else f"← {tool} {line}")
+                    self.details(output.details)
             case ev.ToolSuspended(tool=tool, pending_ids=ids):
                 self.note(s.yellow(f"‖ {tool} waits for a decision ({', '.join(ids)})"))
             case ev.ToolInterrupted(id=call_id, tool=tool):
@@ -308,6 +315,11 @@ class Human:
     def note(self, line: str) -> None:
         """A progress line, redacted (`loopwright.redact`): it may go to a log."""
         self.console.note(redact.text(line))
+
+    def details(self, details: Any) -> None:
+        """A result's or an update's UI-only `details`: one compact dim line of its JSON."""
+        if details is not None:
+            self.note(self.style.dim(f"  {one_line(json.dumps(details), self.width - 2)}"))
 
     def elsewhere(self, resolved: ev.ApprovalResolved | ev.QuestionResolved) -> bool:
         """A decision made elsewhere (another terminal, HTTP) overtook the prompt here."""

@@ -6,13 +6,16 @@ The gate decides on what will run. A tool's `validate` coerces the model's JSON 
 (or alias), lists, numbers, strings, booleans and null. It reads the attributes the tool will
 read (a `RootModel`'s root, a secret's value), never a model's custom serialisers or masks, so
 what the gate judges is what runs. `gate_decision` asks the gate on them; `vet_edit` puts a
-human's edited arguments through the tool's schema and the rules again.
+human's edited arguments through the tool's schema and the rules again. `prepared` runs a tool's
+`prepare_arguments` on the model's raw arguments first, so hooks, schema and rules see its fix.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import logging
 import math
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
@@ -23,9 +26,30 @@ from .permissions import AllowAll, Decision, Gate
 
 if TYPE_CHECKING:
     from ..events import Scope
+    from ..messages import ToolCall
     from ..tools import Tool
 
 _SCALARS = (bool, int, float, str, Decimal, type(None))
+log = logging.getLogger("loopwright.tools")
+
+
+def prepared(tool: Tool, call: ToolCall) -> dict[str, Any] | str:
+    """The arguments a call goes on with: the model's own (`call.args`, the same object) for a
+    tool without `prepare_arguments`, else what that function makes of a copy of them — or, when
+    it raises or gives no dict, the error text the call's result reads (logged). It runs again
+    wherever a call is decided again (a resumed or recovered batch), so it must be a pure,
+    deterministic function of the arguments; the reply in the log keeps what the model sent."""
+    prepare = tool.prepare_arguments
+    if prepare is None:
+        return call.args
+    try:
+        args = prepare(copy.deepcopy(call.args))
+        if not isinstance(args, dict):
+            raise TypeError(f"prepare_arguments returned {type(args).__name__}, not a dict")
+    except Exception as exc:
+        log.warning("tool %s (call %s): prepare_arguments raised", call.name, call.id, exc_info=exc)
+        return f"Invalid arguments for tool '{call.name}': {type(exc).__name__}: {exc}"
+    return args
 
 
 def plain(value: Any) -> Any:

@@ -31,7 +31,7 @@ from ..messages import Recovery, ToolCall
 from ..redact import MARKER, holds_marker
 from ..state._values import maker
 from ..tools import NeedsAnswer, Scheduled, Tool, answered, is_question
-from .arguments import gate_decision, not_json, vet_edit, vet_values
+from .arguments import gate_decision, not_json, prepared, vet_edit, vet_values
 from .batch import Batch, Checkpoint, Pending, record
 
 # (also names of this module for now: steps, session, the reducer, history, the journal import them)
@@ -69,8 +69,10 @@ class Decider:
             return record(call, text, "Error."), None
         if isinstance(verdict, Block):
             return record(call, f"Blocked: {verdict.reason}", "Error."), None
-        args = verdict if isinstance(verdict, dict) else call.args
-        odd = not_json(args) if args is not call.args else None  # a hook's: NaN, infinity
+        args = verdict if isinstance(verdict, dict) else prepared(tool, call)
+        if isinstance(args, str):  # its `prepare_arguments` failed: the model reads why
+            return record(call, args, "Error."), None
+        odd = not_json(args) if args is not call.args else None  # a hook's or prepared: NaN
         try:
             if odd is not None:
                 raise ValueError(odd)
@@ -112,6 +114,7 @@ class Decider:
             scope=self.scope,
             reason=reason,
             requested_at=request.requested_at,
+            label=tool.label,
         )
         requested = ev.PendingRequested(id=request.id, call_id=call.id)
         return [announce, requested], Pending(request=request, tool=tool, checked=(args, kwargs))

@@ -14,6 +14,7 @@ from dataclasses import replace
 from .. import events as ev
 from ..agent import Agent
 from ..approvals import ApprovalRequest
+from ..gate.arguments import prepared
 from ..gate.batch import Batch, Checkpoint, Pending, record
 from ..gate.decide import INTERRUPTED, Decider
 from ..hooks import RunInfo
@@ -66,8 +67,11 @@ class Calls:
         if call.id in self.problems:  # a malformed call: an error result, never run
             return record(call, self.problems[call.id], "Error."), None
         hook = self.agent.hooks.before_tool  # (gets a copy: it changes arguments by returning)
-        shown = replace(call, args=copy.deepcopy(call.args)) if hook else call
-        verdict = await call_hook(hook, self.info, shown) if hook else None
+        tool = self.decider.tools.get(call.name)  # it sees the prepared arguments (`prepared`)
+        args = prepared(tool, call) if tool is not None else call.args
+        if not hook or isinstance(args, str):  # (a failed preparation: `check` says why)
+            return self.decider.check(call, None, batch)
+        verdict = await call_hook(hook, self.info, replace(call, args=copy.deepcopy(args)))
         return self.decider.check(call, verdict, batch)
 
     def checked(

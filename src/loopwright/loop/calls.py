@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from .. import events as ev
@@ -121,13 +122,15 @@ def cap_of(item: Scheduled, max_output: int) -> int:
 def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
     """What a call that returned `value` produced, as the model will read it."""
     terminate = is_error = False
+    details = None
     if type(value) is str:  # (most tools: text alone, nothing to take apart)
         content, images = valid(value), None
     else:
         if isinstance(value, Suspend | NeedsAnswer):
             return Outcome(content="", suspended=value)
         if isinstance(value, ToolReturn):
-            terminate, is_error, value = value.terminate, value.is_error, value.content
+            terminate, is_error, details = value.terminate, value.is_error, value.details
+            value = value.content
         value, images = split_images(value)  # an image the tool returned goes beside its text
         content = valid(to_content(value))  # a result the log can take (no lone surrogate)
     if images is not None and len(images) > MAX_ATTACHMENTS:  # (each is bounded: `max_bytes`)
@@ -135,9 +138,25 @@ def outcome_of(item: Scheduled, value: Any, max_output: int) -> Outcome:
         images = images[:MAX_ATTACHMENTS]
     tool = item.tool
     name, cap = tool.name, tool.max_output if tool.max_output is not None else max_output
+    if details is not None:
+        details = json_details(details)
     if len(content) > cap:  # (`cap_of`, without its frame)
-        return over_limit(name, content, cap, is_error, terminate, images)
-    return new_outcome(content=content, is_error=is_error, terminate=terminate, attachments=images)
+        over = over_limit(name, content, cap, is_error, terminate, images)
+        return over if details is None else replace(over, details=details)
+    return new_outcome(
+        content=content, is_error=is_error, terminate=terminate, attachments=images, details=details
+    )
+
+
+def json_details(details: Any) -> Any:
+    """A result's `details` as JSON the log keeps (a value with no JSON shape as its text, as
+    pydantic would send it; a NaN or an infinity as null)."""
+    from pydantic_core import to_jsonable_python
+
+    try:
+        return to_jsonable_python(details, fallback=str, inf_nan_mode="null")
+    except Exception:  # (a mapping with keys JSON cannot take, a cycle: its text)
+        return str(details)
 
 
 def settled(item: Scheduled, job: Job, max_output: int) -> Outcome:
@@ -173,6 +192,7 @@ def result_events(item: Scheduled, outcome: Outcome) -> tuple[Event, ...]:
             is_error=outcome.is_error,
             attachments=outcome.attachments,
             stored=outcome.stored,
+            details=outcome.details,
         ),
         tool_result(
             id=call.id,

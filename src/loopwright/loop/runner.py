@@ -108,7 +108,12 @@ class ToolRunner:
         self.items[call.id] = self.latest[call.id] = item
         key = self.keys(call) if self.keys is not None else None
         return tool_started(
-            id=call.id, tool=call.name, args=item.args, detail_text=item.reason, idempotency_key=key
+            id=call.id,
+            tool=call.name,
+            args=item.args,
+            detail_text=item.reason,
+            idempotency_key=key,
+            label=item.tool.label,
         )
 
     async def lone(self, scheduled: list[Scheduled]) -> Sequence[Event]:

@@ -88,9 +88,17 @@ def build_tools(server: ToolServer, listed: Iterable[Any]) -> tuple[Tool, ...]:
                 context_param=_CONTEXT,
                 is_async=True,
                 timeout=server.config.timeout,
+                label=_label(spec),
             )
         )
     return tuple(tools)
+
+
+def _label(spec: Any) -> str | None:
+    """The human name the doors show for an MCP tool: its `title`, else its annotations'."""
+    annotations = getattr(spec, "annotations", None)
+    title = getattr(spec, "title", None) or getattr(annotations, "title", None)
+    return str(title)[:MAX_DESCRIPTION] if title else None
 
 
 def _caller(server: ToolServer, tool: str) -> Any:

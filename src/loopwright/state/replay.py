@@ -179,6 +179,7 @@ def _output(state: SessionState, event: ev.ToolOutput) -> None:
         content=event.content,
         is_error=event.is_error,
         attachments=event.attachments,
+        details=event.details,
     )
     calls = batch.calls
     if len(results) < len(calls):

@@ -458,6 +458,7 @@ class Transcript {
         }
         const card = this.cards.get(s.prefix + str(ev.callId));
         if (card) {
+          if (announced && announced.label) card.setLabel(str(announced.label));
           card.setStatus("waiting", ev.kind === "question" ? "waiting for an answer" : "waiting for approval");
           this.pendingCards.set(str(ev.id), card);
         }
@@ -481,6 +482,7 @@ class Transcript {
         break;
       case "tool:started": {
         const card = this.card(s, ev.id, ev.tool);
+        if (ev.label) card.setLabel(str(ev.label));
         card.setArgs(ev.args);
         card.setStatus("running", "running");
         if (ev.detailText) card.setDetail(ev.detailText);
@@ -488,10 +490,12 @@ class Transcript {
       }
       case "tool:update":
         this.card(s, ev.id, ev.tool).setProgress(str(ev.message), ev.progress);
+        if (ev.details != null) this.card(s, ev.id, ev.tool).setDetails(ev.details);
         break;
       case "tool:output": {
         const card = this.card(s, ev.id, ev.tool);
         card.setOutput(str(ev.content), Boolean(ev.isError));
+        if (ev.details != null) card.setDetails(ev.details); // UI-only data: JSON, collapsed
         for (const ref of ev.attachments || []) card.append(attachmentView(ref)); // a tool's images
         if (ev.stored) card.append(storedResultLink(s.agent || this.hooks.agent(), s.sessionId || state.sessionId, ev.stored));
         break;
@@ -783,6 +787,18 @@ function storedResultLink(agent, sessionId, stored) {
   return h("div", { class: "stored-result" }, link, h("span", { class: "muted small" }, ` (${size} bytes)`), full);
 }
 
+/** A tool result's UI-only `details` (never sent to the model): its JSON, collapsed. */
+function toolDetailsView() {
+  const pre = h("pre", { class: "code", testid: "tool-details-json" });
+  const box = h("details", { class: "tool-details", testid: "tool-details", hidden: true },
+    h("summary", null, "Details"), pre);
+  box.show = (value) => {
+    box.hidden = false;
+    pre.textContent = json(value, 2);
+  };
+  return box;
+}
+
 function toolCard(id, tool, agent) {
   const status = h("span", { class: "badge", testid: "tool-status" }, "preparing");
   const decision = h("span", { class: "decision", testid: "tool-decision", hidden: true });
@@ -793,12 +809,14 @@ function toolCard(id, tool, agent) {
   const output = h("pre", { class: "code", testid: "tool-output" });
   const outputBox = h("details", { class: "tool-output", open: true, hidden: true }, h("summary", null, "Result"), output);
   const nested = h("ol", { class: "nested", hidden: true, "aria-label": `${tool} events` });
+  const name = h("span", { class: "tool-name", testid: "tool-name" }, tool || "(tool)");
+  const details = toolDetailsView();
   const card = h(
     "li",
     { class: "tool-card", testid: "tool-card", "data-call-id": id, "data-tool": tool, "data-status": "preparing" },
     h("div", { class: "tool-head" },
       h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"),
-      h("span", { class: "tool-name" }, tool || "(tool)"),
+      name,
       agent ? h("span", { class: "agent-tag" }, agent) : null,
       status,
       decision),
@@ -808,6 +826,7 @@ function toolCard(id, tool, agent) {
     progress,
     nested,
     outputBox,
+    details,
   );
   card.tool = tool;
   card.decision = "";
@@ -851,6 +870,11 @@ function toolCard(id, tool, agent) {
     const failed = card.classList.contains("is-error");
     card.setStatus(failed && state === "done" ? "error" : state || "done", statusText || "done");
   };
+  card.setLabel = (label) => { // a tool's human name; its name stays the tooltip
+    name.textContent = label;
+    name.title = tool;
+  };
+  card.setDetails = details.show;
   card.nestedList = () => {
     nested.hidden = false;
     return nested;
@@ -1214,7 +1238,7 @@ function renderHistory(history) {
     else if (message.role === "tool") {
       transcript.apply({
         type: "tool:output", id: message.callId, tool: message.tool, content: message.content,
-        isError: message.isError, attachments: message.attachments,
+        isError: message.isError, attachments: message.attachments, details: message.details,
       });
     }
   }
@@ -1328,7 +1352,7 @@ function pendingCard(entry) {
   };
   const head = h("div", { class: "pending-head" },
     h("span", { class: "badge kind" }, item.type === "question" ? "question" : "approval"),
-    item.tool ? h("strong", { class: "tool-name" }, str(item.tool)) : null,
+    item.tool ? h("strong", { class: "tool-name", title: str(item.tool) }, str(item.label || item.tool)) : null,
     item.agent ? h("span", { class: "agent-tag" }, str(item.agent)) : null,
     h("span", { class: "muted small", title: str(item.sessionId) },
       `session ${short(item.sessionId)}${item.requestedAt ? ` · ${ago(item.requestedAt)}` : ""}`));
