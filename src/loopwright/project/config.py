@@ -2,7 +2,7 @@
 
 Every table a project may have is here: `[server]` and `[auth]` (the HTTP server,
 `server.settings`), `[store]`, `[defaults]` (what `agent.yaml` agents start from),
-`[providers.NAME]` (`providers`), `[telemetry]` and `[notify]`. A key that is none of these is
+`[providers.NAME]` (`providers`), `[telemetry]`, `[notify]` and `[titles]` (`runtime.titling`). A key that is none of these is
 an error naming the file, the line and the closest valid key; so is a value of the wrong type:
 
     loopwright.toml:3: [server] unknown key 'prot' (did you mean 'port'?)
@@ -108,6 +108,11 @@ class NotifyTable(_Table):
     max_attempts: int = 0
 
 
+class TitlesTable(_Table):
+    model: str = ""
+    prompt: str = ""
+
+
 class ProjectConfig(_Table):
     """loopwright.toml: every table and key it may have."""
 
@@ -118,6 +123,7 @@ class ProjectConfig(_Table):
     providers: dict[str, ProviderTable] = {}
     telemetry: TelemetryTable = TelemetryTable()
     notify: NotifyTable = NotifyTable()
+    titles: TitlesTable = TitlesTable()
 
 
 def check(settings: dict[str, Any], text: str, source: str) -> None:
