@@ -76,6 +76,8 @@ class Titler:
         self.titles = titles
         self.log = log
         self._tasks: set[asyncio.Task[None]] = set()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The event loop its titles are written on (the runtime's: set by the first one)."""
 
     def observers(self) -> tuple[Observer, ...]:
         """A runtime's observers with this one: the process's default ones, then this."""
@@ -101,7 +103,8 @@ class Titler:
         return observe
 
     def _start(self, key: SessionKey, message: str, reply: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._write(key, message, reply))
+        self.loop = asyncio.get_running_loop()
+        task = self.loop.create_task(self._write(key, message, reply))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
