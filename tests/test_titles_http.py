@@ -64,4 +64,4 @@ def test_a_configured_title_is_listed_shown_and_printed(
     assert table[0].split()[-1] == "TITLE" and len(table) == 2
     assert table[1].startswith(titled) and table[1].endswith(" Parcel P-7 on its way")
     code, out = cli("sessions", "show", titled)
-    assert code == 0 and out.splitlines()[1] == "title: Parcel P-7 on its way"
+    assert code == 0 and out.splitlines()[0].endswith(" · title: Parcel P-7 on its way")

@@ -167,13 +167,12 @@ async def show(place: Place, args: argparse.Namespace) -> int:
         record = await find(runtime, place, args.id, args.agent)
         key = record.key
         forked = f" · forked from {_forked(record)}" if record.forked_from else ""
+        [title] = await titles(runtime, [record])
+        titled = "" if title is None else f" · title: {title}"
         print(
             f"session {key.id} · agent {key.agent} · {record.status} · "
-            f"{record.last_seq} events · updated {record.updated_at}{forked}"
+            f"{record.last_seq} events · updated {record.updated_at}{forked}{titled}"
         )
-        [title] = await titles(runtime, [record])
-        if title is not None:
-            print(f"title: {title}")
         async for _, event in runtime.events(key):  # the log, a page at a time
             for line in conversation([event]):
                 print(line)
