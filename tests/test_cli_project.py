@@ -229,13 +229,15 @@ def test_sessions_list_show_and_export(project, tmp_path):
     first = ok(lw(project, "run", "refunds", "hello there"))
     session = first.stderr.split()[1]
     listing = ok(lw(project, "sessions", "--agent", "refunds")).stdout.splitlines()
-    assert listing[0].split() == ["ID", "AGENT", "STATUS", "UPDATED", "LAST", "SEQ"]
+    assert listing[0].split() == ["ID", "AGENT", "STATUS", "UPDATED", "LAST", "SEQ", "TITLE"]
     row = next(line.split() for line in listing if line.startswith(session))
     assert row[1:3] == ["refunds", "idle"] and int(row[4]) > 3
+    assert row[-2:] == ["hello", "there"]  # its title: its first message (no [titles])
     assert all(line.split()[1] == "refunds" for line in listing[1:])
 
     shown = ok(lw(project, "sessions", "show", session)).stdout.splitlines()
     assert shown[0].startswith(f"session {session} · agent refunds · idle")
+    assert shown[0].endswith(" · title: hello there")
     assert shown[1:-1] == ["user: hello there", "assistant: heard: hello there", "-- run completed"]
     usage = r"usage: 1 model request · \d+ in · \d+ out · no price known \(with its subagents\)"
     assert re.fullmatch(usage, shown[-1]), shown[-1]

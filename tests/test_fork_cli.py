@@ -43,15 +43,18 @@ def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
     assert codes == [0, 3, 0, 0, 4, 0, 0, 3, 0], outs
     assert outs[2].strip() == "order-1001-denied" and outs[6].strip() == "before-the-refund"
     table = outs[3].splitlines()
-    assert table[0].split() == ["ID", "AGENT", "STATUS", "UPDATED", "LAST", "SEQ", "FORKED", "FROM"]
-    assert [row.split()[:3] + row.split()[4:] for row in table[1:]] == [
+    assert table[0].split() == [
+        *("ID", "AGENT", "STATUS", "UPDATED", "LAST", "SEQ", "FORKED", "FROM", "TITLE")
+    ]
+    cut = table[0].index("TITLE")  # (a title has spaces: the columns before it)
+    assert [row[:cut].split()[:3] + row[:cut].split()[4:] for row in table[1:]] == [
         ["order-1001-denied", "support", "paused", "22", "order-1001@22"],
         ["order-1001", "support", "paused", "22"],
     ]
     shown = outs[8].splitlines()
     assert re.fullmatch(
         r"session before-the-refund · agent support · paused · 25 events · updated \S+ · "
-        r"forked from order-1001@12",
+        r"forked from order-1001@12 · title: .+",
         shown[0],
     )
     assert "user: Actually, could you send a replacement instead?" in shown
@@ -125,7 +128,7 @@ def test_the_cli_forks_a_session_stored_in_postgresql(tmp_path: Path, pg_url: st
     code, out, _ = cli(project, "sessions", "show", "s1-early")
     assert re.fullmatch(
         r"session s1-early · agent support · interrupted · 12 events · updated \S+ · "
-        r"forked from s1@12",
+        r"forked from s1@12 · title: .+",
         out.splitlines()[0],
     )
     for args, error, hint in (

@@ -45,11 +45,11 @@ async def test_the_schema_is_made_once_and_a_newer_one_is_refused(pg_url: str) -
     for log in logs:
         await log.close()
     with psycopg.connect(pg_url, autocommit=True) as db:
-        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(5,)]
+        assert db.execute("SELECT version FROM loopwright_schema").fetchall() == [(6,)]
         tables = db.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         assert {name.removeprefix("loopwright_") for (name,) in tables} == TABLES
-        db.execute("UPDATE loopwright_schema SET version = 6")
-    newer = r"schema version 6 is newer than this loopwright knows \(5\); upgrade loopwright"
+        db.execute("UPDATE loopwright_schema SET version = 7")
+    newer = r"schema version 7 is newer than this loopwright knows \(6\); upgrade loopwright"
     with pytest.raises(StoreError, match=newer):
         await open_log(pg_url)
 

@@ -113,7 +113,7 @@ def test_a_database_written_by_sqlite_store_migrates_with_everything_in_it(tmp_p
 
     asyncio.run(check())
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (6,)
+        assert db.execute("PRAGMA user_version").fetchone() == (7,)
 
 
 def test_foreign_corrupt_and_newer_databases_are_refused(tmp_path):
@@ -129,8 +129,8 @@ def test_foreign_corrupt_and_newer_databases_are_refused(tmp_path):
     newer = tmp_path / "newer.db"
     asyncio.run(SQLiteLog(newer).close())
     with sqlite3.connect(newer) as db:
-        db.execute("PRAGMA user_version=7")
-    with pytest.raises(StoreError, match="schema version 7 is newer than this loopwright knows"):
+        db.execute("PRAGMA user_version=8")
+    with pytest.raises(StoreError, match="schema version 8 is newer than this loopwright knows"):
         SQLiteLog(newer)
 
 

@@ -1,6 +1,7 @@
 """What the playground renders, in a real browser at a desktop's size (1280×800) and a phone's
 (390×844): assistant replies as Markdown, sanitised (an injected `<script>`, `onerror` handler
-or `javascript:` link never reaches the page) with highlighted code; sessions listed by title;
+or `javascript:` link never reaches the page) with highlighted code; sessions listed by title
+(a model-written one with `[titles]`);
 the trace view's durations, tokens and cost (as `GET .../trace` gives them); an approval decided
 from the phone layout without a nested scroll area; the approval-link page on a phone; and at
 both sizes no sideways scrolling.
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from live_server import serving
 from loopwright.notify.signing import mint
 from test_playground_browser import (
     ARTIFACTS,
@@ -27,6 +29,7 @@ from test_playground_browser import (
     open_playground,
     paused_by_api,
 )
+from test_titles_http import sent, settled
 
 __all__ = ["browser"]  # the fixture, used by name
 
@@ -193,6 +196,30 @@ def test_sessions_are_listed_by_title_with_their_id_second(
     item.click()
     expect(page.locator("#chat-title")).to_have_text(title)
     no_sideways_scroll(page)
+
+
+@SIZES
+def test_a_model_written_title_is_listed_and_heads_the_chat(
+    page: Any, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """With `[titles]` (a scripted title model), the list and the chat heading show the
+    model's title, not the first message (`runtime.titling`; served in this process, so the
+    test awaits the title on the server's loop)."""
+    from playwright.sync_api import expect
+
+    script = tmp_path / "titles.yaml"
+    script.write_text(f"replies:\n  - text: Parcel P-{size[0]} on its way\n")
+    with serving(tmp_path / "shop", f'[titles]\nmodel = "scripted:{script}"\n') as live:
+        sid = sent(live, f"where is my parcel P-{size[0]}? It was due on Monday")
+        settled(live)
+        open_playground(page, live, "?agent=shop")
+        item = by_id(page, "session-item", sid, "data-session-id")
+        title = f"Parcel P-{size[0]} on its way"
+        expect(item.get_by_test_id("session-title")).to_have_text(title)
+        item.click()
+        expect(page.locator("#chat-title")).to_have_text(title)
+        no_sideways_scroll(page)
+        shot(page, "playground-model-title")
 
 
 def duration(ms: int | None) -> str:

@@ -1,6 +1,6 @@
 """The playground's trace and titles, from a real SQLite log: a session's steps timed from the
 log's commit times (`server.trace`), with their tokens, cost and timed tool calls; and a
-session's title, its first user message (`server.titles`). The log's clock is the test's and
+session's title, its first user message (`runtime.titles`). The log's clock is the test's and
 moves only when the model or the tool works, so every duration is exact."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from loopwright import Agent, tool
 from loopwright.runtime import Runtime
-from loopwright.server.titles import clip, title_of, titles
+from loopwright.runtime.titles import clip, title_of, titles
 from loopwright.server.trace import trace
 from loopwright.store.log import SessionKey
 from loopwright.store.sqlite_log import SQLiteLog
@@ -148,7 +148,7 @@ async def test_sessions_are_titled_by_their_first_user_message(tmp_path: Path) -
             run = await runtime.send(TENANT, "scales", session, said)
             assert (await run.wait()) is not None
         keys = [SessionKey(TENANT, "scales", s) for s in ("s2", "s1")]
-        named = await titles(runtime, keys)
+        named = await titles(runtime, [await runtime.session(k) for k in keys])
     finally:
         await runtime.close()
         await log.close()

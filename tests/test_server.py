@@ -209,7 +209,7 @@ def test_a_message_is_answered_and_the_session_continues(http: httpx.Client):
     listed = body(http.get("/agents/shop/sessions"), 200)["sessions"]
     mine = [s for s in listed if s["id"] == sid]
     assert [(s["agent"], s["status"], s["lastSeq"]) for s in mine] == [("shop", "idle", 16)]
-    assert mine[0]["title"] == "hello"  # its first message (server.titles)
+    assert mine[0]["title"] == "hello"  # its first message (runtime.titles)
     assert set(mine[0]) == {
         "id",
         "title",

@@ -21,7 +21,7 @@ Find = Callable[["Runtime", Place, str, "str | None"], Awaitable["SessionRecord"
 def add_action(
     actions: argparse._SubParsersAction[argparse.ArgumentParser],
     find: Find,
-    as_row: Callable[[SessionRecord], dict[str, Any]],
+    as_row: Callable[[SessionRecord, str | None], dict[str, Any]],
 ) -> None:
     """`sessions fork` (beside `sessions show`, `export`, `compact`), finding the session and
     printing it as `cli.sessions` does (`find`, `as_row`: given, not imported)."""
@@ -45,7 +45,9 @@ def add_action(
 
 
 def fork_command(
-    args: argparse.Namespace, find: Find, as_row: Callable[[SessionRecord], dict[str, Any]]
+    args: argparse.Namespace,
+    find: Find,
+    as_row: Callable[[SessionRecord, str | None], dict[str, Any]],
 ) -> int:
     import asyncio
 
@@ -53,9 +55,12 @@ def fork_command(
 
 
 async def _fork(
-    args: argparse.Namespace, find: Find, as_row: Callable[[SessionRecord], dict[str, Any]]
+    args: argparse.Namespace,
+    find: Find,
+    as_row: Callable[[SessionRecord, str | None], dict[str, Any]],
 ) -> int:
     from ..runtime.forking import CannotFork, fork
+    from ..runtime.titles import titles
     from .runner import opened
 
     place = place_of(args)
@@ -70,8 +75,9 @@ async def _fork(
             }.get(exc.why, "see `loopwright sessions fork --help`")
             raise CliError(str(exc), hint=hint) from None
         record = await runtime.session(key)
+        [title] = await titles(runtime, [record])
     if opt(args, "json"):
-        print_json(as_row(record))
+        print_json(as_row(record, title))
         return 0
     print(key.id)
     at = record.forked_from.seq if record.forked_from else record.last_seq

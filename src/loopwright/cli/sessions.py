@@ -90,19 +90,23 @@ def sessions_command(args: argparse.Namespace) -> int:
 async def list_sessions(place: Place, args: argparse.Namespace) -> int:
     """One page of sessions, newest first (every one with `--all`: JSON lines as they are
     read)."""
+    from ..runtime.titles import titles
     from .runner import opened
 
     records: list[SessionRecord] = []
+    names: list[str | None] = []
     async with opened(place, {}) as runtime:
 
         def fetch(limit: int, cursor: str | None) -> Awaitable[Page]:
             return runtime.sessions(place.tenant, opt(args, "agent"), limit=limit, cursor=cursor)
 
         async for page in pages(fetch, args, "sessions"):
+            named = await titles(runtime, page)
             if not opt(args, "json"):
                 records += page  # (a table needs them all to size its columns)
-            for record in page if opt(args, "json") else ():
-                print_json(as_row(record))
+                names += named
+            for record, title in zip(page, named, strict=True) if opt(args, "json") else ():
+                print_json(as_row(record, title))
     if opt(args, "json"):
         return 0
     if not records:
@@ -119,7 +123,8 @@ async def list_sessions(place: Place, args: argparse.Namespace) -> int:
             )
         else:
             rows = [_row(r) for r in records]
-        print(table(heads, rows))
+        rows = [[*row, name or ""] for row, name in zip(rows, names, strict=True)]
+        print(table([*heads, "TITLE"], rows))
     return 0
 
 
@@ -133,13 +138,14 @@ def _forked(record: SessionRecord) -> str:
     return "" if source is None else f"{source.session}@{source.seq}"
 
 
-def as_row(record: SessionRecord) -> dict[str, Any]:
-    """A session as `sessions --json` prints it."""
+def as_row(record: SessionRecord, title: str | None = None) -> dict[str, Any]:
+    """A session as `sessions --json` prints it (`title`: `runtime.titles`)."""
     from ..runtime.forking import lineage
 
     key = record.key
     return {
         "id": key.id,
+        "title": title,
         "tenant": key.tenant,
         "agent": key.agent,
         "status": record.status,
@@ -152,6 +158,7 @@ def as_row(record: SessionRecord) -> dict[str, Any]:
 
 
 async def show(place: Place, args: argparse.Namespace) -> int:
+    from ..runtime.titles import titles
     from ..store.usage import line as usage_line
     from ..store.usage_report import UsageQuery
     from .runner import opened
@@ -160,9 +167,11 @@ async def show(place: Place, args: argparse.Namespace) -> int:
         record = await find(runtime, place, args.id, args.agent)
         key = record.key
         forked = f" · forked from {_forked(record)}" if record.forked_from else ""
+        [title] = await titles(runtime, [record])
+        titled = "" if title is None else f" · title: {title}"
         print(
             f"session {key.id} · agent {key.agent} · {record.status} · "
-            f"{record.last_seq} events · updated {record.updated_at}{forked}"
+            f"{record.last_seq} events · updated {record.updated_at}{forked}{titled}"
         )
         async for _, event in runtime.events(key):  # the log, a page at a time
             for line in conversation([event]):

@@ -2,8 +2,9 @@
 
 Every table a project may have is here: `[server]` and `[auth]` (the HTTP server,
 `server.settings`), `[store]`, `[defaults]` (what `agent.yaml` agents start from),
-`[providers.NAME]` (`providers`), `[telemetry]`, `[notify]` and `[sandbox]` (the agents'
-default sandbox, `sandbox`). A key that is none of these is an error naming the file, the line and the closest valid key; so is a value of the wrong type:
+`[providers.NAME]` (`providers`), `[telemetry]`, `[notify]`, `[sandbox]` (the agents' default
+sandbox, `sandbox`) and `[titles]` (`runtime.titling`). A key that is none of these is an error
+naming the file, the line and the closest valid key; so is a value of the wrong type:
 
     loopwright.toml:3: [server] unknown key 'prot' (did you mean 'port'?)
 
@@ -126,6 +127,11 @@ class SandboxTable(_Table):
     bwrap: str = ""
 
 
+class TitlesTable(_Table):
+    model: str = ""
+    prompt: str = ""
+
+
 class ProjectConfig(_Table):
     """loopwright.toml: every table and key it may have."""
 
@@ -137,6 +143,7 @@ class ProjectConfig(_Table):
     telemetry: TelemetryTable = TelemetryTable()
     notify: NotifyTable = NotifyTable()
     sandbox: SandboxTable = SandboxTable()
+    titles: TitlesTable = TitlesTable()
 
 
 def check(settings: dict[str, Any], text: str, source: str) -> None:

@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 
 from ..project import Project
 from ..runtime import Runtime
+from ..runtime.titling import Titler
 from ..store.log import Store
 from .settings import ServerSettings, version
 from .state import State
@@ -42,13 +43,16 @@ def create_app(
 ) -> Starlette:
     """The application serving `project`: its agents driven by `runtime`, or by a runtime of
     its own over `log` — by default the project's event log, opened here (and closed on
-    shutdown, after the runtime). `settings` default to `[server]`/`[auth]` of
-    loopwright.toml, with `overrides` (e.g. `host=`, `max_body_bytes=`, `tokens=`) on top."""
+    shutdown, after the runtime). `settings` default to `[server]`/`[auth]`/`[titles]` of
+    loopwright.toml, with `overrides` (e.g. `host=`, `max_body_bytes=`, `tokens=`, `titles=`)
+    on top; a runtime made here writes sessions' titles with `settings.titles` (a runtime
+    given is as it was made: `runtime.titling`)."""
     from .app import build
 
     if settings is None:
         settings = ServerSettings.from_project(project.settings, **overrides)
     owns_log, owns_runtime = runtime is None and log is None, runtime is None
+    titler: Titler | None = None
     if runtime is None:
         if log is None:
             from ..store.opening import log_at
@@ -56,7 +60,9 @@ def create_app(
             # not `open_log`: the app is built before its event loop runs (a PostgreSQL
             # database is connected to on first use, in that loop)
             log = log_at(project.store_url(), pool_size=project.store_pool_size())
-        runtime = Runtime(project.agents, log)
+        titler = Titler(settings.titles, log) if settings.titles else None  # (runtime.titling)
+        runtime = Runtime(project.agents, log, observers=titler.observers() if titler else None)
     state = State(project=project, runtime=runtime, settings=settings)
+    state.titler = titler if owns_runtime else None
     state.owns_runtime, state.owns_log = owns_runtime, owns_log
     return build(state)

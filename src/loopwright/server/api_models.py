@@ -155,7 +155,10 @@ class ForkedFrom(Body):
 
 class SessionSummary(Body):
     id: str
-    title: str = Field(description="Its first user message, on one line, cut to 80 characters.")
+    title: str | None = Field(
+        description="The title a model wrote for it ([titles]), else its first user message; "
+        "on one line, cut to 80 characters (null: no message yet)."
+    )
     agent: str
     status: str
     lastSeq: int
@@ -220,6 +223,7 @@ class SessionView(Body):
 
     sessionId: str
     history: list[Json]
+    title: str | None = nullable("Its title, as the sessions list gives it (null: none yet).")
     status: str | None = None
     lastSeq: int | None = None
     pending: list[PendingItem] | None = None

@@ -14,6 +14,7 @@ from ..errors import UnknownSession
 from ..messages import UserMessage
 from ..runtime import LiveRun
 from ..runtime.forking import lineage
+from ..runtime.titles import titles
 from ..state.compaction import Compaction, compactability, why_not
 from ..store.log import SessionKey, SessionRecord
 from ..store.usage import as_json
@@ -25,7 +26,6 @@ from .history import history_response, page_of, v1_history
 from .prefix import path_id
 from .settings import version
 from .state import Places, State, plain_answer, run_events, state_of
-from .titles import titles
 from .uploads import attachments_field
 from .views import (
     ApiError,
@@ -181,7 +181,7 @@ async def list_sessions(request: Request) -> JSONResponse:
         return pages.kept(page, lambda r: r.parent is None)
 
     records, cursor = await pages.collect(fetch, limit, pages.cursor_of(request))
-    named = await titles(state.runtime, [r.key for r in records])
+    named = await titles(state.runtime, records)
     listed = [
         {
             "id": r.key.id,
@@ -223,7 +223,13 @@ async def show_session(request: Request) -> Response:
     spent = await state.runtime.usage_report(
         UsageQuery(tenant=key.tenant, agent=key.agent, session=key.id)
     )
-    head = {"sessionId": key.id, "status": record.status, "lastSeq": record.last_seq}
+    [title] = await titles(state.runtime, [record])
+    head = {
+        "sessionId": key.id,
+        "title": title,
+        "status": record.status,
+        "lastSeq": record.last_seq,
+    }
     tail = {
         "pending": [p.listed(typed=True) for p in waiting],
         "usage": as_json(spent.items[0]),  # with its subagents' sessions

@@ -41,6 +41,7 @@ from typing import Any
 
 from .. import redact
 from ..errors import ConfigError
+from ..runtime.titling import Titles
 from ..wire import Profile
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -91,6 +92,10 @@ class ServerSettings:
     """The profile of every route that does not ask for one (`?profile=`, or the `/v1` prefix,
     which always means v1): `full`, or `v1` for loopengine v1 clients that cannot ask."""
 
+    titles: Titles | None = None
+    """The model that writes new sessions' titles (`[titles]`, `runtime.titling`); None: a
+    session's title is its first message."""
+
     @classmethod
     def from_project(cls, settings: Mapping[str, Any], **overrides: Any) -> ServerSettings:
         """Read `[server]` and `[auth]`; a wrong type or an unset token variable is a
@@ -119,6 +124,7 @@ class ServerSettings:
                 raise ConfigError('[server] profile must be "full" or "v1"')
             values["profile"] = profile
         values["tokens"], values["token_names"], values["admins"] = _tokens(auth)
+        values["titles"] = Titles.from_project(settings)
         values.update({k: v for k, v in overrides.items() if v is not None})
         made = cls(**values)
         if not 0 <= made.port <= 65535:

@@ -19,6 +19,7 @@ from ..errors import describe
 from ..project import Project
 from ..runtime import LiveRun, Runtime
 from ..runtime.journal import NOT_STORED
+from ..runtime.titling import Titler
 from ..store import StoreError
 from ..store.log import SessionKey, Store
 from ..wire import Profile, dumps
@@ -36,6 +37,8 @@ class State:
     settings: ServerSettings
     owns_runtime: bool = False
     owns_log: bool = False
+    titler: Titler | None = None
+    """What writes the titles of the runtime made with the app (`runtime.titling`)."""
     limits: TenantLimits = field(init=False)
 
     def __post_init__(self) -> None:
@@ -64,9 +67,12 @@ class State:
         self.runtime.agents = project.agents
 
     async def close(self) -> None:
-        """Shutdown: live runs are cancelled and recorded, then the log is closed."""
+        """Shutdown: live runs are cancelled and recorded, titles being written cancelled,
+        then the log is closed."""
         if self.owns_runtime:
             await self.runtime.close()
+        if self.titler is not None:
+            await self.titler.close()
         if self.owns_log:
             await self.runtime.log.close()
 

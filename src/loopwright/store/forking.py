@@ -16,7 +16,9 @@ What the copy derives is derived as an append would (`derive`) but for two thing
 
 A fork whose copy ends inside a run (its `done` not copied) is stored as `interrupted`: it
 reads, and is recovered when it next runs, exactly as a run that died at `at`. Its lineage —
-the source session and `at` — is kept on its row (`forked_from`, `forked_at`).
+the source session and `at` — is kept on its row (`forked_from`, `forked_at`), and so is the
+source's stored title (`store.titles`): the fork begins with the same first message, so it is
+the same conversation's title (a fork without one shows that first message, as its source).
 """
 
 from __future__ import annotations
@@ -110,12 +112,15 @@ def _fork(d: Dialect, source: SessionKey, at: int, new_id: str, now: Now) -> Pro
     returns its key. `UnknownSession` for an unknown or foreign `source`;
     `CannotFork` for a seq out of range or an id in use."""
     rows = yield Rows(
-        d("SELECT id, last_seq, {now} FROM {sessions} WHERE tenant = ? AND agent = ? AND name = ?"),
+        d(
+            "SELECT id, last_seq, {now}, title FROM {sessions} "
+            "WHERE tenant = ? AND agent = ? AND name = ?"
+        ),
         astuple(source),
     )
     if not rows:
         raise unknown(source)
-    src, last_seq, db_now = rows[0]
+    src, last_seq, db_now, title = rows[0]
     if not 1 <= at <= last_seq:
         raise CannotFork(
             f"seq {at} is not in session {source.id!r} (its events are 1..{last_seq})", "seq"
@@ -132,11 +137,11 @@ def _fork(d: Dialect, source: SessionKey, at: int, new_id: str, now: Now) -> Pro
     made = yield Rows(
         d(
             "INSERT INTO {sessions} (tenant, agent, name, status, last_seq, last_reply_seq, "
-            "epoch, forked_from, forked_at, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?) "
+            "epoch, forked_from, forked_at, title, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tenant, agent, name) DO NOTHING RETURNING id"
         ),
-        (*astuple(key), status, state.last_seq, state.last_reply_seq, src, at, stamp, stamp),
+        (*astuple(key), status, state.last_seq, state.last_reply_seq, src, at, title, stamp, stamp),
     )
     if not made:
         raise CannotFork(f"session id {new_id!r} is in use", "exists")

@@ -372,6 +372,8 @@ class SessionRecord:
     lease_expires: float | None = None
     forked_from: Lineage | None = None
     """A fork's source: the session (of its tenant and agent) and the seq it was forked at."""
+    title: str | None = None
+    """Its model-written title, stored once (`store.titles`); None: none (yet)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ by (session, seq); pending items in request order (`n`); usage rows; the newest 
 (version 2) the controls sent to a session's run, addressed to its lease's epoch; (version 3) the
 notifications' outbox, deliveries, attempts, webhook cursors and signing keys (`store.outbox`);
 (version 4) the attachments' bytes, one row per SHA-256 (`store.blobs`); (version 5) a fork's
-lineage on its session's row (`store.forking`).
+lineage on its session's row (`store.forking`); (version 6) a session's model-written title
+(`store.titles`).
 Timestamps are the ISO strings the records carry, as on SQLite.
 """
 
@@ -90,7 +91,9 @@ ALTER TABLE loopwright_sessions ADD COLUMN forked_from bigint REFERENCES loopwri
 ALTER TABLE loopwright_sessions ADD COLUMN forked_at bigint
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, PG_TABLE, V5]
+V6 = "ALTER TABLE loopwright_sessions ADD COLUMN title text"
+
+MIGRATIONS: list[str] = [V1, V2, V3, PG_TABLE, V5, V6]
 """Schema version N is reached by running MIGRATIONS[N-1]; append, never edit."""
 
 _VERSION = "SELECT version FROM loopwright_schema"

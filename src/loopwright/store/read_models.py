@@ -29,11 +29,13 @@ from .sql import Dialect, Now, Program, Rows, astuple, unknown
 
 SESSION = (
     "SELECT s.tenant, s.agent, s.name, s.status, s.last_seq, s.created_at, s.updated_at, "
-    "s.owner, s.lease_expires, p.tenant, p.agent, p.name, s.id, {now}, f.name, s.forked_at "
+    "s.owner, s.lease_expires, p.tenant, p.agent, p.name, s.id, {now}, f.name, s.forked_at, "
+    "s.title "
     "FROM {sessions} s LEFT JOIN {sessions} p ON p.id = s.parent "
     "LEFT JOIN {sessions} f ON f.id = s.forked_from"
 )
-"""A session's row (`session_record`), its row id, the database's clock, and its lineage."""
+"""A session's row (`session_record`), its row id, the database's clock, its lineage and its
+stored title."""
 PENDING = (
     "SELECT p.{n}, p.id, s.name, s.tenant, s.agent, p.kind, p.call_id, p.tool, p.args, p.reason, "
     "p.requested_at, p.batch_seq, p.status, p.decided_by, p.decided_at, p.edited_args, "
@@ -236,4 +238,5 @@ def session_record(row: Sequence[Any], now: float) -> SessionRecord:
         owner,
         expires if owner is not None else None,
         None if row[14] is None else Lineage(row[14], row[15]),
+        row[16],
     )

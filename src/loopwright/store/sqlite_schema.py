@@ -11,6 +11,8 @@ attempt, each webhook's cursor and the keys notifications sign with (`store.outb
 Version 5 adds the attachments' bytes, one row per SHA-256 (`store.blobs`).
 Version 6 adds a fork's lineage to its session's row: the session and seq it was forked from
 (`store.forking`).
+Version 7 adds a session's title, written once by a model when titles are configured
+(`store.titles`).
 A database is opened only when it is empty or ours (`application_id`), and not newer than this
 code knows.
 """
@@ -181,13 +183,21 @@ ALTER TABLE sessions ADD COLUMN forked_at INTEGER
 """
 
 
+def _v7(db: sqlite3.Connection) -> None:
+    """A session's model-written title (`store.titles`)."""
+    db.execute(TITLES)
+
+
+TITLES = "ALTER TABLE sessions ADD COLUMN title TEXT"
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Statements one by one, inside the caller's transaction (`executescript` would commit)."""
     for statement in filter(None, (part.strip() for part in script.split(";"))):
         db.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 """Schema version N is reached by applying MIGRATIONS[N-1]; append, never edit."""
 
 

@@ -1,19 +1,24 @@
 """Session titles, for people: the sessions list (`title`) shows them first, the id second.
 
-A session's title is its first user message (its first `input:received`), on one line and cut
-to `TITLE_CHARS` characters. It is derived from the log each time it is listed, so nothing is
-stored and every backend, every fork (whose log begins with its source's) and every old session
-has one. A session whose first events hold no input (none yet) has none: null.
+A session's title is the one a model wrote for it, stored on its row (`runtime.titling`, when
+`[titles]` is configured), else its first user message (its first `input:received`), on one line
+and cut to `TITLE_CHARS` characters. The first message is derived from the log each time it is
+listed, so every backend, every fork (whose log begins with its source's) and every old session
+has one. A session whose first events hold no input (none yet) has none: null. Every door
+(the HTTP API and so the playground, `loopwright sessions`) titles sessions here.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from .. import events as ev
-from ..runtime import Runtime
-from ..store.log import SessionKey
+from ..store.log import SessionRecord
+
+if TYPE_CHECKING:
+    from .reading import Reading
 
 TITLE_CHARS = 80
 FIRST_EVENTS = 8
@@ -42,11 +47,14 @@ def clip(text: str, limit: int = TITLE_CHARS) -> str:
     return cut.rstrip(" ,.;:") + "…"
 
 
-async def titles(runtime: Runtime, keys: Sequence[SessionKey]) -> list[str | None]:
-    """The title of each session of `keys`, in their order."""
+async def titles(runtime: Reading, records: Sequence[SessionRecord]) -> list[str | None]:
+    """The title of each session of `records`, in their order: its stored one, else its first
+    message's (read from its log)."""
 
-    async def one(key: SessionKey) -> str | None:
-        stored = await runtime.read(key, limit=FIRST_EVENTS)
+    async def one(record: SessionRecord) -> str | None:
+        if record.title is not None:
+            return record.title
+        stored = await runtime.read(record.key, limit=FIRST_EVENTS)
         return title_of(s.event for s in stored)
 
-    return list(await asyncio.gather(*(one(key) for key in keys)))
+    return list(await asyncio.gather(*(one(record) for record in records)))
