@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .messages import AssistantMessage, ToolCall
+from .messages import AssistantMessage, Message, ToolCall
 from .model_settings import ModelSettings
 from .state._values import frozen
 
@@ -75,6 +75,9 @@ class Hooks:
     """Veto/transform: `Block` refuses the input; a string is added as context after it."""
     before_request: Callable[[RunInfo, ModelRequest], ModelRequest | None] | None = None
     """Transform: replace the request (system prompt, messages, tools)."""
+    convert: Callable[[RunInfo, list[Message]], list[Message] | None] | None = None
+    """Transform: the history (compacted) → the model's view, before `before_request`; what
+    it returns holds no `CustomMessage` (the default drops them: `loop.conversion`)."""
     after_reply: Callable[[RunInfo, AssistantMessage], Any] | None = None
     """Observe: the complete reply."""
     before_tool: Callable[[RunInfo, ToolCall], Block | dict[str, Any] | None] | None = None

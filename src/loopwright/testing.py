@@ -102,6 +102,8 @@ class _Checker:
         if e.type in {"session", "done"}:
             self.fail(i, e, "may only open or close the stream")
         match e:
+            case ev.MessageCustom():
+                self.fail(i, e, "a custom message joins the history between runs, not in a run")
             case ev.StepStarted():
                 if self.in_step:
                     self.fail(i, e, "step started before the previous one finished")

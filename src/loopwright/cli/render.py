@@ -234,6 +234,8 @@ class Human:
                 self.note(s.dim(f"  prompt too long: compacted {before} → {after} messages"))
             case ev.SteeringInjected(message=message, mode=mode):
                 self.note(s.dim(f"» {mode.replace('_', '-')}: {one_line(message.content, 80)}"))
+            case ev.MessageCustom(message=custom):
+                self.note(s.dim(f"[{custom.kind}] {one_line(custom.content, self.width - 4)}"))
             case ev.SkillLoaded(skill=skill):
                 self.note(s.dim(f"· loaded skill {skill}"))
             case ev.QuestionPending(id=pending_id, question=question):

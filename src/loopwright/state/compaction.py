@@ -25,7 +25,14 @@ from ..events import (
     MessageCompleted,
     TextDelta,
 )
-from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage, message_chars
+from ..messages import (
+    AssistantMessage,
+    CustomMessage,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+    message_chars,
+)
 from ..model_settings import ModelSettings
 from ..models import Model, ModelFailure, ModelRequest
 from .history import History
@@ -177,7 +184,7 @@ def render(messages: list[Message]) -> str:
                 lines.append(f"assistant: {message.text}")
             for call in message.tool_calls:
                 lines.append(f"assistant called {call.name}({json.dumps(call.args)})")
-        else:
+        elif isinstance(message, ToolResultMessage):  # (an app's custom note: not the model's)
             flag = " (error)" if message.is_error else ""
             lines.append(f"result of {message.tool}{flag}: {message.content}")
     return "\n".join(lines)
@@ -185,12 +192,14 @@ def render(messages: list[Message]) -> str:
 
 def apply(history: History, finished: CompactionFinished) -> None:
     """Replace the older part of the history as `finished` records (live, or when the log is
-    replayed): one atomic assignment."""
-    kept = history.messages[finished.dropped :]
+    replayed): one atomic assignment. The app's custom messages of that part stay (after the
+    summary): the model never saw them, and doors still show them."""
+    older, kept = history.messages[: finished.dropped], history.messages[finished.dropped :]
+    notes = [m for m in older if isinstance(m, CustomMessage)]
     head = (
         [UserMessage(content=f"{SUMMARY_HEADER}\n{finished.summary}")] if finished.summary else []
     )
-    history.messages = [*head, *kept]
+    history.messages = [*head, *notes, *kept]
     history.chars = sum(message_chars(m) for m in history.messages)
     history.reported_tokens = None
     history.compacted_at = len(history.messages)
