@@ -23,6 +23,7 @@ from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, 
 from ..store import StaleWriter, StoreError
 from . import (
     admin,
+    custom,
     fork,
     links,
     openapi,
@@ -62,6 +63,7 @@ def build(state: State) -> Starlette:
         Route(f"{session}/stream", routes.session_events, methods=["GET"]),
         Route(f"{session}/cancel", routes.cancel, methods=["POST"]),
         Route(f"{session}/steer", routes.steer, methods=["POST"]),
+        Route(f"{session}/messages", custom.add_message, methods=["POST"]),
         Route(f"{session}/compact", routes.compact, methods=["POST"]),
         Route(f"{session}/resume", routes.resume, methods=["POST"]),
         Route(f"{session}/replay", replays.replay, methods=["POST"]),
