@@ -4,6 +4,7 @@ never sent to the model unless the agent's `convert` hook turns them into model 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -246,3 +247,20 @@ def test_old_logs_and_wire_round_trip():
     assert loads(data) == ev.MessageCustom(message=NOTE)
     old: list[Any] = [UserMessage(content="hi"), AssistantMessage()]
     assert messages_from_json(messages_to_json([*old, NOTE])) == [*old, NOTE]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_terminal_renderer_prints_a_custom_message_dimmed(monkeypatch: pytest.MonkeyPatch):
+    from loopwright.cli.render import Console, Human
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    out, err = io.StringIO(), Terminal()
+    Human(Console(out, err)).show(ev.MessageCustom(message=NOTE))
+    assert (out.getvalue(), err.getvalue()) == (
+        "",
+        "\x1b[2m[note] the user opened the billing tab\x1b[0m\n",
+    )
