@@ -21,11 +21,12 @@ from typing import Any
 
 from crash_model import Ledger, Process, here
 from loopwright import Agent, Answer, Approval, Rules, ToolContext, tool
-from loopwright.messages import ToolCall, ToolResultMessage, UserMessage
+from loopwright.messages import CustomMessage, ToolCall, ToolResultMessage, UserMessage
 from loopwright.models import ModelRequest
 from loopwright.notify.config import NotifySettings
 from loopwright.notify.webhook import Sent
 from loopwright.runtime import LiveRun, Runtime
+from loopwright.runtime.custom import add_custom
 from loopwright.state.compaction import SUMMARY_SYSTEM, Compaction
 from loopwright.store.log import SessionKey
 from loopwright.subagents import subagent_tool
@@ -142,7 +143,7 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
 class Ack:
     """A client call that returned: what P1 holds the log to."""
 
-    kind: str  # input | decision | steer | follow_up | cancel
+    kind: str  # input | decision | steer | follow_up | cancel | custom
     value: Any
     item: str | None = None
 
@@ -257,6 +258,16 @@ def compact() -> Step:
     return Step("compact", act)
 
 
+def note(text: str) -> Step:
+    """An app's custom message added between runs (`runtime.custom.add_custom`)."""
+
+    async def act(ctx: Ctx) -> None:
+        await add_custom(ctx.runtime, ctx.key, CustomMessage(kind="note", content=text))
+        ctx.ack("custom", "custom", text)
+
+    return Step("custom", act)
+
+
 def tick() -> Step:
     async def act(ctx: Ctx) -> None:
         await ctx.deliverer.tick()
@@ -317,6 +328,7 @@ SCENARIOS = [
     Scenario("cli-prompt", [send("refund 1", prompt=True), answer_prompt(APPROVE)], {}),
     Scenario("large-result", [send("big 1"), ended(), send("hi 2"), ended()], {}),
     Scenario("cut-answer", [send("cut 1"), ended(), send("hi 2"), ended()], {}),
+    Scenario("custom-message", [send("hi 1"), ended(), note("seen"), send("hi 2"), ended()], {}),
 ]
 """Every scenario; a scenario's `decisions` default to its own steps' (`decisions_of`)."""
 
