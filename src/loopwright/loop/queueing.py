@@ -120,7 +120,9 @@ class Queueing:
             )
         event = ev.MessageCustom(message=message)
         journal = self.journal
-        if journal is not None and journal.record(event, between_runs=True):
+        if journal is not None:
+            if not journal.record(event, between_runs=True):  # (another writer took the log)
+                raise SessionBusy(f"session {self.id}'s log is another process's now: reopen it")
             flushed = getattr(journal, "flushed", None)  # (the runtime's journal: `flushed`)
             if flushed is not None:
                 await flushed()
