@@ -21,7 +21,7 @@ from loopwright.runtime.custom import add_custom
 from loopwright.state.compaction import SUMMARY_HEADER, Compaction
 from loopwright.store.log import SessionKey, Store
 from loopwright.testing import check_events, types
-from runtime_fixtures import ended, logs, pg_logs, runtimes  # noqa: F401 (fixtures)
+from runtime_fixtures import Held, ended, logs, pg_logs, runtimes  # noqa: F401 (fixtures)
 
 NOTE = CustomMessage(kind="note", content="the user opened the billing tab", data={"tab": 2})
 
@@ -213,6 +213,27 @@ async def test_a_custom_message_is_durable_and_the_next_run_does_not_send_it(
         user("next"),
         said("second"),
     ]
+
+
+async def test_a_session_a_run_holds_refuses_a_custom_message_here_and_elsewhere(
+    logs: Callable[..., Awaitable[Store]],  # noqa: F811
+    runtimes: Callable[..., Runtime],  # noqa: F811
+):
+    held = Held()
+    runtime = runtimes({"a": Agent(name="a", model=held.model)}, await logs())
+    live = await runtime.send("t", "a", "s3", "hi")
+    await held.asked.wait()
+    key = SessionKey("t", "a", "s3")
+    with pytest.raises(SessionBusy, match="is running"):
+        await add_custom(runtime, key, NOTE)
+    other = runtimes({"a": Agent(name="a", model=scripted())}, await logs())  # another process
+    with pytest.raises(SessionBusy):  # (the run's lease)
+        await add_custom(other, key, NOTE)
+    held.give("done")
+    await ended(live)
+    assert "message:custom" not in [s.event.type for s in await runtime.log.read(key)]
+    await add_custom(other, key, NOTE)  # between runs: taken
+    assert (await other.open(key)).messages[-1] == NOTE
 
 
 async def test_session_add_on_a_durable_session_is_logged(
