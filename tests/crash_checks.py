@@ -242,7 +242,10 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
     inputs = [e.message.content for e in events if isinstance(e, ev.InputReceived)]
     queued = [e.text for e in events if isinstance(e, ev.SteeringQueued)]
     queued += [e.message.content for e in events if isinstance(e, ev.SteeringInjected)]
+    customs = [e.message.content for e in events if isinstance(e, ev.MessageCustom)]
     for ack in ctx.acks:  # P1
+        if ack.kind == "custom" and ack.value not in customs:
+            out.append(f"P1: the acknowledged custom message {ack.value!r} is not in the log")
         if ack.kind == "input" and ack.value not in inputs:
             out.append(f"P1: the acknowledged input {ack.value!r} is not in the log")
         if ack.kind in ("steer", "follow_up") and ack.value not in queued:

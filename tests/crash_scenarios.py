@@ -24,11 +24,18 @@ from typing import Any
 from crash_model import Ledger, Process, here
 from loopwright import Agent, Answer, Approval, Hooks, Rules, ToolContext, tool
 from loopwright.hooks import RunInfo
-from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from loopwright.messages import (
+    AssistantMessage,
+    CustomMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from loopwright.models import ModelRequest
 from loopwright.notify.config import NotifySettings
 from loopwright.notify.webhook import Sent
 from loopwright.runtime import LiveRun, Runtime
+from loopwright.runtime.custom import add_custom
 from loopwright.state.compaction import SUMMARY_SYSTEM, Compaction
 from loopwright.store.log import SessionKey
 from loopwright.subagents import subagent_tool
@@ -160,7 +167,7 @@ def noted(info: RunInfo, results: list[ToolResultMessage]) -> str | None:
 class Ack:
     """A client call that returned: what P1 holds the log to."""
 
-    kind: str  # input | decision | steer | follow_up | cancel
+    kind: str  # input | decision | steer | follow_up | cancel | custom
     value: Any
     item: str | None = None
 
@@ -275,6 +282,16 @@ def compact() -> Step:
     return Step("compact", act)
 
 
+def note(text: str) -> Step:
+    """An app's custom message added between runs (`runtime.custom.add_custom`)."""
+
+    async def act(ctx: Ctx) -> None:
+        await add_custom(ctx.runtime, ctx.key, CustomMessage(kind="note", content=text))
+        ctx.ack("custom", "custom", text)
+
+    return Step("custom", act)
+
+
 def tick() -> Step:
     async def act(ctx: Ctx) -> None:
         await ctx.deliverer.tick()
@@ -337,6 +354,7 @@ SCENARIOS = [
     Scenario("large-result", [send("big 1"), ended(), send("hi 2"), ended()], {}),
     Scenario("cut-answer", [send("cut 1"), ended(), send("hi 2"), ended()], {}),
     Scenario("transformed-reply", [send("fix 1"), ended(), send("hi 2"), ended()], {}),
+    Scenario("custom-message", [send("hi 1"), ended(), note("seen"), send("hi 2"), ended()], {}),
 ]
 """Every scenario; a scenario's `decisions` default to its own steps' (`decisions_of`)."""
 

@@ -18,7 +18,7 @@ from test_server import LiveServer, served
 
 server = served("openapi-responses")
 
-JSON_OPERATIONS = 36
+JSON_OPERATIONS = 37
 """The document's operations that answer JSON (its two approval-link pages answer HTML)."""
 
 
@@ -98,6 +98,10 @@ def test_every_json_answer_validates_against_the_document(
     c.call("GET", f"{SESSION}/trace", 404, name="shop", id="nope")
     listed = c.call("GET", "/agents/{name}/sessions", 200, name="shop")["sessions"]
     assert {sid, forked["sessionId"]} <= {s["id"] for s in listed}
+    note = {"kind": "note", "content": "seen", "data": {"n": 1}}
+    added = c.call("POST", f"{SESSION}/messages", 201, name="shop", id=sid, json=note)
+    assert added["event"] == {"type": "message:custom", "message": {"role": "custom", **note}}
+    c.call("POST", f"{SESSION}/messages", 400, name="shop", id=sid, json={"content": "x"})
 
     paused = c.call("POST", "/agents/{name}/messages", 202, name="shop", json={"message": "refund"})
     rid, item = paused["sessionId"], paused["id"]

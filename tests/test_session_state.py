@@ -117,6 +117,7 @@ def test_history_is_the_conversation_and_the_views_are_derived():
         "chars_at_report",
         "compacted_at",
         "encoded",  # (the JSON its snapshots keep: a cache, left out of comparisons)
+        "customs",  # (how many of its messages are the app's custom ones: the request's view)
     ]
     assert [f.name for f in fields(History) if not f.compare] == ["encoded"]
     names = {f.name for f in fields(SessionState)}

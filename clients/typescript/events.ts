@@ -90,6 +90,14 @@ export interface ContextInjected {
   type: "context:injected";
 }
 
+/** An app's own entry in the history (a UI note, a marker): doors show it, the model never sees it unless the agent's `convert` hook turns it into a model message. */
+export interface CustomMessage {
+  content?: string;
+  data?: Record<string, unknown>;
+  kind: string;
+  role: "custom";
+}
+
 /** Always the last event of a run. */
 export interface Done {
   stopReason: "completed" | "max_tokens" | "max_turns" | "denied" | "paused" | "aborted" | "error" | "terminated";
@@ -176,6 +184,12 @@ export interface LoopTerminated {
 export interface MessageCompleted {
   message: AssistantMessage;
   type: "message:completed";
+}
+
+/** An app's custom message joined the history between runs (`Session.add`, HTTP); doors show it, the model sees only what the agent's `convert` hook makes of it. */
+export interface MessageCustom {
+  message: CustomMessage;
+  type: "message:custom";
 }
 
 /** Stored only (never streamed): what a reply still streaming added to its text since the last partial (`text`, from character `offset` on; 0 in old logs: the whole text so far), committed now and then so a crash mid-reply leaves carry-over for the next run. */
@@ -368,7 +382,7 @@ export interface StepStarted {
 
 /** An event of a subagent's run, forwarded to its parent's stream. */
 export interface SubagentEvent {
-  event: BudgetCheck | PromptCompaction | AssistantText | ActauthDecision | ToolStarted | ToolResult | ToollaneResult | SkillLoaded | LoopSkipped | LoopMaxTurns | LoopDenied | LoopDone | Session | ApprovalPending | QuestionPending | Done | Error | InputReceived | SteeringInjected | SteeringQueued | SteeringCleared | StepStarted | StepFinished | TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | MessagePartial | MessageTruncated | OutputInvalid | ModelRetry | ModelFallback | CompactionStarted | CompactionFinished | ToolUpdate | ToolOutput | ToolInterrupted | ToolLateResult | ToolSuspended | PendingRequested | ApprovalResolved | QuestionResolved | PendingDecided | LoopPaused | LoopAborted | LoopError | LoopTerminated | RunInterrupted | HookFailed | ReplyTransformed | ContextInjected | SubagentEvent;
+  event: BudgetCheck | PromptCompaction | AssistantText | ActauthDecision | ToolStarted | ToolResult | ToollaneResult | SkillLoaded | LoopSkipped | LoopMaxTurns | LoopDenied | LoopDone | Session | ApprovalPending | QuestionPending | Done | Error | InputReceived | SteeringInjected | SteeringQueued | SteeringCleared | StepStarted | StepFinished | TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | MessagePartial | MessageTruncated | OutputInvalid | ModelRetry | ModelFallback | CompactionStarted | CompactionFinished | ToolUpdate | ToolOutput | ToolInterrupted | ToolLateResult | ToolSuspended | PendingRequested | ApprovalResolved | QuestionResolved | PendingDecided | LoopPaused | LoopAborted | LoopError | LoopTerminated | RunInterrupted | HookFailed | ReplyTransformed | ContextInjected | SubagentEvent | MessageCustom;
   origin: Origin;
   type: "subagent:event";
 }
@@ -558,6 +572,7 @@ export type LoopwrightEvent =
   | ReplyTransformed
   | ContextInjected
   | SubagentEvent
+  | MessageCustom
   | SessionCreated
   | SessionStatusChanged
   | SessionDisposed;

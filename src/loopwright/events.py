@@ -15,7 +15,8 @@ and travels in its own type (never as a new field of a v1 type's v1 form). The o
     tool:late_result* hook:failed? <terminal> done
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
-loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error. The order
+loop:aborted, loop:error, loop:terminated, and `done` is always last, even on error; an app's
+`message:custom` is logged between runs only, never in a run's stream. The order
 per tool call, of resumed batches and of late results is spelled out in PROTOCOL.md;
 `loopwright.testing.check_events` enforces this grammar.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypeAlias, get_args
 
-from .messages import AssistantMessage, Attachment, Usage, UserMessage
+from .messages import AssistantMessage, Attachment, CustomMessage, Usage, UserMessage
 from .state._values import value
 from .state.event_values import Nudge as Nudge
 from .state.event_values import Origin as Origin
@@ -544,6 +545,15 @@ class ContextInjected:
 
 
 @value
+class MessageCustom:
+    """An app's custom message joined the history between runs (`Session.add`, HTTP); doors
+    show it, the model sees only what the agent's `convert` hook makes of it."""
+
+    message: CustomMessage
+    type: Literal["message:custom"] = "message:custom"
+
+
+@value
 class SubagentEvent:
     """An event of a subagent's run, forwarded to its parent's stream."""
 
@@ -613,6 +623,7 @@ Event: TypeAlias = (
     | ReplyTransformed
     | ContextInjected
     | SubagentEvent
+    | MessageCustom
 )
 
 

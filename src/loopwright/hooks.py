@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .messages import AssistantMessage, ToolCall, ToolResultMessage
+from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from .model_settings import ModelSettings
 from .state._values import frozen
 
@@ -77,6 +77,9 @@ class Hooks:
     """Veto/transform: `Block` refuses the input; a string is added as context after it."""
     before_request: Callable[[RunInfo, ModelRequest], ModelRequest | None] | None = None
     """Transform: replace the request (system prompt, messages, tools)."""
+    convert: Callable[[RunInfo, list[Message]], list[Message] | None] | None = None
+    """Transform: the history (compacted) → the model's view, before `before_request`; what
+    it returns holds no `CustomMessage` (the default drops them: `loop.conversion`)."""
     after_reply: Callable[[RunInfo, AssistantMessage], Any] | None = None
     """Observe: the complete reply (as `transform_reply` left it)."""
     transform_reply: Callable[[RunInfo, AssistantMessage], AssistantMessage | None] | None = None

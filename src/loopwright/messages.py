@@ -1,6 +1,7 @@
 """The durable conversation: pure message values.
 
-A history is a list of `UserMessage`, `AssistantMessage` and `ToolResultMessage`. Values carry no
+A history is a list of `UserMessage`, `AssistantMessage`, `ToolResultMessage` and the app's own
+`CustomMessage` (never sent to the model as it is). Values carry no
 identity (sequence numbers, session ids and timestamps belong to the store). Every tool call in an
 assistant message is answered by exactly one `ToolResultMessage`, in call order, before the next
 user or assistant message; the loop and recovery keep that invariant for every provider.
@@ -115,7 +116,19 @@ class ToolResultMessage:
     role: Literal["tool"] = "tool"
 
 
-Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+@value
+class CustomMessage:
+    """An app's own entry in the history (a UI note, a marker): doors show it, the model never
+    sees it unless the agent's `convert` hook turns it into a model message."""
+
+    kind: str
+    content: str = ""
+    data: dict[str, Any] | None = None
+    role: Literal["custom"] = "custom"
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage
+ModelMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 
 
 def message_chars(message: Message) -> int:
@@ -126,6 +139,8 @@ def message_chars(message: Message) -> int:
         for p in message.parts:
             n += len(p.text) if not isinstance(p, ToolCall) else 16 + len(p.name) + len(str(p.args))
         return n + 12
+    if isinstance(message, CustomMessage):
+        return 0  # (the model does not see it: a converted one counts once reported)
     extra = estimated_chars(message.attachments) if message.attachments else 0
     return len(message.content) + 12 + extra
 

@@ -111,6 +111,8 @@ class _Checker:
                 self.transformed = True
             case ev.ContextInjected() if set(self.calls) - self.output:
                 self.fail(i, e, "context is added once every call of the batch has its output")
+            case ev.MessageCustom():
+                self.fail(i, e, "a custom message joins the history between runs, not in a run")
             case ev.StepStarted():
                 if self.in_step:
                     self.fail(i, e, "step started before the previous one finished")

@@ -245,6 +245,8 @@ class Human:
                 self.note(s.dim("  the reply was changed by a transform_reply hook"))
             case ev.ContextInjected(message=message):
                 self.note(s.dim(f"» context: {one_line(message.content, 80)}"))
+            case ev.MessageCustom(message=custom):
+                self.note(s.dim(f"[{custom.kind}] {one_line(custom.content, self.width - 4)}"))
             case ev.SkillLoaded(skill=skill):
                 self.note(s.dim(f"· loaded skill {skill}"))
             case ev.QuestionPending(id=pending_id, question=question):

@@ -274,6 +274,8 @@ def conversation(events: Iterable[ev.Event]) -> list[str]:
                 lines.append(f"  ? asks: {question} (pending {pid})")
             case ev.QuestionResolved(answer=answer, by=by):
                 lines.append(f"  answered by {by}: {answer}")
+            case ev.MessageCustom(message=custom):
+                lines.append(f"  [{custom.kind}] {custom.content}")
             case ev.CompactionFinished(from_=before, to=after):
                 lines.append(f"  (compacted {before} → {after} messages)")
             case ev.ToolInterrupted(tool=tool):

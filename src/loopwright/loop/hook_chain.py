@@ -169,6 +169,7 @@ _CHAINS: dict[str, Callable[[str, Sequence[Hook]], Hook]] = {
     "after_batch": _contexts,
     "on_prompt": _on_prompt,
     "before_request": _transform,
+    "convert": _transform,
     "before_tool": _before_tool,
     "after_tool": _transform,
     "continuation": _first,

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 from .. import events as ev
 from ..errors import SessionBusy
+from ..messages import CustomMessage
 from ..state.replay import apply
 from ..state.session_state import SessionState
 
@@ -106,6 +107,27 @@ class Queueing:
                 kept.append(event)
         self._unlogged = kept
         return kept
+
+    async def add(self, message: CustomMessage) -> ev.MessageCustom:
+        """Put the app's custom message in the history between runs (`message:custom`, applied
+        here; a durable session logs it under a claim of its own and waits until it is
+        committed, or failed to be: logged). `SessionBusy` while a run goes (add it once the
+        run has ended: `await session.idle()`)."""
+        if self.busy:
+            raise SessionBusy(
+                f"session {self.id} has a run in progress: a custom message joins the history "
+                "between runs (`await session.idle()` first)"
+            )
+        event = ev.MessageCustom(message=message)
+        journal = self.journal
+        if journal is not None:
+            if not journal.record(event, between_runs=True):  # (another writer took the log)
+                raise SessionBusy(f"session {self.id}'s log is another process's now: reopen it")
+            flushed = getattr(journal, "flushed", None)  # (the runtime's journal: `flushed`)
+            if flushed is not None:
+                await flushed()
+        apply(self.state, event)
+        return event
 
     def _closing(self) -> SessionBusy:
         """(The run let its lease go: the log takes nothing more from it.)"""

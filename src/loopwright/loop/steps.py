@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from .. import events as ev
 from ..agent import Agent
@@ -25,7 +25,7 @@ from ..errors import describe
 from ..gate.decide import Decider
 from ..gate.permissions import Gate
 from ..hooks import Block, RunInfo, Stop
-from ..messages import AssistantMessage, ToolCall, Usage, UserMessage
+from ..messages import AssistantMessage, ModelMessage, ToolCall, Usage, UserMessage
 from ..models import Model, ModelFailure, ModelRequest, StreamItem
 from ..models.registry import get_model
 from ..state._values import maker
@@ -34,6 +34,7 @@ from ..state.session_state import SessionState
 from ..tools import Outcome
 from .batch_steps import Calls
 from .budget import context_budget
+from .conversion import model_view
 from .fallback import Fallback
 from .finish import Finish
 from .hook_calls import call_hook, observe
@@ -260,9 +261,13 @@ class Steps(Calls):
             notes = (*notes, partial_note(self.partial))
         if agent._live:
             await agent.refresh_tools()
+        history = self.state.history
+        messages = cast("list[ModelMessage]", history.messages)
+        if history.customs or agent.hooks.convert:  # (the model's view: `conversion`)
+            messages = await model_view(agent.hooks.convert, self.info, history.messages)
         request = model_request(
             system=agent.instructions,
-            messages=self.state.history.messages,
+            messages=messages,
             tools=agent._specs,  # (`tool_specs`, without its frame)
             notes=notes,
             max_output_tokens=agent.max_output_tokens,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
-from ..messages import Message
+from ..messages import ModelMessage
 from ..model_settings import ModelSettings
 from ..state._values import frozen
 
@@ -44,7 +44,7 @@ class ModelRequest:
     """One request to a model. `messages` is the live history: read it, never mutate it."""
 
     system: str
-    messages: Sequence[Message]
+    messages: Sequence[ModelMessage]
     tools: tuple[ToolSpec, ...] = ()
     notes: tuple[str, ...] = ()
     """Transient notes for this request only (a budget nudge, output carried into a retry);

@@ -43,7 +43,7 @@ from ..gate.arguments import not_json
 from ..loop.replies import unparsed, wire_text
 from ..messages import (
     AssistantMessage,
-    Message,
+    ModelMessage,
     Part,
     StopReason,
     Text,
@@ -146,7 +146,7 @@ def to_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     return out
 
 
-def to_messages(history: Sequence[Message], notes: Sequence[str] = ()) -> list[dict[str, Any]]:
+def to_messages(history: Sequence[ModelMessage], notes: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The history as Messages API turns: user-role runs merged, notes appended to the last."""
     out: list[dict[str, Any]] = []
 

@@ -28,7 +28,7 @@ from openai.types.completion_usage import CompletionUsage
 
 from ..events import TextDelta, ThinkingDelta
 from ..loop.replies import wire_text
-from ..messages import AssistantMessage, Message, StopReason, ToolResultMessage, Usage
+from ..messages import AssistantMessage, ModelMessage, StopReason, ToolResultMessage, Usage
 from ..model_settings import ModelSettings, resolve
 from ..models import ModelFailure, ModelRequest, StreamItem
 from . import _attachments, _settings
@@ -130,7 +130,7 @@ def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _message(message: Message) -> dict[str, Any]:
+def _message(message: ModelMessage) -> dict[str, Any]:
     if isinstance(message, AssistantMessage):
         calls = message.tool_calls
         # null content is only valid beside tool calls

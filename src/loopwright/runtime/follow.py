@@ -140,7 +140,7 @@ async def _over(log: Store, key: SessionKey, seq: int, *, done: bool = False) ->
     return True
 
 
-_BETWEEN_RUNS = (ev.PendingDecided, ev.SteeringQueued, ev.SteeringCleared)
+_BETWEEN_RUNS = (ev.PendingDecided, ev.SteeringQueued, ev.SteeringCleared, ev.MessageCustom)
 
 
 def _started(started: asyncio.Future[Followed]) -> Followed | None:

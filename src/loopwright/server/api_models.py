@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from . import api_reports as custom
 from .api_reports import AgentConfig, RulesCheckRequest, RulesReport, Trace
 from .uploads import SCHEMA as ATTACHMENTS
 
@@ -395,5 +396,6 @@ MODELS: tuple[type[BaseModel], ...] = (
     *(SessionView, EventPage, Cancelled, Steered, Compacted, Final, Paused, AlreadyResolved),
     *(Forked, ReplayAnswer, Approvals, Questions, ApprovalPage, QuestionPage, ItemPage, UsagePage),
     *(Durable, Deliveries, RulesCheckRequest, RulesReport, Trace),
+    *(custom.CustomMessageRequest, custom.CustomAdded),
 )
 """Every model the document names (those they use are in it too)."""

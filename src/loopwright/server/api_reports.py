@@ -177,3 +177,22 @@ class Trace(BaseModel):
     steps: list[TracedStep]
     omitted: int = Field(ge=0, description="Older steps left out (the latest 1,000 are kept).")
     totals: TraceTotals
+
+
+class CustomMessageRequest(BaseModel):
+    """An app's custom message for the session's history (`POST .../messages`, full profile):
+    doors show it, the model sees it only through the agent's `convert` hook."""
+
+    kind: str = Field(min_length=1, max_length=200, description="The app's type of message.")
+    content: str = Field("", description="A text a door can show.")
+    data: Json | None = Field(None, description="The app's payload (a JSON object).")
+
+
+def _message_custom(schema: Json) -> None:  # (`api_models.replaced`: the event's component)
+    schema.clear()
+    schema["x-component"] = "MessageCustom"
+
+
+class CustomAdded(BaseModel):
+    seq: int = Field(description="The event's seq in the session's log.")
+    event: Json = Field(json_schema_extra=_message_custom)

@@ -24,6 +24,7 @@ from ..store import StaleWriter, StoreError
 from . import (
     admin,
     agui,
+    custom,
     fork,
     lifecycle,
     links,
@@ -65,6 +66,7 @@ def build(state: State) -> Starlette:
         Route(f"{session}/stream", routes.session_events, methods=["GET"]),
         Route(f"{session}/cancel", routes.cancel, methods=["POST"]),
         Route(f"{session}/steer", routes.steer, methods=["POST"]),
+        Route(f"{session}/messages", custom.add_message, methods=["POST"]),
         Route(f"{session}/compact", routes.compact, methods=["POST"]),
         Route(f"{session}/resume", routes.resume, methods=["POST"]),
         Route(f"{session}/replay", replays.replay, methods=["POST"]),

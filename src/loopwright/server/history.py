@@ -64,6 +64,8 @@ def v1_history(messages: list[Message]) -> list[dict[str, Any]]:
             out.append({"role": "user", "content": message["content"]})
         elif role == "assistant":
             out.append({"role": "assistant", "content": [_block(p) for p in message["parts"]]})
+        elif role == "custom":  # (an app's custom message: the full profile's only)
+            continue
         else:
             result = {
                 "type": "tool_result",

@@ -220,6 +220,15 @@ def document(version: str) -> Schema:
                         body=ref("SteerRequest"),
                     )
                 },
+                f"{session}/messages": {
+                    "post": _op(
+                        "Add a custom message to the session's history (full profile)",
+                        {"201": as_json(ref("CustomAdded"), "Logged."), "409": error("Busy.")},
+                        NAME,
+                        ID,
+                        body=ref("CustomMessageRequest"),
+                    )
+                },
                 f"{session}/compact": {
                     "post": _op(
                         "Compact the session's history now",

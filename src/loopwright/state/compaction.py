@@ -29,7 +29,14 @@ from ..events import (
     MessageCompleted,
     TextDelta,
 )
-from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage, message_chars
+from ..messages import (
+    AssistantMessage,
+    CustomMessage,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+    message_chars,
+)
 from ..model_settings import ModelSettings
 from ..models import Model, ModelFailure, ModelRequest
 from .history import History
@@ -148,9 +155,9 @@ async def compact(
 
 def pinned(older: list[Message], policy: Compaction) -> tuple[int, ...]:
     """Positions in `older` (the part to fold) that stay verbatim: the messages the policy
-    refuses to fold, each with its group (a reply with tool calls and their results stay
+    refuses to fold and the app's custom messages (the model never saw them), each with its group (a reply with tool calls and their results stay
     together, or the model would see a result without its call)."""
-    if policy.compactable is None and not policy.keep_tools:
+    if policy.compactable is None and not policy.keep_tools and not _has_custom(older):
         return ()
     groups: list[list[int]] = []
     for i, message in enumerate(older):
@@ -161,7 +168,13 @@ def pinned(older: list[Message], policy: Compaction) -> tuple[int, ...]:
     return tuple(i for g in groups if any(_refused(older[j], policy) for j in g) for i in g)
 
 
+def _has_custom(messages: list[Message]) -> bool:
+    return any(isinstance(m, CustomMessage) for m in messages)
+
+
 def _refused(message: Message, policy: Compaction) -> bool:
+    if isinstance(message, CustomMessage):  # (an app's note: the model never saw it to fold it)
+        return True
     if isinstance(message, ToolResultMessage) and message.tool in policy.keep_tools:
         return True
     return policy.compactable is not None and not policy.compactable(message)
@@ -255,7 +268,7 @@ def render(messages: list[Message]) -> str:
                 lines.append(f"assistant: {message.text}")
             for call in message.tool_calls:
                 lines.append(f"assistant called {call.name}({json.dumps(call.args)})")
-        else:
+        elif isinstance(message, ToolResultMessage):  # (an app's custom note: not the model's)
             flag = " (error)" if message.is_error else ""
             lines.append(f"result of {message.tool}{flag}: {message.content}")
     return "\n".join(lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..messages import Message, Usage, message_chars
+from ..messages import CustomMessage, Message, Usage, message_chars
 
 
 @dataclass(slots=True)
@@ -40,8 +40,12 @@ class History:
     """The JSON of its messages as its last snapshot wrote or read them (a cache: valid for as
     many of `messages` as are still the objects it names)."""
 
+    customs: int = 0
+    """How many of its messages are the app's `CustomMessage`s (`replay` counts them in)."""
+
     def __post_init__(self) -> None:
         self.messages = list(self.messages)  # the caller's list stays the caller's
+        self.customs = sum(type(m) is CustomMessage for m in self.messages)
         if self.messages and not self.chars:
             self.chars = sum(map(message_chars, self.messages))
 

@@ -134,6 +134,11 @@ def _injected(state: SessionState, event: ev.SteeringInjected) -> None:
         queued.remove(entry)
 
 
+def _custom(state: SessionState, event: ev.MessageCustom) -> None:
+    state.history.append(event.message)
+    state.history.customs += 1
+
+
 def _queued(state: SessionState, event: ev.SteeringQueued) -> None:
     state.queued.append((event.mode, event.text))
 
@@ -248,6 +253,7 @@ HANDLERS: dict[type, Callable[[SessionState, Any], None]] = {
     ev.OutputInvalid: _note,
     ev.ContextInjected: _note,
     ev.SteeringQueued: _queued,
+    ev.MessageCustom: _custom,
     ev.SteeringCleared: _cleared,
     ev.MessageCompleted: _reply,
     ev.ToolStarted: _started,

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from .. import redact
-from ..messages import Message, Text, ToolCall, ToolResultMessage, UserMessage
+from ..messages import CustomMessage, Message, Text, ToolCall, ToolResultMessage, UserMessage
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -23,6 +23,8 @@ def message_of(message: Message) -> dict[str, Any]:
     if isinstance(message, ToolResultMessage):
         part = {"type": "tool_call_response", "id": message.call_id, "response": message.content}
         return {"role": "tool", "parts": [part]}
+    if isinstance(message, CustomMessage):
+        return {"role": "custom", "parts": [text_part(message.content)]}
     parts: list[dict[str, Any]] = []
     for p in message.parts:
         if isinstance(p, Text):

@@ -217,6 +217,7 @@ function brief(ev) {
     case "session": return str(ev.sessionId);
     case "input:received": return messageText(ev.message);
     case "steering:injected": return `${str(ev.mode)}: ${messageText(ev.message)}`;
+    case "message:custom": return `[${str(ev.message?.kind)}] ${str(ev.message?.content)}`;
     case "step:started": return `step ${str(ev.step)}`;
     case "step:finished": return `step ${str(ev.step)}${usageText(ev.usage, " · ")}`;
     case "budget:check":
@@ -405,6 +406,9 @@ class Transcript {
         for (const ref of ev.message?.attachments || []) el.append(attachmentView(ref));
         break;
       }
+      case "message:custom":  // an app's note in the history: shown, never sent to the model
+        this.add(s.container, customNote(ev.message || {}));
+        break;
       case "steering:injected":
         this.add(
           s.container,
@@ -1230,11 +1234,18 @@ async function openSession(sessionId) {
   if (!$("trace-view").hidden) loadTrace();
 }
 
+/** An app's custom message (`message:custom`): a note in the conversation, with its kind. */
+function customNote(message) {
+  return h("li", { class: "custom-note", testid: "custom-note", "data-kind": str(message.kind) },
+    h("span", { class: "custom-kind", text: str(message.kind) }), " ", str(message.content));
+}
+
 /** Without an event log (should not happen), show the stored messages. */
 function renderHistory(history) {
   for (const message of Array.isArray(history) ? history : []) {
     if (message.role === "user") transcript.apply({ type: "input:received", message });
     else if (message.role === "assistant") transcript.apply({ type: "message:completed", message });
+    else if (message.role === "custom") transcript.apply({ type: "message:custom", message });
     else if (message.role === "tool") {
       transcript.apply({
         type: "tool:output", id: message.callId, tool: message.tool, content: message.content,
