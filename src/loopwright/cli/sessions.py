@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import UnknownSession
-from . import fork
+from . import fork, watch
 from .common import (
     EXIT_CODES,
     CliError,
@@ -44,7 +44,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="list, show, export or compact stored sessions",
         description="The sessions stored for the project (newest first). `sessions show ID` "
         "prints the conversation, `sessions export ID` its event log as JSON lines, "
-        "`sessions compact ID` compacts its history now. Session ids belong to an agent: "
+        "`sessions compact ID` compacts its history now, `sessions watch --url URL` follows a "
+        "server's sessions live. Session ids belong to an agent: "
         "when several agents use the same id, say which with --agent NAME.",
     )
     _list_options(sessions)
@@ -54,6 +55,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export = actions.add_parser("export", help="write a session's event log as JSON lines")
     compact = actions.add_parser("compact", help="compact a session's history now")
     fork.add_action(actions, find, as_row)
+    watch.add_action(actions)  # (a server's live notifications: `cli.watch`)
     for action in (show, export, compact):
         action.add_argument("id", metavar="ID", help="the session id (see `loopwright sessions`)")
         action.add_argument(

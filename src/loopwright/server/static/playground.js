@@ -1544,6 +1544,7 @@ async function selectAgent(name, session) {
 async function refreshSessions() {
   if (!state.agent) return;
   const agent = state.agent;
+  const ticket = ++lifecycle.listings; // (a listing overtaken by a newer one is not shown)
   let data;
   try {
     data = await getAll(`/agents/${enc(agent)}/sessions?limit=200`, "sessions");
@@ -1551,7 +1552,7 @@ async function refreshSessions() {
     $("sessions-list").replaceChildren(h("li", { class: "muted" }, `Could not list sessions: ${err.message}`));
     return;
   }
-  if (agent !== state.agent) return;
+  if (agent !== state.agent || ticket !== lifecycle.listings) return;
   const sessions = (Array.isArray(data.sessions) ? data.sessions : [])
     .slice()
     .sort((a, b) => str(b.updatedAt).localeCompare(str(a.updatedAt)));
@@ -1569,7 +1570,7 @@ async function refreshSessions() {
             },
             h("span", { class: s.title ? "session-title" : "session-title untitled", testid: "session-title" },
               str(s.title) || "(no message yet)"),
-            h("span", { class: `badge status-${str(s.status)}` }, str(s.status) || "?"),
+            statusBadge(str(s.id), s.status),
             h("span", { class: "muted small" },
               h("span", { class: "session-name", testid: "session-short-id" }, short(s.id)),
               ` · ${ago(s.updatedAt || s.createdAt)} · ${str(s.lastSeq)} events`),
@@ -1578,6 +1579,86 @@ async function refreshSessions() {
         })
       : [h("li", { class: "muted empty" }, "No sessions yet.")]),
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live status badges: the tenant's lifecycle notifications (GET /lifecycle, SSE read with fetch
+// to send the token) repaint a listed session's badge and list a new session without a reload
+
+const LIFECYCLE_RETRY_MS = 5000;
+const STATUS_TITLE = {
+  running: "running",
+  waiting: "waiting for a decision",
+  paused: "paused: waiting for a decision",
+  idle: "idle",
+  interrupted: "interrupted: its last run ended without its end recorded",
+};
+const lifecycle = {
+  controller: null, // AbortController of the lifecycle stream
+  retry: null,
+  statuses: new Map(), // "agent\nsession id" → its last status heard live (over stored ones)
+  listings: 0, // bumps with each sessions listing asked for
+};
+
+/** A session's badge: its live status when one was heard since the stream opened, else the
+ *  stored one of the listing. */
+function statusBadge(id, stored) {
+  const badge = h("span", { testid: "session-status", "data-session-id": id });
+  paintStatus(badge, lifecycle.statuses.get(`${state.agent}\n${id}`) || str(stored));
+  return badge;
+}
+
+function paintStatus(badge, status) {
+  badge.className = `badge status-${status || "unknown"}`;
+  badge.dataset.status = status;
+  badge.textContent = status || "?";
+  badge.title = STATUS_TITLE[status] || "";
+}
+
+/** Follow GET /lifecycle (again: a new token, a dropped stream). `body[data-lifecycle]` says
+ *  where it stands: connecting, live, reconnecting, or off (refused: no live badges). */
+async function followLifecycle() {
+  if (lifecycle.controller) lifecycle.controller.abort();
+  clearTimeout(lifecycle.retry);
+  const controller = new AbortController();
+  lifecycle.controller = controller;
+  lifecycle.statuses.clear();
+  document.body.dataset.lifecycle = "connecting";
+  try {
+    const res = await api("/lifecycle", { accept: "text/event-stream", signal: controller.signal });
+    if (!isEventStream(res)) {
+      res.body?.cancel().catch(() => {});
+      if (res.status < 500) {
+        document.body.dataset.lifecycle = "off"; // no token, or a profile without lifecycle
+        return;
+      }
+    } else {
+      document.body.dataset.lifecycle = "live";
+      refreshSessions(); // statuses from the log now, changes from here on
+      for await (const { event } of sseFrames(res.body)) onLifecycle(event);
+    }
+  } catch {
+    // dropped (or aborted: then a newer stream has taken over)
+  }
+  if (controller.signal.aborted || lifecycle.controller !== controller) return;
+  document.body.dataset.lifecycle = "reconnecting";
+  lifecycle.retry = setTimeout(followLifecycle, LIFECYCLE_RETRY_MS);
+}
+
+function onLifecycle(ev) {
+  const id = str(ev.sessionId);
+  const key = `${str(ev.agent)}\n${id}`;
+  if (ev.type === "session:status") lifecycle.statuses.set(key, str(ev.status));
+  else if (ev.type === "session:disposed") lifecycle.statuses.delete(key);
+  if (str(ev.agent) !== state.agent) return;
+  if (ev.type === "session:created") return void refreshSessions();
+  if (ev.type === "session:disposed" && ev.reason !== "evicted" && ev.reason !== "closed") {
+    return void refreshSessions(); // its run failed or moved: the stored status says
+  }
+  if (ev.type !== "session:status") return;
+  for (const badge of $("sessions-list").querySelectorAll("[data-testid=session-status]")) {
+    if (badge.dataset.sessionId === id) paintStatus(badge, str(ev.status));
+  }
 }
 
 async function loadConfig() {
@@ -2007,10 +2088,12 @@ function reload() {
   const params = new URLSearchParams(location.search);
   loadAgents(state.agent || params.get("agent"), state.sessionId || params.get("session"));
   loadAdmin();
+  followLifecycle();
 }
 
 async function main() {
   wire();
+  followLifecycle(); // (before the first listing: no change falls between the two)
   const params = new URLSearchParams(location.search);
   await loadAgents(params.get("agent"), params.get("session"));
   await loadAdmin();
