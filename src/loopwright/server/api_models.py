@@ -157,8 +157,7 @@ class ForkedFrom(Body):
 class SessionSummary(Body):
     id: str
     title: str | None = Field(
-        description="The title a model wrote for it ([titles]), else its first user message; "
-        "on one line, cut to 80 characters (null: no message yet)."
+        description="A model's title ([titles]), else its first user message (null: none yet)."
     )
     agent: str
     status: str
