@@ -222,6 +222,12 @@ class _Uvicorn(uvicorn.Server):
         finally:
             self.up.set()
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        state = getattr(self.config.app.state, "loopwright", None)
+        if state is not None:  # (as `loopwright serve` does: open streams end cleanly)
+            state.draining.set()
+        await super().shutdown(sockets)
+
 
 @contextlib.contextmanager
 def serving(root: Path, toml: str = "", **overrides: Any) -> Iterator[LiveServer]:

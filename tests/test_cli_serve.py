@@ -144,6 +144,26 @@ def test_dev_reloads_an_agent_when_its_files_change(project: Path):
         server.kill()
 
 
+def test_stopping_ends_open_event_streams_cleanly(served: Served):
+    """An endless stream (`GET /lifecycle`; the playground always holds one) ends with the
+    chunked body's last chunk as the server begins to stop: the client reads a complete
+    response (a cut connection would raise `RemoteProtocolError` after the shutdown's grace
+    seconds), and the server stops at once rather than waiting on the stream."""
+    with (
+        httpx.Client(base_url=served.url, timeout=SAFETY) as http,
+        http.stream("GET", "/lifecycle") as stream,
+    ):
+        assert (stream.status_code, stream.headers["content-type"]) == (
+            200,
+            "text/event-stream; charset=utf-8",
+        )
+        served.process.send_signal(signal.SIGINT)
+        body = "".join(stream.iter_text())  # (ends, and raises nothing)
+    assert body.replace(": keep-alive\n\n", "") == ""
+    assert served.process.wait(SAFETY) == 0
+    served.wait_for("loopwright: stopped")
+
+
 def test_a_busy_port_and_bad_settings_are_usage_errors(served: Served, project: Path):
     port = served.url.rsplit(":", 1)[1]
     out = subprocess.run(

@@ -60,7 +60,16 @@ def test_the_history_is_served_whole_or_in_pages_from_the_kept_session(tmp_path,
         opened = len(read)
         whole = body(http.get(url), 200)
         assert list(whole) == [
-            *("sessionId", "status", "lastSeq", "history", "pending", "usage", "forkedFrom")
+            *(
+                "sessionId",
+                "title",
+                "status",
+                "lastSeq",
+                "history",
+                "pending",
+                "usage",
+                "forkedFrom",
+            )
         ]
         assert (whole["sessionId"], whole["status"], whole["pending"]) == (SID, "idle", [])
         assert bare(whole["history"]) == expected(5)
@@ -70,7 +79,16 @@ def test_the_history_is_served_whole_or_in_pages_from_the_kept_session(tmp_path,
             query = "?limit=4" + (f"&cursor={cursor}" if cursor else "")
             page = body(http.get(url + query), 200)
             assert list(page) == [
-                *("sessionId", "status", "lastSeq", "history", "pending", "usage", "forkedFrom"),
+                *(
+                    "sessionId",
+                    "title",
+                    "status",
+                    "lastSeq",
+                    "history",
+                    "pending",
+                    "usage",
+                    "forkedFrom",
+                ),
                 *("historyStart", "historyLength", "nextCursor"),
             ]
             pages.append((page["historyStart"], page["historyLength"], len(page["history"])))

@@ -97,6 +97,11 @@ ALLOWED = {
     "runtime/commits.py: cache crash_points_of_process": "reads the environment, on purpose: the "
     "crash points a test injects (LOOPWRIGHT_CRASH_AT) count down once for the whole process",
     "server/settings.py: cache version": "pure: the installed package's version",
+    "wire.py: cache _published_adapter": "pure: the schema's adapter over the event classes and "
+    "the lifecycle notifications",
+    "sandbox/bwrap.py: _checked mutated": "bubblewrap's probe, once per executable per process: "
+    "whether it can start here does not change while the process runs (a failed probe is not "
+    "kept, so a fix is seen at the next run)",
     "server/openapi_schemas.py: cache _components": "pure: the schemas of the body models and the "
     "events, generated once (never changed after)",
     "tools.py: cache _ask_user_tool": "a constant tool, built on first use (pydantic is imported "

@@ -89,7 +89,7 @@ def serve_command(args: argparse.Namespace) -> int:
         lifespan="on",
     )
     redact_handlers("uvicorn", "uvicorn.error", "uvicorn.access")  # (configured just now)
-    server = _server(config)
+    server = _server(config, app.state.loopwright)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}"
@@ -163,15 +163,20 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _server(config: uvicorn.Config) -> uvicorn.Server:
+def _server(config: uvicorn.Config, state: State) -> uvicorn.Server:
     """uvicorn's server with our signal handling: SIGINT/SIGTERM stop it gracefully (a second
-    SIGINT at once), and the process then exits normally (uvicorn would re-raise the signal)."""
+    SIGINT at once), and the process then exits normally (uvicorn would re-raise the signal).
+    Stopping first ends the open event streams cleanly (`State.draining`)."""
     import asyncio
     import signal
 
     import uvicorn
 
     class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            state.draining.set()  # (open streams end: `sse.EventStream`)
+            await super().shutdown(sockets)
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             loop = asyncio.get_running_loop()

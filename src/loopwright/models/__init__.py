@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..events import MessageCompleted, TextDelta, ThinkingDelta, ToolDelta
 from ..messages import ModelMessage
@@ -61,6 +61,9 @@ class ModelRequest:
     output: OutputFormat | None = None
     """The agent's structured output: a provider with native structured output constrains the
     reply to it; for others the run offers a `final_answer` tool (`loopwright.loop.output`)."""
+    purpose: Literal["turn", "summary", "title"] = "turn"
+    """What it is asked for: a run's turn, a compaction's summary (`state.compaction`) or a
+    session's title (`runtime.titling`); a scripted model answers each from its own script."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

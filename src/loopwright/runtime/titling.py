@@ -126,7 +126,9 @@ class Titler:
     async def ask(self, message: str, reply: str) -> str:
         """The title the model gives `message` and `reply` (one line, clipped); `TitleFailed`."""
         said = f"Message:\n{message[:REPLY_CHARS]}\n\nReply:\n{reply[:REPLY_CHARS]}"
-        request = ModelRequest(system=self.titles.prompt, messages=[UserMessage(content=said)])
+        request = ModelRequest(
+            system=self.titles.prompt, messages=[UserMessage(content=said)], purpose="title"
+        )
         answer = ""
         async for item in get_model(self.titles.model).stream(request):
             if isinstance(item, ModelFailure):

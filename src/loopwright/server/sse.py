@@ -6,12 +6,13 @@ stream open (a held stream waits through a pause for a decision made anywhere)."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 
 import anyio
 from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from .. import events as ev
 from ..runtime.follow import Item, batches
@@ -42,7 +43,9 @@ class EventStream(StreamingResponse):
     the server raising on send, which uvicorn does not): the frames' iterator is cancelled,
     which stops following the session — the run itself goes on, and pauses durably at its next
     ask once nobody follows it. `on_close` runs however the response ends (even when the
-    frames never started)."""
+    frames never started). It also ends, cleanly, as the server begins to stop
+    (`State.draining`): the client sees the stream's end and may reconnect elsewhere or later
+    (`Last-Event-ID`), rather than a connection cut at the shutdown's deadline."""
 
     def __init__(self, frames: AsyncIterator[str], on_close: Callable[[], None] | None) -> None:
         super().__init__(
@@ -53,16 +56,37 @@ class EventStream(StreamingResponse):
         self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = ended = drained = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started, ended
+            started, ended = True, not message.get("more_body", True)
+            await send(message)
+
         try:
             async with anyio.create_task_group() as group:
 
                 async def stream() -> None:
-                    await self.stream_response(send)
+                    await self.stream_response(sending)
+                    group.cancel_scope.cancel()
+
+                async def drain(draining: asyncio.Event) -> None:
+                    nonlocal drained
+                    await draining.wait()
+                    drained = True
                     group.cancel_scope.cancel()
 
                 group.start_soon(stream)
+                if (state := getattr(scope["app"].state, "loopwright", None)) is not None:
+                    group.start_soon(drain, state.draining)
                 await self.listen_for_disconnect(receive)
                 group.cancel_scope.cancel()
+            if drained and not ended:  # (the server stops: end the stream, not cut it)
+                if not started:
+                    await send(
+                        {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+                    )
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if self.on_close is not None:
                 self.on_close()

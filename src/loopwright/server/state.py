@@ -4,6 +4,7 @@ the first item it paused on."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,9 +41,13 @@ class State:
     titler: Titler | None = None
     """What writes the titles of the runtime made with the app (`runtime.titling`)."""
     limits: TenantLimits = field(init=False)
+    draining: asyncio.Event = field(init=False)
+    """Set as the server begins to stop: endless streams (`sse.EventStream`) end cleanly then,
+    so the server's graceful shutdown does not wait on them and cut them at its deadline."""
 
     def __post_init__(self) -> None:
         self.limits = TenantLimits(lambda: self.settings)
+        self.draining = asyncio.Event()
 
     def places(self, tenant: str, *, run: bool = False, stream: bool = False) -> Places:
         """The tenant's places for a run and a stream (429 when it holds too many)."""

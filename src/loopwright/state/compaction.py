@@ -216,14 +216,10 @@ def summary_settings(settings: ModelSettings, max_tokens: int) -> ModelSettings:
     return replace(settings, max_output_tokens=max_tokens, reasoning=None, stop=None)
 
 
-_PROMPTS = {SUMMARY_SYSTEM}
-"""The system prompts summary requests were asked with (`is_summary`)."""
-
-
 def is_summary(request: ModelRequest) -> bool:
     """Whether `request` is a compaction's summary request (a scripted model goes on with the
     conversation it summarises)."""
-    return request.system in _PROMPTS
+    return request.purpose == "summary"
 
 
 async def summarize(
@@ -235,12 +231,12 @@ async def summarize(
 ) -> str:
     """The model's summary of `older` (asked with `prompt`, else `SUMMARY_SYSTEM`); raises
     `SummaryFailed` when it cannot write one."""
-    _PROMPTS.add(system := prompt or SUMMARY_SYSTEM)
     request = ModelRequest(
-        system=system,
+        system=prompt or SUMMARY_SYSTEM,
         messages=[UserMessage(content=render(older))],
         settings=settings,
         session_id=session_id,
+        purpose="summary",
     )
     text: list[str] = []
     async for item in model.stream(request):
