@@ -57,6 +57,7 @@ class NetworkProxy(Toolset):
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop it serves on
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()  # both ends of every connection
 
     async def enter(self) -> None:
         loop = asyncio.get_running_loop()
@@ -95,12 +96,14 @@ class NetworkProxy(Toolset):
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)  # type: ignore[arg-type]
+        self._writers.add(writer)
         try:
             await self._one(reader, writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # the client or the host went away
         finally:
             self._tasks.discard(task)  # type: ignore[arg-type]
+            self._writers.discard(writer)
             writer.close()
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -112,6 +115,7 @@ class NetworkProxy(Toolset):
         except Refused as refused:
             return await _answer(writer, refused.status, str(refused))
         up_reader, up_writer = upstream
+        self._writers.add(up_writer)
         try:
             if method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -120,6 +124,7 @@ class NetworkProxy(Toolset):
                 up_writer.write(b"\r\n".join([first, *kept, b"Connection: close", b"", b""]))
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
         finally:
+            self._writers.discard(up_writer)
             up_writer.close()
 
     async def _open(
