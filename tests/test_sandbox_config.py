@@ -19,6 +19,7 @@ from loopwright.mcp import MCPServer
 from loopwright.project import load_project
 from loopwright.sandbox import Limits, Sandbox
 from loopwright.sandbox.bwrap import SandboxUnavailable
+from loopwright.sandbox.proxy import NetworkProxy
 from mcp_servers import time_server
 from test_builtin_shell import outputs
 
@@ -77,6 +78,22 @@ def test_agent_yaml_and_the_project_default(tmp_path: Path) -> None:
             "sandbox:\n  limits: {cpu: 3}\n",
             "agent.yaml:3: sandbox limits: unknown key 'cpu'",
         ),
+        (
+            "[sandbox]\n\nnetwork = ['pypi.org', 'a b']\n",
+            "",
+            "loopwright.toml:3: [sandbox] network: 'a b' is not host, host:port or *.domain[:port]",
+        ),
+        (
+            "[sandbox]\nnetwork = 'some'\n",
+            "",
+            "loopwright.toml:2: [sandbox] network: "
+            "expected 'none', 'all' or a list of hosts, got 'some'",
+        ),
+        (
+            "",
+            "sandbox:\n  network: [pypi.org, 'x:99999']\n",
+            "agent.yaml:3: sandbox network: 'x:99999' is not host, host:port or *.domain[:port]",
+        ),
     ],
 )
 def test_unknown_keys_and_bad_values_are_errors(
@@ -86,6 +103,23 @@ def test_unknown_keys_and_bad_values_are_errors(
     with pytest.raises(ConfigError) as bad:
         load_project(tmp_path)
     assert str(bad.value).endswith(message)
+
+
+def test_an_allow_list_in_agent_yaml_and_loopwright_toml(tmp_path: Path) -> None:
+    toml = '[sandbox]\nnetwork = ["PyPI.org", "*.pythonhosted.org:443"]\n'
+    project(tmp_path, toml, "model: scripted:x.json\nbuiltins: [shell]\n")
+    other = tmp_path / "agents" / "own"
+    other.mkdir()
+    (other / "agent.yaml").write_text(
+        "model: scripted:x.json\nbuiltins: [shell]\nsandbox:\n  network: [api.test:8443]\n"
+    )
+    loaded = load_project(tmp_path)
+    coder, own = loaded.agent("coder"), loaded.agent("own")
+    assert coder.sandbox is not None and own.sandbox is not None
+    assert coder.sandbox.network == ("pypi.org", "*.pythonhosted.org:443")
+    assert own.sandbox.network == ("api.test:8443",)
+    [proxy] = [t for t in own.tools if isinstance(t, NetworkProxy)]  # its own, first
+    assert own.tools[0] is proxy and proxy.allowed == ("api.test:8443",)
 
 
 def test_a_missing_bubblewrap_fails_at_agent_load(

@@ -231,7 +231,9 @@ def shell_tool(
             try:
                 where = sandbox.workspace_for(ctx.session_id)
                 argv, env_of = wrap(sandbox, where, ["/bin/sh", "-c", command], extra), {}
-            except SandboxUnavailable as exc:  # fail closed: bubblewrap went missing
+                if sandbox.proxy is not None:  # (its owner started it with the run, or now)
+                    await sandbox.proxy.enter()
+            except (SandboxUnavailable, OSError) as exc:  # fail closed: bubblewrap went missing
                 return ToolReturn(content=str(exc), is_error=True)
         code, output = await run_command(
             argv, where, env_of, timeout=timeout, cap=max_output, grace=kill_grace

@@ -19,7 +19,8 @@ import difflib
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from ..errors import ConfigError
 
@@ -119,12 +120,27 @@ class SandboxLimitsTable(_Table):
 class SandboxTable(_Table):
     workspace: str = ""
     workspaces: str = ""
-    network: Literal["none", "all"] = "none"
+    network: Any = "none"  # none | all | a list of hosts: checked by `_network`
     limits: SandboxLimitsTable = SandboxLimitsTable()
     read_only: list[str] = []
     env: dict[str, str] = {}
     user: int = 0
     bwrap: str = ""
+
+    @field_validator("network")
+    @classmethod
+    def _network(cls, value: Any) -> Any:  # named at its line, as a wrong type is
+        from ..sandbox.network import hosts
+
+        if value in ("none", "all"):
+            return value
+        try:
+            hosts(value)
+        except ConfigError as exc:
+            raise PydanticCustomError(
+                "network", str(exc).removeprefix("sandbox network: ")
+            ) from None
+        return value
 
 
 class TitlesTable(_Table):

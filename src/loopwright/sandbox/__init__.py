@@ -2,7 +2,8 @@
 servers run under bubblewrap, the file built-ins in the same workspace.
 
 `Sandbox` is the policy, a value: the workspace (a path, or `per_session`: a fresh one per
-session under `workspaces`), the network (`none` or `all`), the resource `Limits`, the host
+session under `workspaces`), the network (`none`, `all` or an allow-list of hosts, enforced
+by a proxy: `proxy.NetworkProxy`), the resource `Limits`, the host
 paths bound read-only besides the system, and the environment passed in (nothing else is).
 `Agent(sandbox=Sandbox(...))`, `sandbox:` in agent.yaml or `[sandbox]` in loopwright.toml
 turn it on; `bwrap.command` builds the command line, `bwrap.require` checks bubblewrap (fail
@@ -16,9 +17,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError
+from .network import hosts
+
+if TYPE_CHECKING:
+    from .proxy import NetworkProxy
 
 __all__ = ["PER_SESSION", "Limits", "Sandbox"]
 
@@ -55,8 +60,10 @@ class Sandbox:
     """The directory commands may write (bound read-write at the same path), or `per_session`."""
     workspaces: str | Path = ".loopwright/workspaces"
     """Where `per_session` workspaces are made, one directory per session id."""
-    network: Literal["none", "all"] = "none"
-    """`none`: a network namespace of its own (only its loopback); `all`: the host's network."""
+    network: Literal["none", "all"] | tuple[str, ...] = "none"
+    """`none`: a network namespace of its own (only its loopback); `all`: the host's network;
+    a list of hosts (`host`, `host:port`, `*.example.com`): no route out but an HTTP(S) proxy
+    that lets only those through (docs/sandbox.md)."""
     limits: Limits = field(default_factory=Limits)
     read_only: tuple[str, ...] = ()
     """Host paths bound read-only besides the system (/usr, /bin, /lib*, /etc): e.g. a venv."""
@@ -67,10 +74,14 @@ class Sandbox:
     limit holds (the kernel never applies it to root)."""
     bwrap: str = "bwrap"
     """The bubblewrap executable (a name looked up on PATH, or a path)."""
+    proxy: NetworkProxy | None = field(default=None, init=False, repr=False, compare=False)
+    """The proxy of an allow-list: the agent the sandbox is given to makes it (sandbox.apply)."""
 
     def __post_init__(self) -> None:
-        if self.network not in ("none", "all"):
+        if isinstance(self.network, str) and self.network not in ("none", "all"):
             raise ConfigError(f"sandbox network: expected 'none' or 'all', got {self.network!r}")
+        if not isinstance(self.network, str):
+            object.__setattr__(self, "network", hosts(self.network))
         object.__setattr__(self, "read_only", tuple(str(p) for p in self.read_only))
         object.__setattr__(self, "env", dict(self.env))
 
