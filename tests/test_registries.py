@@ -99,6 +99,8 @@ ALLOWED = {
     "server/settings.py: cache version": "pure: the installed package's version",
     "wire.py: cache _published_adapter": "pure: the schema's adapter over the event classes and "
     "the lifecycle notifications",
+    "sandbox/bwrap.py: cache _forwarder": "the system python3 the allow-list's forwarder runs on, "
+    "found once per process (a missing one raises, and is not cached)",
     "sandbox/bwrap.py: _checked mutated": "bubblewrap's probe, once per executable per process: "
     "whether it can start here does not change while the process runs (a failed probe is not "
     "kept, so a fix is seen at the next run)",
