@@ -162,10 +162,10 @@ class Executor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id and context.context_id and context.message is not None
-        call = context.call_context
-        key = SessionKey(call.user.user_name, self.agent, context.context_id)
-        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        task = context.current_task
+        call, task = context.call_context, context.current_task
+        session = task.context_id if task is not None else context.context_id  # (the task's)
+        key = SessionKey(call.user.user_name, self.agent, session)
+        updater = TaskUpdater(event_queue, context.task_id, session)
         if task is None:  # (a new task: the sdk wants it first)
             made = new_task(context.task_id, key.id, TaskState.TASK_STATE_SUBMITTED)
             made.history.append(context.message)
