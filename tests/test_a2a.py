@@ -6,6 +6,7 @@ other way: a loopwright agent whose `a2a:` tool talks to an agent of a second se
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -29,7 +30,8 @@ from a2a.utils.errors import TaskNotFoundError
 
 import loopwright.server
 from live_server import LiveServer, make_project, serving, write
-from loopwright.a2a_remote import context_of
+from loopwright.a2a_remote import RemoteA2A, a2a_tool, context_of
+from loopwright.errors import ConfigError
 from loopwright.project import load_project
 from loopwright.server import create_app
 from loopwright.tools import ToolContext
@@ -357,3 +359,37 @@ async def test_an_agent_uses_a_remote_a2a_agent_of_a_second_server(tmp_path: Any
         ("pending:decided", "approved"),
         ("done", "Done: refunded 5 on A-1"),
     ]
+
+
+async def test_a_remote_that_cannot_be_reached_is_an_error_result_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    ctx = ToolContext(session_id="s1", tenant="acme", agent="caller", call_id="c1")
+    gone = a2a_tool(RemoteA2A(name="gone", url=f"http://127.0.0.1:{port}/a2a/shop"))
+    result = await gone.fn(message="hello", ctx=ctx)
+    assert result.is_error and result.content.startswith("the remote agent gone failed: ")
+    (logged,) = [r for r in caplog.records if r.name == "loopwright.a2a"]
+    assert logged.levelname == "WARNING"
+    assert logged.getMessage().startswith(
+        f"A2A agent gone at http://127.0.0.1:{port}/a2a/shop failed: "
+    )
+    unset = a2a_tool(RemoteA2A(name="x", url=f"http://127.0.0.1:{port}", token_env="NO_SUCH_VAR"))
+    result = await unset.fn(message="hello", ctx=ctx)
+    assert (result.is_error, result.content) == (
+        True,
+        "the remote agent x failed: ConfigError: $NO_SUCH_VAR is not set (the token for "
+        f"http://127.0.0.1:{port})",
+    )
+
+
+def test_a2a_entries_in_agent_yaml_are_checked_as_it_loads(tmp_path: Any) -> None:
+    root = make_project(tmp_path / "shop")
+    write(
+        root / "agents" / "caller", {"agent.yaml": "model: scripted:s.yaml\na2a:\n  - {name: w}\n"}
+    )
+    with pytest.raises(ConfigError, match="a2a: each entry needs a name and a url") as raised:
+        load_project(root)
+    assert raised.value.source is not None and raised.value.source.endswith("agent.yaml:2")
