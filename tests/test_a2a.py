@@ -393,3 +393,53 @@ def test_a2a_entries_in_agent_yaml_are_checked_as_it_loads(tmp_path: Any) -> Non
     with pytest.raises(ConfigError, match="a2a: each entry needs a name and a url") as raised:
         load_project(root)
     assert raised.value.source is not None and raised.value.source.endswith("agent.yaml:2")
+
+
+ASKS_THE_SHOP = {  # the caller of the two-process test: one message to the other server's shop
+    "agent.yaml": """\
+        model: scripted:script.yaml
+        a2a: [{name: shop, url: "URL/a2a/shop"}]
+        """,
+    "script.yaml": """\
+        replies:
+          - tool_calls: [{name: a2a__shop, args: {message: hello from afar}, id: c1}]
+          - text: The shop heard us.
+        """,
+    "rules.yaml": "rules: [{name: the-shop, tool: a2a__shop, decision: allow}]\n",
+}
+
+
+async def test_two_loopwright_serve_processes(tmp_path: Any, http: httpx.AsyncClient) -> None:
+    """`loopwright serve` itself: the sdk's client against one, and an agent of a second one
+    whose `a2a:` tool is the first's shop."""
+    from test_cli_serve import Served
+
+    remote = Served("serve", "--project", str(make_project(tmp_path / "remote")))
+    caller_root = make_project(tmp_path / "caller")
+    files = {k: v.replace("URL", remote.url) for k, v in ASKS_THE_SHOP.items()}
+    write(caller_root / "agents" / "caller", files)
+    caller = Served("serve", "--project", str(caller_root))
+    try:
+        config = ClientConfig(httpx_client=http, streaming=False)
+        client = await ClientFactory(config).create_from_url(f"{remote.url}/a2a/shop")
+        task = await send(client, said("hello", "p1", context_id="direct"))
+        assert text(task.status.message) == "heard: hello"
+        answer = await http.post(
+            f"{caller.url}/agents/caller/messages", json={"message": "ask the shop"}
+        )
+        body = answer.json()
+        (output,) = [e for e in body["events"] if e["type"] == "tool:output"]
+        assert (output["content"], output["isError"], body["text"]) == (
+            "heard: hello from afar",
+            False,
+            "The shop heard us.",
+        )
+        listed = await http.get(f"{remote.url}/agents/shop/sessions")
+        ids = sorted(s["id"] for s in listed.json()["sessions"])
+        ctx = ToolContext(
+            session_id=body["sessionId"], tenant="default", agent="caller", call_id=""
+        )
+        assert ids == sorted(["direct", context_of(ctx, "shop")])
+    finally:
+        caller.kill()
+        remote.kill()
