@@ -18,7 +18,7 @@ from test_server import LiveServer, served
 
 server = served("openapi-responses")
 
-JSON_OPERATIONS = 37
+JSON_OPERATIONS = 39
 """The document's operations that answer JSON (its two approval-link pages answer HTML)."""
 
 
@@ -144,6 +144,15 @@ def test_every_json_answer_validates_against_the_document(
     agui = "/agents/{name}/agui"  # (its 200 streams AG-UI events: tests/test_agui.py)
     assert c.call("POST", agui, 422, name="shop", json={"threadId": "t"})["details"]
     c.call("POST", agui, 404, name="nobody", json={"threadId": "t"})
+    card = "/a2a/{name}/.well-known/agent-card.json"  # (the rest: tests/test_a2a.py)
+    assert c.call("GET", card, 200, name="shop")["name"] == "shop"
+    c.call("GET", card, 404, name="nobody")
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "none"}}
+    refused = c.call("POST", "/a2a/{name}", 200, name="shop", json=rpc)["error"]  # (no A2A-Version)
+    assert (refused["code"], refused["message"]) == (
+        -32009,
+        "A2A version '0.3' is not supported by this handler. Expected version '1.0'.",
+    )
     files = "/admin/agents/{name}/files/{file}"  # (loopback is no admin: tests/test_admin_http.py)
     c.call("GET", "/admin/agents", 403)
     c.call("POST", "/admin/agents", 403, json={"name": "x"})

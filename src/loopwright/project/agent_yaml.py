@@ -63,6 +63,8 @@ class _Spec(BaseModel):
     continue_truncated: int = 0
     sandbox: dict[str, Any] | None = None
     """Run the shell and stdio MCP servers under bubblewrap (docs/sandbox.md)."""
+    a2a: list[Any] = []
+    """Remote A2A agents, each a tool `a2a__<name>` (docs/a2a.md)."""
 
 
 def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
@@ -117,6 +119,13 @@ def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
             tools += plugin_tools(*spec.plugins)
         except ConfigError as exc:
             raise ConfigError(str(exc), source=f"{path}:{_line_of(node, 'plugins')}") from None
+    if spec.a2a:
+        from ..a2a_remote import a2a_tools
+
+        try:
+            tools += a2a_tools(spec.a2a)
+        except (ConfigError, TypeError) as exc:
+            raise ConfigError(str(exc), source=f"{path}:{_line_of(node, 'a2a')}") from None
     instructions = spec.instructions
     prompt = folder / PROMPT_FILE
     if prompt.is_file():

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import ConfigError, LoopwrightError, SessionBusy, UnknownPending, UnknownSession
 from ..store import StaleWriter, StoreError
 from . import (
+    a2a,
     admin,
     agui,
     custom,
@@ -60,6 +61,8 @@ def build(state: State) -> Starlette:
         Route("/agents", routes.list_agents, methods=["GET"]),
         Route("/agents/{name}/config", routes.agent_config, methods=["GET"]),
         Route("/agents/{name}/agui", agui.run, methods=["POST"]),  # (AG-UI front ends)
+        Route("/a2a/{name}", a2a.rpc, methods=["POST"]),  # (A2A agents and clients)
+        Route(f"/a2a/{{name}}{a2a.CARD}", a2a.agent_card, methods=["GET"]),
         Route("/agents/{name}/sessions", routes.list_sessions, methods=["GET"]),
         Route(session, routes.show_session, methods=["GET"]),
         Route(f"{session}/events", routes.session_events, methods=["GET"]),

@@ -5,7 +5,7 @@ in the test suite, and tests/test_openapi_responses.py validates real answers ag
 
 from __future__ import annotations
 
-from . import admin, agui, links, results, usage
+from . import a2a, admin, agui, links, results, usage
 from .openapi_schemas import (
     AFTER,
     CURSOR,
@@ -366,7 +366,7 @@ def document(version: str) -> Schema:
                 ),
                 **links.PATHS,
                 **admin.PATHS,
-                **agui.PATHS,
+                **(agui.PATHS | a2a.PATHS),  # (the AG-UI and A2A doors)
                 "/rules/check": {
                     "post": _op(
                         "Try a rules file on the tenant's stored calls (nothing is run)",
