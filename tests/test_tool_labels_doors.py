@@ -20,6 +20,7 @@ from acp_peer import make_project as acp_project
 from chat_terminal import needs_tmux
 from live_server import DESK, LiveServer, write
 from loopwright.cli.common import user_name
+from loopwright.client import Client
 from loopwright.project import load_project
 from loopwright.server import create_app
 from test_cli import AGENT_PY as SUPPORT_AGENT_PY
@@ -98,6 +99,15 @@ def test_the_pending_listings_carry_the_label_on_the_full_profile(project: Path)
         ]
         v1 = http.get("/v1/pending").json()["items"]  # the v1 profile's listing: as it was
         assert [sorted(i) for i in v1] == [sorted(set(i) - {"label"}) for i in items]
+        shown = http.get(f"/agents/till/sessions/{sid}").json()["pending"]
+        assert shown == [{**listed, "type": "approval"}]
+        with Client(live.url) as client:  # the Python client reads it
+            waiting = client.pending().items
+            assert [(w.tool, w.label) for w in waiting] == [
+                ("refund", LABEL),
+                ("refund", "Bill a refund"),
+            ]
+            assert client.session("till", sid).waiting[0].label == LABEL
 
 
 def test_approvals_list_shows_a_label_column_and_json_field(project: Path) -> None:
