@@ -262,7 +262,7 @@ def test_a_paused_run_is_approved_from_another_process_and_completes(project):
     assert f"  loopwright run refunds --session {session} --resume\n" in err
 
     table = ok(lw(project, "approvals")).stdout.splitlines()
-    assert table[0].split() == ["ID", "KIND", "TOOL", "ARGS", "REASON", "SESSION"]
+    assert table[0].split() == ["ID", "KIND", "TOOL", "LABEL", "ARGS", "REASON", "SESSION"]
     row = next(line for line in table if line.startswith(pending))
     assert "approval  refund" in row and '{"order": "A-1", "amount": 5}' in row
     assert "matched rule 'refunds-need-approval'" in row and row.endswith(session)

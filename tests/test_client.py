@@ -75,6 +75,7 @@ def test_send_answers_with_typed_events_and_the_history_reads_in_pages(client: C
 
     whole = client.session("shop", sid)
     assert (whole.status, whole.waiting, whole.next_cursor) == ("idle", [], None)
+    assert whole.title == "hello"  # (no [titles]: the first message)
     assert [type(m) for m in whole.messages] == [UserMessage, AssistantMessage] * 2
     assert whole.messages[0] == UserMessage(content="hello")
     page = client.session("shop", sid, limit=1)

@@ -91,6 +91,7 @@ def test_the_typescript_client_against_a_real_server(compiled: Path, server: Liv
     assert send["types"][0] == "session" and send["types"][-1] == "done"
     history = steps["history"]
     assert history["again"] == "heard: hello | again"
+    assert history["title"] == "hello"  # (no [titles]: the first message)
     whole = history["whole"]
     assert [m["role"] for m in whole] == ["user", "assistant"] * 2
     assert history["page"] == [3, 4, whole[3:]] and history["paged"] == whole

@@ -54,6 +54,7 @@ export interface WaitingItem {
   sessionId: string;
   agent: string;
   tool?: string;
+  label?: string; // an approval's tool's human name (when it has one)
   args?: Record<string, unknown>;
   reason?: string;
   question?: string;
@@ -96,6 +97,7 @@ export interface HistoryChunk {
   messages: Array<Record<string, unknown>>;
   waiting: WaitingItem[];
   usage: Record<string, unknown>;
+  title?: string | null; // the model-written title, else the first message (null before one)
   nextCursor?: string | null;
   historyStart?: number;
   historyLength?: number;
@@ -126,6 +128,7 @@ function waitingItem(data: Json, kind?: string): WaitingItem {
     sessionId: data.sessionId,
     agent: data.agent ?? '',
     tool: data.tool,
+    label: data.label,
     args: data.args,
     reason: data.reason,
     question: data.question,
@@ -228,6 +231,7 @@ export class LoopwrightClient {
       messages: data.history,
       waiting: (data.pending ?? []).map((i: Json) => waitingItem(i)),
       usage: data.usage ?? {},
+      title: data.title,
       nextCursor: data.nextCursor,
       historyStart: data.historyStart,
       historyLength: data.historyLength,

@@ -21,6 +21,7 @@ async function main(): Promise<void> {
     page: [page.historyStart, page.historyLength, page.messages],
     paged: all,
     whole: whole.messages,
+    title: whole.title,
   });
 
   // a stream held at an approval, decided while it is held (callbacks)

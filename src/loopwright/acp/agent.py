@@ -345,6 +345,7 @@ class AcpAgent:
             pending.tool,
             pending.args,
             self._resolver(session, pending.id, hold=False),
+            label=pending.label,
         )
         if resolved is None:
             await self.cancel(session.key.id)  # the client cancelled the turn
@@ -371,7 +372,7 @@ class AcpAgent:
 
 
 def announce_call(call_id: str, pending: ev.ApprovalPending) -> Any:
-    return announce(ToolCall(id=call_id, name=pending.tool, args=pending.args))
+    return announce(ToolCall(id=call_id, name=pending.tool, args=pending.args), label=pending.label)
 
 
 def _version() -> str:

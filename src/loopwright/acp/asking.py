@@ -52,11 +52,14 @@ class Asker:
         tool: str,
         args: dict[str, Any],
         resolve: Resolve,
+        *,
+        label: str | None = None,
     ) -> Resolved | None:
-        """The item as resolved by the editor's answer (None: the client cancelled)."""
+        """The item as resolved by the editor's answer (None: the client cancelled); the call's
+        title is the tool's `label` when it has one."""
         note: str | None = None
         while True:
-            decision = await self._ask(session_id, pending_id, call_id, tool, args, note)
+            decision = await self._ask(session_id, pending_id, call_id, tool, args, note, label)
             if decision is None:
                 return None
             resolved = await resolve(decision)
@@ -72,6 +75,7 @@ class Asker:
         tool: str,
         args: dict[str, Any],
         note: str | None,
+        label: str | None,
     ) -> Approval | None:
         while True:
             content: list[Any] | None = [tool_content(text_block(note))] if note else None
@@ -79,7 +83,7 @@ class Asker:
                 session_id=session_id,
                 tool_call=ToolCallUpdate(
                     tool_call_id=call_id,
-                    title=tool,
+                    title=label or tool,
                     kind=kind_of(tool),
                     status="pending",
                     raw_input=args,
@@ -96,7 +100,7 @@ class Asker:
             if chosen != edits.EDIT:
                 return Approval.deny(by=self.by)
             reply = await self.conn.create_elicitation(
-                message=f"Edit the arguments of {tool}, then allow it",
+                message=f"Edit the arguments of {label or tool}, then allow it",
                 mode=edits.form(session_id, call_id, args),
             )
             if isinstance(reply, AcceptElicitationResponse):

@@ -66,10 +66,16 @@ def kind_of(tool: str) -> ToolKind:
     return "other"
 
 
-def announce(call: ToolCall, acp_id: str | None = None) -> ToolCallStart:
-    """The `tool_call` of `call`, under its ACP id (`CallIds`; the call's own id by default)."""
+def announce(
+    call: ToolCall, acp_id: str | None = None, *, label: str | None = None
+) -> ToolCallStart:
+    """The `tool_call` of `call`, under its ACP id (`CallIds`; the call's own id by default),
+    titled with its tool's `label` when known (a reply's calls are titled by name: the label
+    comes with `tool:started` and `approval:pending`, which retitle the call)."""
+    title = label or call.name
+    kind = kind_of(call.name)
     return start_tool_call(
-        acp_id or call.id, call.name, kind=kind_of(call.name), status="pending", raw_input=call.args
+        acp_id or call.id, title, kind=kind, status="pending", raw_input=call.args
     )
 
 
@@ -145,7 +151,9 @@ class Translator:
 
 def _tool(event: ev.Event, ids: CallIds) -> Iterator[Update]:
     if isinstance(event, ev.ToolStarted):
-        yield update_tool_call(ids.of(event.id), status="in_progress", raw_input=event.args)
+        yield update_tool_call(
+            ids.of(event.id), title=event.label, status="in_progress", raw_input=event.args
+        )
     elif isinstance(event, ev.ToolUpdate):
         content = [tool_content(text_block(event.message))]
         yield update_tool_call(ids.of(event.id), content=content)

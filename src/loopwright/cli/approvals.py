@@ -115,10 +115,11 @@ def approvals_command(args: argparse.Namespace) -> int:
 
 async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.Namespace) -> int:
     """One page of open items, in the order they were requested (every one with `--all`)."""
+    from ..runtime.labels import label_of
     from .runner import opened
 
     session = opt(args, "session")
-    items: list[PendingRecord] = []
+    items: list[tuple[PendingRecord, str | None]] = []
     async with opened(place, agents) as runtime:
 
         def fetch(limit: int, cursor: str | None) -> Awaitable[Page]:
@@ -126,9 +127,13 @@ async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.N
             return runtime.pending_page(place.tenant, agent=agent, limit=limit, cursor=cursor)
 
         async for page in pages(fetch, args, "items"):
-            kept = [p for p in page if session is None or p.session_id == session]
-            for item in kept if opt(args, "json") else ():
-                print_json(asdict(item))
+            kept = [
+                (p, await label_of(runtime.log, runtime.agents, p))
+                for p in page
+                if session is None or p.session_id == session
+            ]
+            for item, label in kept if opt(args, "json") else ():
+                print_json(asdict(item) | {"label": label})
             items += [] if opt(args, "json") else kept
     if opt(args, "json"):
         return 0
@@ -140,13 +145,14 @@ async def list_items(place: Place, agents: Mapping[str, Agent], args: argparse.N
                 p.id,
                 p.kind,
                 p.tool,
+                label or "",
                 one_line(json.dumps(p.args, ensure_ascii=False), 60),
                 one_line(p.reason, 40),
                 p.session_id,
             ]
-            for p in items
+            for p, label in items
         ]
-        print(table(["ID", "KIND", "TOOL", "ARGS", "REASON", "SESSION"], rows))
+        print(table(["ID", "KIND", "TOOL", "LABEL", "ARGS", "REASON", "SESSION"], rows))
     return 0
 
 

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "new": ("new", "scaffold an agent (NAME or PARENT/CHILD for a subagent)"),
     "init": ("new", "create a project (loopwright.toml, .gitignore, an example agent)"),
     "agents": ("agents", "list the project's agents, or show one's resolved configuration"),
-    "sessions": ("sessions", "list, show, export or compact stored sessions"),
+    "sessions": ("sessions", "list, show, export, compact, fork or watch sessions"),
     "approvals": ("approvals", "list and resolve pending approvals and questions"),
     "usage": ("usage", "model requests, tokens and cost, summed"),
     "rules": ("rules", "try a changed rules file on the stored calls"),

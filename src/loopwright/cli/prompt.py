@@ -84,7 +84,7 @@ class TerminalApprover:
         if request.error:
             say(s.red(f"  ✗ {request.error}"))
         else:
-            say(s.yellow(f"? {request.call.name} needs your approval") + f" · {request.reason}")
+            say(s.yellow(f"? {self.tool_of(request)} needs your approval") + f" · {request.reason}")
             say(f"  arguments: {as_json(request.args)}")
         while True:
             answer = await self.ask(s.bold("  [a]pprove / [d]eny / [e]dit arguments? "))
@@ -102,6 +102,13 @@ class TerminalApprover:
                     return Approval.approve(args=edited, by=self.by)
             elif choice:
                 say("  please answer a, d or e")
+
+    def tool_of(self, request: ApprovalRequest) -> str:
+        """The tool as the person is asked about it: its label (`approval:pending`, which the
+        renderer has shown) with its name, or its name."""
+        label = self.console.labels.get(request.id)
+        name = request.call.name
+        return f"{label} ({name})" if label and label != name else name
 
     async def answer(self, request: QuestionRequest) -> Answer:
         """The person's answer to the agent's question (a number picks a suggested option)."""

@@ -42,6 +42,8 @@ class Console:
         self.line_open = False
         """Streamed answer text on `out` is waiting for its newline."""
         self._shown: dict[str, asyncio.Event] = {}
+        self.labels: dict[str, str] = {}
+        """Pending approval id → its tool's label (`approval:pending`), for the prompt."""
 
     def write_answer(self, text: str) -> None:
         self.out.write(text)
@@ -63,8 +65,10 @@ class Console:
         self.err.write(text)
         self.err.flush()
 
-    def shown(self, pending_id: str) -> None:
-        """The renderer has shown approval `pending_id`."""
+    def shown(self, pending_id: str, label: str | None = None) -> None:
+        """The renderer has shown approval `pending_id` (of a tool labelled `label`)."""
+        if label:
+            self.labels[pending_id] = label
         self._flag(pending_id).set()
 
     async def wait_shown(self, pending_id: str) -> None:
@@ -134,7 +138,9 @@ def mark_shown(console: Console, event: ev.Event) -> None:
     """Tell a waiting prompt that its pending item is on screen (also a subagent's)."""
     while isinstance(event, ev.SubagentEvent):
         event = event.event
-    if isinstance(event, (ev.ApprovalPending, ev.QuestionPending)):
+    if isinstance(event, ev.ApprovalPending):
+        console.shown(event.id, event.label)
+    elif isinstance(event, ev.QuestionPending):
         console.shown(event.id)
 
 
@@ -195,7 +201,7 @@ class Human:
                 if self.prompt is None:
                     self.note(s.yellow(f"? {tool} needs approval · {reason}"))
                     self.note(f"  {as_json(args)}  {s.dim('(pending ' + pending_id + ')')}")
-                self.console.shown(pending_id)
+                self.console.shown(pending_id, event.label)
             case ev.ApprovalResolved(tool=tool, decision=decision, by=by, args=args):
                 edited = f" with {as_json(args)}" if args is not None else ""
                 verb = "approved" if decision == "approve" else "denied"

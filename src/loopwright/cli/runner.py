@@ -4,13 +4,18 @@ and what a paused run tells the person (the exact commands that resolve and resu
 A stored run goes through one `loopwright.runtime.Runtime` over the place's event log
 (`opened`): the command starts, resumes or resolves there and renders the live run it gets
 (`show_run`). The terminal prompt is raced against decisions made elsewhere (the runtime's
-authoritative approver); the demo's unstored session is rendered the same way (`drive`)."""
+authoritative approver); the demo's unstored session is rendered the same way (`drive`).
+With `[titles]` in loopwright.toml the runtime titles the sessions its runs start, as a
+server's does (`runtime.titling`), and the command waits for those titles as it ends, at most
+`TITLE_WAIT` seconds (a title still being written then is given up: the session keeps its
+first message as its title)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import logging
 import os
 import shlex
 import signal
@@ -25,11 +30,17 @@ from ..approvals import Approver, approve_all
 from ..errors import ConfigError
 from ..loop.session import Run
 from ..runtime import LiveRun, Runtime
+from ..runtime.titling import Titler, Titles
 from ..store.log import SessionKey
 from ..wire import Profile
 from .common import EXIT_CODES, CliError, Place, one_line, user_name
 from .prompt import TerminalApprover, running_in_terminal
 from .render import Console, Human, JsonLines
+
+logger = logging.getLogger("loopwright.cli")
+
+TITLE_WAIT = 5.0
+"""Seconds a command waits, as it ends, for the titles its runs asked for (`[titles]`)."""
 
 Start = Callable[[Approver | None], Run]
 """Starts an unstored run, given who answers `ask` decisions live (None: nobody)."""
@@ -80,12 +91,27 @@ async def opened(place: Place, agents: Mapping[str, Agent]) -> AsyncIterator[Run
     """The runtime of `agents` over the place's event log, for one command; its runs still
     going when the command ends are cancelled (and recorded so)."""
     log = await place.log()
-    runtime = Runtime(agents, log)
+    titles = Titles.from_project(place.settings())
+    titler = Titler(titles, log) if titles is not None else None
+    runtime = Runtime(agents, log, observers=titler.observers() if titler is not None else None)
     try:
         yield runtime
     finally:
+        if titler is not None:
+            await titled(titler)
         await runtime.close()
         await log.close()
+
+
+async def titled(titler: Titler, wait: float = TITLE_WAIT) -> None:
+    """Wait for the titles `titler` is writing, at most `wait` seconds; then cancel the rest
+    (logged: those sessions keep their first message as their title)."""
+    try:
+        async with asyncio.timeout(wait):
+            await titler.settled()
+    except TimeoutError:
+        logger.warning("a session title was not written within %ss; it is given up", wait)
+    await titler.close()
 
 
 async def show_run(runtime: Runtime, live: LiveRun, output: Display) -> ev.Done:

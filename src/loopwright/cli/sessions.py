@@ -41,10 +41,11 @@ EXPORT_PAGE = 1000
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sessions = commands.add_parser(
         "sessions",
-        help="list, show, export or compact stored sessions",
+        help="list, show, export, compact, fork or watch sessions",
         description="The sessions stored for the project (newest first). `sessions show ID` "
         "prints the conversation, `sessions export ID` its event log as JSON lines, "
-        "`sessions compact ID` compacts its history now, `sessions watch --url URL` follows a "
+        "`sessions compact ID` compacts its history now, `sessions fork ID` starts a new session "
+        "from it, `sessions watch --url URL` follows a "
         "server's sessions live. Session ids belong to an agent: "
         "when several agents use the same id, say which with --agent NAME.",
     )

@@ -24,6 +24,8 @@ class WaitingItem:
     session_id: str
     agent: str
     tool: str | None = None
+    label: str | None = None
+    """An approval's tool's human name (None when the tool has none)."""
     args: dict[str, Any] | None = None
     reason: str | None = None
     question: str | None = None
@@ -79,6 +81,8 @@ class HistoryChunk:
     messages: list[Message]
     waiting: list[WaitingItem]
     usage: dict[str, Any]
+    title: str | None = None
+    """The model-written title, else the first message (None before one)."""
     next_cursor: str | None = None
     start: int | None = None
     length: int | None = None
@@ -93,6 +97,7 @@ def waiting_item(data: dict[str, Any], kind: str | None = None) -> WaitingItem:
         session_id=data["sessionId"],
         agent=data.get("agent", ""),
         tool=data.get("tool"),
+        label=data.get("label"),
         args=data.get("args"),
         reason=data.get("reason"),
         question=data.get("question"),
@@ -146,6 +151,7 @@ def history_chunk(data: dict[str, Any]) -> HistoryChunk:
         messages=messages_from_json(json.dumps(data["history"])),
         waiting=[waiting_item(i) for i in data.get("pending", [])],
         usage=data.get("usage", {}),
+        title=data.get("title"),
         next_cursor=data.get("nextCursor"),
         start=data.get("historyStart"),
         length=data.get("historyLength"),

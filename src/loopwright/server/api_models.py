@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from . import api_reports as custom
+from .api_pending import PendingItem
 from .api_reports import AgentConfig, RulesCheckRequest, RulesReport, Trace
 from .uploads import SCHEMA as ATTACHMENTS
 
@@ -176,29 +177,6 @@ class Paged(Body):
 
 class Sessions(Paged):
     sessions: list[SessionSummary]
-
-
-class PendingItem(Body):
-    """A pending approval (tool, args, scope, reason, approveUrl, denyUrl) or question
-    (question, options, answerUrl); `type` in mixed lists; `subagent` and
-    `subagentSessionId` when a subagent's run raised it."""
-
-    type: Literal["approval", "question"] | None = None
-    id: str
-    sessionId: str
-    agent: str
-    requestedAt: str
-    tool: str | None = None
-    args: Json | None = None
-    scope: dict[str, str] | None = None
-    reason: str | None = nullable("An approval's reason (null when its rule gave none).")
-    approveUrl: str | None = None
-    denyUrl: str | None = None
-    question: str | None = None
-    options: list[str] | None = nullable("A question's choices (null: free text).")
-    answerUrl: str | None = None
-    subagent: str | None = None
-    subagentSessionId: str | None = None
 
 
 class UsageGroup(Body):

@@ -32,6 +32,7 @@ from ..store import PendingRecord
 from ..store.log import SessionKey
 from ..wire import V1_STOP_REASONS, Profile
 from . import pages, sse
+from .prefix import is_v1
 from .routes import held_stream, session_record
 from .state import Places, State, ended, plain_answer, state_of
 from .views import (
@@ -294,15 +295,19 @@ async def agent_items(request: Request) -> JSONResponse:
     if "id" in request.path_params:
         key = (await session_record(state, request)).key
         items = await open_items(state.runtime, key)
-        return JSONResponse({f"{kind}s": [p.listed() for p in items if p.item.kind == kind]})
+        full = not is_v1(request)
+        shown = [p.listed(labelled=full) for p in items if p.item.kind == kind]
+        return JSONResponse({f"{kind}s": shown})
     listed, cursor = await _page(request, name, kind)
-    return JSONResponse(pages.page_body(f"{kind}s", [p.listed() for p in listed], cursor))
+    shown = [p.listed(labelled=not is_v1(request)) for p in listed]
+    return JSONResponse(pages.page_body(f"{kind}s", shown, cursor))
 
 
 async def all_items(request: Request) -> JSONResponse:
     """`/pending`: one page of every open item of the tenant."""
     listed, cursor = await _page(request, None, None)
-    return JSONResponse(pages.page_body("items", [p.listed(typed=True) for p in listed], cursor))
+    shown = [p.listed(typed=True, labelled=not is_v1(request)) for p in listed]
+    return JSONResponse(pages.page_body("items", shown, cursor))
 
 
 async def _page(

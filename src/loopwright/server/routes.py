@@ -231,7 +231,7 @@ async def show_session(request: Request) -> Response:
         "lastSeq": record.last_seq,
     }
     tail = {
-        "pending": [p.listed(typed=True) for p in waiting],
+        "pending": [p.listed(typed=True, labelled=True) for p in waiting],
         "usage": as_json(spent.items[0]),  # with its subagents' sessions
         "forkedFrom": lineage(record),  # (None unless a fork: runtime.forking)
     }

@@ -21,6 +21,7 @@ from .. import redact
 from ..loop.output import Output
 from ..loop.result import ANSWERED
 from ..runtime import Runtime
+from ..runtime.labels import label_of
 from ..state.text import valid_data
 from ..store import PendingRecord, StoredEvent
 from ..store.log import SESSION_ID_RULE, SessionKey, valid_session_id
@@ -187,23 +188,28 @@ class PendingView:
     """A pending item as the API shows it, placed under its top-level agent and session (an
     item raised inside a subagent's session belongs to the session that started it)."""
 
-    def __init__(self, item: PendingRecord, root_agent: str, root_session: str) -> None:
+    def __init__(
+        self, item: PendingRecord, root_agent: str, root_session: str, label: str | None = None
+    ) -> None:
         self.item = item
         self.root_agent = root_agent
         self.root_session = root_session
+        self.label = label
+        """The approval's tool's label (`runtime.labels`), listed on the full profile."""
 
     @property
     def status_url(self) -> str:
         return f"/agents/{self.root_agent}/sessions/{quote(self.root_session, safe='')}"
 
-    def listed(self, *, typed: bool = False) -> dict[str, Any]:
-        """The listing shape (with `type` in mixed lists)."""
+    def listed(self, *, typed: bool = False, labelled: bool = False) -> dict[str, Any]:
+        """The listing shape (with `type` in mixed lists; `label` when `labelled` and the
+        tool has one)."""
         item = self.item
         body: dict[str, Any] = {"type": item.kind} if typed else {}
         body |= {"id": item.id, "sessionId": self.root_session, "agent": self.root_agent}
         if item.kind == "approval":
+            body |= {"tool": item.tool} | ({"label": self.label} if labelled and self.label else {})
             body |= {
-                "tool": item.tool,
                 "args": item.args,
                 "scope": scope_of(item),
                 "reason": item.reason,
@@ -270,11 +276,14 @@ async def open_items(runtime: Runtime, session: SessionKey) -> list[PendingView]
     """The open items the top-level `session` waits on (its own and its subagents'), under
     it. (The tenant's and an agent's are listed a page at a time: `resolve._page`.)"""
     return [
-        PendingView(item, session.agent, session.id) for item in await runtime.outstanding(session)
+        PendingView(
+            item, session.agent, session.id, await label_of(runtime.log, runtime.agents, item)
+        )
+        for item in await runtime.outstanding(session)
     ]
 
 
 async def place(runtime: Runtime, item: PendingRecord) -> PendingView:
     """Where an item belongs: a subagent's item under the top-level session it was raised in."""
     root = await runtime.root_of(item)
-    return PendingView(item, root.agent, root.id)
+    return PendingView(item, root.agent, root.id, await label_of(runtime.log, runtime.agents, item))

@@ -66,6 +66,8 @@ class ChatView:
         self.shown_text = ""
         """The last reply's text printed for good."""
         self.args: dict[str, dict[str, Any]] = {}
+        self.labels: dict[str, str] = {}
+        """Call id → its tool's label (`tool:started`), shown in place of the tool's name."""
         self.outputs: dict[str, ev.ToolOutput] = {}
         self.usage: list[Usage] = []
         self.started = time.monotonic()
@@ -146,11 +148,13 @@ class ChatView:
                 self.note(f"  answered by {by}: {answer}")
             case ev.ToolStarted(id=call_id, tool=tool, args=args):
                 self.args[call_id] = args
+                if event.label:
+                    tool = self.labels[call_id] = event.label
                 self.wait(f"running {tool}")
             case ev.ToolOutput():
                 self.outputs[event.id] = event
             case ev.ToolResult(id=call_id, tool=tool, status_text=status):
-                self.tool_panel(call_id, tool, status)
+                self.tool_panel(call_id, self.labels.pop(call_id, tool), status)
                 self.wait("thinking")
             case ev.ToolInterrupted(tool=tool):
                 self.note(f"✗ {tool} interrupted", "yellow")
@@ -161,7 +165,7 @@ class ChatView:
                 )
             case ev.SubagentEvent(origin=origin, event=inner):
                 if isinstance(inner, ev.ToolStarted):
-                    self.note(f"  {origin.agent} → {inner.tool}", "cyan")
+                    self.note(f"  {origin.agent} → {inner.label or inner.tool}", "cyan")
                 elif isinstance(inner, (ev.ApprovalPending, ev.QuestionPending)):
                     self.pause()
                     self.note(f"? the subagent {origin.agent} needs you:", "yellow")
