@@ -37,6 +37,8 @@ from .budget import context_budget
 from .conversion import model_view
 from .fallback import Fallback
 from .finish import Finish
+from .handoff import due as handoff_due
+from .handoff import following, handing_off, second_transfers, switched
 from .hook_calls import call_hook, observe
 from .hook_points import transformed, wrapped
 from .keys import CallKeys
@@ -95,9 +97,15 @@ class Steps(Calls):
     stop_reason: ev.RunStopReason = "completed"
 
     def __post_init__(self) -> None:
+        if self.state.agent not in (None, self.agent.name):  # a handoff's: the active agent
+            self.agent, self.model, self.gate, self.info = following(self.state, self.info, self)
+        self.deadline = Deadline(self.agent.retry.deadline)  # each model request's
+        self.equip()
+
+    def equip(self) -> None:
+        """The collaborators made for the run's agent (as it starts, and after a handoff)."""
         agent, info = self.agent, self.info
         self.budget = context_budget(agent, self.model)
-        self.deadline = Deadline(agent.retry.deadline)  # each model request's
         scope = new_scope(tenant=info.tenant, environment=info.environment, agent=info.agent)
         # Collaborators get what they need, never the steps: no reference cycle, freed at once.
         tools = agent._by_name  # (the agent's table: its live toolsets update it)
@@ -115,6 +123,17 @@ class Steps(Calls):
             keys=CallKeys(info, self.state),
             around=wrapped(agent.hooks.around_tool, info, self.outcomes),
         )
+
+    async def hand_off(self) -> list[ev.Event]:
+        """`agent:handoff` when a transfer is due (`loop.handoff`): the target's from now on."""
+        if (due := handoff_due(self.agent, self.state)) is None:
+            return []
+        where = (self.model, self.state, self.info, self.session)
+        target, event = await handing_off(self.agent, due, *where)
+        self.agent, self.model, self.gate, self.info = switched(target, self.info, self.session)
+        self.fallback = None
+        self.equip()
+        return [event]
 
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
         settings = self.info.settings.over(self.agent.settings)  # the run's, for the summary
@@ -314,6 +333,8 @@ class Steps(Calls):
         reply, batch = self.reply, self.state.batch
         assert reply is not None
         self.usage, calls = reply.usage, batch.calls if batch is not None else []
+        if self.agent._handoffs and len(calls) > 1:  # the first handoff wins
+            self.problems = {**self.problems, **second_transfers(self.agent, calls)}
         for call in calls:  # an earlier call's late result would now name this one: logged only
             self.runner.latest.pop(call.id, None)
         return reply, calls
@@ -350,4 +371,6 @@ class Steps(Calls):
             self.ending = None
         elif self.ending is not None:  # (most steps: no frame to find that out)
             self.terminated()
+        if self.agent._handoffs and self.terminal is None:  # a transfer: the target's next
+            queued += await self.hand_off()
         return events + queued
