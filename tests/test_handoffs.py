@@ -229,4 +229,6 @@ async def test_a_transfer_tool_is_listed_with_the_target_description() -> None:
     triage = Agent(model="scripted:x", name="t2", handoffs=[billing])
     (spec,) = triage.tool_specs
     assert spec.name == "transfer_to_billing"
-    assert spec.description == "Hand the conversation over to the billing agent. Refunds and invoices."
+    assert (
+        spec.description == "Hand the conversation over to the billing agent. Refunds and invoices."
+    )
