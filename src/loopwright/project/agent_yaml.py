@@ -20,6 +20,7 @@ from ..model_settings import ModelSettings
 from ..state.compaction import Compaction
 from ..tools import Tool
 from ..toolsets import Toolset
+from .handoffs import parse as parse_handoffs
 from .python_files import import_file
 
 PROMPT_FILE = "prompt.md"
@@ -63,6 +64,8 @@ class _Spec(BaseModel):
     continue_truncated: int = 0
     sandbox: dict[str, Any] | None = None
     """Run the shell and stdio MCP servers under bubblewrap (docs/sandbox.md)."""
+    handoffs: list[Any] = []
+    """Agents of the project this one may hand the conversation to (docs/handoffs.md)."""
 
 
 def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
@@ -150,6 +153,7 @@ def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         output_mode=spec.output_mode,
         continue_truncated=spec.continue_truncated,
         sandbox=sandbox,
+        handoffs=parse_handoffs(spec.handoffs, f"{path}:{_line_of(node, 'handoffs')}"),
     )
     skills = folder / "skills"
     if skills.is_dir():
