@@ -1,6 +1,7 @@
 """A handoff at the CLI: `loopwright run` (a real subprocess, on the project of
 test_handoffs_http.py) prints "→ handed off to billing" among its progress and billing's answer
-on stdout; the session's next message (`--session`) is billing's, with no second handoff."""
+on stdout; the session's next message (`--session`) is billing's, with no second handoff; and
+`loopwright sessions show` prints the handoff and names the active agent."""
 
 from __future__ import annotations
 
@@ -29,6 +30,19 @@ def run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def show(project: Path, session: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "LOOPWRIGHT_HOME"}
+    env |= {"NO_COLOR": "1", "PYTHONPATH": SRC, "LOOPWRIGHT_HOME": str(project / "home")}
+    return subprocess.run(
+        [LOOPWRIGHT, "sessions", "show", session, "--project", str(project)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_loopwright_run_prints_the_handoff(tmp_path: Path) -> None:
     (tmp_path / "loopwright.toml").write_text("")
     write(tmp_path / "agents" / "triage", TRIAGE)
@@ -44,3 +58,19 @@ def test_loopwright_run_prints_the_handoff(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert again.stdout == "Still billing.\n"
     assert "handed off" not in again.stderr
+    shown = show(tmp_path, "s1")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("session s1 · agent triage · ")
+    assert lines[1:10] == [
+        "user: refund please",
+        "  → transfer_to_billing {}",
+        "  ← transfer_to_billing Transferred to billing.",
+        "  → handed off to billing",
+        "assistant: Billing here.",
+        "-- run completed",
+        "user: thanks",
+        "assistant: Still billing.",
+        "-- run completed",
+    ], lines
+    assert "active agent: billing (handed off; the session's first is triage)" in lines
