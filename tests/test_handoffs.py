@@ -232,3 +232,33 @@ async def test_a_transfer_tool_is_listed_with_the_target_description() -> None:
     assert (
         spec.description == "Hand the conversation over to the billing agent. Refunds and invoices."
     )
+
+
+async def test_an_asked_transfer_hands_off_once_approved() -> None:
+    from loopwright import Approval
+
+    ask = Rules.from_yaml(
+        "default_decision: allow\nrules: [{name: billing-asked, tool: transfer_to_billing, "
+        "decision: ask}]"
+    )
+    triage, billing, _t, billing_model = pair(triage_rules=ask)
+    session = Session(triage)
+    paused = await drive(session.run("I want a refund"))
+    assert types(paused.events)[-2:] == ["loop:paused", "done"]
+    assert session.state.agent is None and billing_model.requests == []
+    [item] = session.pending
+    await session.resolve(item.id, Approval.approve(by="me"))
+    resumed = await drive(session.resume())
+    kinds = types(resumed.events)
+    assert kinds[: kinds.index("agent:handoff") + 2] == [
+        "session",
+        "approval:resolved",
+        "actauth:decision",
+        "tool:started",
+        "toollane:result",
+        "tool:output",
+        "tool:result",
+        "agent:handoff",  # after the resumed batch, before the next step
+        "step:started",
+    ]
+    assert resumed.text == "Your refund is on its way." and session.agent is billing
