@@ -9,7 +9,7 @@ export interface ActauthDecision {
   type: "actauth:decision";
 }
 
-/** The session goes on with agent `to` after `from_`'s transfer call `call_id`; `history` says what of the history it keeps (`summary`: the one the source's model wrote). */
+/** The session goes on with `to` after `from_`'s transfer `call_id` (docs/handoffs.md). */
 export interface AgentHandoff {
   callId: string;
   from: string;

@@ -565,8 +565,7 @@ class SubagentEvent:
 
 @value
 class AgentHandoff:
-    """The session goes on with agent `to` after `from_`'s transfer call `call_id`; `history`
-    says what of the history it keeps (`summary`: the one the source's model wrote)."""
+    """The session goes on with `to` after `from_`'s transfer `call_id` (docs/handoffs.md)."""
 
     from_: str
     to: str

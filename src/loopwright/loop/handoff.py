@@ -3,8 +3,9 @@ summary the source's model writes for it, and the session made to go on with it.
 
 A handoff is due when the last reply's first transfer call has a result that is not an error
 and no `agent:handoff` acted on it yet (`SessionState.handoff_call`): derived from the state,
-so the run that made the call, the one that resumes it after an approval and the one that
-recovers it after a crash all find it at the top of their next step (`run_loop`).
+so the run that made the call (after its step: `Steps.proceed`), the one that resumes it
+after an approval and the one that recovers it after a crash (after the batch: `_opening`) all
+find it. `Steps.hand_off` logs it and takes the target's collaborators (`Steps.equip`).
 """
 
 from __future__ import annotations
@@ -68,18 +69,15 @@ def target(agent: Agent, name: str, session: Any) -> Agent:
     return found  # type: ignore[no-any-return]
 
 
-async def handing_off(
-    agent: Agent,
-    due: tuple[ToolCall, Handoff],
-    model: Model,
-    state: SessionState,
-    info: RunInfo,
-    session: Any,
-) -> tuple[Agent, ev.AgentHandoff]:
-    """The target and the `agent:handoff` that hands the session to it (with the summary the
-    source's model wrote, for `summary`: none when it cannot, and the target sees the last
-    user message)."""
-    (call, handoff), to = due, target(agent, due[1].name, session)
+async def handing_off(steps: Any) -> tuple[ev.AgentHandoff, Agent, Model, Gate, RunInfo] | None:
+    """When a transfer is due for the run (`Steps`, not imported: it imports this), its
+    `agent:handoff` and what the run holds for the target from now on. The summary, for
+    `summary`, is the source's model's (none when it cannot write one: the target sees the
+    last user message)."""
+    agent, state, info, session = steps.agent, steps.state, steps.info, steps.session
+    if (found := due(agent, state)) is None:
+        return None
+    (call, handoff), to = found, target(agent, found[1].name, session)
     if to._live and session is not None:  # its live toolsets entered, as a run enters its own
         await to.refresh_tools(session.toolsets)
     summary = None
@@ -88,14 +86,14 @@ async def handing_off(
         try:
             async with asyncio.timeout(agent.retry.deadline):
                 summary = await summarize(
-                    model, state.history.messages, settings, info.session_id, SUMMARY_PROMPT
+                    steps.model, state.history.messages, settings, info.session_id, SUMMARY_PROMPT
                 )
         except (SummaryFailed, TimeoutError) as exc:
             _log.warning("handoff %s -> %s: no summary (%s)", agent.name, to.name, exc)
     event = ev.AgentHandoff(
         from_=agent.name, to=to.name, call_id=call.id, history=handoff.history, summary=summary
     )
-    return to, event
+    return (event, *switched(to, info, session))
 
 
 def activate(session: Any, agent: Agent) -> None:
@@ -111,8 +109,11 @@ def switched(to: Agent, info: RunInfo, session: Any) -> tuple[Agent, Model, Gate
     return to, get_model(to.model), to.gate(), replace(info, agent=to.name)
 
 
-def following(state: SessionState, info: RunInfo, steps: Any) -> tuple[Agent, Model, Gate, RunInfo]:
-    """A run of a session whose state names another active agent than the session's (one read
-    from its log, or forked, after a handoff: made with its first agent) goes on with it."""
-    assert state.agent is not None
-    return switched(target(steps.agent, state.agent, steps.session), info, steps.session)
+def following(steps: Any) -> tuple[Agent, Model, Gate, RunInfo]:
+    """What a run (`Steps`) holds for its agent: the active agent's, when the session's state
+    names another than the session's (one read from its log, or forked, after a handoff: made
+    with its first agent)."""
+    name, session = steps.state.agent, steps.session
+    if name is None or name == steps.agent.name:
+        return steps.agent, steps.model, steps.gate, steps.info
+    return switched(target(steps.agent, name, session), steps.info, session)

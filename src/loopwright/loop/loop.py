@@ -123,9 +123,8 @@ async def _opening(
     if input is None and checkpoint is not None:
         async for event in run.resume(checkpoint):
             yield event
-    if run.agent._handoffs:  # a transfer the recovered or resumed batch ran
-        for event in await run.hand_off():
-            yield event
+    for event in await run.hand_off() if run.agent._handoffs else ():  # (a batch's transfer)
+        yield event
     for event in await run.start(input):
         yield event
     if compact:  # nothing else happens in this run

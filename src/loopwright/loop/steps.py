@@ -37,8 +37,7 @@ from .budget import context_budget
 from .conversion import model_view
 from .fallback import Fallback
 from .finish import Finish
-from .handoff import due as handoff_due
-from .handoff import following, handing_off, second_transfers, switched
+from .handoff import following, handing_off, second_transfers
 from .hook_calls import call_hook, observe
 from .hook_points import transformed, wrapped
 from .keys import CallKeys
@@ -97,14 +96,13 @@ class Steps(Calls):
     stop_reason: ev.RunStopReason = "completed"
 
     def __post_init__(self) -> None:
-        if self.state.agent not in (None, self.agent.name):  # a handoff's: the active agent
-            self.agent, self.model, self.gate, self.info = following(self.state, self.info, self)
+        self.agent, self.model, self.gate, self.info = following(self)  # (after a handoff)
         self.deadline = Deadline(self.agent.retry.deadline)  # each model request's
         self.equip()
 
     def equip(self) -> None:
         """The collaborators made for the run's agent (as it starts, and after a handoff)."""
-        agent, info = self.agent, self.info
+        agent, info, self.fallback = self.agent, self.info, None
         self.budget = context_budget(agent, self.model)
         scope = new_scope(tenant=info.tenant, environment=info.environment, agent=info.agent)
         # Collaborators get what they need, never the steps: no reference cycle, freed at once.
@@ -126,12 +124,9 @@ class Steps(Calls):
 
     async def hand_off(self) -> list[ev.Event]:
         """`agent:handoff` when a transfer is due (`loop.handoff`): the target's from now on."""
-        if (due := handoff_due(self.agent, self.state)) is None:
+        if (handed := await handing_off(self)) is None:
             return []
-        where = (self.model, self.state, self.info, self.session)
-        target, event = await handing_off(self.agent, due, *where)
-        self.agent, self.model, self.gate, self.info = switched(target, self.info, self.session)
-        self.fallback = None
+        event, self.agent, self.model, self.gate, self.info = handed
         self.equip()
         return [event]
 
@@ -333,8 +328,7 @@ class Steps(Calls):
         reply, batch = self.reply, self.state.batch
         assert reply is not None
         self.usage, calls = reply.usage, batch.calls if batch is not None else []
-        if self.agent._handoffs and len(calls) > 1:  # the first handoff wins
-            self.problems = {**self.problems, **second_transfers(self.agent, calls)}
+        self.problems |= second_transfers(self.agent, calls) if self.agent._handoffs else {}
         for call in calls:  # an earlier call's late result would now name this one: logged only
             self.runner.latest.pop(call.id, None)
         return reply, calls
@@ -371,6 +365,5 @@ class Steps(Calls):
             self.ending = None
         elif self.ending is not None:  # (most steps: no frame to find that out)
             self.terminated()
-        if self.agent._handoffs and self.terminal is None:  # a transfer: the target's next
-            queued += await self.hand_off()
+        queued += await self.hand_off() if self.agent._handoffs and self.terminal is None else []
         return events + queued
