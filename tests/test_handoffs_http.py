@@ -156,3 +156,18 @@ def test_a_handoff_to_no_agent_of_the_project_is_a_config_error(tmp_path: Path) 
     message = str(caught.value)
     assert "handoffs: 'billing' is not an agent of the project (agents: triage)" in message
     assert f"{tmp_path / 'agents' / 'triage' / 'agent.yaml'}:3" in message
+
+
+def test_a_fork_after_the_handoff_goes_on_with_billing(http: httpx.Client) -> None:
+    done = ok(http.post("/agents/triage/messages", json={"message": "refund please"}))
+    sid = done["sessionId"]
+    events = ok(http.get(f"/agents/triage/sessions/{sid}/events"))["events"]
+    [at] = [e["seq"] for e in events if e["event"]["type"] == "agent:handoff"]
+    response = http.post(f"/agents/triage/sessions/{sid}/fork", json={"at": at})
+    assert response.status_code == 201, response.text
+    forked = response.json()
+    assert forked["agent"] == "triage"  # (its key keeps the first agent)
+    body = {"message": "and then?", "sessionId": forked["sessionId"]}
+    again = ok(http.post("/agents/triage/messages", json=body))
+    assert again["text"] == "Billing here."  # billing's model, from the top of its script
+    assert "agent:handoff" not in [e["type"] for e in again["events"]]
