@@ -44,12 +44,49 @@ BILLING = {
 }
 
 
+DESK = {  # hands off to `refunds`, whose `refund` a human approves
+    "agent.yaml": """\
+        model: scripted:script.yaml
+        handoffs: [refunds]
+    """,
+    "script.yaml": """\
+        replies:
+          - tool_calls: [{name: transfer_to_refunds, args: {}, id: d1}]
+    """,
+}
+REFUNDS = {
+    "agent.yaml": """\
+        model: scripted:script.yaml
+        description: Refunds orders.
+    """,
+    "tools.py": """\
+        from loopwright import tool
+
+        @tool
+        def refund(order: str) -> str:
+            \"\"\"Refund an order.\"\"\"
+            return f"refunded {order}"
+    """,
+    "rules.yaml": """\
+        rules: [{name: refunds-asked, tool: refund, decision: ask}]
+        default_decision: allow
+    """,
+    "script.yaml": """\
+        replies:
+          - tool_calls: [{name: refund, args: {order: A-1}, id: r1}]
+          - Refunded A-1.
+    """,
+}
+
+
 @pytest.fixture(scope="module")
 def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     root = tmp_path_factory.mktemp("handoffs")
     (root / "loopwright.toml").write_text("")
     write(root / "agents" / "triage", TRIAGE)
     write(root / "agents" / "billing", BILLING)
+    write(root / "agents" / "desk", DESK)
+    write(root / "agents" / "refunds", REFUNDS)
     with LiveServer(create_app(load_project(root))) as live, live.client() as client:
         yield client
 
@@ -171,3 +208,19 @@ def test_a_fork_after_the_handoff_goes_on_with_billing(http: httpx.Client) -> No
     again = ok(http.post("/agents/triage/messages", json=body))
     assert again["text"] == "Billing here."  # billing's model, from the top of its script
     assert "agent:handoff" not in [e["type"] for e in again["events"]]
+
+
+def test_the_targets_own_approval_resumes_with_the_target(http: httpx.Client) -> None:
+    """After the handoff, the target's call pauses on its rules; approving it resumes the
+    session (read back from the log) with the target, which finishes the run."""
+    response = http.post("/agents/desk/messages", json={"message": "refund A-1"})
+    assert response.status_code == 202, response.text
+    paused = response.json()
+    assert paused["tool"] == "refund"
+    [asked] = [e for e in paused["events"] if e["type"] == "approval:pending"]
+    assert asked["scope"]["agent"] == "refunds"  # (the body's `scope` names the session's key)
+    assert "agent:handoff" in [e["type"] for e in paused["events"]]
+    done = ok(http.post(f"/approvals/{paused['id']}/approve", json={}))
+    assert done["text"] == "Refunded A-1."
+    outputs = [e["content"] for e in done["events"] if e["type"] == "tool:output"]
+    assert outputs == ["Transferred to refunds.", "refunded A-1"]  # (the body: the whole tree)

@@ -39,7 +39,8 @@ def parse(values: list[Any], where: str) -> list[Handoff]:
 
 
 def check(agents: Mapping[str, Agent], folders: Mapping[str, Path]) -> None:
-    """Every handoff of the project's agents names one of them (or an Agent it knows)."""
+    """Every handoff of the project's agents names one of them (or an Agent it knows); then
+    they share one roster (`handoffs.join`), so that a name resolves from any of them."""
     for name, agent in agents.items():
         for handoff in agent.handoffs:
             assert isinstance(handoff, Handoff)
@@ -53,6 +54,13 @@ def check(agents: Mapping[str, Agent], folders: Mapping[str, Path]) -> None:
                 f"handoffs: {handoff.name!r} is not an agent of the project (agents: {known})",
                 source=f"{file}:{_line(file)}",
             )
+    if any(agent.handoffs for agent in agents.values()):
+        roster: dict[str, Agent] = {}
+        for agent in agents.values():
+            roster.update(agent._agents)
+        roster.update(agents)
+        for member in roster.values():
+            object.__setattr__(member, "_agents", roster)
 
 
 def _line(file: Path) -> int:
