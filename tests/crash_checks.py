@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crash_model import CURRENT, OUTBOX_WRITES, Fault, Faulty, Ledger, Process, Write, bury, never
-from crash_scenarios import NOTIFY, SESSION, Ctx, Hook, Scenario, agents, decisions_of
+from crash_scenarios import CLERK, NOTIFY, SESSION, Ctx, Hook, Scenario, agents, decisions_of
 from loopwright import Approval
 from loopwright import events as ev
 from loopwright.errors import SessionBusy
 from loopwright.gate.decide import INTERRUPTED, MAY_HAVE_RUN
 from loopwright.notify.worker import Deliverer
 from loopwright.runtime import Runtime
+from loopwright.state.replay import fold
 from loopwright.store.log import EventLog
 from loopwright.store.outbox import outbox_of
 
@@ -280,6 +281,7 @@ async def check(scenario: Scenario, ctx: Ctx, log: EventLog) -> list[str]:
             out.append(f"P4: {call} was {item.status} and ran")
     out += keys_kept(logs, ctx.ledger)
     out += transformed_kept(logs)
+    out += handed_off(logs)
     out += await blobs_kept(logs, log)
     if scenario.outbox:  # P1 for notifications
         sent = {what for _, what in ctx.ledger.entries if what.startswith("webhook ")}
@@ -318,6 +320,31 @@ def transformed_kept(logs: dict[Any, list[Any]]) -> list[str]:
             started = s.event if isinstance(s.event, ev.ToolStarted) else None
             if started and started.id.startswith("fix-") and started.args != {"n": 7}:
                 out.append(f"P1: {started.id} started with {started.args}, not the changed")
+    return out
+
+
+def handed_off(logs: dict[Any, list[Any]]) -> list[str]:
+    """A handoff survives every crash: a logged transfer call (the idempotent transfer tool
+    runs again when a crash cut it short) ends with the session's active agent `clerk` (its
+    state, folded from the log, says so), handed off once per call, and every reply after the
+    handoff is the clerk's (a session resumed after a crash between the handoff and the next
+    step is with the target)."""
+    out: list[str] = []
+    for key, stored in logs.items():
+        events = [s.event for s in stored]
+        moves = [e.call_id for e in events if isinstance(e, ev.AgentHandoff)]
+        if len(set(moves)) != len(moves):
+            out.append(f"P1: {key.id} handed off twice for one call: {moves}")
+        called = [e for e in events if isinstance(e, ev.MessageCompleted)]
+        if not any(c.name == "transfer_to_clerk" for e in called for c in e.message.tool_calls):
+            continue
+        if fold(events, {}).agent != "clerk":
+            out.append(f"P1: {key.id}'s logged transfer left it with payer")
+        at = next((i for i, e in enumerate(events) if e.type == "agent:handoff"), len(events))
+        after = events[at:]
+        texts = [e.message.text for e in after if isinstance(e, ev.MessageCompleted)]
+        if not texts or any(t != CLERK for t in texts):
+            out.append(f"P1: after the handoff {key.id}'s replies are {texts}, not the clerk's")
     return out
 
 

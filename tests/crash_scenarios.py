@@ -3,7 +3,8 @@ the runtime service (as every door does), and how each pending item is decided.
 
 The agent `payer` answers a user message by its first word: `refund k` calls `refund` (asked
 about), `pair k` calls `fetch` twice in one batch (allowed), `ask k` calls `ask_user`,
-`delegate k` calls the subagent `billing` (whose `refund` is asked about), `big k` calls `dump`,
+`delegate k` calls the subagent `billing` (whose `refund` is asked about), `handoff k` hands the
+conversation to the agent `clerk` (`transfer_to_clerk`), `big k` calls `dump`,
 whose result is over the agent's limit (stored whole: docs/large-results.md), `pay k` calls the
 idempotent `pay` twice with the same arguments and the same call ids in every reply (each
 attempt is a ledger entry; the bank books each idempotency key once), `slow k` waits
@@ -117,6 +118,9 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
             return Reply(tool_calls=(ToolCall(id=f"bill-{k}", name="billing", args=args),))
         if word == "fix":  # its argument is changed by the transform_reply hook (`fixed`)
             return Reply(tool_calls=(ToolCall(id=f"fix-{k}", name="fetch", args={"n": 2}),))
+        if word == "handoff":  # the conversation goes to `clerk` (by name: the runtime's)
+            call = ToolCall(id=f"hand-{k}", name="transfer_to_clerk", args={})
+            return Reply(tool_calls=(call,))
         if word == "cut":  # a final answer cut by the output limit: the run ends max_tokens
             return Reply(text="It was the best of", stop_reason="max_tokens")
         if word == "slow":
@@ -147,8 +151,14 @@ def agents(gate: asyncio.Event) -> dict[str, Agent]:
         rules=ASKED,
         compaction=Compaction(keep_last=1, keep_tools=("fetch",)),  # (pinned-compaction)
         hooks=Hooks(transform_reply=fixed, after_batch=noted),
+        handoffs=["clerk"],
     )
-    return {"payer": main}
+    clerk = Agent(name="clerk", model=FunctionModel(lambda request: Reply(text=CLERK)))
+    return {"payer": main, "clerk": clerk}
+
+
+CLERK = "clerk here"
+"""What `clerk`, the agent `handoff k` hands the conversation to, answers to anything."""
 
 
 def fixed(info: RunInfo, reply: AssistantMessage) -> AssistantMessage | None:
@@ -355,6 +365,7 @@ SCENARIOS = [
     Scenario("cut-answer", [send("cut 1"), ended(), send("hi 2"), ended()], {}),
     Scenario("transformed-reply", [send("fix 1"), ended(), send("hi 2"), ended()], {}),
     Scenario("custom-message", [send("hi 1"), ended(), note("seen"), send("hi 2"), ended()], {}),
+    Scenario("handoff", [send("handoff 1"), ended(), send("hi 2"), ended()], {}),
 ]
 """Every scenario; a scenario's `decisions` default to its own steps' (`decisions_of`)."""
 

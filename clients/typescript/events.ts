@@ -9,6 +9,16 @@ export interface ActauthDecision {
   type: "actauth:decision";
 }
 
+/** The session goes on with `to` after `from_`'s transfer `call_id` (docs/handoffs.md). */
+export interface AgentHandoff {
+  callId: string;
+  from: string;
+  history?: "full" | "last_user" | "summary";
+  summary?: string;
+  to: string;
+  type: "agent:handoff";
+}
+
 /** A call needs a human decision; resolve it by its unguessable `id`. */
 export interface ApprovalPending {
   args: Record<string, unknown>;
@@ -382,7 +392,7 @@ export interface StepStarted {
 
 /** An event of a subagent's run, forwarded to its parent's stream. */
 export interface SubagentEvent {
-  event: BudgetCheck | PromptCompaction | AssistantText | ActauthDecision | ToolStarted | ToolResult | ToollaneResult | SkillLoaded | LoopSkipped | LoopMaxTurns | LoopDenied | LoopDone | Session | ApprovalPending | QuestionPending | Done | Error | InputReceived | SteeringInjected | SteeringQueued | SteeringCleared | StepStarted | StepFinished | TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | MessagePartial | MessageTruncated | OutputInvalid | ModelRetry | ModelFallback | CompactionStarted | CompactionFinished | ToolUpdate | ToolOutput | ToolInterrupted | ToolLateResult | ToolSuspended | PendingRequested | ApprovalResolved | QuestionResolved | PendingDecided | LoopPaused | LoopAborted | LoopError | LoopTerminated | RunInterrupted | HookFailed | ReplyTransformed | ContextInjected | SubagentEvent | MessageCustom;
+  event: BudgetCheck | PromptCompaction | AssistantText | ActauthDecision | ToolStarted | ToolResult | ToollaneResult | SkillLoaded | LoopSkipped | LoopMaxTurns | LoopDenied | LoopDone | Session | ApprovalPending | QuestionPending | Done | Error | InputReceived | SteeringInjected | SteeringQueued | SteeringCleared | StepStarted | StepFinished | TextDelta | ThinkingDelta | ToolDelta | MessageCompleted | MessagePartial | MessageTruncated | OutputInvalid | ModelRetry | ModelFallback | CompactionStarted | CompactionFinished | ToolUpdate | ToolOutput | ToolInterrupted | ToolLateResult | ToolSuspended | PendingRequested | ApprovalResolved | QuestionResolved | PendingDecided | LoopPaused | LoopAborted | LoopError | LoopTerminated | RunInterrupted | HookFailed | ReplyTransformed | ContextInjected | SubagentEvent | MessageCustom | AgentHandoff;
   origin: Origin;
   type: "subagent:event";
 }
@@ -573,6 +583,7 @@ export type LoopwrightEvent =
   | ContextInjected
   | SubagentEvent
   | MessageCustom
+  | AgentHandoff
   | SessionCreated
   | SessionStatusChanged
   | SessionDisposed;

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConfigError
+from .handoffs import Handoff, join, transfers
 from .hooks import Hooks
 from .loop.output import Output, OutputMode
 from .model_settings import ModelSettings
@@ -112,6 +113,14 @@ class Agent:
     sandbox: Sandbox | None = None
     """Run the `shell` built-in and stdio MCP servers under bubblewrap, and root the file
     built-ins in the sandbox's workspace (docs/sandbox.md); bubblewrap is checked now."""
+    handoffs: Sequence[str | Agent | Handoff] = ()
+    """Agents this one may hand the conversation to (`transfer_to_<name>` tools, gated like
+    any tool): Agent objects, names (resolved when the handoff happens) or `Handoff` values
+    with what of the history the target sees (docs/handoffs.md)."""
+    _handoffs: dict[str, Handoff] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _agents: dict[str, Agent] = field(default_factory=dict, init=False, repr=False, compare=False)
     _specs: tuple[ToolSpec, ...] = field(default=(), init=False, repr=False, compare=False)
     _spec_chars: int | None = field(default=None, init=False, repr=False, compare=False)
     _by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -130,6 +139,8 @@ class Agent:
             from .sandbox.apply import sandboxed
 
             given = sandboxed(given, self.sandbox)
+        handoffs, transfer_tools = transfers(self.name, self.handoffs)
+        given = (*given, *transfer_tools)
         strays = [t for t in given if not isinstance(t, (Tool, Toolset))]
         if strays:
             raise ConfigError(f"agent {self.name!r}: {strays[0]!r} is neither a tool nor a toolset")
@@ -139,7 +150,10 @@ class Agent:
         if duplicates:
             raise ConfigError(f"agent {self.name!r}: duplicate tool names {duplicates}")
         live = tuple(t for t in given if isinstance(t, Toolset) and t.fixed is None)
-        object.__setattr__(self, "tools", given)
+        object.__setattr__(self, "tools", given[: len(given) - len(transfer_tools)])
+        object.__setattr__(self, "handoffs", handoffs)
+        object.__setattr__(self, "_handoffs", {h.tool_name: h for h in handoffs})
+        join(self, handoffs)
         fallback = self.fallback_models
         fallback = (fallback,) if isinstance(fallback, str) else tuple(fallback)
         object.__setattr__(self, "fallback_models", fallback)
@@ -214,7 +228,7 @@ class Agent:
                 check_agent(self)
 
     def _rebuild(self) -> None:
-        fixed = _fixed(self.tools)
+        fixed = [*_fixed(self.tools), *(self._by_name[name] for name in self._handoffs)]
         table = {t.name: t for t in fixed}
         for toolset in self._live:
             for t in self._listed.get(id(toolset), (0, ()))[1]:

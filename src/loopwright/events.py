@@ -3,7 +3,7 @@
 The seventeen loopengine v1 types keep their exact names and fields; everything else is additive
 and travels in its own type (never as a new field of a v1 type's v1 form). The order of one run:
 
-    session hook:failed? [resumed batch] input:received? steering:injected*
+    session hook:failed? [resumed batch] agent:handoff? input:received? steering:injected*
       ( step:started budget:check
         (text:delta | thinking:delta | tool:delta | model:retry | model:fallback)*
         reply:transformed? message:completed hook:failed? assistant:text?
@@ -11,7 +11,8 @@ and travels in its own type (never as a new field of a v1 type's v1 form). The o
         ( tool:started tool:update* toollane:result tool:output tool:result )*   calls that run
         ( loop:skipped? tool:output tool:result )*                   calls that do not run
         context:injected?                                    after the batch closed, if it did
-        step:finished (tool:late_result | steering:injected | message:truncated | output:invalid)*)*
+        step:finished (tool:late_result | steering:injected | message:truncated | output:invalid)*
+        agent:handoff?)*
     tool:late_result* hook:failed? <terminal> done
 
 where <terminal> is exactly one of loop:done, loop:max_turns, loop:denied, loop:paused,
@@ -562,6 +563,18 @@ class SubagentEvent:
     type: Literal["subagent:event"] = "subagent:event"
 
 
+@value
+class AgentHandoff:
+    """The session goes on with `to` after `from_`'s transfer `call_id` (docs/handoffs.md)."""
+
+    from_: str
+    to: str
+    call_id: str
+    history: Literal["full", "last_user", "summary"] = "full"
+    summary: str | None = None
+    type: Literal["agent:handoff"] = "agent:handoff"
+
+
 V1Event: TypeAlias = (
     BudgetCheck
     | PromptCompaction
@@ -624,6 +637,7 @@ Event: TypeAlias = (
     | ContextInjected
     | SubagentEvent
     | MessageCustom
+    | AgentHandoff
 )
 
 

@@ -120,6 +120,8 @@ class _Checker:
                 self.injected.clear()
             case ev.InputReceived() | ev.SteeringInjected() if self.in_step:
                 self.fail(i, e, "input enters between steps, after step:finished")
+            case ev.AgentHandoff() if self.in_step:
+                self.fail(i, e, "a handoff happens between steps, after step:finished")
             case ev.MessageTruncated() | ev.OutputInvalid() if self.in_step:
                 self.fail(i, e, "a reply is checked once its step finished")
             case ev.SteeringInjected():

@@ -199,7 +199,7 @@ class AcpAgent:
         agent = dataclasses.replace(self.agent, tools=[*self.agent.tools, *tools])
         observers = self.runtime.settings.observers  # (the shared runtime's)
         runtime = self._own[given] = Runtime(
-            {agent.name: agent}, self.runtime.log, observers=observers
+            {**self.runtime.agents, agent.name: agent}, self.runtime.log, observers=observers
         )
         logger.info("MCP servers from the client: %s", ", ".join(t.name for t in tools))
         return runtime

@@ -141,6 +141,8 @@ class Translator:
             for call in event.message.tool_calls:
                 if (acp_id := self.ids.announced(call.id)) is not None:
                     yield announce(call, acp_id)
+        elif isinstance(event, ev.AgentHandoff):
+            yield handoff(event)
         elif isinstance(event, ev.ToolOutput | ev.ToolInterrupted):
             if self.ids.of(event.id) not in self._ended:
                 self._ended.add(self.ids.of(event.id))
@@ -178,6 +180,13 @@ def replay(event: ev.Event, ids: CallIds) -> Iterator[Update]:
                 yield announce(part, acp_id)
     elif isinstance(event, ev.ToolStarted | ev.ToolOutput | ev.ToolInterrupted):
         yield from _tool(event, ids)
+    elif isinstance(event, ev.AgentHandoff):
+        yield handoff(event)
+
+
+def handoff(event: ev.AgentHandoff) -> Update:
+    """A handoff (docs/handoffs.md), as a thought chunk: the session goes on with `to`."""
+    return update_agent_thought_text(f"→ handed off from {event.from_} to {event.to}\n")
 
 
 def stop_reason(done: ev.Done) -> Any:

@@ -65,7 +65,7 @@ def acp_command(args: argparse.Namespace) -> int:
 
 async def _serve(agent: Agent, place: Place) -> None:
     from ..acp import serve
-    from .runner import opened
+    from .runner import handoff_targets, opened
 
-    async with opened(place, {agent.name: agent}) as runtime:
+    async with opened(place, {**handoff_targets(place, agent), agent.name: agent}) as runtime:
         await serve(runtime, agent, place.tenant, str(place.root))

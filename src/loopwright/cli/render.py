@@ -290,6 +290,8 @@ class Human:
                 self.note(s.red(f"✗ stopped: {', '.join(denied)} denied"))
             case ev.LoopAborted():
                 self.note(s.yellow("✗ cancelled"))
+            case ev.AgentHandoff(to=to):
+                self.note(s.cyan(f"→ handed off to {to}"))
             case ev.RunInterrupted(interrupted_calls=lost, rerun_calls=again):
                 self.note(
                     s.yellow(

@@ -167,10 +167,10 @@ async def _run(
     message: str | UserMessage | None,
     args: argparse.Namespace,
 ) -> ev.Done:
-    from .runner import Display, explain_pause, opened, prompt_hidden, show_run
+    from .runner import Display, explain_pause, handoff_targets, opened, prompt_hidden, show_run
 
     output = Display(args)  # before the log: the prompt's terminal is checked first
-    async with opened(place, {agent.name: agent}) as runtime:
+    async with opened(place, {**handoff_targets(place, agent), agent.name: agent}) as runtime:
         new = not args.session or not await _exists(runtime, place, agent, args.session)
         if new and args.session and not args.new:
             raise CliError(

@@ -86,6 +86,11 @@ async def _drive(start: Start, output: Display) -> ev.Done:
     return done
 
 
+def handoff_targets(place: Place, agent: Agent) -> dict[str, Agent]:
+    """The agents `agent`'s handoffs may name (the project's), for a runtime of `agent`."""
+    return place.agents() if agent.handoffs else {}
+
+
 @asynccontextmanager
 async def opened(place: Place, agents: Mapping[str, Agent]) -> AsyncIterator[Runtime]:
     """The runtime of `agents` over the place's event log, for one command; its runs still

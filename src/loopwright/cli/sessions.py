@@ -176,9 +176,13 @@ async def show(place: Place, args: argparse.Namespace) -> int:
             f"session {key.id} · agent {key.agent} · {record.status} · "
             f"{record.last_seq} events · updated {record.updated_at}{forked}{titled}"
         )
+        active = key.agent  # (the session's first; a handoff makes another active)
         async for _, event in runtime.events(key):  # the log, a page at a time
+            active = getattr(event, "to", active) if event.type == "agent:handoff" else active
             for line in conversation([event]):
                 print(line)
+        if active != key.agent:
+            print(f"active agent: {active} (handed off; the session's first is {key.agent})")
         waiting = await runtime.pending(place.tenant, session=key)
         spent = await runtime.usage_report(
             UsageQuery(tenant=key.tenant, agent=key.agent, session=key.id)
@@ -279,6 +283,8 @@ def conversation(events: Iterable[ev.Event]) -> list[str]:
                 lines.append(f"  answered by {by}: {answer}")
             case ev.MessageCustom(message=custom):
                 lines.append(f"  [{custom.kind}] {custom.content}")
+            case ev.AgentHandoff(to=to):
+                lines.append(f"  → handed off to {to}")
             case ev.CompactionFinished(from_=before, to=after):
                 lines.append(f"  (compacted {before} → {after} messages)")
             case ev.ToolInterrupted(tool=tool):

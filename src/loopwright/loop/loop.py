@@ -44,7 +44,7 @@ async def run_loop(
         else:
             async for event in opening:
                 yield event
-        while run.terminal is None and run.step < agent.max_turns:  # (then `wind_down` stops it)
+        while run.terminal is None and run.step < (agent := run.agent).max_turns:  # (a handoff's)
             yield run.started()
             yield (check := check_budget(state.history, run.budget, agent))
             if (reason := compaction_due(agent.compaction, check, run.step, state)) is not None:
@@ -123,6 +123,8 @@ async def _opening(
     if input is None and checkpoint is not None:
         async for event in run.resume(checkpoint):
             yield event
+    for event in await run.hand_off() if run.agent._handoffs else ():  # (a batch's transfer)
+        yield event
     for event in await run.start(input):
         yield event
     if compact:  # nothing else happens in this run

@@ -37,6 +37,7 @@ from .budget import context_budget
 from .conversion import model_view
 from .fallback import Fallback
 from .finish import Finish
+from .handoff import following, handing_off, second_transfers
 from .hook_calls import call_hook, observe
 from .hook_points import transformed, wrapped
 from .keys import CallKeys
@@ -95,9 +96,14 @@ class Steps(Calls):
     stop_reason: ev.RunStopReason = "completed"
 
     def __post_init__(self) -> None:
-        agent, info = self.agent, self.info
+        self.agent, self.model, self.gate, self.info = following(self)  # (after a handoff)
+        self.deadline = Deadline(self.agent.retry.deadline)  # each model request's
+        self.equip()
+
+    def equip(self) -> None:
+        """The collaborators made for the run's agent (as it starts, and after a handoff)."""
+        agent, info, self.fallback = self.agent, self.info, None
         self.budget = context_budget(agent, self.model)
-        self.deadline = Deadline(agent.retry.deadline)  # each model request's
         scope = new_scope(tenant=info.tenant, environment=info.environment, agent=info.agent)
         # Collaborators get what they need, never the steps: no reference cycle, freed at once.
         tools = agent._by_name  # (the agent's table: its live toolsets update it)
@@ -115,6 +121,14 @@ class Steps(Calls):
             keys=CallKeys(info, self.state),
             around=wrapped(agent.hooks.around_tool, info, self.outcomes),
         )
+
+    async def hand_off(self) -> list[ev.Event]:
+        """`agent:handoff` when a transfer is due (`loop.handoff`): the target's from now on."""
+        if (handed := await handing_off(self)) is None:
+            return []
+        event, self.agent, self.model, self.gate, self.info = handed
+        self.equip()
+        return [event]
 
     async def compact(self, reason: CompactionReason) -> AsyncIterator[ev.Event]:
         settings = self.info.settings.over(self.agent.settings)  # the run's, for the summary
@@ -314,6 +328,7 @@ class Steps(Calls):
         reply, batch = self.reply, self.state.batch
         assert reply is not None
         self.usage, calls = reply.usage, batch.calls if batch is not None else []
+        self.problems |= second_transfers(self.agent, calls) if self.agent._handoffs else {}
         for call in calls:  # an earlier call's late result would now name this one: logged only
             self.runner.latest.pop(call.id, None)
         return reply, calls
@@ -350,4 +365,5 @@ class Steps(Calls):
             self.ending = None
         elif self.ending is not None:  # (most steps: no frame to find that out)
             self.terminated()
+        queued += await self.hand_off() if self.agent._handoffs and self.terminal is None else []
         return events + queued

@@ -34,6 +34,7 @@ from ..gate.permissions import AllowAll, Condition, Rules, RulesFile
 from ..gate.rule_tools import check_agent
 from .agent_yaml import NAME_RULE as NAME_RULE
 from .agent_yaml import from_yaml
+from .handoffs import check as check_handoffs
 from .python_files import import_file
 
 
@@ -135,6 +136,7 @@ def load_project(root: str | Path = ".", *, dotenv: bool = True) -> Project:
                     )
                 project.agents[agent.name] = agent
                 project.folders[agent.name] = folder
+    check_handoffs(project.agents, project.folders)  # each names an agent of the project
     return project
 
 

@@ -20,6 +20,7 @@ from ..model_settings import ModelSettings
 from ..state.compaction import Compaction
 from ..tools import Tool
 from ..toolsets import Toolset
+from .handoffs import parse as parse_handoffs
 from .python_files import import_file
 
 PROMPT_FILE = "prompt.md"
@@ -65,6 +66,8 @@ class _Spec(BaseModel):
     """Run the shell and stdio MCP servers under bubblewrap (docs/sandbox.md)."""
     a2a: list[Any] = []
     """Remote A2A agents, each a tool `a2a__<name>` (docs/a2a.md)."""
+    handoffs: list[Any] = []
+    """Agents of the project this one may hand the conversation to (docs/handoffs.md)."""
 
 
 def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
@@ -159,6 +162,7 @@ def from_yaml(folder: Path, defaults: dict[str, Any]) -> Agent:
         output_mode=spec.output_mode,
         continue_truncated=spec.continue_truncated,
         sandbox=sandbox,
+        handoffs=parse_handoffs(spec.handoffs, f"{path}:{_line_of(node, 'handoffs')}"),
     )
     skills = folder / "skills"
     if skills.is_dir():

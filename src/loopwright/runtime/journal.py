@@ -296,7 +296,7 @@ class LogJournal(Committing):
         newest snapshot and the events after it, folded by the reducer."""
         if self.agent._live:  # a paused call of a live toolset needs its tool to resume
             await self.agent.refresh_tools(self.settings.toolsets)
-        read = await read_state(self.log, self.key, self.tools, died=died)
+        read = await read_state(self.log, self.key, self.tools, died=died, agent=self.agent)
         state, self.loaded_seq, self.snapshot_seq = read
         self.last_seq = self.loaded_seq
         return state

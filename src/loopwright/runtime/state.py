@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import fields, replace
+from typing import Any
 
 from .. import events as ev
 from ..state.history import History
@@ -29,18 +30,19 @@ INLINE_FOLD = 500
 
 
 async def read_state(
-    log: Store, key: SessionKey, tools: dict[str, Tool], *, died: bool
+    log: Store, key: SessionKey, tools: dict[str, Tool], *, died: bool, agent: Any = None
 ) -> tuple[SessionState, int, int]:
     """The state a run of the session continues from, its history `continued` (`died`: its
     last run stopped before its `done`), the seq it was read up to, and the seq of the
-    snapshot it started from."""
+    snapshot it started from. After a handoff its tools are its active agent's, found among
+    the agents the session's first, `agent`, knows (`Agent._agents`)."""
     state, after = await restore(log, key, tools)
     stored = await log.read(key, after=after)
     last = stored[-1].seq if stored else after
     if state is None and len(stored) < INLINE_FOLD:
-        state = _continued(state, stored, tools, died)
+        state = _continued(state, stored, tools, died, agent)
     else:
-        state = await asyncio.to_thread(_continued, state, stored, tools, died)
+        state = await asyncio.to_thread(_continued, state, stored, tools, died, agent)
     await blobs.resolve(log, state)  # the attachments' bytes, for the next requests
     return state, last, after
 
@@ -89,12 +91,12 @@ def refill(
     state: SessionState, fresh: SessionState, unlogged: Sequence[ev.SteeringQueued] = ()
 ) -> None:
     """Replace a session's state by another in place (a run holds the state and its history);
-    the state keeps its own tools, and what was queued in it but not logged (`unlogged`,
-    `Session.unlogged`) is queued again."""
+    the state keeps its own tools (but the active agent's after a handoff: `read_state`), and
+    what was queued in it but not logged (`unlogged`, `Session.unlogged`) is queued again."""
     for f in fields(History):
         setattr(state.history, f.name, getattr(fresh.history, f.name))
     for f in fields(SessionState):
-        if f.name not in ("tools", "history"):
+        if f.name != "history" and (f.name != "tools" or fresh.agent is not None):
             setattr(state, f.name, getattr(fresh, f.name))
     for queued in unlogged:
         apply(state, queued)
@@ -131,9 +133,16 @@ def frozen(state: SessionState) -> SessionState:
 
 
 def _continued(
-    state: SessionState | None, stored: list[StoredEvent], tools: dict[str, Tool], died: bool
+    state: SessionState | None,
+    stored: list[StoredEvent],
+    tools: dict[str, Tool],
+    died: bool,
+    agent: Any = None,
 ) -> SessionState:
     state = fold((s.event for s in stored), tools, state)
+    active = agent._agents.get(state.agent) if agent is not None and state.agent else None
+    if active is not None:  # handed off: a paused call's tool is the active agent's
+        state.tools = active._by_name
     continued(state, died=died)
     return state
 

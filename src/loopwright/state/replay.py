@@ -26,6 +26,7 @@ from ..messages import ToolCall, ToolResultMessage
 from ..tools import Tool
 from ._values import maker
 from .compaction import apply as apply_compaction
+from .handoffs import handed_off
 from .session_state import Asked, OpenBatch, SessionState, checkpoint
 
 
@@ -270,4 +271,5 @@ HANDLERS: dict[type, Callable[[SessionState, Any], None]] = {
     ev.Session: _session,
     ev.Done: _done,
     ev.LoopPaused: _paused,
+    ev.AgentHandoff: handed_off,
 }

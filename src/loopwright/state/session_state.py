@@ -84,6 +84,10 @@ class SessionState:
     replies: int = 0
     """The model's replies so far (`message:completed`), counted alike live and from the log:
     with a call's place in the last one, what makes its idempotency key (`loop.keys`)."""
+    agent: str | None = None
+    """The active agent after a handoff (`agent:handoff`); None: the session's first."""
+    handoff_call: str | None = None
+    """The transfer call the last handoff acted on (`loop.handoff.due` acts on each once)."""
     died: bool = False
     """The last run's process stopped before its `done` (its lease expired): known when the
     state is read from its log (`continued`), not from its events; the next run clears it."""

@@ -45,6 +45,8 @@ def to_snapshot(state: SessionState) -> str:
         "paused": state.paused,
         "finished": state.finished,
         "replies": state.replies,
+        "agent": state.agent,
+        "handoffCall": state.handoff_call,
         "batch": None,
     }
     text = encoded(history).text
@@ -122,6 +124,8 @@ def _restore(data: str, tools: Mapping[str, Tool]) -> SessionState:
         carry_over=head["carryOver"],
         queued=[(mode, text) for mode, text in head["queued"]],
         replies=head["replies"],  # (a snapshot older than it is ignored: the log is folded)
+        agent=head.get("agent"),  # (absent from a snapshot older than handoffs: the first)
+        handoff_call=head.get("handoffCall"),
     )
     saved = head["batch"]
     if saved is not None:

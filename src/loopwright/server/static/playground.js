@@ -218,6 +218,7 @@ function brief(ev) {
     case "input:received": return messageText(ev.message);
     case "steering:injected": return `${str(ev.mode)}: ${messageText(ev.message)}`;
     case "message:custom": return `[${str(ev.message?.kind)}] ${str(ev.message?.content)}`;
+    case "agent:handoff": return `${str(ev.from)} → ${str(ev.to)} (history: ${str(ev.history)})`;
     case "step:started": return `step ${str(ev.step)}`;
     case "step:finished": return `step ${str(ev.step)}${usageText(ev.usage, " · ")}`;
     case "budget:check":
@@ -321,6 +322,7 @@ class Transcript {
     this.echo = null;
     this.run = { steps: 0, input: 0, output: 0 };
     this.stuck = true;
+    showActiveAgent("");
   }
 
   scope(prefix, init) {
@@ -408,6 +410,10 @@ class Transcript {
       }
       case "message:custom":  // an app's note in the history: shown, never sent to the model
         this.add(s.container, customNote(ev.message || {}));
+        break;
+      case "agent:handoff":  // the session goes on with another agent (docs/handoffs.md)
+        this.add(s.container, handoffNote(ev));
+        if (top) showActiveAgent(ev.to);
         break;
       case "steering:injected":
         this.add(
@@ -1238,6 +1244,20 @@ async function openSession(sessionId) {
 function customNote(message) {
   return h("li", { class: "custom-note", testid: "custom-note", "data-kind": str(message.kind) },
     h("span", { class: "custom-kind", text: str(message.kind) }), " ", str(message.content));
+}
+
+/** A handoff (`agent:handoff`): a note in the conversation naming both agents. */
+function handoffNote(ev) {
+  return h("li", { class: "handoff-note", testid: "handoff-note", "data-to": str(ev.to) },
+    `→ handed off from ${str(ev.from)} to ${str(ev.to)}`);
+}
+
+/** The header's "with <agent>": the session's active agent after a handoff (none before). */
+function showActiveAgent(name) {
+  const el = document.getElementById("active-agent");
+  if (!el) return;
+  el.textContent = name ? `with ${name}` : "";
+  el.hidden = !name;
 }
 
 /** Without an event log (should not happen), show the stored messages. */
