@@ -204,6 +204,8 @@ def test_a_fork_after_the_handoff_goes_on_with_billing(http: httpx.Client) -> No
     assert response.status_code == 201, response.text
     forked = response.json()
     assert forked["agent"] == "triage"  # (its key keeps the first agent)
+    shown = [ok(http.get(f"/agents/triage/sessions/{s}")) for s in (sid, forked["sessionId"])]
+    assert [s["activeAgent"] for s in shown] == ["billing", "billing"]
     body = {"message": "and then?", "sessionId": forked["sessionId"]}
     again = ok(http.post("/agents/triage/messages", json=body))
     assert again["text"] == "Billing here."  # billing's model, from the top of its script

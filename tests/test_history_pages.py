@@ -60,16 +60,8 @@ def test_the_history_is_served_whole_or_in_pages_from_the_kept_session(tmp_path,
         opened = len(read)
         whole = body(http.get(url), 200)
         assert list(whole) == [
-            *(
-                "sessionId",
-                "title",
-                "status",
-                "lastSeq",
-                "history",
-                "pending",
-                "usage",
-                "forkedFrom",
-            )
+            *("sessionId", "title", "activeAgent", "status", "lastSeq", "history", "pending"),
+            *("usage", "forkedFrom"),
         ]
         assert (whole["sessionId"], whole["status"], whole["pending"]) == (SID, "idle", [])
         assert bare(whole["history"]) == expected(5)
@@ -82,6 +74,7 @@ def test_the_history_is_served_whole_or_in_pages_from_the_kept_session(tmp_path,
                 *(
                     "sessionId",
                     "title",
+                    "activeAgent",
                     "status",
                     "lastSeq",
                     "history",

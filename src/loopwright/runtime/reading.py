@@ -41,6 +41,8 @@ class HistoryPage:
     start: int
     end: int
     length: int
+    agent: str
+    """The agent the session is with now: its first, or the target of its last handoff."""
 
 
 class Reading:
@@ -212,16 +214,16 @@ class Reading:
         journal = session.journal if session is not None else None
         if session is None or not isinstance(journal, LogJournal) or journal.loaded_seq != last_seq:
             session = await self.open(key)
-        history = session.state.history
+        history, agent = session.state.history, session.state.agent or key.agent
         length = len(history.messages)
         if limit is None:
-            return HistoryPage(encoded(history).text, 0, length, length)
+            return HistoryPage(encoded(history).text, 0, length, length, agent)
         stop = length if end is None else end
         if not 0 <= stop <= length:
             raise ValueError(f"the history has {length} messages")
         start = max(0, stop - limit)
         text = messages_to_json(history.messages[start:stop])[1:-1]
-        return HistoryPage(text, start, stop, length)
+        return HistoryPage(text, start, stop, length, agent)
 
     async def usage(self, tenant: str, key: SessionKey | None = None) -> dict[str, Any]:
         return await self.log.usage(tenant, key=key)

@@ -202,6 +202,7 @@ class SessionView(Body):
     sessionId: str
     history: list[Json]
     title: str | None = nullable("Its title, as the sessions list gives it (null: none yet).")
+    activeAgent: str | None = Field(None, description="The agent it is with now (handoffs).")
     status: str | None = None
     lastSeq: int | None = None
     pending: list[PendingItem] | None = None

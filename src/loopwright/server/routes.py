@@ -227,6 +227,7 @@ async def show_session(request: Request) -> Response:
     head = {
         "sessionId": key.id,
         "title": title,
+        "activeAgent": page.agent,  # (after a handoff, not the path's: docs/handoffs.md)
         "status": record.status,
         "lastSeq": record.last_seq,
     }
