@@ -262,3 +262,26 @@ async def test_an_asked_transfer_hands_off_once_approved() -> None:
         "step:started",
     ]
     assert resumed.text == "Your refund is on its way." and session.agent is billing
+
+
+async def test_a_reloaded_session_enters_its_targets_live_toolsets() -> None:
+    """The first run of a session reloaded after a handoff is made with its first agent, then
+    goes on with the target: the target's live toolsets (an MCP server...) are entered by the
+    session's owner before its request lists them, as the first agent's would be."""
+    from test_toolsets import Growing
+
+    source = Growing()
+    billing_model = scripted("Hello.", {"tool_calls": [call("ping", "p1")]}, "Pinged.")
+    billing = Agent(model=billing_model, name="billing", tools=[source], handoffs=["triage"])
+    triage_model = scripted({"tool_calls": [call("transfer_to_billing", "t1")]})
+    triage = Agent(model=triage_model, name="triage", handoffs=[billing])
+    session = Session(triage)
+    first = await drive(session.run("I want a refund"))
+    await session.toolsets.exit_all()  # (the process that ran it is gone)
+    assert (source.entered, source.exited) == (1, 1)
+    state = fold(first.events, triage._by_name)
+    reloaded = Session(triage, history=state.history)
+    reloaded.state.agent, reloaded.state.handoff_call = state.agent, state.handoff_call
+    again = await drive(reloaded.run("ping, please"))
+    assert (source.entered, again.text) == (2, "Pinged.")
+    assert source in reloaded.toolsets

@@ -273,8 +273,8 @@ class Steps(Calls):
         notes = (check.nudge.content,) if check.nudge else ()
         if self.partial:
             notes = (*notes, partial_note(self.partial))
-        if agent._live:
-            await agent.refresh_tools()
+        if agent._live:  # (entered by the session's owner: a reloaded handoff's target too)
+            await agent.refresh_tools(getattr(self.session, "toolsets", None))
         history = self.state.history
         messages = cast("list[ModelMessage]", history.messages)
         if history.customs or agent.hooks.convert:  # (the model's view: `conversion`)
