@@ -21,9 +21,10 @@ from loopwright.sandbox import Limits, Sandbox
 from loopwright.sandbox.bwrap import SandboxUnavailable
 from loopwright.sandbox.proxy import NetworkProxy
 from mcp_servers import time_server
+from sandbox_required import needs
 from test_builtin_shell import outputs
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+pytestmark = needs("bwrap")
 FIX = "install bubblewrap (apt-get install bubblewrap) or remove the sandbox"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,11 +21,10 @@ from loopwright.builtins import shell_tool
 from loopwright.sandbox import Sandbox
 from loopwright.sandbox.network import allows, hosts
 from loopwright.sandbox.proxy import NetworkProxy
+from sandbox_required import needs
 from test_builtin_shell import outputs
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("curl") is None, reason="needs bwrap and curl"
-)
+pytestmark = needs("bwrap", "curl")
 
 
 class Origin:

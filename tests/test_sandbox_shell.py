@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,10 @@ from loopwright import Agent, Session
 from loopwright.builtins import shell_tool
 from loopwright.builtins.files import workspace_tools
 from loopwright.sandbox import Limits, Sandbox
+from sandbox_required import needs
 from test_builtin_shell import Fifo, Process, outputs, readable
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+pytestmark = needs("bwrap")
 SECRET = "hunter2-sandbox-secret"
 
 
