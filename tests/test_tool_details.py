@@ -40,7 +40,7 @@ async def count(n: int, ctx: ToolContext) -> str:
 def fix_path(args: dict[str, Any]) -> dict[str, Any]:
     """The model sends `file` where the schema says `path`; and relative paths."""
     path = args.pop("file", None) or args.pop("path")
-    return {**args, "path": path if path.startswith("/") else "/work/" + path}
+    return {**args, "path": path if path.startswith("/") else "/srv/files/" + path}
 
 
 @tool(prepare_arguments=fix_path, label="Open")
@@ -133,11 +133,11 @@ async def test_prepare_arguments_runs_before_validation_and_the_tool_sees_its_re
     model = scripted({"tool_calls": [call("open_file", "c1", file="notes.md")]}, "done")
     session = Session(Agent(model=model, tools=[open_file]))
     result = await drive(session.run("go"))
-    assert seen == ["/work/notes.md"]
+    assert seen == ["/srv/files/notes.md"]
     started = next(e for e in result.events if e.type == "tool:started")
-    assert (started.args, started.label) == ({"path": "/work/notes.md"}, "Open")
+    assert (started.args, started.label) == ({"path": "/srv/files/notes.md"}, "Open")
     assert next(e for e in result.events if e.type == "tool:output").content == (
-        "opened /work/notes.md"
+        "opened /srv/files/notes.md"
     )
     # the reply in the history keeps what the model sent
     reply = session.state.history.messages[1]
@@ -166,7 +166,7 @@ async def test_a_prepare_that_raises_is_an_error_result_the_model_reads(caplog):
 RULES = Rules.from_yaml("""
 default_decision: deny
 rules:
-  - {name: under-work, tool: open_file, decision: ask, when: {field: path, op: matches, value: '^/work/'}}
+  - {name: under-work, tool: open_file, decision: ask, when: {field: path, op: matches, value: '^/srv/files/'}}
 """)
 
 
@@ -180,15 +180,15 @@ async def test_the_gate_and_the_human_see_the_prepared_arguments():
 
     model = scripted({"tool_calls": [call("open_file", "c1", file="notes.md")]}, "done")
     result = await run_agent(Agent(model=model, tools=[open_file], rules=RULES), approver=person)
-    assert asked == [{"path": "/work/notes.md"}]
+    assert asked == [{"path": "/srv/files/notes.md"}]
     pending = next(e for e in result.events if e.type == "approval:pending")
     assert (pending.args, pending.label, pending.reason) == (
-        {"path": "/work/notes.md"},
+        {"path": "/srv/files/notes.md"},
         "Open",
         "matched rule 'under-work'",
     )
     assert "label" not in to_dict(pending, "v1") and to_dict(pending)["label"] == "Open"
-    assert seen == ["/work/notes.md"]
+    assert seen == ["/srv/files/notes.md"]
 
 
 async def test_before_tool_hook_sees_the_prepared_arguments():
@@ -201,8 +201,8 @@ async def test_before_tool_hook_sees_the_prepared_arguments():
     model = scripted({"tool_calls": [call("open_file", "c1", file="a")]}, "done")
     agent = Agent(model=model, tools=[open_file], hooks=Hooks(before_tool=before_tool))
     await run_agent(agent)
-    assert hooked == [{"path": "/work/a"}]
-    assert seen == ["/work/a"]
+    assert hooked == [{"path": "/srv/files/a"}]
+    assert seen == ["/srv/files/a"]
 
 
 async def test_the_terminal_shows_the_label_and_a_dim_line_of_details():

@@ -25,7 +25,7 @@ from loopwright.tools import ToolReturn
 
 
 def fix(args):
-    return {"path": "/work/" + args.pop("file")}
+    return {"path": "/srv/files/" + args.pop("file")}
 
 
 @tool(label="Read file", prepare_arguments=fix)
@@ -72,11 +72,11 @@ def test_full_frames_carry_the_label_and_the_details_and_the_log_and_history_kee
 ):
     data = data_lines(http, "/agents/files/messages/stream")
     started, output = json.loads(data["tool:started"]), json.loads(data["tool:output"])
-    assert (started["label"], started["args"]) == ("Read file", {"path": "/work/a.md"})
+    assert (started["label"], started["args"]) == ("Read file", {"path": "/srv/files/a.md"})
     assert output == {
         "id": "r1",
         "tool": "read",
-        "content": "text of /work/a.md",
+        "content": "text of /srv/files/a.md",
         "isError": False,
         "details": {"diff": "+a", "lines": 3},
         "type": "tool:output",
@@ -90,7 +90,7 @@ def test_full_frames_carry_the_label_and_the_details_and_the_log_and_history_kee
         {
             "callId": "r1",
             "tool": "read",
-            "content": "text of /work/a.md",
+            "content": "text of /srv/files/a.md",
             "isError": False,
             "details": {"diff": "+a", "lines": 3},
             "role": "tool",
@@ -102,7 +102,7 @@ def test_full_frames_carry_the_label_and_the_details_and_the_log_and_history_kee
 def test_v1_frames_are_as_they_were(http: httpx.Client):
     data = data_lines(http, "/v1/agents/files/messages/stream")
     assert data["tool:started"] == (
-        '{"id":"r1","tool":"read","args":{"path":"/work/a.md"},'
+        '{"id":"r1","tool":"read","args":{"path":"/srv/files/a.md"},'
         '"detailText":"no rules: allowed","type":"tool:started"}'
     )
     assert "tool:output" not in data and "details" not in json.dumps(data)

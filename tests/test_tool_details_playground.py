@@ -43,7 +43,7 @@ def test_the_card_shows_the_label_and_the_details(page: Any, server: Server) -> 
     name = card.get_by_test_id("tool-name")
     expect(name).to_have_text("Read file")
     expect(name).to_have_attribute("title", "read")
-    expect(card.get_by_test_id("tool-output")).to_have_text("text of /work/a.md")
+    expect(card.get_by_test_id("tool-output")).to_have_text("text of /srv/files/a.md")
     box = card.get_by_test_id("tool-details")
     expect(box).to_be_visible()
     assert box.get_attribute("open") is None  # collapsed until asked
