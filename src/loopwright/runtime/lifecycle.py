@@ -108,12 +108,13 @@ class Lifecycle:
         return subscription
 
     def created(self, key: SessionKey, forked_from: ForkSource | None = None) -> None:
-        self._publish(
-            key,
-            SessionCreated(
-                tenant=key.tenant, agent=key.agent, session_id=key.id, forked_from=forked_from
-            ),
-        )
+        if self.subscriptions:  # (nobody listens: nothing to make)
+            self._publish(
+                key,
+                SessionCreated(
+                    tenant=key.tenant, agent=key.agent, session_id=key.id, forked_from=forked_from
+                ),
+            )
 
     def status(self, key: SessionKey, status: SessionStatusName) -> None:
         """The session's status is now `status` (published when it changed)."""
@@ -121,6 +122,8 @@ class Lifecycle:
         if previous == status:
             return
         self.statuses[key] = status
+        if not self.subscriptions:
+            return
         self._publish(
             key,
             SessionStatusChanged(
@@ -134,7 +137,7 @@ class Lifecycle:
 
     def disposed(self, key: SessionKey, reason: DisposedReason) -> None:
         """The runtime let go of the session (published once for what it held)."""
-        if self.statuses.pop(key, None) is not None:
+        if self.statuses.pop(key, None) is not None and self.subscriptions:
             self._publish(
                 key,
                 SessionDisposed(
